@@ -1,0 +1,349 @@
+"""The grammar IR every front end compiles to (Lark variant, GBNF, JSON Schema, regex).
+
+A grammar is a CFG over *lexemes*. A lexeme is a regular language over bytes (a node id of the
+hash-consed regex algebra in :mod:`lexguide.grammar.rx`), or a set of token ids (special tokens,
+which match one vocabulary token and no bytes). Rules are plain BNF; front ends build EBNF
+through :class:`GrammarBuilder`, which desugars ``*``/``+`` into left-recursive helper rules
+(left recursion keeps the canonical Earley sets of repeated items identical, which is what makes
+masks cacheable across list elements).
+
+Symbols are ints: a nonterminal is its index ``>= 0``; lexeme ``i`` is ``-1 - i``.
+
+Lexeme classes: each lexeme belongs to a class with its own skip (``%ignore``) regex. A nested
+``%json`` grammar gets a class of its own so the outer ``%ignore`` does not apply inside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from lexguide.errors import GrammarError
+
+__all__ = [
+    "Lexeme",
+    "TokenSet",
+    "Rule",
+    "GrammarOptions",
+    "GrammarIR",
+    "GrammarBuilder",
+    "lexeme_sym",
+    "is_lexeme",
+    "lexeme_index",
+    "set_json_schema_compiler",
+    "json_schema_compiler",
+]
+
+
+def lexeme_sym(index: int) -> int:
+    """The symbol of lexeme ``index``."""
+    return -1 - index
+
+
+def is_lexeme(sym: int) -> bool:
+    return sym < 0
+
+
+def lexeme_index(sym: int) -> int:
+    """Inverse of :func:`lexeme_sym`."""
+    return -1 - sym
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSet:
+    """A set of vocabulary token ids, resolved against a tokenizer when a matcher is built.
+
+    ``ranges`` are inclusive ``(lo, hi)`` id ranges; ``names`` are special-token texts such as
+    ``<|eot_id|>`` (looked up among the tokenizer's special tokens); ``negated`` complements the
+    union within ``0..vocab_size-1``; ``any`` is ``<[*]>``.
+    """
+
+    ranges: tuple[tuple[int, int], ...] = ()
+    names: tuple[str, ...] = ()
+    negated: bool = False
+    any: bool = False
+
+    def describe(self) -> str:
+        if self.names:
+            return "".join(self.names)
+        if self.any:
+            return "<[*]>"
+        parts = [f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in self.ranges]
+        return "<[" + ("^" if self.negated else "") + ",".join(parts) + "]>"
+
+
+@dataclass(frozen=True, slots=True)
+class Lexeme:
+    """One lexeme: a byte regex (``rx`` node id) or a token set (``token_set``).
+
+    ``lazy`` lexemes end at their first (shortest) match; greedy ones when the next byte cannot
+    extend them. ``max_tokens`` bounds the LLM tokens spent inside the lexeme.
+    """
+
+    name: str
+    rx: int
+    lexeme_class: int = 0
+    lazy: bool = False
+    token_set: TokenSet | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    lhs: int
+    rhs: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GrammarOptions:
+    """Grammar-wide switches (the ``%llguidance {...}`` options)."""
+
+    allow_initial_skip: bool = False
+    ignore_once: bool = False
+    no_forcing: bool = False
+    allow_invalid_utf8: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GrammarIR:
+    """A compiled, tokenizer-independent grammar. Immutable; safe to share between matchers."""
+
+    lexemes: tuple[Lexeme, ...]
+    nonterminals: tuple[str, ...]
+    rules: tuple[Rule, ...]
+    start: int
+    skips: tuple[int | None, ...]  # per lexeme class: skip regex node id, or None
+    options: GrammarOptions = field(default_factory=GrammarOptions)
+
+    def symbol_name(self, sym: int) -> str:
+        if is_lexeme(sym):
+            return self.lexemes[lexeme_index(sym)].name
+        return self.nonterminals[sym]
+
+
+class GrammarBuilder:
+    """Accumulates lexemes and rules; every front end goes through it.
+
+    Lexemes are deduplicated by ``(rx, class, lazy, token_set, max_tokens)``; helper
+    nonterminals for EBNF operators are memoised so ``x*`` written twice is one rule.
+    """
+
+    def __init__(self) -> None:
+        self._lexemes: list[Lexeme] = []
+        self._lexeme_ids: dict[tuple, int] = {}
+        self._names: list[str] = []
+        self._rules: list[Rule] = []
+        self._rule_set: set[Rule] = set()
+        self._helpers: dict[tuple, int] = {}
+        self._skips: list[int | None] = [None]
+        self.options = GrammarOptions()
+
+    # -- lexeme classes -------------------------------------------------------------------
+    def set_skip(self, lexeme_class: int, skip_rx: int | None) -> None:
+        """Set the ``%ignore`` regex of a lexeme class (class 0 is the top grammar's)."""
+        self._skips[lexeme_class] = skip_rx
+
+    def new_lexeme_class(self, skip_rx: int | None) -> int:
+        """A new lexeme class; classes with the same skip regex are shared."""
+        for i, s in enumerate(self._skips):
+            if i > 0 and s == skip_rx:
+                return i
+        self._skips.append(skip_rx)
+        return len(self._skips) - 1
+
+    # -- symbols --------------------------------------------------------------------------
+    def lexeme(
+        self,
+        rx: int,
+        name: str,
+        *,
+        lexeme_class: int = 0,
+        lazy: bool = False,
+        max_tokens: int | None = None,
+    ) -> int:
+        """The symbol of a byte-regex lexeme (created on first use)."""
+        key = (rx, lexeme_class, lazy, None, max_tokens)
+        idx = self._lexeme_ids.get(key)
+        if idx is None:
+            idx = len(self._lexemes)
+            self._lexemes.append(Lexeme(name, rx, lexeme_class, lazy, None, max_tokens))
+            self._lexeme_ids[key] = idx
+        return lexeme_sym(idx)
+
+    def token_lexeme(self, token_set: TokenSet, *, lexeme_class: int = 0) -> int:
+        """The symbol of a special-token lexeme (matches one token id, no bytes)."""
+        from lexguide.grammar import rx as _rx
+
+        key = (None, lexeme_class, False, token_set, None)
+        idx = self._lexeme_ids.get(key)
+        if idx is None:
+            idx = len(self._lexemes)
+            self._lexemes.append(
+                Lexeme(token_set.describe(), _rx.NOTHING, lexeme_class, False, token_set, None)
+            )
+            self._lexeme_ids[key] = idx
+        return lexeme_sym(idx)
+
+    def nonterminal(self, name: str) -> int:
+        """A fresh nonterminal named ``name`` (names need not be unique)."""
+        self._names.append(name)
+        return len(self._names) - 1
+
+    def rule(self, lhs: int, rhs: Sequence[int]) -> None:
+        """Add ``lhs -> rhs`` (duplicates are ignored)."""
+        if is_lexeme(lhs):
+            raise ValueError("the left-hand side of a rule must be a nonterminal")
+        r = Rule(lhs, tuple(rhs))
+        if r not in self._rule_set:
+            self._rule_set.add(r)
+            self._rules.append(r)
+
+    # -- EBNF helpers (each returns a symbol) ---------------------------------------------
+    def seq(self, syms: Sequence[int], name: str = "seq") -> int:
+        if len(syms) == 1:
+            return syms[0]
+        key = ("seq", tuple(syms))
+        if key not in self._helpers:
+            nt = self.nonterminal(name)
+            self.rule(nt, syms)
+            self._helpers[key] = nt
+        return self._helpers[key]
+
+    def alt(self, alternatives: Iterable[Sequence[int]], name: str = "alt") -> int:
+        alts = tuple(tuple(a) for a in alternatives)
+        if len(alts) == 1 and len(alts[0]) == 1:
+            return alts[0][0]
+        key = ("alt", alts)
+        if key not in self._helpers:
+            nt = self.nonterminal(name)
+            for a in alts:
+                self.rule(nt, a)
+            self._helpers[key] = nt
+        return self._helpers[key]
+
+    def empty(self) -> int:
+        """A nonterminal deriving only the empty string."""
+        return self._empty()
+
+    def _empty(self) -> int:
+        key = ("empty",)
+        if key not in self._helpers:
+            nt = self.nonterminal("empty")
+            self.rule(nt, ())
+            self._helpers[key] = nt
+        return self._helpers[key]
+
+    def optional(self, sym: int) -> int:
+        key = ("opt", sym)
+        if key not in self._helpers:
+            nt = self.nonterminal("opt")
+            self.rule(nt, ())
+            self.rule(nt, (sym,))
+            self._helpers[key] = nt
+        return self._helpers[key]
+
+    def plus(self, sym: int, separator: int | None = None) -> int:
+        """One or more ``sym`` (separated by ``separator``), as a left-recursive rule."""
+        key = ("plus", sym, separator)
+        if key not in self._helpers:
+            nt = self.nonterminal("plus")
+            self.rule(nt, (sym,))
+            self.rule(nt, (nt, sym) if separator is None else (nt, separator, sym))
+            self._helpers[key] = nt
+        return self._helpers[key]
+
+    def star(self, sym: int, separator: int | None = None) -> int:
+        """Zero or more ``sym``."""
+        key = ("star", sym, separator)
+        if key not in self._helpers:
+            nt = self.nonterminal("star")
+            self.rule(nt, ())
+            self.rule(nt, (self.plus(sym, separator),))
+            self._helpers[key] = nt
+        return self._helpers[key]
+
+    def repeat(self, sym: int, min_count: int, max_count: int | None) -> int:
+        """``sym{min,max}`` (``max=None``: unbounded). Bounded repeats use O(max) rules."""
+        if min_count < 0 or (max_count is not None and max_count < min_count):
+            raise ValueError(f"bad repetition bounds {{{min_count},{max_count}}}")
+        key = ("rep", sym, min_count, max_count)
+        if key in self._helpers:
+            return self._helpers[key]
+        if max_count is None:
+            tail = self.star(sym)
+            result = self.seq([sym] * min_count + [tail], name="rep")
+        elif max_count == 0:
+            result = self._empty()
+        else:
+            # upto[k] derives sym{0,k}: upto[k] -> "" | sym upto[k-1]
+            upto = self._empty()
+            for _ in range(max_count - min_count):
+                nt = self.nonterminal("upto")
+                self.rule(nt, ())
+                self.rule(nt, (sym, upto) if upto != self._empty() else (sym,))
+                upto = nt
+            parts = [sym] * min_count + ([upto] if max_count > min_count else [])
+            result = self.seq(parts or [self._empty()], name="rep")
+        self._helpers[key] = result
+        return result
+
+    # -- result ---------------------------------------------------------------------------
+    @property
+    def n_lexemes(self) -> int:
+        return len(self._lexemes)
+
+    def build(self, start: int) -> GrammarIR:
+        """Freeze into a :class:`GrammarIR`; adds a fresh start rule ``start' -> start``.
+
+        Raises :class:`GrammarError` when a nonterminal reachable from ``start`` has no rule.
+        """
+        if is_lexeme(start):
+            nt = self.nonterminal("start")
+            self.rule(nt, (start,))
+            start = nt
+        top = self.nonterminal("<start>")
+        self.rule(top, (start,))
+        has_rule = {r.lhs for r in self._rules}
+        seen = {top}
+        todo = [top]
+        by_lhs: dict[int, list[Rule]] = {}
+        for r in self._rules:
+            by_lhs.setdefault(r.lhs, []).append(r)
+        while todo:
+            nt = todo.pop()
+            if nt not in has_rule:
+                raise GrammarError(f"nonterminal {self._names[nt]!r} has no rule")
+            for r in by_lhs.get(nt, ()):
+                for s in r.rhs:
+                    if s >= 0 and s not in seen:
+                        seen.add(s)
+                        todo.append(s)
+        return GrammarIR(
+            lexemes=tuple(self._lexemes),
+            nonterminals=tuple(self._names),
+            rules=tuple(self._rules),
+            start=top,
+            skips=tuple(self._skips),
+            options=self.options,
+        )
+
+
+# -- hook for %json: grammar must not import jsonschema (which imports grammar) ------------
+_JSON_COMPILER: Callable[..., int] | None = None
+
+
+def set_json_schema_compiler(fn: Callable[..., int]) -> None:
+    """Register ``fn(builder, schema, lexeme_class=..., **options) -> symbol``.
+
+    :mod:`lexguide.jsonschema` registers itself on import; ``%json`` and
+    ``Grammar.from_json_schema`` call it.
+    """
+    global _JSON_COMPILER
+    _JSON_COMPILER = fn
+
+
+def json_schema_compiler() -> Callable[..., int]:
+    if _JSON_COMPILER is None:
+        import lexguide.jsonschema  # noqa: F401  (registers itself)
+    assert _JSON_COMPILER is not None
+    return _JSON_COMPILER
