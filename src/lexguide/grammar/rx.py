@@ -1,0 +1,624 @@
+"""Hash-consed regular expressions over bytes with Brzozowski derivatives.
+
+Every regex is an ``int`` id in one process-wide store. Smart constructors put nodes in a
+canonical form (flattened, sorted and deduplicated alternations and intersections, NOTHING /
+EPSILON absorption, right-nested concatenation, byte sets as 256-bit ints, normalised
+repetition), so two regexes built the same way -- or differing only by associativity,
+commutativity and idempotence of ``|``/``&`` -- get the same id. That is what makes derivatives
+finite (Brzozowski 1964: finitely many dissimilar derivatives modulo ACI) and what lets the
+engine cache masks by lexer state across grammars.
+
+Derivatives are computed per *byte class*: each node carries the coarsest partition of
+0..255 such that bytes in one class have the same derivative (Owens, Reppy & Turon,
+"Regular-expression derivatives re-examined", JFP 2009, section 4.2). ``derivative(x, b)`` is
+memoised on ``(x, representative of b's class)``, so a full 256-entry DFA row costs one
+derivative per class.
+
+Unicode: :func:`codepoint_ranges` compiles code-point ranges to a UTF-8 byte automaton (ranges
+split into UTF-8 byte-range sequences, as in the Rust ``utf8-ranges`` algorithm), so character
+classes only ever match valid UTF-8.
+
+Limits (documented defaults, changeable via :data:`LIMITS`): ``max_rx_nodes`` bounds the whole
+store, ``max_repeat`` bounds the product of nested counted-repetition bounds. Exceeding them
+raises :class:`lexguide.errors.LimitExceeded`.
+
+Thread safety: node creation takes a lock; derivative memo writes are single dict stores.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from lexguide.errors import LimitExceeded, RegexError
+
+__all__ = [
+    "NOTHING",
+    "EPSILON",
+    "ANY_BYTES",
+    "LIMITS",
+    "byteset",
+    "byte_range",
+    "literal",
+    "concat",
+    "alt",
+    "intersect",
+    "complement",
+    "repeat",
+    "star",
+    "plus",
+    "opt",
+    "from_regex",
+    "from_literal",
+    "any_char",
+    "codepoint_range",
+    "codepoint_ranges",
+    "nullable",
+    "derivative",
+    "matches",
+    "to_string",
+    "byte_partition",
+    "n_nodes",
+]
+
+#: Resource limits (mutable: set before building regexes). ``max_rx_nodes`` bounds the
+#: process-wide store; ``max_repeat`` bounds the product of nested counted repetitions
+#: (``x{1000}{1000}`` = 10**6 is refused); ``max_regex_nodes`` bounds the nodes one
+#: :func:`from_regex` call may create.
+LIMITS: dict[str, int] = {
+    "max_rx_nodes": 2_000_000,
+    "max_repeat": 100_000,
+    "max_regex_nodes": 200_000,
+}
+
+# node kinds
+K_NOTHING, K_EPS, K_BYTES, K_CONCAT, K_ALT, K_AND, K_NOT, K_STAR, K_REPEAT = range(9)
+
+_lock = threading.RLock()
+_kind: list[int] = []
+_args: list[tuple] = []
+_null: list[bool] = []
+_part: list[int] = []  # partition id per node
+_weight: list[int] = []  # product of nested counted-repetition bounds
+_cons: dict[tuple, int] = {}
+
+# partitions of 0..255: labels normalised by first occurrence (byte 0 has label 0)
+_part_labels: list[bytes] = []
+_part_reps: list[bytes] = []  # reps[b] = smallest byte of b's class
+_part_ids: dict[bytes, int] = {}
+_refine_memo: dict[tuple[int, int], int] = {}
+_part_np: dict[int, tuple[np.ndarray, tuple[int, ...]]] = {}
+
+_dmemo: dict[int, int] = {}
+
+
+def _intern_partition(labels: bytes) -> int:
+    pid = _part_ids.get(labels)
+    if pid is None:
+        first: dict[int, int] = {}
+        for b, lab in enumerate(labels):
+            first.setdefault(lab, b)
+        with _lock:
+            pid = _part_ids.get(labels)
+            if pid is None:
+                pid = len(_part_labels)
+                _part_labels.append(labels)
+                _part_reps.append(bytes(first[lab] for lab in labels))
+                _part_ids[labels] = pid
+    return pid
+
+
+_TRIVIAL = _intern_partition(bytes(256))
+
+
+def _refine(p: int, q: int) -> int:
+    """The common refinement of partitions ``p`` and ``q`` (memoised)."""
+    if p == q or q == _TRIVIAL:
+        return p
+    if p == _TRIVIAL:
+        return q
+    key = (p, q) if p < q else (q, p)
+    r = _refine_memo.get(key)
+    if r is None:
+        seen: dict[tuple[int, int], int] = {}
+        labels = bytes(
+            [seen.setdefault(k, len(seen)) for k in zip(_part_labels[p], _part_labels[q])]
+        )
+        r = _intern_partition(labels)
+        _refine_memo[key] = r
+    return r
+
+
+def _mk(kind: int, args: tuple, null: bool, part: int, weight: int = 1) -> int:
+    key = (kind, args)
+    x = _cons.get(key)
+    if x is not None:
+        return x
+    with _lock:
+        x = _cons.get(key)
+        if x is not None:
+            return x
+        x = len(_kind)
+        if x >= LIMITS["max_rx_nodes"]:
+            raise LimitExceeded(
+                "max_rx_nodes",
+                LIMITS["max_rx_nodes"],
+                f"resource limit max_rx_nodes={LIMITS['max_rx_nodes']} exceeded: the regex "
+                "store is full (a regex or its automaton is too large)",
+            )
+        _kind.append(kind)
+        _args.append(args)
+        _null.append(null)
+        _part.append(part)
+        _weight.append(weight)
+        _cons[key] = x
+    return x
+
+
+NOTHING = _mk(K_NOTHING, (), False, _TRIVIAL)
+EPSILON = _mk(K_EPS, (), True, _TRIVIAL)
+ANY_BYTES = _mk(K_NOT, (NOTHING,), True, _TRIVIAL)  # every byte string: ~NOTHING
+_FULL = (1 << 256) - 1
+
+
+def n_nodes() -> int:
+    """Number of nodes in the process-wide store."""
+    return len(_kind)
+
+
+def nullable(x: int) -> bool:
+    """Does ``x`` match the empty string? O(1)."""
+    return _null[x]
+
+
+def byte_partition(x: int) -> tuple[bytes, bytes]:
+    """``(labels, reps)``: class label of every byte and the representative byte of its class.
+
+    Bytes with the same label have the same derivative of ``x``.
+    """
+    p = _part[x]
+    return _part_labels[p], _part_reps[p]
+
+
+def partition_arrays(pid: int) -> tuple[np.ndarray, tuple[int, ...]]:
+    """For partition id ``pid``: labels as ``uint8[256]`` and the representative byte per label."""
+    r = _part_np.get(pid)
+    if r is None:
+        labels = _part_labels[pid]
+        reps = _part_reps[pid]
+        n = max(labels) + 1
+        rep_of = [0] * n
+        for lab in range(n - 1, -1, -1):
+            rep_of[lab] = reps[labels.index(lab)]
+        r = (np.frombuffer(labels, dtype=np.uint8), tuple(rep_of))
+        _part_np[pid] = r
+    return r
+
+
+def partition_of(nodes: Iterable[int]) -> int:
+    """The partition id refining the byte classes of all ``nodes``."""
+    p = _TRIVIAL
+    for x in nodes:
+        p = _refine(p, _part[x])
+    return p
+
+
+# -- smart constructors ---------------------------------------------------------------------
+def _bytes_mask(m: int) -> int:
+    if m == 0:
+        return NOTHING
+    low = m & 1
+    labels = bytes([((m >> b) & 1) ^ low for b in range(256)])
+    return _mk(K_BYTES, (m,), False, _intern_partition(labels))
+
+
+def byteset(values: Iterable[int]) -> int:
+    """One byte from ``values`` (ints 0..255)."""
+    m = 0
+    for v in values:
+        if not 0 <= v <= 255:
+            raise ValueError(f"byte value out of range: {v}")
+        m |= 1 << v
+    return _bytes_mask(m)
+
+
+def byte_range(lo: int, hi: int) -> int:
+    """One byte in ``lo..hi`` inclusive."""
+    if not 0 <= lo <= 255 or not 0 <= hi <= 255:
+        raise ValueError(f"byte range out of range: {lo}..{hi}")
+    if hi < lo:
+        return NOTHING
+    return _bytes_mask(((1 << (hi - lo + 1)) - 1) << lo)
+
+
+def literal(data: bytes) -> int:
+    """Exactly the byte string ``data``."""
+    return concat(*[_bytes_mask(1 << b) for b in data])
+
+
+def concat(*xs: int) -> int:
+    """Concatenation (right-nested, EPSILON removed, NOTHING absorbing)."""
+    items: list[int] = []
+    for x in xs:
+        if x == NOTHING:
+            return NOTHING
+        while _kind[x] == K_CONCAT:
+            h, x = _args[x]
+            items.append(h)
+        if x != EPSILON:
+            items.append(x)
+    if not items:
+        return EPSILON
+    res = items[-1]
+    for h in reversed(items[:-1]):
+        part = _refine(_part[h], _part[res]) if _null[h] else _part[h]
+        res = _mk(
+            K_CONCAT, (h, res), _null[h] and _null[res], part, max(_weight[h], _weight[res])
+        )
+    return res
+
+
+def alt(*xs: int) -> int:
+    """Alternation: flattened, byte sets merged, NOTHING dropped, sorted and deduplicated."""
+    kids: set[int] = set()
+    mask = 0
+    for x in xs:
+        k = _kind[x]
+        if k == K_ALT:
+            for c in _args[x]:
+                if _kind[c] == K_BYTES:
+                    mask |= _args[c][0]
+                else:
+                    kids.add(c)
+        elif k == K_BYTES:
+            mask |= _args[x][0]
+        elif k != K_NOTHING:
+            kids.add(x)
+    if ANY_BYTES in kids:
+        return ANY_BYTES
+    if mask:
+        kids.add(_bytes_mask(mask))
+    if EPSILON in kids and len(kids) > 1 and any(_null[c] for c in kids if c != EPSILON):
+        kids.discard(EPSILON)
+    if not kids:
+        return NOTHING
+    if len(kids) == 1:
+        return kids.pop()
+    t = tuple(sorted(kids))
+    return _mk(
+        K_ALT,
+        t,
+        any(_null[c] for c in t),
+        partition_of(t),
+        max(_weight[c] for c in t),
+    )
+
+
+def intersect(*xs: int) -> int:
+    """Intersection: flattened, sorted, deduplicated; ANY_BYTES is the identity."""
+    kids: set[int] = set()
+    mask = _FULL
+    has_mask = False
+    for x in xs:
+        k = _kind[x]
+        if k == K_NOTHING:
+            return NOTHING
+        for c in _args[x] if k == K_AND else (x,):
+            if _kind[c] == K_BYTES:
+                mask &= _args[c][0]
+                has_mask = True
+            elif c != ANY_BYTES:
+                kids.add(c)
+    if has_mask:
+        if mask == 0:
+            return NOTHING
+        kids.add(_bytes_mask(mask))
+    if EPSILON in kids:
+        return EPSILON if all(_null[c] for c in kids) else NOTHING
+    if not kids:
+        return ANY_BYTES
+    if len(kids) == 1:
+        return kids.pop()
+    t = tuple(sorted(kids))
+    return _mk(K_AND, t, all(_null[c] for c in t), partition_of(t), max(_weight[c] for c in t))
+
+
+def complement(x: int) -> int:
+    """All byte strings not matched by ``x`` (may include invalid UTF-8)."""
+    if _kind[x] == K_NOT:
+        return _args[x][0]
+    return _mk(K_NOT, (x,), not _null[x], _part[x], _weight[x])
+
+
+def star(x: int) -> int:
+    """Zero or more ``x``."""
+    k = _kind[x]
+    if k in (K_NOTHING, K_EPS):
+        return EPSILON
+    if k == K_STAR or x == ANY_BYTES:
+        return x
+    if k == K_ALT and EPSILON in _args[x]:
+        return star(alt(*[c for c in _args[x] if c != EPSILON]))
+    if k == K_REPEAT and _args[x][1] == 0:
+        return star(_args[x][0])
+    return _mk(K_STAR, (x,), True, _part[x], _weight[x])
+
+
+def plus(x: int) -> int:
+    """One or more ``x`` (``x x*``)."""
+    return repeat(x, 1, None)
+
+
+def opt(x: int) -> int:
+    """Zero or one ``x``."""
+    return alt(EPSILON, x)
+
+
+def repeat(x: int, lo: int, hi: int | None) -> int:
+    """``x{lo,hi}`` (``hi=None``: unbounded). Raises LimitExceeded past ``max_repeat``."""
+    if lo < 0 or (hi is not None and hi < lo):
+        raise RegexError(f"invalid repetition bounds {{{lo},{'' if hi is None else hi}}}")
+    if hi == 0 or x == EPSILON:
+        return EPSILON
+    if x == NOTHING:
+        return EPSILON if lo == 0 else NOTHING
+    if _null[x]:
+        lo = 0
+    if hi is None:
+        if lo == 0:
+            return star(x)
+        if lo == 1:
+            return concat(x, star(x))
+    elif hi == 1:
+        return x if lo == 1 else opt(x)
+    weight = max(lo, hi or 0) * _weight[x]
+    if weight > LIMITS["max_repeat"]:
+        raise LimitExceeded(
+            "max_repeat",
+            LIMITS["max_repeat"],
+            f"resource limit max_repeat={LIMITS['max_repeat']} exceeded: nested counted "
+            f"repetition amounts to {weight} copies",
+        )
+    return _mk(K_REPEAT, (x, lo, -1 if hi is None else hi), lo == 0, _part[x], weight)
+
+
+# -- derivatives ------------------------------------------------------------------------------
+def derivative(x: int, b: int) -> int:
+    """The Brzozowski derivative of ``x`` by byte ``b``, memoised per (node, byte class)."""
+    key = (x << 8) | _part_reps[_part[x]][b]
+    r = _dmemo.get(key)
+    if r is None:
+        r = _derive(x, b)
+        _dmemo[key] = r
+    return r
+
+
+def _derive(x: int, b: int) -> int:
+    k = _kind[x]
+    if k <= K_EPS:
+        return NOTHING
+    a = _args[x]
+    if k == K_BYTES:
+        return EPSILON if (a[0] >> b) & 1 else NOTHING
+    if k == K_CONCAT:
+        parts = []
+        while True:
+            h, t = _args[x]
+            parts.append(concat(derivative(h, b), t))
+            if not _null[h]:
+                break
+            if _kind[t] != K_CONCAT:
+                parts.append(derivative(t, b))
+                break
+            x = t
+        return alt(*parts) if len(parts) > 1 else parts[0]
+    if k == K_ALT:
+        return alt(*[derivative(c, b) for c in a])
+    if k == K_AND:
+        return intersect(*[derivative(c, b) for c in a])
+    if k == K_NOT:
+        return complement(derivative(a[0], b))
+    if k == K_STAR:
+        return concat(derivative(a[0], b), x)
+    # K_REPEAT
+    c, lo, hi = a
+    return concat(derivative(c, b), repeat(c, max(lo - 1, 0), None if hi < 0 else hi - 1))
+
+
+def matches(x: int, data: bytes) -> bool:
+    """Does ``x`` match all of ``data``? One memoised derivative per byte."""
+    for b in data:
+        x = derivative(x, b)
+        if x == NOTHING:
+            return False
+    return _null[x]
+
+
+# -- Unicode ------------------------------------------------------------------------------------
+def _utf8_sequences(lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
+    """Split code points ``lo..hi`` into UTF-8 byte-range sequences (surrogates excluded)."""
+    out: list[tuple[tuple[int, int], ...]] = []
+    stack = [(lo, hi)]
+    while stack:
+        lo, hi = stack.pop()
+        if lo > hi:
+            continue
+        if lo <= 0xDFFF and hi >= 0xD800:
+            stack.append((lo, 0xD7FF))
+            stack.append((0xE000, hi))
+            continue
+        for m in (0x7F, 0x7FF, 0xFFFF):
+            if lo <= m < hi:
+                stack.append((lo, m))
+                stack.append((m + 1, hi))
+                break
+        else:
+            if hi <= 0x7F:
+                out.append(((lo, hi),))
+                continue
+            n = 2 if hi <= 0x7FF else 3 if hi <= 0xFFFF else 4
+            for i in range(1, n):
+                m = (1 << (6 * i)) - 1
+                if lo & ~m != hi & ~m:
+                    if lo & m != 0:
+                        stack.append((lo, lo | m))
+                        stack.append(((lo | m) + 1, hi))
+                        break
+                    if hi & m != m:
+                        stack.append((lo, (hi & ~m) - 1))
+                        stack.append((hi & ~m, hi))
+                        break
+            else:
+                a = chr(lo).encode("utf-8")
+                z = chr(hi).encode("utf-8")
+                out.append(tuple(zip(a, z)))
+    return out
+
+
+def _range_mask(lo: int, hi: int) -> int:
+    return ((1 << (hi - lo + 1)) - 1) << lo
+
+
+def _build_utf8(seqs: list[tuple[tuple[int, int], ...]]) -> int:
+    """A byte automaton for a set of disjoint UTF-8 sequences: a trie by first byte range whose
+    siblings with identical (hash-consed) tails are merged into one byte set."""
+    by_first: dict[tuple[int, int], list[tuple[tuple[int, int], ...]]] = {}
+    for s in seqs:
+        by_first.setdefault(s[0], []).append(s[1:])
+    by_tail: dict[int, int] = {}
+    for (lo, hi), rests in by_first.items():
+        tail = EPSILON if rests[0] == () else _build_utf8(rests)
+        by_tail[tail] = by_tail.get(tail, 0) | _range_mask(lo, hi)
+    return alt(*[concat(_bytes_mask(m), t) for t, m in by_tail.items()])
+
+
+_cp_memo: dict[tuple[tuple[int, int], ...], int] = {}
+
+
+def codepoint_ranges(ranges: Sequence[tuple[int, int]]) -> int:
+    """One character (UTF-8 encoded) whose code point lies in one of the inclusive ``ranges``.
+
+    Surrogates never match. Memoised on the ranges.
+    """
+    key = tuple(sorted((max(lo, 0), min(hi, 0x10FFFF)) for lo, hi in ranges if lo <= hi))
+    r = _cp_memo.get(key)
+    if r is None:
+        seqs: list[tuple[tuple[int, int], ...]] = []
+        for lo, hi in key:
+            if lo <= hi:
+                seqs.extend(_utf8_sequences(lo, hi))
+        r = _build_utf8(seqs) if seqs else NOTHING
+        _cp_memo[key] = r
+    return r
+
+
+def codepoint_range(lo: int, hi: int) -> int:
+    """One UTF-8 encoded character in ``lo..hi`` (inclusive code points)."""
+    return codepoint_ranges([(lo, hi)])
+
+
+def any_char(include_newline: bool = True) -> int:
+    """Any one valid UTF-8 encoded character (``.`` with or without the ``s`` flag)."""
+    if include_newline:
+        return codepoint_ranges([(0, 0x10FFFF)])
+    return codepoint_ranges([(0, 9), (11, 0x10FFFF)])
+
+
+def from_literal(text: str, case_insensitive: bool = False) -> int:
+    """The UTF-8 bytes of ``text``; with ``case_insensitive`` every character matches its
+    Unicode simple case-folding orbit."""
+    if not case_insensitive:
+        return literal(text.encode("utf-8"))
+    from lexguide.grammar.unicode_tables import case_fold_ranges
+
+    return concat(*[codepoint_ranges(case_fold_ranges([(ord(c), ord(c))])) for c in text])
+
+
+def from_regex(pattern: str, flags: str = "", *, allow_invalid_utf8: bool = False) -> int:
+    """Compile a Rust-``regex``-syntax pattern (implicitly anchored) to a node id.
+
+    Raises :class:`RegexError` (with the character offset) for bad or unsupported syntax and
+    :class:`LimitExceeded` when the regex is too large. See :mod:`lexguide.grammar.rx_syntax`.
+    """
+    from lexguide.grammar.rx_syntax import parse_regex
+
+    return parse_regex(pattern, flags, allow_invalid_utf8=allow_invalid_utf8)
+
+
+# -- printing ---------------------------------------------------------------------------------
+def _fmt_bytes(m: int) -> str:
+    if m == _FULL:
+        return "[\\x00-\\xff]"
+    parts = []
+    b = 0
+    while b < 256:
+        if (m >> b) & 1:
+            e = b
+            while e + 1 < 256 and (m >> (e + 1)) & 1:
+                e += 1
+            parts.append(_fmt_byte(b) if b == e else f"{_fmt_byte(b)}-{_fmt_byte(e)}")
+            b = e + 1
+        else:
+            b += 1
+    if len(parts) == 1 and "-" not in parts[0]:
+        return parts[0]
+    return "[" + "".join(parts) + "]"
+
+
+def _fmt_byte(b: int) -> str:
+    c = chr(b)
+    if 0x21 <= b < 0x7F and c not in "\\[]^-.|()*+?{}&~$":
+        return c
+    return f"\\x{b:02x}"
+
+
+def to_string(x: int, max_len: int = 2000) -> str:
+    """A readable regex-like rendering of ``x`` (for errors and debugging), truncated."""
+    out: list[str] = []
+    budget = [max_len]
+
+    def emit(s: str) -> None:
+        budget[0] -= len(s)
+        out.append(s)
+
+    def go(x: int, prec: int) -> None:
+        if budget[0] < 0:
+            return
+        k, a = _kind[x], _args[x]
+        if k == K_NOTHING:
+            emit("[]")
+        elif k == K_EPS:
+            emit("()")
+        elif k == K_BYTES:
+            emit(_fmt_bytes(a[0]))
+        elif k == K_CONCAT:
+            if prec > 1:
+                emit("(")
+            go(a[0], 2)
+            go(a[1], 1)
+            if prec > 1:
+                emit(")")
+        elif k in (K_ALT, K_AND):
+            if prec > 0:
+                emit("(")
+            for i, c in enumerate(a):
+                if i:
+                    emit("|" if k == K_ALT else "&")
+                go(c, 1)
+            if prec > 0:
+                emit(")")
+        elif k == K_NOT:
+            emit("~")
+            go(a[0], 3)
+        else:
+            go(a[0], 3)
+            if k == K_STAR:
+                emit("*")
+            else:
+                emit(f"{{{a[1]},{'' if a[2] < 0 else a[2]}}}")
+
+    go(x, 0)
+    s = "".join(out)
+    return s if budget[0] >= 0 else s[:max_len] + "..."

@@ -1,0 +1,289 @@
+"""Code-point range sets and the Unicode tables the regex syntax needs.
+
+A *range set* is a sorted list of disjoint, non-adjacent inclusive ``(lo, hi)`` code-point
+pairs. Tables come from :mod:`unicodedata` (the Unicode version of this Python) and are built
+lazily on first use, then cached for the process: general categories (one scan of all code
+points, ~0.3 s), simple case-folding orbits (a scan of planes 0-1). ``White_Space`` and the
+``Other_Alphabetic`` symbols that Rust's ``\\w`` includes are not exposed by ``unicodedata`` and are
+listed here from the Unicode Character Database (PropList.txt).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import unicodedata
+from typing import Iterable
+
+__all__ = [
+    "Ranges",
+    "MAX_CP",
+    "normalize",
+    "negate",
+    "intersect_ranges",
+    "difference",
+    "symmetric_difference",
+    "general_category",
+    "perl_class",
+    "posix_class",
+    "case_fold_ranges",
+    "CATEGORY_ALIASES",
+]
+
+Ranges = list[tuple[int, int]]
+MAX_CP = 0x10FFFF
+
+
+def normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
+    """Sort, clip to 0..MAX_CP and merge overlapping/adjacent ranges."""
+    out: Ranges = []
+    for lo, hi in sorted((max(lo, 0), min(hi, MAX_CP)) for lo, hi in ranges):
+        if lo > hi:
+            continue
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def negate(ranges: Ranges) -> Ranges:
+    """Complement within 0..MAX_CP (input must be normalised)."""
+    out: Ranges = []
+    nxt = 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= MAX_CP:
+        out.append((nxt, MAX_CP))
+    return out
+
+
+def intersect_ranges(a: Ranges, b: Ranges) -> Ranges:
+    """Intersection of two normalised range sets."""
+    out: Ranges = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def difference(a: Ranges, b: Ranges) -> Ranges:
+    return intersect_ranges(a, negate(b))
+
+
+def symmetric_difference(a: Ranges, b: Ranges) -> Ranges:
+    return normalize(difference(a, b) + difference(b, a))
+
+
+# -- general categories -------------------------------------------------------------------------
+_lock = threading.Lock()
+_categories: dict[str, Ranges] | None = None
+
+#: long names and one-letter groups of the Unicode general categories (UAX #44)
+CATEGORY_ALIASES: dict[str, tuple[str, ...]] = {
+    "letter": ("Lu", "Ll", "Lt", "Lm", "Lo"),
+    "casedletter": ("Lu", "Ll", "Lt"),
+    "lc": ("Lu", "Ll", "Lt"),
+    "uppercaseletter": ("Lu",),
+    "lowercaseletter": ("Ll",),
+    "titlecaseletter": ("Lt",),
+    "modifierletter": ("Lm",),
+    "otherletter": ("Lo",),
+    "mark": ("Mn", "Mc", "Me"),
+    "combiningmark": ("Mn", "Mc", "Me"),
+    "nonspacingmark": ("Mn",),
+    "spacingmark": ("Mc",),
+    "enclosingmark": ("Me",),
+    "number": ("Nd", "Nl", "No"),
+    "decimalnumber": ("Nd",),
+    "digit": ("Nd",),
+    "letternumber": ("Nl",),
+    "othernumber": ("No",),
+    "punctuation": ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"),
+    "punct": ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"),
+    "connectorpunctuation": ("Pc",),
+    "dashpunctuation": ("Pd",),
+    "openpunctuation": ("Ps",),
+    "closepunctuation": ("Pe",),
+    "initialpunctuation": ("Pi",),
+    "finalpunctuation": ("Pf",),
+    "otherpunctuation": ("Po",),
+    "symbol": ("Sm", "Sc", "Sk", "So"),
+    "mathsymbol": ("Sm",),
+    "currencysymbol": ("Sc",),
+    "modifiersymbol": ("Sk",),
+    "othersymbol": ("So",),
+    "separator": ("Zs", "Zl", "Zp"),
+    "spaceseparator": ("Zs",),
+    "lineseparator": ("Zl",),
+    "paragraphseparator": ("Zp",),
+    "other": ("Cc", "Cf", "Cs", "Co", "Cn"),
+    "control": ("Cc",),
+    "cntrl": ("Cc",),
+    "format": ("Cf",),
+    "surrogate": ("Cs",),
+    "privateuse": ("Co",),
+    "unassigned": ("Cn",),
+}
+_ALL_CATS = (
+    "Lu Ll Lt Lm Lo Mn Mc Me Nd Nl No Pc Pd Ps Pe Pi Pf Po Sm Sc Sk So Zs Zl Zp Cc Cf Cs Co Cn"
+).split()
+for _c in _ALL_CATS:
+    CATEGORY_ALIASES[_c.lower()] = (_c,)
+for _g in "LMNPSZC":
+    CATEGORY_ALIASES[_g.lower()] = tuple(c for c in _ALL_CATS if c[0] == _g)
+
+
+def _scan_categories() -> dict[str, Ranges]:
+    global _categories
+    if _categories is None:
+        with _lock:
+            if _categories is None:
+                cat = unicodedata.category
+                table: dict[str, Ranges] = {c: [] for c in _ALL_CATS}
+                start, cur = 0, cat("\x00")
+                for cp in range(1, MAX_CP + 1):
+                    c = cat(chr(cp))
+                    if c != cur:
+                        table[cur].append((start, cp - 1))
+                        start, cur = cp, c
+                table[cur].append((start, MAX_CP))
+                _categories = table
+    return _categories
+
+
+def _prop_key(name: str) -> str:
+    return name.replace("_", "").replace(" ", "").replace("-", "").lower()
+
+
+def general_category(name: str) -> Ranges | None:
+    """Ranges of a general category (``L``, ``Lu``, ``Letter``, ``Uppercase_Letter``, ...),
+    also ``Any``, ``ASCII`` and ``Assigned``; None for unknown names (e.g. scripts)."""
+    key = _prop_key(name)
+    if key == "any":
+        return [(0, MAX_CP)]
+    if key == "ascii":
+        return [(0, 0x7F)]
+    if key == "assigned":
+        return negate(general_category("Cn") or [])
+    cats = CATEGORY_ALIASES.get(key)
+    if cats is None:
+        return None
+    table = _scan_categories()
+    return normalize(r for c in cats for r in table[c])
+
+
+# -- Perl and POSIX classes ---------------------------------------------------------------------
+_WHITE_SPACE: Ranges = [
+    (0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
+    (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
+]  # fmt: skip
+# Other_Alphabetic code points outside categories L*, M*, Nl (circled / squared letters)
+_EXTRA_ALPHABETIC: Ranges = [(0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169),
+                             (0x1F170, 0x1F189)]  # fmt: skip
+_perl_cache: dict[tuple[str, bool], Ranges] = {}
+
+
+def perl_class(letter: str, unicode: bool = True) -> Ranges:
+    """``\\d``, ``\\s``, ``\\w`` (lowercase letter) as ranges: Unicode or ASCII versions."""
+    key = (letter, unicode)
+    r = _perl_cache.get(key)
+    if r is None:
+        if not unicode:
+            r = {"d": [(0x30, 0x39)], "s": [(9, 13), (32, 32)],
+                 "w": normalize([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])}[letter]  # fmt: skip
+        elif letter == "d":
+            r = general_category("Nd") or []
+        elif letter == "s":
+            r = list(_WHITE_SPACE)
+        else:  # Alphabetic + M + Nd + Pc + Join_Control, as Rust's \w
+            table = _scan_categories()
+            cats = ("Lu", "Ll", "Lt", "Lm", "Lo", "Nl", "Mn", "Mc", "Me", "Nd", "Pc")
+            r = normalize(
+                [x for c in cats for x in table[c]] + _EXTRA_ALPHABETIC + [(0x200C, 0x200D)]
+            )
+        _perl_cache[key] = r
+    return r
+
+
+_POSIX: dict[str, Ranges] = {
+    "alnum": [(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)],
+    "alpha": [(0x41, 0x5A), (0x61, 0x7A)],
+    "ascii": [(0, 0x7F)],
+    "blank": [(9, 9), (32, 32)],
+    "cntrl": [(0, 0x1F), (0x7F, 0x7F)],
+    "digit": [(0x30, 0x39)],
+    "graph": [(0x21, 0x7E)],
+    "lower": [(0x61, 0x7A)],
+    "print": [(0x20, 0x7E)],
+    "punct": [(0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E)],
+    "space": [(9, 13), (32, 32)],
+    "upper": [(0x41, 0x5A)],
+    "word": [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
+    "xdigit": [(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)],
+}
+
+
+def posix_class(name: str) -> Ranges | None:
+    """An ASCII POSIX class (``alpha``, ``digit``, ...) or None when unknown."""
+    r = _POSIX.get(name)
+    return None if r is None else list(r)
+
+
+# -- simple case folding ------------------------------------------------------------------------
+_fold_keys: list[int] | None = None
+_fold_orbit: dict[int, tuple[int, ...]] = {}
+
+
+def _build_folds() -> list[int]:
+    global _fold_keys
+    if _fold_keys is None:
+        with _lock:
+            if _fold_keys is None:
+                parent: dict[int, int] = {}
+
+                def find(a: int) -> int:
+                    while parent.get(a, a) != a:
+                        a = parent[a]
+                    return a
+
+                for cp in range(0x20000):
+                    if 0xD800 <= cp <= 0xDFFF:
+                        continue
+                    ch = chr(cp)
+                    for other in (ch.lower(), ch.upper()):
+                        if len(other) == 1 and other != ch:
+                            ra, rb = find(cp), find(ord(other))
+                            if ra != rb:
+                                parent[max(ra, rb)] = min(ra, rb)
+                groups: dict[int, list[int]] = {}
+                for cp in list(parent):
+                    groups.setdefault(find(cp), []).append(cp)
+                for root, members in groups.items():
+                    orbit = tuple(sorted(set(members) | {root}))
+                    for m in orbit:
+                        _fold_orbit[m] = orbit
+                _fold_keys = sorted(_fold_orbit)
+    return _fold_keys
+
+
+def case_fold_ranges(ranges: Ranges) -> Ranges:
+    """Close a range set under Unicode simple case folding (``(?i)``)."""
+    keys = _build_folds()
+    extra: Ranges = []
+    for lo, hi in ranges:
+        i = bisect.bisect_left(keys, lo)
+        j = bisect.bisect_right(keys, hi)
+        for cp in keys[i:j]:
+            extra.extend((o, o) for o in _fold_orbit[cp])
+    return normalize(list(ranges) + extra)
