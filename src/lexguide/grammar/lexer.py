@@ -207,13 +207,16 @@ class LexerDFA:
         labels, reps = rx.partition_arrays(pid)
         deriv = rx.derivative
         nothing = rx.NOTHING
-        targets = np.empty(len(reps), dtype=np.int32)
-        for lab, b in enumerate(reps):
+        targets = []
+        for b in reps:
             nxt = []
             for i, x in live:
                 d = deriv(x, b)
                 if d != nothing:
                     nxt.append((i, d))
-            targets[lab] = self._intern(tuple(nxt))
-        self.table[s] = targets[labels]
+            targets.append(self._intern(tuple(nxt)))
+        if len(targets) == 1:
+            self.table[s] = targets[0]
+        else:
+            self.table[s] = np.array(targets, dtype=np.int32)[labels]
         self._has_row[s] = True

@@ -209,6 +209,9 @@ def partition_of(nodes: Iterable[int]) -> int:
 def _bytes_mask(m: int) -> int:
     if m == 0:
         return NOTHING
+    x = _cons.get((K_BYTES, (m,)))
+    if x is not None:
+        return x
     low = m & 1
     labels = bytes([((m >> b) & 1) ^ low for b in range(256)])
     return _mk(K_BYTES, (m,), False, _intern_partition(labels))
@@ -253,6 +256,10 @@ def concat(*xs: int) -> int:
         return EPSILON
     res = items[-1]
     for h in reversed(items[:-1]):
+        x = _cons.get((K_CONCAT, (h, res)))
+        if x is not None:
+            res = x
+            continue
         part = _refine(_part[h], _part[res]) if _null[h] else _part[h]
         res = _mk(
             K_CONCAT, (h, res), _null[h] and _null[res], part, max(_weight[h], _weight[res])
@@ -287,6 +294,9 @@ def alt(*xs: int) -> int:
     if len(kids) == 1:
         return kids.pop()
     t = tuple(sorted(kids))
+    x = _cons.get((K_ALT, t))
+    if x is not None:
+        return x
     return _mk(
         K_ALT,
         t,
@@ -322,6 +332,9 @@ def intersect(*xs: int) -> int:
     if len(kids) == 1:
         return kids.pop()
     t = tuple(sorted(kids))
+    x = _cons.get((K_AND, t))
+    if x is not None:
+        return x
     return _mk(K_AND, t, all(_null[c] for c in t), partition_of(t), max(_weight[c] for c in t))
 
 

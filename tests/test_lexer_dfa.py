@@ -1,0 +1,135 @@
+"""LexerDFA: the lazy multi-lexeme byte DFA, checked against per-lexeme derivative matching."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lexguide.errors import LimitExceeded
+from lexguide.grammar import rx
+from lexguide.grammar.lexer import DEAD, LexerDFA
+
+LEXEMES = [r"[a-z]+", "if", r"[0-9]+", r"[0-9]+\.[0-9]+", r'"(\\.|[^"\\])*"', r"\s+", "é+"]
+RXS = [rx.from_regex(p) for p in LEXEMES]
+
+
+def _walk(dfa: LexerDFA, state: int, data: bytes) -> int:
+    for b in data:
+        state = dfa.next(state, b)
+    return state
+
+
+def _prefix_alive(x: int, data: bytes) -> bool:
+    for b in data:
+        x = rx.derivative(x, b)
+    return x != rx.NOTHING
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sets(st.integers(0, len(LEXEMES) - 1)),
+    st.lists(st.sampled_from([b"a", b"i", b"f", b"1", b".", b'"', b"\\", b" ", "é".encode()]),
+             max_size=8).map(b"".join),
+)  # fmt: skip
+def test_dfa_agrees_with_derivatives(allowed: set[int], data: bytes) -> None:
+    dfa = LexerDFA(RXS, [False] * len(RXS))
+    state = dfa.start(allowed)
+    for n in range(len(data) + 1):
+        prefix = data[:n]
+        if n:
+            state = dfa.next(state, data[n - 1])
+        alive = tuple(i for i in sorted(allowed) if _prefix_alive(RXS[i], prefix))
+        assert dfa.alive_lexemes(state) == alive
+        assert dfa.accepting(state) == tuple(i for i in alive if rx.matches(RXS[i], prefix))
+        assert (state == DEAD) == (not alive)
+        assert not dfa.accepts_lazy(state)
+
+
+def test_dead_state_and_start_cache() -> None:
+    dfa = LexerDFA(RXS, [False] * len(RXS))
+    assert dfa.start([]) == DEAD
+    s = dfa.start({0, 1})
+    assert dfa.start([1, 0]) == s
+    assert dfa.n_states == 2
+    assert dfa.next(DEAD, 65) == DEAD
+    assert (dfa.table[DEAD] == DEAD).all()
+    st_if = _walk(dfa, s, b"if")
+    assert dfa.accepting(st_if) == (0, 1)  # maximal munch hands both lexemes to the parser
+    assert dfa.accepting(_walk(dfa, s, b"ifx")) == (0,)
+    assert _walk(dfa, s, b"i1") == DEAD
+    with pytest.raises(IndexError):
+        dfa.start([99])
+
+
+def test_table_rows_lazily_and_vectorised() -> None:
+    dfa = LexerDFA(RXS, [False] * len(RXS))
+    s = dfa.start(range(len(RXS)))
+    assert (dfa.table[s] == -1).all()  # not computed yet
+    dfa.ensure_rows(np.array([s, s, DEAD], dtype=np.int32))
+    row = dfa.table[s]
+    assert (row >= 0).all()
+    assert row[ord("x")] == row[ord("y")]  # same byte class
+    assert row[ord("%")] == DEAD
+    # grow the table beyond its initial capacity; rows of new states stay -1 until ensured
+    frontier = np.unique(row)
+    while dfa.n_states < 200:
+        dfa.ensure_rows(frontier)
+        tab = dfa.table  # re-read: ensure_rows may reallocate
+        nxt = np.unique(tab[frontier])
+        if set(nxt.tolist()) <= set(frontier.tolist()):
+            break
+        frontier = np.union1d(frontier, nxt)
+    assert dfa.table.shape[1] == 256 and dfa.table.dtype == np.int32
+    assert dfa.table.shape[0] >= dfa.n_states
+
+
+def test_lazy_lexeme_ends_at_first_match() -> None:
+    dfa = LexerDFA([rx.from_regex("[0-9]+"), rx.from_regex("[0-9]+x")], [True, False])
+    s = dfa.start([0, 1])
+    s1 = dfa.next(s, ord("1"))
+    assert dfa.accepting(s1) == (0,) and dfa.accepts_lazy(s1)
+    s2 = dfa.next(s1, ord("2"))
+    assert dfa.alive_lexemes(s2) == (1,)  # the lazy lexeme ended after one digit
+    assert not dfa.accepts_lazy(s2)
+    only_lazy = dfa.start([0])
+    assert dfa.next(dfa.next(only_lazy, ord("1")), ord("2")) == DEAD
+    # a nullable lazy lexeme matches the empty string right away
+    empty = LexerDFA([rx.from_regex(".*")], [True])
+    assert empty.accepts_lazy(empty.start([0]))
+    assert empty.next(empty.start([0]), ord("a")) == DEAD
+
+
+def test_states_are_canonical_across_dfas() -> None:
+    """Same regexes -> same state keys in different DFAs (masks can be cached by key)."""
+    a = LexerDFA([RXS[4]], [False])
+    b = LexerDFA([rx.from_regex("[0-9]"), RXS[4]], [False, False])
+    sa = _walk(a, a.start([0]), b'"ab')
+    sb = _walk(b, b.start([1]), b'"xy')
+    assert a.state_key(sa)[0][1] == b.state_key(sb)[0][1]
+
+
+def test_state_limit_is_quick() -> None:
+    x = rx.from_regex("(a|b)*a(a|b){20}")
+    dfa = LexerDFA([x], [False], max_states=2000)
+    t0 = time.perf_counter()
+    with pytest.raises(LimitExceeded) as ei:
+        dfa.ensure_reachable(dfa.start([0]))
+    assert ei.value.limit == "max_dfa_states"
+    assert time.perf_counter() - t0 < 10.0
+    # lazily, a single path is fine
+    dfa2 = LexerDFA([x], [False], max_states=2000)
+    s = _walk(dfa2, dfa2.start([0]), b"ab" * 20 + b"a" + b"b" * 20)
+    assert dfa2.accepting(s) == (0,)
+
+
+def test_unicode_class_lexeme_only_valid_utf8() -> None:
+    dfa = LexerDFA([rx.from_regex(r"\w+")], [False])
+    s = dfa.start([0])
+    assert dfa.accepting(_walk(dfa, s, "héllo日本".encode())) == (0,)
+    assert _walk(dfa, s, b"\xc3\x28") == DEAD
+    assert dfa.accepting(_walk(dfa, s, b"a\xc3")) == ()  # mid-character: alive, not accepting
+    assert dfa.alive_lexemes(_walk(dfa, s, b"a\xc3")) == (0,)

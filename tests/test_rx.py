@@ -1,0 +1,213 @@
+"""The hash-consed regex algebra: canonical forms, derivatives per byte class, UTF-8, limits."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lexguide.errors import LimitExceeded, RegexError
+from lexguide.grammar import rx
+
+A, B, C = rx.literal(b"a"), rx.literal(b"b"), rx.literal(b"cd")
+
+
+def test_canonical_alternation() -> None:
+    assert rx.alt(A, B) == rx.alt(B, A)
+    assert rx.alt(A, rx.alt(B, C)) == rx.alt(rx.alt(A, B), C) == rx.alt(C, B, A, A)
+    assert rx.alt(A, A) == A
+    assert rx.alt(A, rx.NOTHING) == A
+    assert rx.alt() == rx.NOTHING
+    # byte sets merge: a|b is the byte set [ab]
+    assert rx.alt(A, B) == rx.byteset(b"ab") == rx.from_regex("[ab]") == rx.from_regex("a|b")
+    # EPSILON is dropped next to a nullable alternative
+    assert rx.alt(rx.EPSILON, rx.star(A)) == rx.star(A)
+    assert rx.alt(rx.ANY_BYTES, A) == rx.ANY_BYTES
+
+
+def test_canonical_concat_and_repeat() -> None:
+    assert rx.concat(A, rx.concat(B, C)) == rx.concat(rx.concat(A, B), C) == rx.literal(b"abcd")
+    assert rx.concat(A, rx.EPSILON, B) == rx.literal(b"ab")
+    assert rx.concat(A, rx.NOTHING) == rx.NOTHING
+    assert rx.concat() == rx.EPSILON
+    assert rx.star(rx.star(A)) == rx.star(A)
+    assert rx.star(rx.opt(A)) == rx.star(A)
+    assert rx.star(rx.EPSILON) == rx.star(rx.NOTHING) == rx.EPSILON
+    assert rx.plus(A) == rx.concat(A, rx.star(A)) == rx.from_regex("a+") == rx.from_regex("aa*")
+    assert rx.repeat(A, 0, 1) == rx.opt(A) == rx.from_regex("a?")
+    assert rx.repeat(A, 1, 1) == A
+    assert rx.repeat(A, 0, 0) == rx.EPSILON
+    assert rx.repeat(A, 0, None) == rx.star(A)
+    assert rx.repeat(rx.NOTHING, 2, 3) == rx.NOTHING
+    assert rx.repeat(rx.star(A), 2, 5) == rx.repeat(rx.star(A), 0, 5)
+    with pytest.raises(RegexError):
+        rx.repeat(A, 3, 2)
+
+
+def test_canonical_intersection_and_complement() -> None:
+    assert rx.intersect(A, B) == rx.NOTHING  # byte sets intersect directly
+    assert rx.intersect(rx.byteset(b"ab"), rx.byteset(b"bc")) == B
+    assert rx.intersect(C, rx.ANY_BYTES) == C
+    assert rx.intersect() == rx.ANY_BYTES
+    assert rx.intersect(C, rx.NOTHING) == rx.NOTHING
+    x = rx.intersect(rx.star(A), rx.complement(C))
+    assert x == rx.intersect(rx.complement(C), rx.star(A), rx.star(A))
+    assert rx.complement(rx.complement(C)) == C
+    assert rx.complement(rx.NOTHING) == rx.ANY_BYTES
+    assert rx.intersect(rx.EPSILON, rx.star(A)) == rx.EPSILON
+    assert rx.intersect(rx.EPSILON, A) == rx.NOTHING
+
+
+def test_same_regex_same_id_and_shared_derivatives() -> None:
+    s1 = rx.from_regex(r'"(\\.|[^"\\])*"')
+    s2 = rx.from_regex(r'"(?:[^"\\]|\\.)*"')
+    assert s1 == s2
+    # the state "inside the string" is the same node as in another regex with the same tail
+    d1 = rx.derivative(s1, ord('"'))
+    wrapped = rx.concat(rx.literal(b"x"), s1)
+    assert rx.derivative(rx.derivative(wrapped, ord("x")), ord('"')) == d1
+    assert rx.derivative(d1, ord("a")) == d1
+
+
+def test_nullable() -> None:
+    assert rx.nullable(rx.EPSILON) and not rx.nullable(rx.NOTHING)
+    assert rx.nullable(rx.star(A)) and not rx.nullable(rx.plus(A))
+    assert rx.nullable(rx.complement(A)) and not rx.nullable(rx.complement(rx.EPSILON))
+    assert rx.nullable(rx.repeat(A, 0, 4)) and not rx.nullable(rx.repeat(A, 2, 4))
+
+
+# -- derivatives per byte class are sound ----------------------------------------------------
+SMALL = ["a", "b", "ab", "[ab]", "[^a]", "a*", "(ab|b)+", "a{2,3}", ".", r"\d", "é", "(?s:.*)"]
+_nodes = st.recursive(
+    st.sampled_from(SMALL).map(rx.from_regex),
+    lambda ch: st.one_of(
+        st.tuples(ch, ch).map(lambda t: rx.concat(*t)),
+        st.tuples(ch, ch).map(lambda t: rx.alt(*t)),
+        st.tuples(ch, ch).map(lambda t: rx.intersect(*t)),
+        ch.map(rx.complement),
+        ch.map(rx.star),
+        st.tuples(ch, st.integers(0, 3), st.integers(0, 3)).map(
+            lambda t: rx.repeat(t[0], t[1], t[1] + t[2])
+        ),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_nodes)
+def test_byte_classes_have_equal_derivatives(x: int) -> None:
+    labels, reps = rx.byte_partition(x)
+    by_class: dict[int, int] = {}
+    for b in range(256):
+        d = rx._derive(x, b)  # unmemoised at the top: the real derivative by byte b
+        assert rx.derivative(x, b) == d
+        assert by_class.setdefault(labels[b], d) == d, (rx.to_string(x), b)
+        assert labels[reps[b]] == labels[b]
+
+
+@settings(max_examples=150, deadline=None)
+@given(_nodes, _nodes)
+def test_boolean_algebra_by_enumeration(x: int, y: int) -> None:
+    inter, union, comp = rx.intersect(x, y), rx.alt(x, y), rx.complement(x)
+    for n in range(4):
+        for t in itertools.product([b"a", b"b", b"\xc3", b"\xa9"], repeat=n):
+            s = b"".join(t)
+            mx, my = rx.matches(x, s), rx.matches(y, s)
+            assert rx.matches(inter, s) == (mx and my)
+            assert rx.matches(union, s) == (mx or my)
+            assert rx.matches(comp, s) == (not mx)
+
+
+# -- UTF-8 automata ------------------------------------------------------------------------
+_cps = st.integers(0, 0x10FFFF).filter(lambda c: not 0xD800 <= c <= 0xDFFF)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_cps, _cps, st.lists(_cps, min_size=1, max_size=10))
+def test_codepoint_range_matches_exactly(a: int, b: int, probes: list[int]) -> None:
+    lo, hi = min(a, b), max(a, b)
+    node = rx.codepoint_range(lo, hi)
+    for c in probes + [lo, hi, max(lo - 1, 0), min(hi + 1, 0x10FFFF)]:
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        assert rx.matches(node, chr(c).encode("utf-8")) == (lo <= c <= hi), (lo, hi, c)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=4))
+def test_any_char_is_exactly_one_valid_utf8_char(data: bytes) -> None:
+    try:
+        text = data.decode("utf-8")
+        expected = len(text) == 1
+    except UnicodeDecodeError:
+        expected = False
+    assert rx.matches(rx.any_char(), data) == expected
+
+
+def test_from_literal_case_insensitive() -> None:
+    x = rx.from_literal("Ωk", case_insensitive=True)
+    for s in ["Ωk", "ωK", "\u2126\u212a"]:
+        assert rx.matches(x, s.encode())
+    assert not rx.matches(x, "Ωx".encode())
+    assert rx.from_literal("abc") == rx.literal(b"abc")
+
+
+def test_to_string() -> None:
+    assert rx.to_string(rx.from_regex("ab*")) == "ab*"
+    assert rx.to_string(rx.from_regex("x{2,5}")) == "x{2,5}"
+    assert rx.to_string(rx.intersect(rx.star(A), rx.complement(C))) in ("a*&~(cd)", "~(cd)&a*")
+    assert len(rx.to_string(rx.from_regex(r"\w+"), max_len=50)) <= 53
+
+
+# -- limits ------------------------------------------------------------------------------------
+def test_nested_repeat_limit() -> None:
+    t0 = time.perf_counter()
+    with pytest.raises(LimitExceeded) as ei:
+        rx.repeat(rx.repeat(rx.literal(b"x"), 1000, 1000), 1000, 1000)
+    assert ei.value.limit == "max_repeat"
+    assert time.perf_counter() - t0 < 1.0
+    rx.repeat(rx.any_char(), 1000, 3000)  # the spec's bounded-thinking example is fine
+
+
+def test_store_limit() -> None:
+    old = rx.LIMITS["max_rx_nodes"]
+    rx.LIMITS["max_rx_nodes"] = rx.n_nodes() + 5
+    try:
+        with pytest.raises(LimitExceeded) as ei:
+            rx.literal(b"\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a zyxwvu" * 3 + b"limit-test")
+        assert ei.value.limit == "max_rx_nodes"
+    finally:
+        rx.LIMITS["max_rx_nodes"] = old
+
+
+def test_per_regex_node_limit() -> None:
+    old = rx.LIMITS["max_regex_nodes"]
+    rx.LIMITS["max_regex_nodes"] = 50
+    try:
+        with pytest.raises(LimitExceeded) as ei:
+            rx.from_regex("qwertyuiopasdfghjklzxcvbnm" * 4 + "QWERTY[0-9]{3}")
+        assert ei.value.limit == "max_regex_nodes"
+    finally:
+        rx.LIMITS["max_regex_nodes"] = old
+
+
+def test_exponential_regex_is_lazy() -> None:
+    """(a|b)*a(a|b){20} has 2**21 DFA states; matching one string builds only its path."""
+    x = rx.from_regex("(a|b)*a(a|b){20}")
+    t0 = time.perf_counter()
+    s = ("ab" * 40).encode()
+    assert rx.matches(x, s + b"a" + b"b" * 20)
+    assert not rx.matches(x, s + b"b" * 21)
+    assert time.perf_counter() - t0 < 5.0
+
+
+def test_matches_agrees_with_re_on_common_regexes() -> None:
+    pattern = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+    node = rx.from_regex(pattern)
+    for s in ["0", "-0.5", "12e-3", "01", "1.", "-", "1E+10", "3.14159"]:
+        assert rx.matches(node, s.encode()) == (re.fullmatch(pattern, s) is not None), s
