@@ -1,0 +1,244 @@
+"""``Matcher``: the per-generation state machine the runtime drives token by token."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from lexguide.errors import GrammarError, MatcherError, TokenRejected
+from lexguide.grammar.grammar import Grammar
+from lexguide.grammar.lexparser import ParseState
+from lexguide.engine.mask import MaskEngine
+from lexguide.engine.tokenizer_info import TokenizerInfo
+
+__all__ = ["Matcher", "apply_mask", "engine_for"]
+
+_ENGINES_LOCK = threading.Lock()
+MAX_FORCED_BYTES = 512
+
+
+def engine_for(grammar: Grammar, info: TokenizerInfo) -> MaskEngine:
+    """The shared :class:`MaskEngine` of (grammar, tokenizer), created on first use."""
+    key = id(grammar)
+    entry = info._compiled.get(key)
+    if entry is None or entry[0] is not grammar:
+        with _ENGINES_LOCK:
+            entry = info._compiled.get(key)
+            if entry is None or entry[0] is not grammar:
+                entry = (grammar, MaskEngine(grammar, info))
+                info._compiled[key] = entry
+    return entry[1]
+
+
+class Matcher:
+    """Constrains one generation to a grammar.
+
+    Cheap to create and to ``clone`` (the heavy tables live in a :class:`MaskEngine` shared per
+    grammar and tokenizer). Not thread-safe per instance; use one matcher per sequence.
+
+    ``compute_mask()`` returns a read-only ``uint32`` bitmask of ``ceil(V/32)`` words (bit
+    ``t & 31`` of word ``t >> 5``): exactly the tokens whose bytes keep the output a valid
+    prefix, plus EOS/EOG tokens iff the grammar is complete here. ``consume`` raises
+    :class:`TokenRejected` on any other token and leaves the state unchanged.
+    """
+
+    def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo) -> None:
+        for lx in grammar.ir.lexemes:
+            if lx.max_tokens is not None:
+                raise GrammarError(f"max_tokens on lexeme {lx.name} is not supported yet")
+        self.grammar = grammar
+        self.info = tokenizer_info
+        self._engine = engine_for(grammar, tokenizer_info)
+        self._lp = self._engine.lp
+        self._history: list[ParseState] = [self._lp.initial]
+        self._stopped = False  # an EOS token was consumed
+
+    # -- state ----------------------------------------------------------------------------
+    @property
+    def state(self) -> ParseState:
+        return self._history[-1]
+
+    @property
+    def n_consumed(self) -> int:
+        """Tokens consumed since the start (or the last reset)."""
+        return len(self._history) - 1 + (1 if self._stopped else 0)
+
+    def is_accepting(self) -> bool:
+        """Whether the output so far is a complete sentence (EOS allowed)."""
+        return self._stopped or self._lp.is_accepting(self.state)
+
+    def is_stopped(self) -> bool:
+        """True once EOS was consumed or nothing but EOS can follow."""
+        return self._stopped or not self._lp.can_continue(self.state)
+
+    # -- masks ----------------------------------------------------------------------------
+    def compute_mask(self) -> np.ndarray:
+        """Allowed-token bitmask (read-only; cached per parse state, so usually microseconds)."""
+        if self._stopped:
+            return self.info.mask_from_ids(np.zeros(0, dtype=np.int64))
+        return self._engine.compute_mask(self.state)
+
+    def is_allowed(self, token_id: int) -> bool:
+        mask = self.compute_mask()
+        return bool((int(mask[token_id >> 5]) >> (token_id & 31)) & 1)
+
+    # -- advancing ------------------------------------------------------------------------
+    def _next_state(self, token_id: int) -> ParseState | None:
+        info = self.info
+        state = self.state
+        lexemes = self._engine.token_lexemes_of(token_id)
+        if lexemes:
+            nxt = self._lp.advance_token_lexeme(state, lexemes)
+            if nxt is not None:
+                return nxt
+        if token_id in info.special_ids:
+            return None
+        return self._lp.advance_bytes(state, info.token_bytes[token_id])
+
+    def consume(self, token_id: int) -> None:
+        """Advance by one token. Raises ``TokenRejected`` (state unchanged) if not allowed."""
+        token_id = int(token_id)
+        if not 0 <= token_id < self.info.vocab_size:
+            raise TokenRejected(token_id, f"token id {token_id} outside vocabulary")
+        if self._stopped:
+            raise TokenRejected(token_id, "the matcher has stopped (EOS was consumed)")
+        nxt = self._next_state(token_id)
+        if nxt is None:
+            if token_id in self.info.eos_ids and self._lp.is_accepting(self.state):
+                self._stopped = True
+                return
+            raise TokenRejected(token_id)
+        self._history.append(nxt)
+
+    def consume_tokens(self, token_ids) -> None:
+        """Consume several tokens; on rejection the ones before it stay consumed."""
+        for t in token_ids:
+            self.consume(t)
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` consumed tokens (EOS included)."""
+        if n < 0 or n > self.n_consumed:
+            raise MatcherError(f"cannot roll back {n} tokens; {self.n_consumed} consumed")
+        if n and self._stopped:
+            self._stopped = False
+            n -= 1
+        if n:
+            del self._history[-n:]
+
+    def reset(self) -> None:
+        """Back to the start of the grammar."""
+        del self._history[1:]
+        self._stopped = False
+
+    def clone(self) -> "Matcher":
+        """An independent copy sharing the compiled tables."""
+        twin = Matcher.__new__(Matcher)
+        twin.grammar, twin.info, twin._engine, twin._lp = self.grammar, self.info, self._engine, self._lp
+        twin._history = list(self._history)
+        twin._stopped = self._stopped
+        return twin
+
+    # -- forcing --------------------------------------------------------------------------
+    def forced_bytes(self) -> bytes:
+        """Bytes the grammar forces next (empty if there is a choice, including EOS)."""
+        lp = self._lp
+        state = self.state
+        out = bytearray()
+        if self._stopped:
+            return b""
+        while len(out) < MAX_FORCED_BYTES:
+            if lp.is_accepting(state):
+                break
+            if self._engine._special_ids(state) is not None:
+                break
+            only = None
+            for b in range(256):
+                if lp.advance_byte(state, b) is not None:
+                    if only is not None:
+                        only = -1
+                        break
+                    only = b
+            if only is None or only < 0:
+                break
+            out.append(only)
+            state = lp.advance_byte(state, only)
+        return bytes(out)
+
+    def forced_tokens(self) -> list[int]:
+        """Canonical tokens for the forced bytes, all of which the grammar allows in sequence.
+
+        Uses the tokenizer's ``encode`` when ``TokenizerInfo`` has one (else longest match),
+        and drops the last token, which might merge with the text that follows.
+        """
+        if self.grammar.ir.options.no_forcing:
+            return []
+        forced = self.forced_bytes()
+        if not forced:
+            return []
+        tokens = self._tokenize_forced(forced)
+        if not tokens:
+            return []
+        # the last token could be a prefix of a longer, better token once more text follows
+        tokens = tokens[:-1]
+        probe = self.clone()
+        out = []
+        for t in tokens:
+            try:
+                probe.consume(t)
+            except TokenRejected:
+                break
+            out.append(t)
+        return out
+
+    def _tokenize_forced(self, data: bytes) -> list[int]:
+        info = self.info
+        if info.encode is not None:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = data.decode("utf-8", errors="ignore")
+                data = text.encode("utf-8")
+            ids = list(info.encode(text))
+            if b"".join(info.token_bytes[i] for i in ids) == data:
+                return ids
+        out, i = [], 0
+        while i < len(data):
+            for j in range(min(len(data), i + info.max_len), i, -1):
+                t = info.ids_by_bytes.get(data[i:j])
+                if t is not None:
+                    out.append(t)
+                    i = j
+                    break
+            else:
+                return out
+        return out
+
+    def __repr__(self) -> str:
+        return f"Matcher(consumed={self.n_consumed}, accepting={self.is_accepting()}, stopped={self.is_stopped()})"
+
+
+def apply_mask(logits: Any, mask: np.ndarray) -> Any:
+    """Set logits of disallowed tokens to ``-inf`` in place; returns ``logits``.
+
+    ``logits`` is a numpy array or a torch tensor whose last dimension is the vocabulary (it
+    may be shorter than ``32 * len(mask)``, or longer: ids beyond the mask are disallowed).
+    """
+    n = logits.shape[-1]
+    bits = np.unpackbits(np.ascontiguousarray(mask, dtype="<u4").view(np.uint8), bitorder="little")
+    allowed = np.zeros(n, dtype=bool)
+    k = min(n, len(bits))
+    allowed[:k] = bits[:k].astype(bool)
+    if isinstance(logits, np.ndarray):
+        logits[..., ~allowed] = -np.inf
+        return logits
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - only torch tensors reach here
+        raise TypeError(f"apply_mask: unsupported logits type {type(logits).__name__}") from None
+    if isinstance(logits, torch.Tensor):
+        disallowed = torch.from_numpy(~allowed).to(logits.device)
+        logits.masked_fill_(disallowed, float("-inf"))
+        return logits
+    raise TypeError(f"apply_mask: unsupported logits type {type(logits).__name__}")

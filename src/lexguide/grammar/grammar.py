@@ -1,0 +1,93 @@
+"""``Grammar``: the tokenizer-independent, reusable result of every front end."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lexguide.grammar.ir import GrammarBuilder, GrammarIR, json_schema_compiler
+
+__all__ = ["Grammar"]
+
+LLGUIDANCE_MARKER = "%llguidance"
+
+
+class Grammar:
+    """A compiled grammar: lexemes (byte regexes) plus CFG rules over them.
+
+    Build with one of the ``from_*`` constructors. A ``Grammar`` is immutable and may be shared
+    by any number of matchers and threads; its parser tables are built lazily and cached.
+    """
+
+    __slots__ = ("ir", "source", "_lexparser")
+
+    def __init__(self, ir: GrammarIR, source: str = "") -> None:
+        self.ir = ir
+        self.source = source
+        self._lexparser = None
+
+    # -- constructors ---------------------------------------------------------------------
+    @classmethod
+    def from_lark(cls, text: str) -> "Grammar":
+        """Parse the llguidance Lark variant (see docs). Raises ``GrammarError`` with line:col."""
+        from lexguide.grammar.lark import compile_lark
+
+        return cls(compile_lark(text), "lark")
+
+    @classmethod
+    def from_gbnf(cls, text: str) -> "Grammar":
+        """Parse a llama.cpp GBNF grammar. Raises ``GrammarError`` with line:col."""
+        from lexguide.grammar.gbnf import compile_gbnf
+
+        return cls(compile_gbnf(text), "gbnf")
+
+    @classmethod
+    def from_json_schema(cls, schema: dict[str, Any] | str | bool, **options: Any) -> "Grammar":
+        """Compile a JSON Schema (dict or JSON text). Raises ``SchemaError`` with a JSON pointer.
+
+        Options: ``whitespace`` ("flexible" default, or "compact"), ``indent``,
+        ``item_separator``, ``key_separator``, ``lenient`` (unsupported keywords warn instead
+        of raising).
+        """
+        if isinstance(schema, str):
+            schema = json.loads(schema)
+        builder = GrammarBuilder()
+        start = json_schema_compiler()(builder, schema, lexeme_class=0, **options)
+        return cls(builder.build(start), "json_schema")
+
+    @classmethod
+    def from_regex(cls, pattern: str, flags: str = "") -> "Grammar":
+        """A grammar of one lexeme: full match of ``pattern`` (Rust-regex syntax, anchored)."""
+        from lexguide.grammar import rx
+
+        builder = GrammarBuilder()
+        sym = builder.lexeme(rx.from_regex(pattern, flags), f"/{pattern}/")
+        return cls(builder.build(sym), "regex")
+
+    @classmethod
+    def parse(cls, text: str) -> "Grammar":
+        """Route by format: text starting with ``%llguidance`` is the Lark variant, else GBNF."""
+        if text.lstrip().startswith(LLGUIDANCE_MARKER):
+            return cls.from_lark(text)
+        return cls.from_gbnf(text)
+
+    # -- use ------------------------------------------------------------------------------
+    @property
+    def lexparser(self):
+        """The shared lexer/parser (built on first use)."""
+        if self._lexparser is None:
+            from lexguide.grammar.lexparser import LexParser
+
+            self._lexparser = LexParser(self.ir)
+        return self._lexparser
+
+    def validate(self, text: str | bytes) -> bool:
+        """Whether the whole of ``text`` (UTF-8 bytes) is a sentence of the grammar."""
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        return self.lexparser.accepts(data)
+
+    def __repr__(self) -> str:
+        return (
+            f"Grammar(source={self.source!r}, lexemes={len(self.ir.lexemes)}, "
+            f"rules={len(self.ir.rules)})"
+        )

@@ -1,0 +1,184 @@
+"""The lexer/parser pair: a lazy byte DFA for lexemes driven by the Earley parser.
+
+The state of a parse is the triple ``(set_id, lexer_state, pending)``: the canonical Earley set
+(everything before the current lexeme), the DFA state of the lexeme being read (which lexemes
+are still alive, how far), and whether any bytes of that lexeme were read. All three are ints or
+bools, so states hash cheaply and the engine memoises masks on them.
+
+Lexing follows llguidance (see spec/lark-syntax.md §8): the parser tells the lexer which lexemes
+may come next; greedy lexemes end when the next byte extends none of them (maximal munch, no
+backtracking) and every lexeme accepting the bytes read so far is handed to the parser at once;
+lazy lexemes end at their first match; a class's skip regex (``%ignore``) may stand between
+lexemes while the parser expects a lexeme of that class.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from lexguide.grammar.earley import DEAD_SET, EarleyParser
+from lexguide.grammar.ir import GrammarIR
+from lexguide.grammar.lexer import LexerDFA
+
+__all__ = ["LexParser", "ParseState"]
+
+# How the lexer was (re)started: the skip rules depend on it.
+_INITIAL, _NORMAL, _AFTER_SKIP = 0, 1, 2
+
+
+class ParseState(NamedTuple):
+    set_id: int
+    lexer_state: int
+    pending: bool
+
+
+class LexParser:
+    """Byte-level acceptance for one grammar; shared (thread-safe caches) by every matcher."""
+
+    def __init__(self, ir: GrammarIR) -> None:
+        self.ir = ir
+        self.parser = EarleyParser(ir)
+        n = len(ir.lexemes)
+        self.n_lexemes = n
+        rxs = [lx.rx for lx in ir.lexemes]
+        lazy = [lx.lazy for lx in ir.lexemes]
+        # skip regexes become extra DFA lexemes, one per lexeme class: index n + class
+        self.skip_index: dict[int, int] = {}
+        for cls, skip in enumerate(ir.skips):
+            if skip is not None:
+                self.skip_index[cls] = len(rxs)
+                rxs.append(skip)
+                lazy.append(False)
+        self.is_skip = [False] * n + [True] * (len(rxs) - n)
+        self.lexer = LexerDFA(rxs, lazy)
+        self.token_lexemes = frozenset(i for i, lx in enumerate(ir.lexemes) if lx.token_set is not None)
+        self._start_cache: dict[tuple[int, int], int] = {}
+        self._scan_cache: dict[tuple[int, int], tuple[int, int]] = {}
+        self.initial = ParseState(self.parser.initial, self._lexer_start(self.parser.initial, _INITIAL), False)
+
+    # -- lexer restarts -------------------------------------------------------------------
+    def _lexer_start(self, set_id: int, mode: int) -> int:
+        key = (set_id, mode)
+        hit = self._start_cache.get(key)
+        if hit is not None:
+            return hit
+        expected = self.parser.expected(set_id) - self.token_lexemes
+        allowed = set(expected)
+        opts = self.ir.options
+        skip_ok = (mode != _INITIAL or opts.allow_initial_skip) and not (
+            mode == _AFTER_SKIP and opts.ignore_once
+        )
+        if skip_ok:
+            for lex in expected:
+                s = self.skip_index.get(self.ir.lexemes[lex].lexeme_class)
+                if s is not None:
+                    allowed.add(s)
+        state = self.lexer.start(frozenset(allowed))
+        self._start_cache[key] = state
+        return state
+
+    def finish_lexeme(self, set_id: int, lexer_state: int) -> tuple[int, int]:
+        """End the current lexeme (bytes read so far): ``(new_set_id, new_lexer_start)``.
+
+        Returns ``(DEAD_SET, 0)`` when no alive lexeme accepts here or the parser rejects it.
+        Memoised per (set, lexer state).
+        """
+        key = (set_id, lexer_state)
+        hit = self._scan_cache.get(key)
+        if hit is not None:
+            return hit
+        accepted = self.lexer.accepting(lexer_state)
+        real = frozenset(i for i in accepted if not self.is_skip[i])
+        if real:
+            new_set = self.parser.scan(set_id, real)
+            result = (new_set, self._lexer_start(new_set, _NORMAL)) if new_set != DEAD_SET else (DEAD_SET, 0)
+        elif accepted:  # only the skip regex matched: the parser does not move
+            result = (set_id, self._lexer_start(set_id, _AFTER_SKIP))
+        else:
+            result = (DEAD_SET, 0)
+        self._scan_cache[key] = result
+        return result
+
+    # -- stepping -------------------------------------------------------------------------
+    def advance_byte(self, state: ParseState, byte: int) -> ParseState | None:
+        """The state after one byte, or ``None`` if the byte is not allowed."""
+        set_id, lstate, pending = state
+        lexer = self.lexer
+        if not pending and lstate != 0 and lexer.accepts_lazy(lstate):
+            # a lazy lexeme that matches the empty string ends before any byte
+            set_id, lstate = self.finish_lexeme(set_id, lstate)
+            if set_id == DEAD_SET:
+                return None
+        nxt = lexer.next(lstate, byte)
+        if nxt == 0:
+            if not pending and not lexer.accepting(lstate):
+                return None
+            set_id, lstate = self.finish_lexeme(set_id, lstate)
+            if set_id == DEAD_SET:
+                return None
+            nxt = lexer.next(lstate, byte)
+            if nxt == 0:
+                return None
+        if lexer.accepts_lazy(nxt):
+            set_id, lstart = self.finish_lexeme(set_id, nxt)
+            if set_id == DEAD_SET:
+                return None
+            return ParseState(set_id, lstart, False)
+        return ParseState(set_id, nxt, True)
+
+    def advance_bytes(self, state: ParseState, data: bytes) -> ParseState | None:
+        for b in data:
+            state = self.advance_byte(state, b)
+            if state is None:
+                return None
+        return state
+
+    def advance_token_lexeme(self, state: ParseState, lexemes: frozenset[int]) -> ParseState | None:
+        """Scan a special-token lexeme (any of ``lexemes``); pending bytes must end first."""
+        set_id, lstate, pending = state
+        if pending:
+            set_id, lstate = self.finish_lexeme(set_id, lstate)
+            if set_id == DEAD_SET:
+                return None
+        new_set = self.parser.scan(set_id, lexemes)
+        if new_set == DEAD_SET:
+            return None
+        return ParseState(new_set, self._lexer_start(new_set, _NORMAL), False)
+
+    def is_accepting(self, state: ParseState) -> bool:
+        """Whether end of input is allowed here (the grammar is complete)."""
+        set_id, lstate, pending = state
+        if not pending and self.parser.is_accepting(set_id):
+            return True
+        if lstate == 0:
+            return False
+        # pending bytes must form a lexeme; with none pending, a lexeme matching the empty
+        # string may still end here (as it may before any byte mid-stream)
+        new_set, _ = self.finish_lexeme(set_id, lstate)
+        return new_set != DEAD_SET and self.parser.is_accepting(new_set)
+
+    def can_continue(self, state: ParseState) -> bool:
+        """Whether any more input (bytes or special tokens) is possible."""
+        set_id, lstate, pending = state
+        if lstate != 0 and self.can_extend(lstate):
+            return True
+        if pending:
+            set_id, lstate = self.finish_lexeme(set_id, lstate)
+            if set_id == DEAD_SET:
+                return False
+            return self.can_extend(lstate) or bool(self.parser.expected(set_id) & self.token_lexemes)
+        return bool(self.parser.expected(set_id) & self.token_lexemes)
+
+    def can_extend(self, lexer_state: int) -> bool:
+        """Whether some byte keeps the lexer alive from ``lexer_state``."""
+        if lexer_state == 0:
+            return False
+        self.lexer.ensure_rows(np.array([lexer_state], dtype=np.int32))
+        return bool((self.lexer.table[lexer_state] != 0).any())
+
+    def accepts(self, data: bytes) -> bool:
+        """Full-match of ``data`` against the grammar."""
+        state = self.advance_bytes(self.initial, data)
+        return state is not None and self.is_accepting(state)

@@ -1,0 +1,134 @@
+"""Masks agree with brute force: a token is allowed iff its bytes keep the parse alive."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from lexguide import Grammar, Matcher, TokenizerInfo, TokenRejected, apply_mask
+from lexguide.grammar import rx
+from lexguide.grammar.ir import GrammarBuilder
+
+ALPHABET = b"ab0 ,"
+LEXEME_POOL = ["a", "ab", "b", "[ab]+", "a*b", "[0-9]+", "0", " ", ",", "(ab)+", "b?a", "[a0]{2,3}"]
+
+
+def _vocab(seed: int = 0) -> list[bytes]:
+    rng = random.Random(seed)
+    toks = [b"<eos>", b"<ctl>"]
+    for n in (1, 2, 3):
+        toks += [bytes(p) for p in itertools.product(ALPHABET, repeat=n)]
+    toks += [bytes(rng.choice(ALPHABET) for _ in range(rng.randint(4, 9))) for _ in range(200)]
+    return toks
+
+
+VOCAB = _vocab()
+INFO = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
+
+
+def _random_grammar(rng: random.Random) -> Grammar:
+    b = GrammarBuilder()
+    lexemes = [b.lexeme(rx.from_regex(p), f"/{p}/", lazy=rng.random() < 0.1) for p in rng.sample(LEXEME_POOL, 5)]
+    nts = [b.nonterminal(f"r{i}") for i in range(3)]
+    for i, nt in enumerate(nts):
+        for _ in range(rng.randint(1, 3)):
+            rhs = []
+            for _ in range(rng.randint(0, 3)):
+                if rng.random() < 0.25 and i + 1 < len(nts):
+                    rhs.append(rng.choice(nts[i + 1 :]))
+                elif rng.random() < 0.15:
+                    rhs.append(nt)  # recursion
+                else:
+                    rhs.append(rng.choice(lexemes))
+            b.rule(nt, rhs)
+    if rng.random() < 0.5:
+        b.set_skip(0, rx.from_regex(" +"))
+    return Grammar(b.build(nts[0]))
+
+
+def _mask_ids(mask: np.ndarray) -> set[int]:
+    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")
+    return set(np.nonzero(bits[: INFO.vocab_size])[0].tolist())
+
+
+def _brute_force(m: Matcher) -> set[int]:
+    lp = m._lp
+    allowed = set()
+    for t, tb in enumerate(VOCAB):
+        if t in INFO.special_ids:
+            continue
+        if lp.advance_bytes(m.state, tb) is not None:
+            allowed.add(t)
+    if m.is_accepting():
+        allowed.add(0)
+    return allowed
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mask_equals_brute_force_on_random_grammars(seed):
+    rng = random.Random(seed)
+    grammar = _random_grammar(rng)
+    m = Matcher(grammar, INFO)
+    for _ in range(12):
+        mask_ids = _mask_ids(m.compute_mask())
+        assert mask_ids == _brute_force(m)
+        choices = sorted(mask_ids - {0})
+        if not choices:
+            break
+        t = rng.choice(choices)
+        m.consume(t)
+
+
+def test_consume_rejects_and_leaves_state():
+    b = GrammarBuilder()
+    g = Grammar(b.build(b.lexeme(rx.from_regex("ab"), "ab")))
+    m = Matcher(g, INFO)
+    before = m.state
+    with pytest.raises(TokenRejected):
+        m.consume(VOCAB.index(b"b"))
+    assert m.state == before
+    m.consume(VOCAB.index(b"a"))
+    assert not m.is_accepting()
+    m.consume(VOCAB.index(b"b"))
+    assert m.is_accepting() and m.is_stopped()
+    assert _mask_ids(m.compute_mask()) == {0}
+    m.consume(0)
+    assert m.is_stopped()
+    with pytest.raises(TokenRejected):
+        m.consume(VOCAB.index(b"a"))
+    m.rollback(2)
+    assert _mask_ids(m.compute_mask()) == _brute_force(m)
+    assert m.n_consumed == 1
+
+
+def test_clone_is_independent_and_reset():
+    g = Grammar.from_regex("(ab)+")
+    m = Matcher(g, INFO)
+    m.consume(VOCAB.index(b"ab"))
+    twin = m.clone()
+    twin.consume(VOCAB.index(b"a"))
+    assert m.n_consumed == 1 and twin.n_consumed == 2
+    twin.reset()
+    assert twin.n_consumed == 0 and not twin.is_accepting()
+
+
+def test_forced_tokens_follow_fixed_text():
+    g = Grammar.from_regex("ab0ab0[ab]")
+    m = Matcher(g, INFO)
+    assert m.forced_bytes() == b"ab0ab0"
+    forced = m.forced_tokens()
+    assert b"".join(VOCAB[t] for t in forced) == b"ab0ab0"[: len(b"".join(VOCAB[t] for t in forced))]
+    m.consume_tokens(forced)  # all forced tokens are allowed
+
+
+def test_apply_mask_sets_minus_inf():
+    g = Grammar.from_regex("a")
+    m = Matcher(g, INFO)
+    logits = np.zeros(INFO.vocab_size, dtype=np.float32)
+    apply_mask(logits, m.compute_mask())
+    allowed = np.isfinite(logits)
+    assert set(np.nonzero(allowed)[0].tolist()) == _mask_ids(m.compute_mask())
+    assert allowed[VOCAB.index(b"a")] and not allowed[VOCAB.index(b"b")]
