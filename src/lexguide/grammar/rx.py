@@ -94,18 +94,20 @@ _part_np: dict[int, tuple[np.ndarray, tuple[int, ...]]] = {}
 _dmemo: dict[int, int] = {}
 
 
-def _intern_partition(labels: bytes) -> int:
+def _intern_partition(labels: bytes, reps: bytes | None = None) -> int:
+    """Id of a partition given as 256 normalised labels (byte 0 -> 0, new labels in order)."""
     pid = _part_ids.get(labels)
     if pid is None:
-        first: dict[int, int] = {}
-        for b, lab in enumerate(labels):
-            first.setdefault(lab, b)
+        if reps is None:
+            lab = np.frombuffer(labels, dtype=np.uint8)
+            _, first = np.unique(lab, return_index=True)
+            reps = first.astype(np.uint8)[lab].tobytes()
         with _lock:
             pid = _part_ids.get(labels)
             if pid is None:
                 pid = len(_part_labels)
                 _part_labels.append(labels)
-                _part_reps.append(bytes(first[lab] for lab in labels))
+                _part_reps.append(reps)
                 _part_ids[labels] = pid
     return pid
 
@@ -122,11 +124,13 @@ def _refine(p: int, q: int) -> int:
     key = (p, q) if p < q else (q, p)
     r = _refine_memo.get(key)
     if r is None:
-        seen: dict[tuple[int, int], int] = {}
-        labels = bytes(
-            [seen.setdefault(k, len(seen)) for k in zip(_part_labels[p], _part_labels[q])]
+        key2 = (np.frombuffer(_part_labels[p], dtype=np.uint8).astype(np.uint16) << 8) | (
+            np.frombuffer(_part_labels[q], dtype=np.uint8)
         )
-        r = _intern_partition(labels)
+        _, first, inv = np.unique(key2, return_index=True, return_inverse=True)
+        rank = np.empty(len(first), dtype=np.uint8)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.uint8)
+        r = _intern_partition(rank[inv.reshape(-1)].tobytes())
         _refine_memo[key] = r
     return r
 
@@ -212,9 +216,10 @@ def _bytes_mask(m: int) -> int:
     x = _cons.get((K_BYTES, (m,)))
     if x is not None:
         return x
-    low = m & 1
-    labels = bytes([((m >> b) & 1) ^ low for b in range(256)])
-    return _mk(K_BYTES, (m,), False, _intern_partition(labels))
+    bits = np.unpackbits(np.frombuffer(m.to_bytes(32, "little"), dtype=np.uint8), bitorder="little")
+    lab = bits ^ (m & 1)
+    reps = (lab * np.uint8(np.argmax(lab))).tobytes()
+    return _mk(K_BYTES, (m,), False, _intern_partition(lab.tobytes(), reps))
 
 
 def byteset(values: Iterable[int]) -> int:
@@ -609,8 +614,10 @@ def to_string(x: int, max_len: int = 2000) -> str:
         elif k == K_CONCAT:
             if prec > 1:
                 emit("(")
-            go(a[0], 2)
-            go(a[1], 1)
+            while _kind[x] == K_CONCAT and budget[0] >= 0:  # iterate: literals are long chains
+                go(_args[x][0], 2)
+                x = _args[x][1]
+            go(x, 2)
             if prec > 1:
                 emit(")")
         elif k in (K_ALT, K_AND):

@@ -26,7 +26,7 @@ from lexguide.grammar import unicode_tables as ut
 __all__ = ["parse_regex", "MAX_NESTING"]
 
 #: maximum group/class nesting depth (bounds recursion)
-MAX_NESTING = 200
+MAX_NESTING = 100
 
 _HEX = "0123456789abcdefABCDEF"
 _SIMPLE_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B, "a": 0x07}

@@ -3,7 +3,7 @@
 A *range set* is a sorted list of disjoint, non-adjacent inclusive ``(lo, hi)`` code-point
 pairs. Tables come from :mod:`unicodedata` (the Unicode version of this Python) and are built
 lazily on first use, then cached for the process: general categories (one scan of all code
-points, ~0.3 s), simple case-folding orbits (a scan of planes 0-1). ``White_Space`` and the
+points, ~0.3 s, also cached on disk in ``$LEXGUIDE_CACHE`` or ``~/.cache/lexguide``), simple case-folding orbits (a scan of planes 0-1). ``White_Space`` and the
 ``Other_Alphabetic`` symbols that Rust's ``\\w`` includes are not exposed by ``unicodedata`` and are
 listed here from the Unicode Character Database (PropList.txt).
 """
@@ -11,8 +11,11 @@ listed here from the Unicode Character Database (PropList.txt).
 from __future__ import annotations
 
 import bisect
+import json
+import os
 import threading
 import unicodedata
+from pathlib import Path
 from typing import Iterable
 
 __all__ = [
@@ -144,20 +147,52 @@ for _g in "LMNPSZC":
     CATEGORY_ALIASES[_g.lower()] = tuple(c for c in _ALL_CATS if c[0] == _g)
 
 
+def _cache_file() -> Path:
+    folder = Path(os.environ.get("LEXGUIDE_CACHE", Path.home() / ".cache" / "lexguide"))
+    return folder / f"unicode-categories-{unicodedata.unidata_version}.json"
+
+
+def _load_cached_categories() -> dict[str, Ranges] | None:
+    try:
+        raw = json.loads(_cache_file().read_text())
+        table = {c: [(int(lo), int(hi)) for lo, hi in raw[c]] for c in _ALL_CATS}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    total = sum(hi - lo + 1 for rs in table.values() for lo, hi in rs)
+    return table if total == MAX_CP + 1 else None
+
+
+def _save_cached_categories(table: dict[str, Ranges]) -> None:
+    """Best effort: the cache only saves the ~0.3 s scan; failing to write changes nothing."""
+    path = _cache_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(table))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def _scan_categories() -> dict[str, Ranges]:
+    """General-category ranges of every code point: from the disk cache (keyed by the Unicode
+    version) or one scan of :func:`unicodedata.category` over all code points."""
     global _categories
     if _categories is None:
         with _lock:
             if _categories is None:
-                cat = unicodedata.category
-                table: dict[str, Ranges] = {c: [] for c in _ALL_CATS}
-                start, cur = 0, cat("\x00")
-                for cp in range(1, MAX_CP + 1):
-                    c = cat(chr(cp))
-                    if c != cur:
-                        table[cur].append((start, cp - 1))
-                        start, cur = cp, c
-                table[cur].append((start, MAX_CP))
+                table = _load_cached_categories()
+                if table is None:
+                    cat = unicodedata.category
+                    table = {c: [] for c in _ALL_CATS}
+                    start, cur = 0, cat("\x00")
+                    for cp in range(1, MAX_CP + 1):
+                        c = cat(chr(cp))
+                        if c != cur:
+                            table[cur].append((start, cp - 1))
+                            start, cur = cp, c
+                    table[cur].append((start, MAX_CP))
+                    _save_cached_categories(table)
                 _categories = table
     return _categories
 
