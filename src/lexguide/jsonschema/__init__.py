@@ -1,0 +1,142 @@
+"""JSON Schema → grammar IR, with the strict semantics of ``shared/spec/json-schema.md``.
+
+Two phases, as in llguidance: :mod:`~lexguide.jsonschema.build` turns raw JSON into a typed
+schema IR (references resolved, ``allOf`` merged, every keyword validated), and
+:mod:`~lexguide.jsonschema.compiler` turns that IR into grammar rules over JSON lexemes.
+
+Importing this package registers :func:`add_json_schema` as the ``%json`` compiler of
+:mod:`lexguide.grammar.ir` (used by Lark ``%json {...}`` and ``Grammar.from_json_schema``).
+
+Options (keyword arguments, or ``"x-guidance"`` in the top-level schema object):
+
+``whitespace``      ``"flexible"`` (default: any JSON whitespace between tokens) or ``"compact"``.
+``indent``          int or str: exact ``json.dumps(indent=...)`` layout (no other whitespace).
+``item_separator``, ``key_separator``  literal separators (defaults ``,`` and ``:``; ``: `` with indent).
+``lenient``         unsupported keywords/formats become warnings instead of ``SchemaError``.
+``coerce_one_of``   treat ``oneOf`` as ``anyOf`` when branches are not provably disjoint.
+``max_indent_depth`` nesting depth up to which ``indent`` applies (default 32; deeper is compact).
+``draft``           force a draft (4, 6, 7, 2019, 2020) instead of reading ``$schema``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lexguide.errors import SchemaError
+from lexguide.grammar import rx
+from lexguide.grammar.ir import GrammarBuilder, GrammarIR, set_json_schema_compiler
+from lexguide.jsonschema.build import BuildOptions, SchemaBuilder
+from lexguide.jsonschema.compiler import WHITESPACE_RX, LayoutOptions, SchemaCompiler
+
+__all__ = ["compile_json_schema", "add_json_schema", "SchemaError"]
+
+_OPTION_NAMES = frozenset((
+    "whitespace", "indent", "item_separator", "key_separator", "lenient", "coerce_one_of",
+    "max_indent_depth", "draft",
+))
+_XGUIDANCE = frozenset((
+    "whitespace_flexible", "whitespace_pattern", "item_separator", "key_separator",
+    "coerce_one_of", "lenient", "json_allowed_escapes", "json_allow_general_unicode_escapes",
+))
+
+
+def _regex(value: Any, name: str) -> int:
+    if not isinstance(value, str):
+        raise SchemaError(f"{name} must be a string", pointer="/x-guidance", keyword=name)
+    try:
+        return rx.from_regex(value)
+    except Exception as e:  # RegexError with the offset
+        raise SchemaError(f"{name}: {e}", pointer="/x-guidance", keyword=name) from None
+
+
+def _x_guidance(schema: Any) -> tuple[Any, dict[str, Any]]:
+    """Split the top-level ``x-guidance`` options off the schema."""
+    if not isinstance(schema, dict) or "x-guidance" not in schema:
+        return schema, {}
+    opts = schema["x-guidance"]
+    if not isinstance(opts, dict):
+        raise SchemaError("x-guidance must be an object", pointer="/x-guidance")
+    for k in opts:
+        if k not in _XGUIDANCE:
+            raise SchemaError(f"unknown field `{k}`", pointer="/x-guidance", keyword=k)
+    if opts.get("json_allowed_escapes", 'nrbtf\\"u') != 'nrbtf\\"u' or opts.get(
+            "json_allow_general_unicode_escapes", False):
+        raise SchemaError("only the default JSON string escapes are supported",
+                          pointer="/x-guidance", keyword="json_allowed_escapes")
+    return {k: v for k, v in schema.items() if k != "x-guidance"}, opts
+
+
+def _layout(options: dict[str, Any], xg: dict[str, Any]) -> LayoutOptions:
+    indent = options.get("indent")
+    if isinstance(indent, bool) or (indent is not None and not isinstance(indent, (int, str))):
+        raise TypeError("indent must be an int, a str or None")
+    if isinstance(indent, int):
+        if indent < 0:
+            raise ValueError("indent must be >= 0")
+        indent = " " * indent
+    ws = options.get("whitespace", "flexible")
+    if ws not in ("flexible", "compact"):
+        raise ValueError(f"whitespace must be 'flexible' or 'compact', not {ws!r}")
+    skip: int | None = WHITESPACE_RX if ws == "flexible" and indent is None else None
+    if "whitespace_flexible" in xg and not xg["whitespace_flexible"]:
+        skip = None
+    if "whitespace_pattern" in xg:
+        skip = _regex(xg["whitespace_pattern"], "whitespace_pattern")
+    item = rx.literal(b",")
+    key = rx.literal(b": " if indent is not None else b":")
+    for name, default in (("item_separator", None), ("key_separator", None)):
+        if name in xg:
+            val = _regex(xg[name], name)
+        elif options.get(name) is not None:
+            if not isinstance(options[name], str):
+                raise TypeError(f"{name} must be a str")
+            val = rx.literal(options[name].encode())
+        else:
+            continue
+        if name == "item_separator":
+            item = val
+        else:
+            key = val
+    depth = options.get("max_indent_depth", 32)
+    return LayoutOptions(skip, item, key, indent, depth)
+
+
+def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int = 0,
+                    **options: Any) -> int:
+    """Add the rules of ``schema`` to ``builder`` and return the symbol of its value.
+
+    Mutates ``builder`` (lexemes go into a lexeme class of their own whose skip regex is the
+    JSON whitespace, so ``lexeme_class`` of the caller is not changed). Cost: linear in the
+    schema plus regex construction. Raises :class:`SchemaError` (with the JSON pointer and
+    keyword) for invalid or unsupported schemas, ``TypeError`` for unknown options.
+    """
+    del lexeme_class  # our lexemes need their own skip regex; see the docstring
+    unknown = set(options) - _OPTION_NAMES
+    if unknown:
+        raise TypeError(f"unknown JSON schema option(s): {sorted(unknown)}")
+    if isinstance(schema, (str, bytes)):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"schema is not valid JSON: {e}") from None
+    schema, xg = _x_guidance(schema)
+    lenient = bool(xg.get("lenient", options.get("lenient", False)))
+    coerce = bool(xg.get("coerce_one_of", options.get("coerce_one_of", False)))
+    layout = _layout(options, xg)
+    schemas = SchemaBuilder(schema, BuildOptions(lenient, coerce, options.get("draft")))
+    root = schemas.build_root()
+    return SchemaCompiler(builder, schemas, layout, lenient=lenient).compile_root(root)
+
+
+def compile_json_schema(schema: Any, **options: Any) -> GrammarIR:
+    """Compile a JSON Schema (dict, bool or JSON text) to a standalone :class:`GrammarIR`.
+
+    See the module docstring for ``options``. Raises :class:`SchemaError`.
+    """
+    builder = GrammarBuilder()
+    start = add_json_schema(builder, schema, **options)
+    return builder.build(start)
+
+
+set_json_schema_compiler(add_json_schema)

@@ -1,0 +1,401 @@
+"""Phase 2: typed schema IR → grammar IR (rules over JSON lexemes).
+
+Lexemes are whole JSON tokens: punctuation, ``true``/``false``/``null``, one number regex per
+numeric schema, one string regex per string schema (length limits, ``pattern`` and ``format``
+intersected into a single regex over the escaped text), one key regex per property name or
+key region. Whitespace is the lexeme class's skip regex (flexible mode) or nothing (compact);
+with ``indent`` the newline and indentation are part of the punctuation lexemes, so output is
+byte-exact ``json.dumps(indent=...)`` form, and rules are compiled per nesting depth (deeper
+than ``max_indent_depth`` levels the layout is compact).
+
+Objects: properties in schema order, each optional one skippable, then any number of extra
+members whose keys exclude every declared name (by regex complement) and are split into
+regions by ``patternProperties`` (keys matching several patterns must satisfy all of their
+schemas). ``minProperties``/``maxProperties`` are enforced by counting members in the rules.
+References become one nonterminal per target, so recursion needs no inlining.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, replace
+
+from lexguide.errors import LimitExceeded, SchemaError
+from lexguide.grammar import rx
+from lexguide.grammar.ir import GrammarBuilder
+from lexguide.jsonschema.build import SchemaBuilder
+from lexguide.jsonschema.formats import format_rx
+from lexguide.jsonschema.numeric import NumericError, number_rx
+from lexguide.jsonschema.pattern import any_json_char, json_literal_body, pattern_rx
+from lexguide.jsonschema.schema import (
+    AnyOfSchema,
+    AnySchema,
+    ArraySchema,
+    BoolSchema,
+    NullSchema,
+    NumberSchema,
+    ObjectSchema,
+    RefSchema,
+    Schema,
+    StringSchema,
+    Unsat,
+)
+
+__all__ = ["LayoutOptions", "SchemaCompiler", "WHITESPACE_RX"]
+
+WHITESPACE_RX = rx.plus(rx.byteset(b" \t\n\r"))
+QUOTE = rx.literal(b'"')
+ANY_BODY = rx.star(any_json_char())
+STRING_RX = rx.concat(QUOTE, ANY_BODY, QUOTE)
+MAX_PATTERN_PROPERTIES = 6
+MAX_COUNT_RULES = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutOptions:
+    """Where whitespace goes. ``skip_rx``: skip regex (None = none); separators are regexes."""
+
+    skip_rx: int | None = WHITESPACE_RX
+    item_separator: int = rx.literal(b",")
+    key_separator: int = rx.literal(b":")
+    indent: str | None = None
+    max_indent_depth: int = 32
+
+
+class _Layout:
+    """Punctuation lexeme symbols for one nesting depth."""
+
+    def __init__(self, comp: "SchemaCompiler", depth: int) -> None:
+        o = comp.layout
+        self.depth = depth
+        lex = comp.lex
+        if o.indent is not None and depth < o.max_indent_depth:
+            inner = ("\n" + o.indent * (depth + 1)).encode()
+            outer = ("\n" + o.indent * depth).encode()
+            self.obj_open = lex(rx.literal(b"{" + inner), "{")
+            self.obj_close = lex(rx.literal(outer + b"}"), "}")
+            self.arr_open = lex(rx.literal(b"[" + inner), "[")
+            self.arr_close = lex(rx.literal(outer + b"]"), "]")
+            self.obj_empty: tuple[int, ...] = (lex(rx.literal(b"{}"), "{}"),)
+            self.arr_empty: tuple[int, ...] = (lex(rx.literal(b"[]"), "[]"),)
+            self.sep = lex(rx.concat(o.item_separator, rx.literal(inner)), ",")
+            self.colon = lex(o.key_separator, ":")
+            self.next_depth = depth + 1
+        else:
+            self.obj_open = lex(rx.literal(b"{"), "{")
+            self.obj_close = lex(rx.literal(b"}"), "}")
+            self.arr_open = lex(rx.literal(b"["), "[")
+            self.arr_close = lex(rx.literal(b"]"), "]")
+            self.obj_empty = (self.obj_open, self.obj_close)
+            self.arr_empty = (self.arr_open, self.arr_close)
+            self.sep = lex(o.item_separator, ",")
+            self.colon = lex(o.key_separator, ":")
+            self.next_depth = depth if o.indent is None else o.max_indent_depth
+        self.comp = comp
+
+    @property
+    def child(self) -> "_Layout":
+        return self.comp.layout_at(self.next_depth)
+
+
+class SchemaCompiler:
+    """Emits the rules of one schema document into a :class:`GrammarBuilder` (mutates it)."""
+
+    def __init__(self, builder: GrammarBuilder, schemas: SchemaBuilder, layout: LayoutOptions,
+                 *, lenient: bool = False) -> None:
+        self.b = builder
+        self.schemas = schemas
+        self.layout = layout
+        self.lenient = lenient
+        self.cls = builder.new_lexeme_class(layout.skip_rx)
+        self._layouts: dict[int, _Layout] = {}
+        self._cache: dict[tuple[int, int], int] = {}
+        self._keep: list[Schema] = []
+        self._refs: dict[tuple[str, int], int] = {}
+        self._any: dict[int, int] = {}
+        self.dead = self.lex(rx.NOTHING, "<unsatisfiable>")
+
+    def lex(self, node: int, name: str) -> int:
+        return self.b.lexeme(node, name, lexeme_class=self.cls)
+
+    def layout_at(self, depth: int) -> _Layout:
+        lay = self._layouts.get(depth)
+        if lay is None:
+            lay = self._layouts[depth] = _Layout(self, depth)
+        return lay
+
+    def compile_root(self, s: Schema) -> int:
+        if isinstance(s, Unsat):
+            raise SchemaError(f"Unsatisfiable schema: {s.reason}")
+        return self.compile(s, self.layout_at(0))
+
+    def compile(self, s: Schema, lay: _Layout) -> int:
+        key = (id(s), lay.depth)
+        got = self._cache.get(key)
+        if got is None:
+            self._keep.append(s)
+            got = self._cache[key] = self._compile(s, lay)
+        return got
+
+    def _compile(self, s: Schema, lay: _Layout) -> int:
+        b = self.b
+        if isinstance(s, AnySchema):
+            return self.any_value(lay)
+        if isinstance(s, Unsat):
+            return self.dead
+        if isinstance(s, NullSchema):
+            return self.lex(rx.literal(b"null"), "null")
+        if isinstance(s, BoolSchema):
+            if s.value is None:
+                return b.alt([[self.lex(rx.literal(b"true"), "true")],
+                              [self.lex(rx.literal(b"false"), "false")]], "boolean")
+            return self.lex(rx.literal(b"true" if s.value else b"false"), str(s.value).lower())
+        if isinstance(s, NumberSchema):
+            return self.lex(self.number(s), "integer" if s.integer else "number")
+        if isinstance(s, StringSchema):
+            return self.lex(self.string(s), "string")
+        if isinstance(s, AnyOfSchema):
+            return b.alt([[self.compile(o, lay)] for o in s.options], "anyOf")
+        if isinstance(s, RefSchema):
+            return self.ref(s, lay)
+        if isinstance(s, ArraySchema):
+            return self.array(s, lay)
+        if isinstance(s, ObjectSchema):
+            return self.object(s, lay)
+        raise TypeError(f"not a schema node: {s!r}")
+
+    # -- scalars ------------------------------------------------------------------------------
+    def number(self, s: NumberSchema) -> int:
+        try:
+            return number_rx(integer=s.integer, minimum=s.minimum, maximum=s.maximum,
+                             exclusive_minimum=s.exclusive_minimum,
+                             exclusive_maximum=s.exclusive_maximum, multiple_of=s.multiple_of)
+        except NumericError as e:
+            if not self.lenient:
+                raise SchemaError(str(e), pointer=s.pointer, keyword="multipleOf") from None
+            warnings.warn(f"at {s.pointer or '#'}: {e} (multipleOf ignored: lenient)",
+                          stacklevel=2)
+            return self.number(replace(s, multiple_of=None))
+
+    def string_body(self, s: StringSchema) -> int:
+        """Regex of what goes between the quotes: lengths, patterns and formats intersected."""
+        if s.const is not None:
+            return json_literal_body(s.const)
+        parts = []
+        if s.min_length or s.max_length is not None:
+            parts.append(rx.repeat(any_json_char(), s.min_length, s.max_length))
+        parts += [pattern_rx(p) for p in s.patterns]
+        parts += [format_rx(f) for f in s.formats]
+        if not parts:
+            return ANY_BODY
+        return rx.intersect(*parts) if len(parts) > 1 else parts[0]
+
+    def string(self, s: StringSchema) -> int:
+        try:
+            return rx.concat(QUOTE, self.string_body(s), QUOTE)
+        except LimitExceeded as e:
+            if not self.lenient or (s.min_length == 0 and s.max_length is None):
+                raise SchemaError(f"string constraints too large to enforce: {e}",
+                                  pointer=s.pointer, keyword="maxLength") from None
+            warnings.warn(f"at {s.pointer or '#'}: {e} (length limits ignored: lenient)",
+                          stacklevel=2)
+            return self.string(replace(s, min_length=0, max_length=None))
+
+    def any_value(self, lay: _Layout) -> int:
+        """Any JSON value (recursive rules, one set per layout depth)."""
+        got = self._any.get(lay.depth)
+        if got is not None:
+            return got
+        b = self.b
+        value = self._any[lay.depth] = b.nonterminal("json_value")
+        child = lay.child
+        inner = self.any_value(child)
+        string = self.lex(STRING_RX, "string")
+        member = b.seq([string, lay.colon, inner], "json_member")
+        obj = b.alt([[lay.obj_open, b.plus(member, lay.sep), lay.obj_close], list(lay.obj_empty)],
+                    "json_object")
+        arr = b.alt([[lay.arr_open, b.plus(inner, lay.sep), lay.arr_close], list(lay.arr_empty)],
+                    "json_array")
+        for alt in (obj, arr, string, self.lex(number_rx(integer=False), "number"),
+                    self.lex(rx.literal(b"true"), "true"), self.lex(rx.literal(b"false"), "false"),
+                    self.lex(rx.literal(b"null"), "null")):
+            b.rule(value, [alt])
+        return value
+
+    def ref(self, s: RefSchema, lay: _Layout) -> int:
+        key = (s.key, lay.depth)
+        nt = self._refs.get(key)
+        if nt is None:
+            nt = self._refs[key] = self.b.nonterminal(f"ref:{s.key or '#'}")
+            self.b.rule(nt, [self.compile(self.schemas.resolve(s.key), lay)])
+        return nt
+
+    # -- arrays -------------------------------------------------------------------------------
+    def array(self, s: ArraySchema, lay: _Layout) -> int:
+        b = self.b
+        child = lay.child
+        lo, hi = s.min_items, s.max_items
+        empty = list(lay.arr_empty)
+        if hi == 0:
+            return b.seq(empty, "array")
+        k = len(s.prefix) if hi is None else min(len(s.prefix), hi)
+        prefix = [self.compile(p, child) for p in s.prefix[:k]]
+        item = None if isinstance(s.items, Unsat) else self.compile(s.items, child)
+        sep = lay.sep
+
+        def tail_reps(n_done: int) -> int:
+            """Further items after ``n_done >= k`` items, each preceded by a separator."""
+            if item is None:
+                return b.empty()
+            more_hi = None if hi is None else hi - n_done
+            return b.repeat(b.seq([sep, item], "array_more"), max(lo - n_done, 0), more_hi)
+
+        if k == 0:
+            if item is None:
+                return b.seq(empty, "array")
+            body = b.seq([item, tail_reps(1)], "array_items")
+        else:
+            rest = tail_reps(k)  # continuation after k items
+            for i in range(k - 1, 0, -1):
+                alts = [[sep, prefix[i], rest]]
+                if i >= lo:
+                    alts.append([])
+                rest = b.alt(alts, "array_rest")
+            body = b.seq([prefix[0], rest], "array_items")
+        alts = [[lay.arr_open, body, lay.arr_close]]
+        if lo == 0:
+            alts.append(empty)
+        return b.alt(alts, "array")
+
+    # -- objects ------------------------------------------------------------------------------
+    def object(self, s: ObjectSchema, lay: _Layout) -> int:
+        b = self.b
+        child = lay.child
+        names_rx = self.key_constraint(s.property_names)
+        inter = self.schemas.intersect
+        props = list(s.properties)
+        declared = [n for n, _ in props]
+        for r in s.required:
+            if r not in declared:
+                props.append((r, inter.extra_schema(s, r)))
+                declared.append(r)
+        listed = {n for n, _ in s.properties}
+        required = set(s.required)
+        entries: list[tuple[int, bool]] = []
+        for name, sch in props:
+            body = json.dumps(name, ensure_ascii=False)[1:-1].encode()
+            if name in listed:
+                for p, ps in s.pattern_properties:
+                    if rx.matches(pattern_rx(p), body):
+                        sch = inter(sch, ps)
+            if names_rx is not None and not rx.matches(names_rx, body):
+                sch = Unsat(f"property name {name!r} violates propertyNames")
+            if isinstance(sch, Unsat):
+                if name in required:
+                    return self.dead
+                continue
+            key = self.lex(rx.literal(b'"' + body + b'"'), json.dumps(name, ensure_ascii=False))
+            member = b.seq([key, lay.colon, self.compile(sch, child)], "member")
+            entries.append((member, name in required))
+        extras = self.extra_members(s, lay, declared, names_rx)
+        extra = b.alt([[m] for m in extras], "extra_member") if extras else None
+        return self.members(s, lay, entries, extra, any(r for _, r in entries))
+
+    def members(self, s: ObjectSchema, lay: _Layout, entries: list[tuple[int, bool]],
+                extra: int | None, has_required: bool) -> int:
+        """Ordered optional/required members then extras, counting up to the property bounds."""
+        b = self.b
+        lo, hi = s.min_properties, s.max_properties
+        alts_top = []
+        if lo == 0 and not has_required:
+            alts_top.append(list(lay.obj_empty))
+        if hi == 0:
+            return b.alt(alts_top, "object") if alts_top else self.dead
+        lo1 = max(lo, 1)
+        cap = hi if hi is not None else lo1
+        n = len(entries)
+        if (n + 1) * (cap + 1) > MAX_COUNT_RULES:
+            raise SchemaError(f"minProperties/maxProperties {lo}/{hi} with {n} properties is too "
+                              "large to enforce", pointer=s.pointer, keyword="maxProperties")
+        sep = lay.sep
+
+        def sat(c: int) -> int:
+            return min(c, cap)
+
+        ext = {c: b.nonterminal("object_extra") for c in range(cap + 1)}
+        for c in range(cap + 1):
+            if hi is None and c == cap and extra is not None:
+                b.rule(ext[c], [b.star(b.seq([sep, extra], "extra_more"))])
+                continue
+            alts: list[list[int]] = []
+            if c >= lo1:
+                alts.append([])
+            if extra is not None and (hi is None or c + 1 <= hi):
+                alts.append(([sep] if c > 0 else []) + [extra, ext[sat(c + 1)]])
+            for a in alts or [[self.dead]]:
+                b.rule(ext[c], a)
+        row = [ext[c] for c in range(cap + 1)]
+        for i in range(n - 1, -1, -1):
+            member, req = entries[i]
+            new_row = []
+            for c in range(cap + 1):
+                alts = []
+                if hi is None or c + 1 <= hi:
+                    alts.append(([sep] if c > 0 else []) + [member, row[sat(c + 1)]])
+                if not req:
+                    alts.append([row[c]])
+                new_row.append(b.alt(alts, "members") if alts else self.dead)
+            row = new_row
+        alts_top.append([lay.obj_open, row[0], lay.obj_close])
+        return b.alt(alts_top, "object")
+
+    def extra_members(self, s: ObjectSchema, lay: _Layout, declared: list[str],
+                      names_rx: int | None) -> list[int]:
+        """Member symbols for keys not declared: one per patternProperties region + additional."""
+        b = self.b
+        child = lay.child
+        base = ANY_BODY
+        if declared:
+            base = rx.intersect(base, rx.complement(rx.alt(*(json_literal_body(n)
+                                                              for n in declared))))
+        if names_rx is not None:
+            base = rx.intersect(base, names_rx)
+        pats = s.pattern_properties
+        if len(pats) > MAX_PATTERN_PROPERTIES:
+            raise SchemaError(f"more than {MAX_PATTERN_PROPERTIES} patternProperties in one "
+                              "object are not supported", pointer=s.pointer,
+                              keyword="patternProperties")
+        prx = [pattern_rx(p) for p, _ in pats]
+        out = []
+        for mask in range(1, 1 << len(pats)):
+            inside = [i for i in range(len(pats)) if mask >> i & 1]
+            sch: Schema = pats[inside[0]][1]
+            for i in inside[1:]:
+                sch = self.schemas.intersect(sch, pats[i][1])
+            if isinstance(sch, Unsat):
+                continue
+            region = rx.intersect(base, *(prx[i] for i in inside), *(
+                rx.complement(prx[i]) for i in range(len(pats)) if i not in inside))
+            key = self.lex(rx.concat(QUOTE, region, QUOTE), "pattern_key")
+            out.append(b.seq([key, lay.colon, self.compile(sch, child)], "pattern_member"))
+        if not isinstance(s.additional, Unsat):
+            region = rx.intersect(base, *(rx.complement(p) for p in prx)) if prx else base
+            key = self.lex(rx.concat(QUOTE, region, QUOTE), "additional_key")
+            out.append(b.seq([key, lay.colon, self.compile(s.additional, child)],
+                             "additional_member"))
+        return out
+
+    def key_constraint(self, s: Schema, depth: int = 0) -> int | None:
+        """``propertyNames`` as a regex over key bodies (None: any key)."""
+        if isinstance(s, AnySchema):
+            return None
+        if isinstance(s, RefSchema) and depth < 64:
+            return self.key_constraint(self.schemas.resolve(s.key), depth + 1)
+        if isinstance(s, StringSchema):
+            return self.string_body(s)
+        if isinstance(s, AnyOfSchema):
+            parts = [self.key_constraint(o, depth + 1) for o in s.options]
+            return None if any(p is None for p in parts) else rx.alt(*parts)
+        return rx.NOTHING
+

@@ -1,0 +1,74 @@
+"""``format`` values enforced as regexes (spec §9; RFC 3339, RFC 3986, RFC 4291, RFC 5321 dot-atom).
+
+Each format is an ECMA pattern matched against the whole decoded string and compiled through
+:mod:`lexguide.jsonschema.pattern`, so it combines with ``pattern``/``minLength``/``maxLength``
+by intersection. Unknown formats are a :class:`~lexguide.errors.SchemaError` (warning if lenient).
+"""
+
+from __future__ import annotations
+
+from lexguide.jsonschema.pattern import anchored_pattern_rx
+
+__all__ = ["FORMATS", "format_rx"]
+
+_DATE = (
+    r"\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)"
+    r"|02-(?:0[1-9]|1\d|2\d))"
+)
+_TIME = r"(?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
+_DUR_TIME = r"T(?:\d+H(?:\d+M(?:\d+S)?)?|\d+M(?:\d+S)?|\d+S)"
+_DURATION = (
+    rf"P(?:(?:\d+Y(?:\d+M(?:\d+D)?)?|\d+M(?:\d+D)?|\d+D)(?:{_DUR_TIME})?|{_DUR_TIME}|\d+W)"
+)
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_H16 = r"[0-9a-fA-F]{1,4}"
+_IPV6 = (
+    rf"(?:(?:{_H16}:){{7}}{_H16}|(?:{_H16}:){{1,7}}:|(?:{_H16}:){{1,6}}:{_H16}"
+    rf"|(?:{_H16}:){{1,5}}(?::{_H16}){{1,2}}|(?:{_H16}:){{1,4}}(?::{_H16}){{1,3}}"
+    rf"|(?:{_H16}:){{1,3}}(?::{_H16}){{1,4}}|(?:{_H16}:){{1,2}}(?::{_H16}){{1,5}}"
+    rf"|{_H16}:(?::{_H16}){{1,6}}|:(?:(?::{_H16}){{1,7}}|:))"
+)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+_EMAIL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*@(?:{_LABEL}(?:\.{_LABEL})*|\[{_IPV4}\])"
+_PCT = r"%[0-9A-Fa-f]{2}"
+_PCHAR = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|{_PCT})"
+_PCHAR_NC = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=@]|{_PCT})"
+_AUTHORITY = (
+    rf"(?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|{_PCT})*@)?"
+    rf"(?:\[(?:{_IPV6}|v[0-9a-fA-F]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+)\]"
+    rf"|(?:[A-Za-z0-9\-._~!$&'()*+,;=]|{_PCT})*)(?::\d*)?"
+)
+_PATH_ABEMPTY = rf"(?:/{_PCHAR}*)*"
+_QUERY_FRAG = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+_URI = (
+    rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_AUTHORITY}{_PATH_ABEMPTY}|/(?:{_PCHAR}+{_PATH_ABEMPTY})?"
+    rf"|{_PCHAR}+{_PATH_ABEMPTY}|){_QUERY_FRAG}"
+)
+_RELATIVE_REF = (
+    rf"(?://{_AUTHORITY}{_PATH_ABEMPTY}|/(?:{_PCHAR}+{_PATH_ABEMPTY})?"
+    rf"|{_PCHAR_NC}+{_PATH_ABEMPTY}|){_QUERY_FRAG}"
+)
+
+FORMATS: dict[str, str] = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": rf"{_DATE}[Tt]{_TIME}",
+    "duration": _DURATION,
+    "email": _EMAIL,
+    "hostname": rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*",
+    "ipv4": _IPV4,
+    "ipv6": _IPV6,
+    "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+    "uri": _URI,
+    "uri-reference": rf"(?:{_URI}|{_RELATIVE_REF})",
+    "json-pointer": r"(?:/(?:[^~/]|~[01])*)*",
+    "unknown": r"[^]*",
+}
+
+
+def format_rx(name: str) -> int:
+    """Regex over JSON string bodies for ``format: name``; KeyError for unknown formats."""
+    return anchored_pattern_rx(FORMATS[name])

@@ -1,0 +1,436 @@
+"""ECMA-262 ``pattern`` regexes → byte regexes over the *JSON-escaped* text of a string.
+
+Why our own parser: a JSON Schema ``pattern`` constrains the decoded string, but the grammar
+sees the JSON text, where ``"`` is written ``\\"``, a newline ``\\n`` or ``\\u000a``, and so on.
+Parsing the pattern ourselves lets every character class be mapped straight to the set of JSON
+spellings of its characters, so a pattern (and every length limit, which counts characters)
+becomes ONE regex over the bytes between the quotes. It also gives ECMA meanings where Rust
+regex syntax differs: ``\\d``/``\\w`` are ASCII, ``\\s`` is Unicode, ``.`` excludes line
+terminators, and patterns match anywhere (search semantics) unless anchored with ``^``/``$``
+(JSON Schema 2020-12 §6.3.3, ECMA-262 §22.2).
+
+Character sets are lists of inclusive code point ranges; the JSON spellings follow the string
+grammar of ``shared/spec/json-schema.md`` §2.1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from lexguide.grammar import rx
+
+__all__ = [
+    "PatternError",
+    "CharSet",
+    "json_char",
+    "json_chars_rx",
+    "json_literal_body",
+    "any_json_char",
+    "pattern_rx",
+    "anchored_pattern_rx",
+]
+
+MAX_CP = 0x10FFFF
+CharSet = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive code point ranges
+
+
+class PatternError(ValueError):
+    """A pattern is malformed or uses an unsupported construct; ``offset`` is the char offset."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        self.offset = offset
+        super().__init__(f"{message} at offset {offset}")
+
+
+def normalize(ranges: list[tuple[int, int]]) -> CharSet:
+    """Sort and merge ranges (surrogates are kept; they are dropped when converting to bytes)."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in out)
+
+
+def negate(cs: CharSet) -> CharSet:
+    out: list[tuple[int, int]] = []
+    prev = 0
+    for lo, hi in cs:
+        if lo > prev:
+            out.append((prev, lo - 1))
+        prev = hi + 1
+    if prev <= MAX_CP:
+        out.append((prev, MAX_CP))
+    return tuple(out)
+
+
+DIGIT: CharSet = ((0x30, 0x39),)
+WORD: CharSet = normalize([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
+SPACE: CharSet = normalize(
+    [(9, 13), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+     (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)]
+)
+DOT: CharSet = negate(normalize([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]))
+ALL: CharSet = ((0, MAX_CP),)
+
+_SHORT_ESCAPES = {0x08: b"b", 0x09: b"t", 0x0A: b"n", 0x0C: b"f", 0x0D: b"r"}
+
+
+def _hex_rx(value: int, n_digits: int) -> int:
+    """Hex digits of ``value`` where letters may be upper or lower case."""
+    parts = []
+    for ch in f"{value:0{n_digits}x}":
+        parts.append(rx.byteset({ord(ch), ord(ch.upper())}))
+    return rx.concat(*parts)
+
+
+@lru_cache(maxsize=None)
+def _special_rx(cp: int) -> int:
+    """The JSON spellings of a character that must be escaped (``"``, ``\\``, controls, DEL)."""
+    if cp == 0x22:
+        return rx.literal(b'\\"')
+    if cp == 0x5C:
+        return rx.literal(b"\\\\")
+    u = rx.concat(rx.literal(b"\\u"), _hex_rx(cp, 4))
+    short = _SHORT_ESCAPES.get(cp)
+    return rx.alt(rx.literal(b"\\" + short), u) if short else u
+
+
+def _is_special(cp: int) -> bool:
+    return cp < 0x20 or cp in (0x22, 0x5C, 0x7F)
+
+
+@lru_cache(maxsize=4096)
+def json_chars_rx(cs: CharSet) -> int:
+    """Regex matching the JSON spelling (inside a string) of exactly one character of ``cs``."""
+    parts: list[int] = []
+    for lo, hi in cs:
+        # specials inside the range get their escaped forms; the rest goes to UTF-8 ranges
+        cur = lo
+        for sp in (*range(0, 0x20), 0x22, 0x5C, 0x7F):
+            if sp < cur or sp > hi:
+                continue
+            if cur < sp:
+                parts.append(_plain_range(cur, sp - 1))
+            parts.append(_special_rx(sp))
+            cur = sp + 1
+        if cur <= hi:
+            parts.append(_plain_range(cur, hi))
+    return rx.alt(*parts) if parts else rx.NOTHING
+
+
+def _plain_range(lo: int, hi: int) -> int:
+    """UTF-8 of code points lo..hi, surrogates excluded."""
+    pieces = []
+    if lo < 0xD800:
+        pieces.append(rx.codepoint_range(lo, min(hi, 0xD7FF)))
+    if hi > 0xDFFF:
+        pieces.append(rx.codepoint_range(max(lo, 0xE000), hi))
+    return rx.alt(*pieces) if pieces else rx.NOTHING
+
+
+def json_char(cp: int) -> int:
+    """The JSON spellings of one character."""
+    return json_chars_rx(((cp, cp),))
+
+
+def any_json_char() -> int:
+    return json_chars_rx(ALL)
+
+
+def json_literal_body(text: str) -> int:
+    """All JSON spellings of the string ``text`` (without the quotes)."""
+    return rx.concat(*(json_char(ord(c)) for c in text)) if text else rx.EPSILON
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Piece:
+    """A parsed sub-pattern: its regex and whether it is anchored at its start / end."""
+
+    rx: int
+    start: bool = False
+    end: bool = False
+
+
+class _Parser:
+    def __init__(self, src: str) -> None:
+        self.src = src
+        self.pos = 0
+
+    def error(self, message: str, offset: int | None = None) -> PatternError:
+        return PatternError(message, self.pos if offset is None else offset)
+
+    def peek(self) -> str:
+        return self.src[self.pos] if self.pos < len(self.src) else ""
+
+    def take(self) -> str:
+        if self.pos >= len(self.src):
+            raise self.error("unexpected end of pattern")
+        c = self.src[self.pos]
+        self.pos += 1
+        return c
+
+    # alternation := concat ('|' concat)*
+    def parse_alt(self) -> _Piece:
+        branches = [self.parse_concat()]
+        while self.peek() == "|":
+            self.pos += 1
+            branches.append(self.parse_concat())
+        if len(branches) == 1:
+            return branches[0]
+        s0, e0 = branches[0].start, branches[0].end
+        if all(b.start == s0 and b.end == e0 for b in branches):
+            return _Piece(rx.alt(*(b.rx for b in branches)), s0, e0)
+        # mixed anchoring: expand each branch to full search form, then it is anchored
+        return _Piece(rx.alt(*(_expand(b) for b in branches)), True, True)
+
+    def parse_concat(self) -> _Piece:
+        items: list[_Piece] = []
+        while self.peek() not in ("", "|", ")"):
+            items.append(self.parse_quantified())
+        if not items:
+            return _Piece(rx.EPSILON)
+        # drop leading/trailing zero-width anchors, verify no anchor stands in the middle
+        start = end = False
+        for i, it in enumerate(items):
+            if it.start and i > 0 and any(not _is_anchor_only(p) for p in items[:i]):
+                raise self.error("'^' that is not at the start of the pattern is not supported")
+            if it.end and i < len(items) - 1 and any(
+                not _is_anchor_only(p) for p in items[i + 1:]
+            ):
+                raise self.error("'$' that is not at the end of the pattern is not supported")
+            start = start or it.start
+            end = end or it.end
+        return _Piece(rx.concat(*(it.rx for it in items)), start, end)
+
+    def parse_quantified(self) -> _Piece:
+        at = self.pos
+        atom = self.parse_atom()
+        while True:
+            c = self.peek()
+            if c in ("*", "+", "?"):
+                self.pos += 1
+                lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
+            elif c == "{" and self._brace_quantifier() is not None:
+                lo, hi = self._brace_quantifier()  # type: ignore[misc]
+                self.pos = self.src.index("}", self.pos) + 1
+            else:
+                return atom
+            if atom.start or atom.end:
+                if _is_anchor_only(atom):
+                    raise self.error("quantified anchor is not supported", at)
+                raise self.error("quantified group containing an anchor is not supported", at)
+            if self.peek() == "?":  # lazy quantifier: same language
+                self.pos += 1
+            if hi is not None and hi > 10_000:
+                raise self.error(f"repetition bound {hi} is too large (limit 10000)", at)
+            atom = _Piece(rx.repeat(atom.rx, lo, hi))
+
+    def _brace_quantifier(self) -> tuple[int, int | None] | None:
+        """``{n}``, ``{n,}``, ``{n,m}`` at pos, or None (then ``{`` is a literal, Annex B)."""
+        close = self.src.find("}", self.pos)
+        if close < 0:
+            return None
+        body = self.src[self.pos + 1:close]
+        lo_s, comma, hi_s = body.partition(",")
+        if not lo_s.isdigit() or (hi_s and not hi_s.isdigit()):
+            return None
+        lo = int(lo_s)
+        hi = (int(hi_s) if hi_s else None) if comma else lo
+        if hi is not None and hi < lo:
+            raise self.error("numbers out of order in {} quantifier")
+        return lo, hi
+
+    def parse_atom(self) -> _Piece:
+        c = self.take()
+        if c == "^":
+            return _Piece(rx.EPSILON, start=True)
+        if c == "$":
+            return _Piece(rx.EPSILON, end=True)
+        if c == ".":
+            return _Piece(json_chars_rx(DOT))
+        if c == "(":
+            return self.parse_group()
+        if c == "[":
+            return _Piece(json_chars_rx(self.parse_class()))
+        if c == "\\":
+            return _Piece(json_chars_rx(self.parse_escape(in_class=False)))
+        if c in "*+?":
+            raise self.error("nothing to repeat", self.pos - 1)
+        if c == ")":
+            raise self.error("unmatched ')'", self.pos - 1)
+        if c == "{" and self._brace_quantifier_at(self.pos - 1):
+            raise self.error("nothing to repeat", self.pos - 1)
+        return _Piece(json_char(ord(c)))
+
+    def _brace_quantifier_at(self, pos: int) -> bool:
+        save = self.pos
+        self.pos = pos
+        try:
+            return self._brace_quantifier() is not None
+        finally:
+            self.pos = save
+
+    def parse_group(self) -> _Piece:
+        at = self.pos - 1
+        if self.src.startswith("?", self.pos):
+            if self.src.startswith("?:", self.pos):
+                self.pos += 2
+            elif self.src.startswith("?<", self.pos) and self.src[self.pos + 2:self.pos + 3] not in (
+                "=", "!",
+            ):
+                close = self.src.find(">", self.pos)
+                if close < 0:
+                    raise self.error("unterminated group name")
+                self.pos = close + 1
+            else:
+                raise self.error("lookaround assertions are not supported", at)
+        inner = self.parse_alt()
+        if self.peek() != ")":
+            raise self.error("missing ')'", at)
+        self.pos += 1
+        return inner
+
+    def parse_class(self) -> CharSet:
+        at = self.pos - 1
+        neg = self.peek() == "^"
+        if neg:
+            self.pos += 1
+        ranges: list[tuple[int, int]] = []
+        while True:
+            if self.pos >= len(self.src):
+                raise self.error("unterminated character class", at)
+            c = self.take()
+            if c == "]":  # ECMA: "[]" is the empty class, "[^]" any character
+                break
+            lo_set = self._class_atom(c)
+            if self.peek() == "-" and self.src[self.pos + 1:self.pos + 2] not in ("]", ""):
+                self.pos += 1
+                hi_set = self._class_atom(self.take())
+                if len(lo_set) != 1 or len(hi_set) != 1 or lo_set[0][0] != lo_set[0][1] \
+                        or hi_set[0][0] != hi_set[0][1]:
+                    raise self.error("character class escape used as a range bound")
+                lo, hi = lo_set[0][0], hi_set[0][0]
+                if hi < lo:
+                    raise self.error("range out of order in character class")
+                ranges.append((lo, hi))
+            else:
+                ranges.extend(lo_set)
+        cs = normalize(ranges)
+        return negate(cs) if neg else cs
+
+    def _class_atom(self, c: str) -> CharSet:
+        if c == "\\":
+            return self.parse_escape(in_class=True)
+        return ((ord(c), ord(c)),)
+
+    def parse_escape(self, *, in_class: bool) -> CharSet:
+        at = self.pos - 1
+        c = self.take()
+        simple = {"d": DIGIT, "D": negate(DIGIT), "w": WORD, "W": negate(WORD), "s": SPACE,
+                  "S": negate(SPACE)}
+        if c in simple:
+            return simple[c]
+        controls = {"t": 9, "n": 10, "v": 11, "f": 12, "r": 13}
+        if c in controls:
+            return ((controls[c], controls[c]),)
+        if c == "b" and in_class:
+            return ((8, 8),)
+        if c in "bB":
+            raise self.error("word boundary assertions are not supported", at)
+        if c == "0" and not self.peek().isdigit():
+            return ((0, 0),)
+        if c.isdigit():
+            raise self.error("backreferences are not supported", at)
+        if c == "x":
+            return self._hex_escape(2, at)
+        if c == "u":
+            if self.peek() == "{":
+                close = self.src.find("}", self.pos)
+                if close < 0:
+                    raise self.error("unterminated \\u{...}", at)
+                try:
+                    cp = int(self.src[self.pos + 1:close], 16)
+                except ValueError:
+                    raise self.error("bad \\u{...} escape", at) from None
+                self.pos = close + 1
+                if cp > MAX_CP:
+                    raise self.error("code point out of range", at)
+                return ((cp, cp),)
+            cs = self._hex_escape(4, at)
+            hi = cs[0][0]
+            if 0xD800 <= hi <= 0xDBFF and self.src.startswith("\\u", self.pos):
+                save = self.pos
+                self.pos += 2
+                lo = self._hex_escape(4, at)[0][0]
+                if 0xDC00 <= lo <= 0xDFFF:
+                    cp = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                    return ((cp, cp),)
+                self.pos = save
+            return cs
+        if c == "c":
+            letter = self.take()
+            if not letter.isalpha():
+                raise self.error("bad \\c escape", at)
+            return ((ord(letter) % 32, ord(letter) % 32),)
+        if c in "pP":
+            raise self.error("unicode property escapes (\\p{...}) are not supported", at)
+        if c == "k":
+            raise self.error("named backreferences are not supported", at)
+        if c.isalnum():
+            raise self.error(f"unknown escape \\{c}", at)
+        return ((ord(c), ord(c)),)
+
+    def _hex_escape(self, n: int, at: int) -> CharSet:
+        digits = self.src[self.pos:self.pos + n]
+        if len(digits) != n or any(d not in "0123456789abcdefABCDEF" for d in digits):
+            raise self.error(f"bad \\{'x' if n == 2 else 'u'} escape", at)
+        self.pos += n
+        cp = int(digits, 16)
+        return ((cp, cp),)
+
+
+def _is_anchor_only(p: _Piece) -> bool:
+    return p.rx == rx.EPSILON and (p.start or p.end)
+
+
+def _any_star() -> int:
+    return rx.star(any_json_char())
+
+
+def _expand(p: _Piece) -> int:
+    parts = [p.rx]
+    if not p.start:
+        parts.insert(0, _any_star())
+    if not p.end:
+        parts.append(_any_star())
+    return rx.concat(*parts)
+
+
+@lru_cache(maxsize=2048)
+def pattern_rx(pattern: str) -> int:
+    """Regex over JSON string bodies whose decoded text the ECMA ``pattern`` *searches*.
+
+    Cost: linear in the pattern; cached. Raises :class:`PatternError` (with the offset) for
+    malformed patterns and for lookarounds, backreferences, ``\\b`` and ``\\p{..}``.
+    """
+    p = _Parser(pattern)
+    piece = p.parse_alt()
+    if p.pos != len(pattern):
+        raise p.error("unmatched ')'")
+    return _expand(piece)
+
+
+@lru_cache(maxsize=2048)
+def anchored_pattern_rx(pattern: str) -> int:
+    """Like :func:`pattern_rx` but the whole string must match (used for ``format`` regexes)."""
+    p = _Parser(pattern)
+    piece = p.parse_alt()
+    if p.pos != len(pattern):
+        raise p.error("unmatched ')'")
+    return piece.rx

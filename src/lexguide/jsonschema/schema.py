@@ -1,0 +1,381 @@
+"""Typed schema IR (phase 1 output) and its intersection (``allOf``, sibling keywords).
+
+A raw JSON Schema becomes a tree of these frozen nodes: one node per JSON type with the
+keywords that apply to it already validated and normalised, ``AnyOf`` for unions and ``Ref``
+for references (compiled once into a named rule, which is how recursion works). ``Unsat``
+marks a contradiction; it propagates as spec §8 says (dropped in unions, allowed where a value
+is optional). Intersection follows spec §4.5/§6: numbers take the tighter bounds and the LCM
+of ``multipleOf``, strings AND their regexes, arrays intersect item-wise, objects keep the
+left operand's property order then the right operand's new names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from math import gcd
+from typing import Callable, Union
+
+from lexguide.errors import SchemaError
+
+__all__ = [
+    "Schema",
+    "AnySchema",
+    "Unsat",
+    "NullSchema",
+    "BoolSchema",
+    "NumberSchema",
+    "StringSchema",
+    "ArraySchema",
+    "ObjectSchema",
+    "AnyOfSchema",
+    "RefSchema",
+    "ANY",
+    "intersect",
+    "is_unsat",
+    "json_types",
+]
+
+MAX_INTERSECT_DEPTH = 128
+MAX_UNION_PRODUCT = 1024
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AnySchema:
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Unsat:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NullSchema:
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BoolSchema:
+    value: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NumberSchema:
+    integer: bool
+    minimum: Decimal | None = None
+    maximum: Decimal | None = None
+    exclusive_minimum: bool = False
+    exclusive_maximum: bool = False
+    multiple_of: Decimal | None = None
+    pointer: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StringSchema:
+    min_length: int = 0
+    max_length: int | None = None
+    patterns: tuple[str, ...] = ()
+    formats: tuple[str, ...] = ()
+    const: str | None = None
+    pointer: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ArraySchema:
+    min_items: int = 0
+    max_items: int | None = None
+    prefix: tuple["Schema", ...] = ()
+    items: "Schema" = field(default_factory=AnySchema)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ObjectSchema:
+    properties: tuple[tuple[str, "Schema"], ...] = ()
+    required: tuple[str, ...] = ()
+    additional: "Schema" = field(default_factory=AnySchema)
+    pattern_properties: tuple[tuple[str, "Schema"], ...] = ()
+    property_names: "Schema" = field(default_factory=AnySchema)
+    min_properties: int = 0
+    max_properties: int | None = None
+    pointer: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AnyOfSchema:
+    options: tuple["Schema", ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RefSchema:
+    """A reference; ``key`` is the absolute JSON pointer of the target inside the root document."""
+
+    key: str
+
+
+Schema = Union[
+    AnySchema, Unsat, NullSchema, BoolSchema, NumberSchema, StringSchema, ArraySchema,
+    ObjectSchema, AnyOfSchema, RefSchema,
+]
+ANY = AnySchema()
+Resolver = Callable[[str], Schema]
+
+
+def is_unsat(s: Schema) -> bool:
+    return isinstance(s, Unsat)
+
+
+def any_of(options: list[Schema], reason: str = "anyOf is empty") -> Schema:
+    """A union with unsatisfiable branches dropped and nested unions flattened."""
+    flat: list[Schema] = []
+    for o in options:
+        if isinstance(o, AnyOfSchema):
+            flat.extend(o.options)
+        elif not isinstance(o, Unsat):
+            flat.append(o)
+    if any(isinstance(o, AnySchema) for o in flat):
+        return ANY
+    if not flat:
+        reasons = [o.reason for o in options if isinstance(o, Unsat)]
+        return Unsat(reasons[0] if len(reasons) == 1 else reason)
+    return flat[0] if len(flat) == 1 else AnyOfSchema(tuple(flat))
+
+
+def json_types(s: Schema, resolve: Resolver, depth: int = 0) -> frozenset[str]:
+    """The JSON types a schema can produce ("integer" counts as "number")."""
+    if depth > MAX_INTERSECT_DEPTH:
+        return frozenset({"null", "boolean", "number", "string", "array", "object"})
+    if isinstance(s, AnySchema):
+        return frozenset({"null", "boolean", "number", "string", "array", "object"})
+    if isinstance(s, RefSchema):
+        return json_types(resolve(s.key), resolve, depth + 1)
+    if isinstance(s, AnyOfSchema):
+        return frozenset().union(*(json_types(o, resolve, depth + 1) for o in s.options))
+    return frozenset({_TYPE_OF.get(type(s), "")}) - {""}
+
+
+_TYPE_OF = {
+    NullSchema: "null", BoolSchema: "boolean", NumberSchema: "number", StringSchema: "string",
+    ArraySchema: "array", ObjectSchema: "object",
+}
+
+
+class Intersector:
+    """Computes schema intersections; ``resolve(key)`` returns the IR of a reference target."""
+
+    def __init__(self, resolve: Resolver, check_string: Callable[[StringSchema, str], bool]):
+        self.resolve = resolve
+        self.check_string = check_string
+
+    def __call__(self, a: Schema, b: Schema, depth: int = 0) -> Schema:
+        if depth > MAX_INTERSECT_DEPTH:
+            raise SchemaError("schema intersection is nested too deeply (limit 128)")
+        if isinstance(a, AnySchema) or a is b:
+            return b
+        if isinstance(b, AnySchema):
+            return a
+        if isinstance(a, Unsat):
+            return a
+        if isinstance(b, Unsat):
+            return b
+        if isinstance(a, RefSchema):
+            return self(self.resolve(a.key), b, depth + 1)
+        if isinstance(b, RefSchema):
+            return self(a, self.resolve(b.key), depth + 1)
+        if isinstance(a, AnyOfSchema) or isinstance(b, AnyOfSchema):
+            xs = a.options if isinstance(a, AnyOfSchema) else (a,)
+            ys = b.options if isinstance(b, AnyOfSchema) else (b,)
+            if len(xs) * len(ys) > MAX_UNION_PRODUCT:
+                raise SchemaError(
+                    f"intersection of unions with {len(xs)} and {len(ys)} branches is too large"
+                )
+            return any_of([self(x, y, depth + 1) for x in xs for y in ys], "no branch of anyOf "
+                          "is compatible with the other constraints")
+        if type(a) is not type(b):
+            return Unsat(f"incompatible types {_TYPE_OF[type(a)]} and {_TYPE_OF[type(b)]}")
+        method = getattr(self, "_" + type(a).__name__)
+        return method(a, b, depth + 1)
+
+    # -- per type -----------------------------------------------------------------------------
+    def _NullSchema(self, a: NullSchema, b: NullSchema, depth: int) -> Schema:
+        return a
+
+    def _BoolSchema(self, a: BoolSchema, b: BoolSchema, depth: int) -> Schema:
+        if a.value is None:
+            return b
+        if b.value is None or a.value == b.value:
+            return a
+        return Unsat("contradictory boolean values")
+
+    def _NumberSchema(self, a: NumberSchema, b: NumberSchema, depth: int) -> Schema:
+        lo, lo_x = _tighter(a.minimum, a.exclusive_minimum, b.minimum, b.exclusive_minimum, 1)
+        hi, hi_x = _tighter(a.maximum, a.exclusive_maximum, b.maximum, b.exclusive_maximum, -1)
+        mult = a.multiple_of
+        if b.multiple_of is not None:
+            mult = b.multiple_of if mult is None else decimal_lcm(mult, b.multiple_of)
+        return check_number(NumberSchema(a.integer or b.integer, lo, hi, lo_x, hi_x, mult,
+                                         a.pointer or b.pointer))
+
+    def _StringSchema(self, a: StringSchema, b: StringSchema, depth: int) -> Schema:
+        if a.const is not None and b.const is not None:
+            return a if a.const == b.const else Unsat("contradictory string constants")
+        lo = max(a.min_length, b.min_length)
+        hi = _min_opt(a.max_length, b.max_length)
+        merged = StringSchema(
+            lo, hi, _union(a.patterns, b.patterns), _union(a.formats, b.formats),
+            a.const if a.const is not None else b.const, a.pointer or b.pointer,
+        )
+        return check_string(merged, self.check_string)
+
+    def _ArraySchema(self, a: ArraySchema, b: ArraySchema, depth: int) -> Schema:
+        n = max(len(a.prefix), len(b.prefix))
+        prefix = tuple(
+            self(_item(a, i), _item(b, i), depth) for i in range(n)
+        )
+        return check_array(ArraySchema(
+            max(a.min_items, b.min_items), _min_opt(a.max_items, b.max_items), prefix,
+            self(a.items, b.items, depth),
+        ))
+
+    def _ObjectSchema(self, a: ObjectSchema, b: ObjectSchema, depth: int) -> Schema:
+        if a.pattern_properties and b.pattern_properties and not (
+            isinstance(a.additional, AnySchema) and isinstance(b.additional, AnySchema)
+        ):
+            raise SchemaError(
+                "intersecting two objects that both have patternProperties and restrict "
+                "additionalProperties is not supported", pointer=b.pointer or a.pointer,
+                keyword="patternProperties",
+            )
+        a_names = dict(a.properties)
+        b_names = dict(b.properties)
+        props: list[tuple[str, Schema]] = []
+        for name, s in a.properties:
+            other = b_names[name] if name in b_names else self.extra_schema(b, name)
+            props.append((name, self(s, other, depth)))
+        for name, s in b.properties:
+            if name not in a_names:
+                props.append((name, self(self.extra_schema(a, name), s, depth)))
+        pats = tuple((p, self(s, b.additional, depth)) for p, s in a.pattern_properties) + tuple(
+            (p, self(s, a.additional, depth)) for p, s in b.pattern_properties
+        )
+        return self.check_object(ObjectSchema(
+            tuple(props), _union(a.required, b.required), self(a.additional, b.additional, depth),
+            pats, self(a.property_names, b.property_names, depth),
+            max(a.min_properties, b.min_properties), _min_opt(a.max_properties, b.max_properties),
+            a.pointer or b.pointer,
+        ))
+
+    def check_object(self, o: ObjectSchema) -> Schema:
+        """``o`` or Unsat when a required member is impossible or too many are required."""
+        if o.max_properties is not None and (
+            len(o.required) > o.max_properties or o.min_properties > o.max_properties
+        ):
+            return Unsat("minProperties/required exceed maxProperties")
+        names = dict(o.properties)
+        for r in o.required:
+            s = names[r] if r in names else self.extra_schema(o, r)
+            if isinstance(s, Unsat):
+                return Unsat(f"required property {r!r} is unsatisfiable")
+        return o
+
+    def extra_schema(self, o: ObjectSchema, name: str) -> Schema:
+        """Schema a key ``name`` not in ``o.properties`` must satisfy (patterns, else additional)."""
+        from lexguide.jsonschema.pattern import pattern_rx
+        from lexguide.grammar import rx
+
+        body = _json_body(name)
+        matching = [s for p, s in o.pattern_properties if rx.matches(pattern_rx(p), body)]
+        if not matching:
+            return o.additional
+        out: Schema = ANY
+        for s in matching:
+            out = self(out, s)
+        return out
+
+
+def _json_body(name: str) -> bytes:
+    import json
+
+    return json.dumps(name, ensure_ascii=False)[1:-1].encode()
+
+
+def _item(a: ArraySchema, i: int) -> Schema:
+    return a.prefix[i] if i < len(a.prefix) else a.items
+
+
+def _union(x: tuple[str, ...], y: tuple[str, ...]) -> tuple[str, ...]:
+    return x + tuple(v for v in y if v not in x)
+
+
+def _min_opt(x: int | None, y: int | None) -> int | None:
+    if x is None:
+        return y
+    return x if y is None else min(x, y)
+
+
+def _tighter(a: Decimal | None, ax: bool, b: Decimal | None, bx: bool, sign: int):
+    if a is None:
+        return b, bx
+    if b is None:
+        return a, ax
+    if a == b:
+        return a, ax or bx
+    return (a, ax) if (a - b) * sign > 0 else (b, bx)
+
+
+def decimal_lcm(x: Decimal, y: Decimal) -> Decimal:
+    """Least common multiple of two positive decimals (exact)."""
+    x, y = abs(x), abs(y)
+    exp = max(-x.normalize().as_tuple().exponent, -y.normalize().as_tuple().exponent, 0)
+    scale = Decimal(10) ** exp
+    xi, yi = int(x * scale), int(y * scale)
+    return Decimal(xi * yi // gcd(xi, yi)) / scale
+
+
+def check_number(s: NumberSchema) -> Schema:
+    """``s`` or Unsat when its range contains no (integer) value."""
+    lo, hi = s.minimum, s.maximum
+    if lo is not None and hi is not None:
+        if lo > hi or (lo == hi and (s.exclusive_minimum or s.exclusive_maximum)):
+            return Unsat(f"empty numeric range [{lo}, {hi}]")
+        if s.integer:
+            ilo = int(lo) + 1 if s.exclusive_minimum and lo == int(lo) else _ceil(lo)
+            ihi = int(hi) - 1 if s.exclusive_maximum and hi == int(hi) else _floor(hi)
+            if ilo > ihi:
+                return Unsat(f"no integer in range [{lo}, {hi}]")
+    return s
+
+
+def _ceil(d: Decimal) -> int:
+    return int(d.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def _floor(d: Decimal) -> int:
+    return int(d.to_integral_value(rounding="ROUND_FLOOR"))
+
+
+def check_string(s: StringSchema, check: Callable[[StringSchema, str], bool]) -> Schema:
+    """``s`` or Unsat for contradictory lengths / a constant violating the other keywords."""
+    if s.max_length is not None and s.min_length > s.max_length:
+        return Unsat(f"minLength {s.min_length} > maxLength {s.max_length}")
+    if s.const is not None:
+        if not check(s, s.const):
+            return Unsat(f"constant {s.const!r} violates the string constraints")
+        return StringSchema(const=s.const, pointer=s.pointer)
+    return s
+
+
+def check_array(s: ArraySchema) -> Schema:
+    """Truncate at the first unsatisfiable position; Unsat if a required position is."""
+    hi = s.max_items
+    for i, p in enumerate(s.prefix):
+        if isinstance(p, Unsat):
+            hi = i if hi is None else min(hi, i)
+            break
+    if isinstance(s.items, Unsat):
+        hi = len(s.prefix) if hi is None else min(hi, len(s.prefix))
+    if hi is not None and s.min_items > hi:
+        return Unsat("required array item is unsatisfiable")
+    if hi != s.max_items:
+        return replace(s, max_items=hi, prefix=s.prefix[:hi])
+    return s

@@ -1,0 +1,342 @@
+"""JSON Schema → grammar: semantics of shared/spec/json-schema.md, checked through Grammar.validate."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import warnings
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from lexguide.errors import SchemaError
+from lexguide.grammar import rx
+from lexguide.grammar.grammar import Grammar
+from lexguide.jsonschema import compile_json_schema
+from lexguide.jsonschema.numeric import number_rx
+from lexguide.jsonschema.pattern import PatternError, pattern_rx
+
+CORPORA = Path("/work/shared/corpora")
+
+
+def G(schema, **opts) -> Grammar:
+    return Grammar.from_json_schema(schema, **opts)
+
+
+def check(schema, good=(), bad=(), **opts) -> None:
+    g = G(schema, **opts)
+    for s in good:
+        assert g.validate(s), f"should accept {s!r}"
+    for s in bad:
+        assert not g.validate(s), f"should reject {s!r}"
+
+
+# -- llguidance's own cases ------------------------------------------------------------------
+def _llg_cases():
+    path = CORPORA / "llguidance-cases.jsonl"
+    if not path.exists():
+        return []
+    recs = [json.loads(line) for line in path.open()]
+    return [pytest.param(r, id=f"{r['group']}:{r['name']}:{r['line']}") for r in recs
+            if r.get("schema") is not None]
+
+
+@pytest.mark.parametrize("case", _llg_cases())
+def test_llguidance_cases(case):
+    check(case["schema"], case["pass"], case["fail"])
+
+
+# -- worked examples of the spec (§11) -------------------------------------------------------
+def test_spec_object_order_and_extras():
+    s1 = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+          "required": ["b"]}
+    check(s1, ['{"b":"x"}', '{"a":1,"b":"x"}', '{"b":"x","c":null}', '{ "a" : 1 , "b" : "x" }'],
+          ['{"b":"x","a":1}', '{"c":1,"b":"x"}', ' {"b":"x"}', '{"b":"x"} ', '{"a":1}'])
+
+
+def test_spec_additional_false_and_required_extra():
+    check({"type": "object", "properties": {"a": {"type": "integer"}},
+           "additionalProperties": False}, ["{}", '{"a":1}'], ['{"b":1}'])
+    check({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["z"]},
+          ['{"z":true}', '{"a":1,"z":true}'], ['{"a":1}'])
+    with pytest.raises(SchemaError, match="unsatisfiable"):
+        G({"type": "object", "properties": {"a": {}}, "required": ["z"],
+           "additionalProperties": False})
+
+
+def test_spec_arrays():
+    check({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2},
+          ["[1]", "[1,2]", "[ 1 , 2 ]"], ["[]", "[1,2,3]"])
+    check({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}],
+           "items": False}, ["[]", '["a"]', '["a",1]'], ['["a",1,2]', "[1]"])
+    check({"type": "array", "items": [{"type": "string"}], "additionalItems": {"type": "integer"}},
+          ['["a",1,2]'], ['["a","b"]'])
+
+
+def test_spec_numbers():
+    check({"type": "number", "minimum": -1.5, "maximum": 2.25},
+          ["-1.5", "2.25", "0", "1.125", "-0.5"], ["-1.6", "2.251", "1e0"])
+    check({"type": "integer", "minimum": -3, "exclusiveMaximum": 10}, ["-3", "9"], ["-4", "10"])
+    check({"type": "integer", "multipleOf": 3}, ["0", "3", "-6", "999"], ["7", "1000"])
+    check({"type": "number", "multipleOf": 0.1, "minimum": 0, "maximum": 1},
+          ["0.3", "1", "0"], ["0.35", "1.1"])
+    check({"type": "number", "exclusiveMinimum": 0, "maximum": 1}, ["0.0001", "1.0"], ["0", "1.5"])
+    check({"type": "number", "maximum": 0}, ["-0.5", "0"], ["-0"])
+    check({"minimum": 5}, ['"s"', "null", "5"], ["4"])
+    check({"type": "integer", "minimum": 1.5}, ["2"], ["1"])
+
+
+def test_spec_strings():
+    check({"type": "string", "minLength": 2, "maxLength": 3},
+          ['"ab"', '"\\n\\n"', '"éé"', '"\\u0001x"'], ['"a"', '"abcd"', '"é"'])
+    check({"type": "string", "format": "date", "pattern": "^2024"},
+          ['"2024-01-01"'], ['"2023-01-01"', '"2024-02-30"'])
+    check({"type": "string"}, ['"\\""', '"é"', '"\\u001f"', '"\\u001F"', '"\\u007f"'],
+          ['"\\/"', '"\\u0041"', '"\x7f"', '"\n"', '"\\U0041"'])
+    check({"pattern": "a\\d"}, ['"xa1y"', '"a1"'], ['"a"', '"ab"'])
+    check({"pattern": "^a\\d$"}, ['"a1"'], ['"xa1"', '"a12"'])
+
+
+def test_spec_enum_const_union():
+    check({"enum": ["x", 1, None, True, [1], {"k": 2}]},
+          ['"x"', "1", "null", "true", "[1]", "[ 1 ]", '{"k": 2}'], ["1.0", "false", '"y"'])
+    check({"type": ["string", "null"]}, ['"a"', "null"], ["1"])
+    check({"const": {"a": 1, "b": "\n"}}, ['{"a":1,"b":"\\n"}', '{"a":1,"b":"\\u000a"}'],
+          ['{"b":"\\n","a":1}', '{"a":1}'])
+    with pytest.raises(SchemaError):
+        G({"enum": []})
+
+
+def test_whitespace_options():
+    schema = {"type": "array", "items": {"type": "integer"}}
+    check(schema, ["[1,2]", "[1, 2]", "[\n1\n]"], whitespace="flexible")
+    check(schema, ["[1,2]"], ["[1, 2]", "[ 1,2]"], whitespace="compact")
+    check({"x-guidance": {"whitespace_flexible": False}, **schema}, ["[1,2]"], ["[1, 2]"])
+    check(schema, ["[1, 2]"], ["[1,2]"], item_separator=", ", whitespace="compact")
+    check({"type": "object"}, ['{"a": 1}'], ['{"a":1}'], key_separator=": ", whitespace="compact")
+    check({"x-guidance": {"item_separator": ", ", "key_separator": ": ",
+                          "whitespace_flexible": False}, "type": "object"},
+          ['{"a": 1, "b": 2}'], ['{"a":1,"b":2}'])
+    with pytest.raises(SchemaError, match="unknown field"):
+        G({"x-guidance": {"foo": 1}})
+
+
+def test_indent_is_exact_json_dumps():
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {}},
+                                               "b": {"type": "object"}}}
+    g = G(schema, indent=2)
+    samples = [{"a": [1, {"x": [None, {}]}, []], "b": {"k": {"z": [1, 2]}}}, {"a": []}, {},
+               {"b": {}}, {"a": [[[[]]]], "extra": "s"}]
+    for data in samples:
+        assert g.validate(json.dumps(data, indent=2)), data
+        assert not g.validate(json.dumps(data)) or data == {}, data
+        assert not g.validate(json.dumps(data, indent=4)) or data in ({}, {"a": []}, {"b": {}})
+    assert G({"type": "array"}, indent="\t").validate(json.dumps([1, [2]], indent="\t"))
+
+
+def test_additional_keys_exclude_declared_names():
+    schema = {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
+    check(schema, ['{"a":1,"b":2}', '{"b":2,"c":"x"}', '{"c":1,"d":2}'],
+          ['{"b":1,"a":2}', '{"a":1,"a":2}', '{"c":1,"a":2}', '{"b":1,"\\u0061":2}'])
+
+
+def test_pattern_properties_overlapping_and_property_names():
+    schema = {"type": "object", "patternProperties": {"^x": {"type": "integer"},
+                                                       "y$": {"minimum": 5}},
+              "additionalProperties": {"type": "string"}}
+    check(schema, ['{"xa":1,"ay":7,"xy":5,"q":"s"}'],
+          ['{"xa":"s"}', '{"xy":4}', '{"xy":"s"}', '{"q":1}', '{"ay":4}'])
+    check({"type": "object", "propertyNames": {"maxLength": 2}, "properties": {"long": {}}},
+          ['{"ab":1}', "{}"], ['{"abc":1}', '{"long":1}'])
+
+
+def test_min_max_properties_counting():
+    schema = {"type": "object", "properties": {"a": {}, "b": {}, "c": {}},
+              "minProperties": 1, "maxProperties": 2}
+    check(schema, ['{"a":1}', '{"a":1,"c":2}', '{"b":1,"z":2}', '{"z":1,"y":2}'],
+          ["{}", '{"a":1,"b":2,"c":3}', '{"a":1,"z":2,"y":3}'])
+    check({"type": "object", "minProperties": 2}, ['{"a":1,"b":2}', '{"a":1,"b":2,"c":3}'],
+          ["{}", '{"a":1}'])
+
+
+def test_refs_recursion_and_drafts():
+    linked = {"$defs": {"n": {"type": "object", "properties": {
+        "v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "null"}]}},
+        "required": ["v", "next"], "additionalProperties": False}}, "$ref": "#/$defs/n"}
+    check(linked, ['{"v":1,"next":{"v":2,"next":null}}'], ['{"v":1,"next":{"v":2}}'])
+    check({"properties": {"a": {"$ref": "#"}}, "type": "object"}, ['{"a":{"a":{}}}'], ['{"a":1}'])
+    check({"$id": "http://x.test/root", "$defs": {"i": {"$anchor": "num", "type": "integer"}},
+           "items": {"$ref": "#num"}, "type": "array"}, ["[1]"], ['["a"]'])
+    check({"definitions": {"s": {"type": "string"}}, "$ref": "#/definitions/s", "maxLength": 1,
+           "$schema": "http://json-schema.org/draft-07/schema#"}, ['"abc"'], ["1"])
+    check({"$schema": "http://json-schema.org/draft-04/schema#", "type": "number",
+           "minimum": 1, "exclusiveMinimum": True}, ["1.5"], ["1"])
+    with pytest.raises(SchemaError) as e:
+        G({"$ref": "http://example.com/other.json"})
+    assert e.value.keyword == "$ref"
+    with pytest.raises(SchemaError, match="circular"):
+        G({"$defs": {"a": {"$ref": "#/$defs/b", "type": "object"},
+                     "b": {"$ref": "#/$defs/a", "minProperties": 1}}, "$ref": "#/$defs/a"})
+
+
+def test_all_of_merging_and_order():
+    after = {"type": "object", "properties": {"a": {"type": "integer"}},
+             "allOf": [{"properties": {"b": {"type": "integer"}}}]}
+    before = {"type": "object", "allOf": [{"properties": {"b": {"type": "integer"}}}],
+              "properties": {"a": {"type": "integer"}}}
+    check(after, ['{"a":1,"b":2}'], ['{"b":2,"a":1}'])
+    check(before, ['{"b":2,"a":1}'], ['{"a":1,"b":2}'])
+    check({"allOf": [{"type": "integer", "minimum": 2}, {"maximum": 4, "multipleOf": 2}]},
+          ["2", "4"], ["3", "6", "0"])
+    check({"allOf": [{"type": "string", "minLength": 2}, {"maxLength": 2, "pattern": "^a"}]},
+          ['"ab"'], ['"ba"', '"abc"'])
+    check({"anyOf": [{"type": "integer"}, {"type": "string"}], "minimum": 3},
+          ["3", '"x"'], ["2"])
+
+
+def test_one_of_disjointness():
+    check({"oneOf": [{"type": "string"}, {"type": "integer"}]}, ['"a"', "1"], ["null"])
+    tagged = {"oneOf": [
+        {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}},
+         "required": ["kind"]},
+        {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]}
+    check(tagged, ['{"kind":"a","x":1}', '{"kind":"b"}'], ['{"kind":"c"}'])
+    overlapping = {"oneOf": [{"type": "integer"}, {"minimum": 2}]}
+    with pytest.raises(SchemaError) as e:
+        G(overlapping)
+    assert e.value.keyword == "oneOf" and e.value.pointer == "/oneOf"
+    check(overlapping, ["1", '"s"'], coerce_one_of=True)
+
+
+def test_unsupported_keywords_error_with_pointer_or_warn_when_lenient():
+    with pytest.raises(SchemaError) as e:
+        G({"type": "object", "properties": {"a": {"type": "string", "not": {"const": "x"}}}})
+    assert e.value.keyword == "not" and e.value.pointer == "/properties/a/not"
+    with pytest.raises(SchemaError, match="Unknown format"):
+        G({"type": "string", "format": "no-such-format"})
+    with pytest.raises(SchemaError, match="uniqueItems"):
+        G({"type": "array", "uniqueItems": True})
+    with pytest.warns(UserWarning, match="not"):
+        g = G({"type": "string", "not": {"const": "x"}}, lenient=True)
+    assert g.validate('"x"') and not g.validate("1")
+    with pytest.raises(SchemaError, match="schema must be an object or boolean"):
+        G({"properties": {"a": 3}})
+    with pytest.raises(SchemaError, match="Invalid type"):
+        G({"type": "float"})
+    with pytest.raises(SchemaError, match="lookaround"):
+        G({"pattern": "(?=a)"})
+
+
+def test_annotations_and_unknown_keywords_are_accepted():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check({"title": "t", "description": "d", "examples": [1], "$comment": "c", "default": 2,
+               "readOnly": True, "x-foo": {"not": 1}, "nullable": True, "type": "integer"},
+              ["1"], ['"a"'])
+
+
+def test_not_of_types_and_trivial_keywords():
+    check({"not": {"type": ["string", "null"]}}, ["1", "true", "[]", "{}"], ['"a"', "null"])
+    check({"type": "array", "uniqueItems": False}, ["[1,1]"])
+    check({"if": {"type": "string"}}, ["1", '"a"'])
+
+
+def test_formats():
+    cases = {
+        "date-time": (['"2024-01-01T10:00:00Z"', '"2024-01-01t10:00:00.5+01:00"'],
+                      ['"2024-01-01T10:00:00"', '"2024-13-01T10:00:00Z"']),
+        "time": (['"23:59:60z"'], ['"24:00:00Z"']),
+        "duration": (['"P1Y2M3DT4H5M6S"', '"PT1S"', '"P2W"'], ['"P"', '"P1.5Y"', '"PT1D"']),
+        "email": (['"a.b+c@ex-ample.com"', '"x@[1.2.3.4]"'], ['"a..b@x.com"', '"@x.com"']),
+        "hostname": (['"a-b.c"'], ['"-a.b"', '"' + "a" * 64 + '"']),
+        "ipv4": (['"255.0.10.1"'], ['"256.1.1.1"', '"01.1.1.1"', '"1.1.1"']),
+        "ipv6": (['"::1"', '"fe80::1:2"', '"1:2:3:4:5:6:7:8"'], ['"1:2:3:4:5:6:7:8:9"', '"12345::"']),
+        "uuid": (['"123e4567-E89b-12d3-a456-426614174000"'], ['"123e4567e89b12d3a456426614174000"']),
+        "uri": (['"https://user@ex.com:80/a/b?q=1#f"', '"urn:isbn:0451450523"', '"a:"'],
+                ['"//ex.com"', '"http://a b"', '"1http://x"']),
+    }
+    for fmt, (good, bad) in cases.items():
+        check({"type": "string", "format": fmt}, good, bad)
+
+
+def test_integer_ranges_match_python_oracle():
+    rng = random.Random(5)
+    for _ in range(60):
+        lo = rng.choice([None, rng.randint(-10**6, 10**6)])
+        hi = rng.choice([None, rng.randint(-10**6, 10**6)])
+        ex_lo, ex_hi = rng.random() < 0.3, rng.random() < 0.3
+        node = number_rx(integer=True, minimum=None if lo is None else Decimal(lo),
+                         maximum=None if hi is None else Decimal(hi),
+                         exclusive_minimum=ex_lo, exclusive_maximum=ex_hi)
+        for _ in range(40):
+            v = rng.choice([rng.randint(-2 * 10**6, 2 * 10**6), rng.randint(-50, 50)])
+            if lo is not None and rng.random() < 0.2:
+                v = lo + rng.randint(-1, 1)
+            want = (lo is None or (v > lo if ex_lo else v >= lo)) and (
+                hi is None or (v < hi if ex_hi else v <= hi))
+            assert rx.matches(node, str(v).encode()) == want, (lo, hi, ex_lo, ex_hi, v)
+        for junk in ("00", "01", "-0", "1.0", "1e3", "+1", ""):
+            if lo is not None or hi is not None:
+                assert not rx.matches(node, junk.encode()), junk
+
+
+def test_decimal_ranges_and_multiples_match_python_oracle():
+    rng = random.Random(7)
+    for _ in range(60):
+        lo = Decimal(str(round(rng.uniform(-100, 100), rng.randint(0, 3))))
+        hi = lo + Decimal(str(round(rng.uniform(0, 50), rng.randint(0, 3))))
+        mult = rng.choice([None, Decimal("0.5"), Decimal("0.25"), Decimal("3"), Decimal("0.01")])
+        node = number_rx(integer=False, minimum=lo, maximum=hi, multiple_of=mult)
+        for _ in range(40):
+            v = Decimal(str(round(rng.uniform(float(lo) - 5, float(hi) + 5), rng.randint(0, 4))))
+            text = format(v, "f")
+            if text.startswith("-") and v == 0:
+                continue
+            want = lo <= v <= hi and (mult is None or v % mult == 0)
+            assert rx.matches(node, text.encode()) == want, (lo, hi, mult, text)
+    for d in (7, 12, 1000):
+        node = number_rx(integer=True, multiple_of=Decimal(d))
+        for v in range(-300, 3000, 7):
+            assert rx.matches(node, str(v).encode()) == (v % d == 0), (d, v)
+
+
+def test_patterns_match_python_re_oracle():
+    patterns = ["^[a-z]+\\d{2,3}$", "ab|cd", "^(foo|ba[rz])*$", "x.y", "^\\w+@\\w+\\.com$",
+                "[^a-c]{2}", "^\\s*$", "^\\S+$", "colou?r", "^a{2,}b?$", "[\\d-]+$"]
+    rng = random.Random(3)
+    alphabet = "abcdfoxyz019_@.- \tr"
+    for p in patterns:
+        node = pattern_rx(p)
+        py = re.compile(p)
+        for _ in range(300):
+            s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+            body = json.dumps(s)[1:-1].encode()
+            assert rx.matches(node, body) == bool(py.search(s)), (p, s)
+    with pytest.raises(PatternError):
+        pattern_rx("(a")
+    with pytest.raises(PatternError):
+        pattern_rx("\\1")
+
+
+def test_escaped_forms_in_patterns_and_lengths():
+    check({"type": "string", "pattern": '^a"\\\\$'}, ['"a\\"\\\\"'], ['"a\\"\\\\x"'])
+    check({"type": "string", "pattern": "^\\n$"}, ['"\\n"', '"\\u000a"', '"\\u000A"'], ['"n"'])
+    check({"type": "string", "maxLength": 1}, ['"\\u00e9"'.replace("\\u00e9", "é")],
+          ['"\\\\\\\\"'])
+
+
+def test_lark_json_embedding():
+    g = Grammar.from_lark('start: "say " %json {"type": "integer", "minimum": 3} "!"')
+    assert g.validate("say 3!") and g.validate("say 10!")
+    assert not g.validate("say 2!") and not g.validate("say x!")
+
+
+def test_compile_json_schema_returns_ir_and_text_input():
+    ir = compile_json_schema('{"type": "boolean"}')
+    assert len(ir.rules) >= 2 and any(lx.name == "true" for lx in ir.lexemes)
+    with pytest.raises(SchemaError, match="not valid JSON"):
+        compile_json_schema("{")
+    with pytest.raises(TypeError):
+        compile_json_schema({}, nonsense=1)
