@@ -1,0 +1,25 @@
+"""GGUF layer: read (memory-mapped, validated), write, and (de)quantise ggml tensors.
+
+Spec: ``spec/gguf.md``. Everything above this layer (tokenizer, runtime) uses
+:func:`open_gguf` and :func:`dequantize`.
+"""
+
+from __future__ import annotations
+
+from lexguide.gguf.constants import GGMLType, GGUFValueType, TypeTraits, type_traits
+from lexguide.gguf.quants import DEQUANTIZABLE_TYPES, QUANTIZABLE_TYPES, dequantize, quantize
+from lexguide.gguf.reader import GGUFFile, TensorInfo, open_gguf
+
+__all__ = [
+    "GGUFFile",
+    "TensorInfo",
+    "GGMLType",
+    "GGUFValueType",
+    "TypeTraits",
+    "type_traits",
+    "open_gguf",
+    "dequantize",
+    "quantize",
+    "DEQUANTIZABLE_TYPES",
+    "QUANTIZABLE_TYPES",
+]
