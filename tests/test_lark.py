@@ -116,8 +116,10 @@ def test_regex_flags():
 
 
 def test_intersection_and_complement_in_terminals():
-    ir = compile_lark('NOT_FOO: /[a-z]+/ & ~"foo"\n'
-                      "NO_DBL: /[a-z\\n]*/ & ~/(?s:.*)\\n\\n(?s:.*)/\nstart: NOT_FOO NO_DBL")  # fmt: skip
+    ir = compile_lark(
+        'NOT_FOO: /[a-z]+/ & ~"foo"\nNO_DBL: /[a-z\\n]*/ & ~/(?s:.*)\\n\\n(?s:.*)/\n'
+        "start: NOT_FOO NO_DBL"
+    )
     nf = lexeme_by_name(ir, "NOT_FOO").rx
     assert rx.matches(nf, b"food") and rx.matches(nf, b"bar") and not rx.matches(nf, b"foo")
     nd = lexeme_by_name(ir, "NO_DBL").rx
@@ -142,8 +144,10 @@ def test_common_imports_compile(name):
 
 
 def test_common_import_semantics():
-    ir = compile_lark("%import common (NUMBER, ESCAPED_STRING, C_COMMENT)\n"
-                      "%import common.WS -> SPACE\nstart: NUMBER ESCAPED_STRING C_COMMENT SPACE")  # fmt: skip
+    ir = compile_lark(
+        "%import common (NUMBER, ESCAPED_STRING, C_COMMENT)\n%import common.WS -> SPACE\n"
+        "start: NUMBER ESCAPED_STRING C_COMMENT SPACE"
+    )
     num = lexeme_by_name(ir, "NUMBER").rx
     assert all(rx.matches(num, s) for s in (b"1", b"2.5", b".5", b"3e4", b"1.e-2"))
     assert not rx.matches(num, b"-1") and not rx.matches(num, b"e4")

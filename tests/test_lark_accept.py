@@ -1,0 +1,225 @@
+"""Byte-level acceptance of Lark-variant grammars (``Grammar.from_lark(...).validate``).
+
+Expected results come from the spec tables (§8, §17, all verified against llguidance 1.9.1),
+the llama.cpp llguidance test corpus, and a differential run against llguidance itself
+(optional oracle, skipped when the wheel is absent).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+Grammar = pytest.importorskip("lexguide.grammar.grammar").Grammar
+
+CORPUS = Path("/work/shared/corpora/llguidance-cases.jsonl")
+if not CORPUS.exists():
+    CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "llguidance-cases.jsonl"
+
+
+# (grammar, accepted, rejected): spec §8.2, §8.4, §7, §12, §17
+CASES = [
+    ('start: ab{3,5}\nab: "a" | "b"', ["aaa", "aabaa", "bbbbb"], ["aa", "aaaaaa"]),
+    ('start: x{,3}\nx: "a"', ["", "aaa"], ["aaaa"]),
+    ('start: "a" ~ 2..3', ["aa", "aaa"], ["a", "aaaa"]),
+    ('start: ["a"] "b"', ["b", "ab"], ["a", "aab"]),
+    ('start: "a" |', ["", "a"], ["aa"]),
+    ("start: /a.c/", ["axc"], ["a\nc"]),
+    ("start: /a.c/s", ["a\nc"], []),
+    ("start: /abc/i", ["ABC", "aBc"], ["abd"]),
+    ('start: "\\x41\\u00e9\\n"', [b"\x41\xc3\xa9\x0a"], [b"\x41\xe9\x0a"]),
+    ('start: foo "!"\nfoo[lazy]: /[0-9]+/', ["1!"], ["12!"]),
+    ('%llguidance {"allow_initial_skip": true}\n%ignore /[ ]+/\nstart: "a" "b"',
+     [" ab", "a b", "ab"], ["ab "]),  # fmt: skip
+    ('%ignore /[ ]+/\nstart: "a" "b"', ["a b", "ab"], [" ab", "ab "]),
+    ('%ignore / +/\nstart: "a"+', ["a ", "a a", "aa"], [" a"]),
+    ('%llguidance {"ignore_once": true}\n%ignore /[ ]{1,2}/\nstart: "A" "!"', ["A  !"], ["A   !"]),
+    ('%ignore /[ ]{1,2}/\nstart: "A" "!"', ["A  !", "A   !"], []),
+    ("%import common.NUMBER\n%import common.WS\n%ignore WS\nstart: NUMBER (\",\" NUMBER)*",
+     ["1, 2.5 ,3e4", "1"], ["1 2"]),  # fmt: skip
+    ('start: A "b"\nA: /a+b?/', ["abb"], ["ab"]),
+    ('start: kw | id\nkw: "if" "x"\nid: ID "y"\nID: /[a-z]+/', [], ["ifx", "ify"]),
+    ('%ignore " "\nstart: kw | id\nkw: "if" "x"\nid: ID "y"\nID: /[a-z]+/', ["if x"], []),
+    ("start: \"'foo'\" /a+/ | STRING /b+/\nSTRING: /'[^']*'/", ["'foo'bb", "'foo'aa"], []),
+    ("start: /[a-z]+/ /[0-9]+/", ["ab12"], ["12ab"]),
+    ('%ignore " "\ndigits: /[0-9]/+\nstart: digits', ["1 2 3", "123"], []),
+    ('%ignore " "\nDIGITS: /[0-9]/+\nstart: DIGITS', ["123"], ["1 2 3"]),
+    ('%ignore " "\nAB: "a" "b"\nstart: AB', ["ab"], ["a b"]),
+    ('NOT_FOO: /[a-z]+/ & ~"foo"\nstart: NOT_FOO', ["bar", "food"], ["foo"]),
+    ("ASCII_LINES: /[a-zA-Z \\n]*/ & ~/(?s:.*)\\n\\n(?s:.*)/\nstart: ASCII_LINES",
+     ["ab\ncd"], ["ab\n\ncd"]),  # fmt: skip
+    ('start: %regex {"substring_words": "foo bar baz"}', ["foo bar", "bar baz"],
+     ["foo baz", "o bar"]),  # fmt: skip
+    ('start: %regex {"substring_chunks": ["abc","de","fg"]}', ["abcde", "defg"], ["cde"]),
+    ('start: foo\nfoo[suffix="<end>"]: /.*/', ["foo<end>"], ["foo<end>bar<end>", "foo"]),
+    ("start: foo\nfoo[capture, lazy]: /.*<end>/", ["foo<end>"], ["foo<end>bar<end>"]),
+    ('start: "x"\n    | "y"\n    // a comment line\n    | "z"', ["x", "y", "z"], ["w"]),
+    ('start: x{20,40}\nx: "a"', ["a" * 20, "a" * 33, "a" * 40], ["a" * 19, "a" * 41]),
+    ('start: x{30,}\nx: "a"', ["a" * 30, "a" * 50], ["a" * 29]),
+    ('start: "a"{1000}', ["a" * 1000], ["a" * 999]),
+    ("start: <think> \"x\"", [], ["<think>x"]),  # special tokens never match text
+    ('start: "x" %lark {\n  start: "foo" | "Bar"\n  %ignore " "\n} "y"', ["xfooy"], ["x foo y"]),
+    ('start: "x" %json {"type":"integer"} "y"', ["x12y", "x-3y"], ["xy", "x1.5y"]),
+    ('start: TEXT | fun\nTEXT: /[^{](.|\\n)*/\n'
+     'fun: %json {"type":"object","properties":{"a":{"const":1}},"required":["a"]}',
+     ["hello", '{"a":1}', '{ "a" : 1 }'], ['{"a":2}']),  # fmt: skip
+]
+
+# Cases the engine (lexparser, owned by the lead) does not get right yet; strict xfail, so the
+# marker must be removed when the engine is fixed. Nullable lexemes and §8.5 class boundaries.
+ENGINE_PENDING = {
+    "nullable-complement", "no-skip-into-json", "no-skip-into-json-2",
+    "corpus:medium complexity grammar:pass", "diff:substring",
+}  # fmt: skip
+
+
+def _pending(key: str) -> tuple:
+    if key in ENGINE_PENDING:
+        return (pytest.mark.xfail(strict=True, reason=f"engine gap ({key}), reported to the lead"),)
+    return ()
+
+
+# llguidance behaviour at lexeme-class boundaries and for lexemes matching "" (oracle-verified)
+def _edge(grammar: str, text: str, expected: bool, key: str):
+    return pytest.param(grammar, text, expected, id=key, marks=_pending(key))
+
+
+EDGE_CASES = [
+    _edge("start: /[ab]{0,4}/", "", True, "nullable-lexeme-empty"),
+    _edge('start: "a" ~"b"', "a", True, "nullable-complement"),
+    _edge('start: "x" %json {"type":"integer"} "y"', "x 12y", False, "no-skip-into-json"),
+    _edge('%ignore " "\nstart: "[" %json {"type":"integer"} "]"', "[ 1]", False,
+          "no-skip-into-json-2"),  # fmt: skip
+    _edge('%ignore " "\nstart: "[" %json {"type":"integer"} "]"', "[1 ]", True,
+          "outer-skip-after-json"),  # fmt: skip
+    _edge('%ignore " "\nstart: /a*/ "b"', " b", True, "skip-after-empty-lexeme"),
+]
+
+
+def _params():
+    for g, good, bad in CASES:
+        for s in good:
+            yield pytest.param(g, s, True, id=f"{g[:25]}|{s!r:.15}|ok")
+        for s in bad:
+            yield pytest.param(g, s, False, id=f"{g[:25]}|{s!r:.15}|no")
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    cache: dict[str, object] = {}
+
+    def get(text: str):
+        if text not in cache:
+            cache[text] = Grammar.from_lark(text)
+        return cache[text]
+
+    return get
+
+
+@pytest.mark.parametrize("grammar,text,expected", list(_params()) + EDGE_CASES)
+def test_spec_examples(compiled, grammar, text, expected):
+    assert compiled(grammar).validate(text) is expected
+
+
+def _corpus_cases():
+    for line in CORPUS.read_text().splitlines():
+        case = json.loads(line)
+        if case["grammar"] is None:
+            continue
+        for s in case["pass"]:
+            yield case["grammar"], s, True, case["name"]
+        for s in case["fail"]:
+            yield case["grammar"], s, False, case["name"]
+
+
+def _corpus_params():
+    if not CORPUS.exists():
+        return []
+    out = []
+    for g, s, ok, name in _corpus_cases():
+        marks = _pending(f"corpus:{name}:{'pass' if ok else 'fail'}")
+        out.append(pytest.param(g, s, ok, id=f"{name}|{s!r:.20}", marks=marks))
+    return out
+
+
+@pytest.mark.skipif(not CORPUS.exists(), reason="shared corpus not present")
+@pytest.mark.parametrize("grammar,text,expected", _corpus_params())
+def test_llguidance_corpus(compiled, grammar, text, expected):
+    assert compiled(grammar).validate(text) is expected
+
+
+# -- differential against llguidance (optional oracle) -----------------------------------------
+# (grammar, alphabet for random strings, accepted seeds that random edits start from)
+DIFF_GRAMMARS = [
+    ('start: expr\nexpr: term (("+" | "-") term)*\nterm: NUM | "(" expr ")"\nNUM: /[0-9]+/',
+     "12+-()", ["1+(2-3)", "(12)"]),
+    ('%ignore " "\nstart: item ("," item)*\nitem: WORD | "[" start "]"\nWORD: /[a-z]+/',
+     "ab ,[]", ["ab, [b ,a]", "a"]),
+    ('start: A B\nA: /a+b?/\nB: "b" | "c"', "abc", ["abb", "aac", "abc"]),
+    ('start: (kw | ID)+\nkw: "if" | "then"\nID: /[a-z]+/\n%ignore " "', "ifthen x",
+     ["if x then", "ifx"]),
+    ('start: x{2,5} "!"\nx: "a" | "ab"', "ab!", ["aab!", "ababab!"]),
+    ('S: "a".."c" ("x" | "y")*\nstart: S (S)?', "abcxy", ["axyb", "c"]),
+    ('start: "q" %regex {"substring_words": "the cat sat"} "q"', "q thecast",
+     ["qcat satq", "qq", "q q"]),
+    ('%llguidance {"ignore_once": true}\n%ignore /[ ]{1,2}/\nstart: "a"+', "a ", ["a  a a"]),
+    ('start: foo "!"\nfoo[lazy]: /[0-9]+[a-z]/', "1a!", ["11a!"]),
+    ('N: /[a-z]+/ & ~/(?s:.*)ab(?s:.*)/\nstart: N "."', "ab.", ["ba."]),
+]
+
+
+def _sample(rng: random.Random, alphabet: str, seeds: list[str]) -> set[str]:
+    """Seeds, their one-character edits, and short random strings over ``alphabet``."""
+    out = {""} | set(seeds)
+    for _ in range(80):
+        out.add("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))))
+    for seed in seeds:
+        for i in range(len(seed) + 1):
+            c = rng.choice(alphabet)
+            out |= {seed[:i] + c + seed[i:], seed[:i] + seed[i + 1 :], seed[:i] + c + seed[i + 1 :]}
+    return out
+
+
+class _ByteTokenizer:
+    """One token per byte plus EOS, for llguidance's byte-level acceptance."""
+
+    def __init__(self) -> None:
+        self.tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+        self.eos_token_id = 256
+        self.bos_token_id = None
+        self.special_token_ids = [256]
+
+    def __call__(self, s):
+        return list(s.encode() if isinstance(s, str) else s)
+
+
+@pytest.fixture(scope="module")
+def llg_accepts():
+    llg = pytest.importorskip("llguidance")
+    tok = llg.LLTokenizer(llg.TokenizerWrapper(_ByteTokenizer()), slices=[])
+
+    def accepts(grammar: str, data: bytes) -> bool:
+        m = llg.LLMatcher(tok, grammar, log_level=0)
+        assert not m.is_error(), m.get_error()
+        return all(m.consume_token(b) for b in data) and m.is_accepting()
+
+    return accepts
+
+
+@pytest.mark.parametrize(
+    "grammar,alphabet,seeds",
+    [pytest.param(*g, marks=_pending("diff:substring" * ("%regex" in g[0])))
+     for g in DIFF_GRAMMARS],  # fmt: skip
+    ids=[g[0][:30] for g in DIFF_GRAMMARS],
+)
+def test_differential_against_llguidance(compiled, llg_accepts, grammar, alphabet, seeds):
+    ours = compiled(grammar)
+    assert all(llg_accepts(grammar, s.encode()) for s in seeds)
+    verdicts = {}
+    for s in sorted(_sample(random.Random(1234), alphabet, seeds)):
+        verdicts[s] = llg_accepts(grammar, s.encode())
+        assert ours.validate(s) is verdicts[s], s
+    assert 0 < sum(verdicts.values()) < len(verdicts)
