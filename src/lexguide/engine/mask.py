@@ -40,9 +40,29 @@ class _Group(NamedTuple):
     rows: np.ndarray  # token rows (TokenizerInfo matrix rows) in this group
 
 
-class _LexerWalk(NamedTuple):
-    inside: np.ndarray  # rows that stay inside the lexeme to their last byte
-    groups: tuple[_Group, ...]
+_SMALL = 2048  # below this many ids, set bits directly instead of OR-ing a packed mask
+
+
+class _WalkNode:
+    """Tokens walked from one lexer (re)start: those allowed without the parser's help, and
+    those that end a lexeme, grouped by the lexer state that ends it (the parser decides
+    whether and where they go on; ``children`` caches that per restart state)."""
+
+    __slots__ = ("info", "ids", "by_pre", "children", "_packed")
+
+    def __init__(self, info: TokenizerInfo, rows: np.ndarray, groups: list[_Group]) -> None:
+        self.info = info
+        self.ids = info.text_ids[rows].astype(np.int64)
+        self.by_pre: dict[int, list[tuple[int, np.ndarray]]] = {}
+        for column, pre, grows in groups:
+            self.by_pre.setdefault(pre, []).append((column, grows))
+        self.children: dict[tuple[int, int], _WalkNode] = {}
+        self._packed: np.ndarray | None = None
+
+    def packed(self) -> np.ndarray:
+        if self._packed is None:
+            self._packed = self.info.mask_from_ids(self.ids)
+        return self._packed
 
 
 class MaskEngine:
@@ -56,7 +76,8 @@ class MaskEngine:
         self._acc = np.zeros(0, dtype=bool)  # lexer state -> accepts some lexeme
         self._lazy = np.zeros(0, dtype=bool)  # lexer state -> accepts a lazy lexeme
         self._n_props = 0  # states whose properties are filled in
-        self._walk0: dict[int, tuple[np.ndarray, tuple[_Group, ...]]] = {}
+        self._roots: dict[int, _WalkNode] = {}
+        self._eos = np.array(sorted(info.eos_ids), dtype=np.int64)
         self._masks: OrderedDict[ParseState, np.ndarray] = OrderedDict()
         self.max_cached_masks = max_cached_masks
         self.hits = 0
@@ -113,10 +134,15 @@ class MaskEngine:
     def _step(self, states: np.ndarray, byts: np.ndarray) -> np.ndarray:
         """``table[states, byts]`` with missing DFA rows computed on demand."""
         lexer = self.lexer
-        nxt = lexer.table[states, byts] if states.max(initial=0) < len(lexer.table) else None
-        if nxt is None or (nxt < 0).any():
-            lexer.ensure_rows(np.unique(states).astype(np.int32))
-            nxt = lexer.table[states, byts]
+        table = lexer.table
+        if int(states.max(initial=0)) < len(table):
+            nxt = table.ravel().take(states.astype(np.int64) * 256 + byts)
+            if not (nxt < 0).any():
+                if lexer.n_states > self._n_props:
+                    self._grow_state_props()
+                return nxt
+        lexer.ensure_rows(np.unique(states).astype(np.int32))
+        nxt = lexer.table.ravel().take(states.astype(np.int64) * 256 + byts)
         if lexer.n_states > self._n_props:
             self._grow_state_props()
         return nxt
@@ -129,14 +155,14 @@ class MaskEngine:
         boundary groups).
         """
         info = self.info
-        matrix, lengths = info.matrix, info.lengths
+        columns, lengths = info.columns, info.lengths
         inside: list[np.ndarray] = []
         groups: list[_Group] = []
         states = np.full(len(rows), state, dtype=np.int32)
         j = column
         self._grow_state_props()
         while len(rows):
-            nxt = self._step(states, matrix[rows, j])
+            nxt = self._step(states, columns[j].take(rows))
             died = nxt == 0
             if died.any():
                 dead_rows, pre = rows[died], states[died]
@@ -177,42 +203,61 @@ class MaskEngine:
             return self.info.all_rows
         return np.concatenate([self.info.rows_by_first[b] for b in alive.tolist()])
 
-    def _lexer_walk(self, state: int) -> tuple[np.ndarray, tuple[_Group, ...]]:
-        hit = self._walk0.get(state)
-        if hit is None:
+    def _root(self, lexer_state: int) -> "_WalkNode":
+        """The walk of all candidate tokens from a lexer state (cached; parser-independent)."""
+        node = self._roots.get(lexer_state)
+        if node is None:
             self._grow_state_props()
-            allowed, groups = self._walk(state, self._candidates(state), 0)
-            hit = (self.info.mask_from_ids(self.info.text_ids[allowed]), tuple(groups))
-            self._walk0[state] = hit
-        return hit
+            if self._lazy[lexer_state]:
+                # a lazy lexeme matching the empty string ends before the token's first byte
+                node = _WalkNode(self.info, np.zeros(0, np.int64), [_Group(0, lexer_state, self.info.all_rows)])
+            else:
+                allowed, groups = self._walk(lexer_state, self._candidates(lexer_state), 0)
+                node = _WalkNode(self.info, allowed, groups)
+            self._roots[lexer_state] = node
+        return node
 
-    def _boundary_rows(self, set_id: int, groups, depth: int = 0) -> list[np.ndarray]:
-        """Allowed rows among boundary groups: advance the parser per group, walk the rest."""
-        out: list[np.ndarray] = []
+    def _child(self, node: "_WalkNode", pre: int, lstart: int) -> "_WalkNode":
+        """Continue the tokens of ``node`` that ended a lexeme in ``pre`` from ``lstart``.
+
+        Cached on the node: it does not depend on the parser state, only on where the lexer
+        restarts (which the parser decides).
+        """
+        key = (pre, lstart)
+        child = node.children.get(key)
+        if child is not None:
+            return child
         info = self.info
-        for column, pre, rows in groups:
+        allowed: list[np.ndarray] = []
+        groups: list[_Group] = []
+        self._grow_state_props()
+        for column, rows in node.by_pre[pre]:
+            at_end = info.lengths[rows] == column  # bytes end exactly at a lazy finish
+            if at_end.any():
+                allowed.append(rows[at_end])
+                rows = rows[~at_end]
+            if not len(rows):
+                continue
+            if self._lazy[lstart]:
+                groups.append(_Group(column, lstart, rows))
+                continue
+            ok, sub = self._walk(lstart, rows, column)
+            allowed.append(ok)
+            groups.extend(sub)
+        rows_ok = np.concatenate(allowed) if allowed else np.zeros(0, np.int64)
+        child = _WalkNode(info, rows_ok, groups)
+        node.children[key] = child
+        return child
+
+    def _collect(self, node: "_WalkNode", set_id: int, out: list["_WalkNode"], depth: int = 0) -> None:
+        out.append(node)
+        if depth > 64:
+            raise GrammarError("grammar loops through empty lexemes (lexeme boundary depth > 64)")
+        for pre in node.by_pre:
             new_set, lstart = self.lp.finish_lexeme(set_id, pre)
             if new_set == DEAD_SET:
                 continue
-            # rows whose bytes end exactly at the boundary (lazy finish at their end)
-            at_end = info.lengths[rows] == column
-            if at_end.any():
-                out.append(rows[at_end])
-                rows = rows[~at_end]
-                if not len(rows):
-                    continue
-            if depth > 64:
-                raise GrammarError("grammar loops through empty lexemes (lexeme boundary depth > 64)")
-            self._grow_state_props()
-            if lstart != 0 and self._lazy[lstart]:
-                out.extend(self._boundary_rows(new_set, [_Group(column, lstart, rows)], depth + 1))
-                continue
-            allowed, sub = self._walk(lstart, rows, column)
-            if len(allowed):
-                out.append(allowed)
-            if sub:
-                out.extend(self._boundary_rows(new_set, sub, depth + 1))
-        return out
+            self._collect(self._child(node, pre, lstart), new_set, out, depth + 1)
 
     # -- public ---------------------------------------------------------------------------
     def compute_mask(self, state: ParseState) -> np.ndarray:
@@ -225,24 +270,22 @@ class MaskEngine:
         self.misses += 1
         set_id, lstate, pending = state
         info = self.info
-        self._grow_state_props()
-        if lstate == 0:
-            mask_inside, groups = None, ()
-        elif not pending and self._lazy[lstate]:
-            # a lazy lexeme matching the empty string ends before the token's first byte
-            mask_inside, groups = None, (_Group(0, lstate, info.all_rows),)
-        else:
-            mask_inside, groups = self._lexer_walk(lstate)
-        extra = self._boundary_rows(set_id, groups)
-        ids = [info.text_ids[np.concatenate(extra)]] if extra else []
+        nodes: list[_WalkNode] = []
+        if lstate != 0:
+            self._collect(self._root(lstate), set_id, nodes)
+        mask = np.zeros(info.n_words, dtype=np.uint32)
+        small = [n.ids for n in nodes if 0 < len(n.ids) <= _SMALL]
+        for n in nodes:
+            if len(n.ids) > _SMALL:
+                mask |= n.packed()
         specials = self._special_ids(state)
         if specials is not None:
-            ids.append(specials)
+            small.append(specials)
         if self.lp.is_accepting(state):
-            ids.append(np.fromiter(info.eos_ids, dtype=np.int64))
-        mask = info.mask_from_ids(np.concatenate(ids)) if ids else np.zeros(info.n_words, np.uint32)
-        if mask_inside is not None:
-            mask |= mask_inside
+            small.append(self._eos)
+        if small:
+            ids = np.concatenate(small)
+            np.bitwise_or.at(mask, ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
         mask.flags.writeable = False
         self._masks[state] = mask
         if len(self._masks) > self.max_cached_masks:
@@ -264,7 +307,7 @@ class MaskEngine:
     @property
     def cache_info(self) -> dict[str, int]:
         return {"hits": self.hits, "misses": self.misses, "masks": len(self._masks),
-                "lexer_walks": len(self._walk0), "lexer_states": self.lexer.n_states,
+                "lexer_walks": len(self._roots), "lexer_states": self.lexer.n_states,
                 "parser_sets": self.lp.parser.n_sets}
 
 

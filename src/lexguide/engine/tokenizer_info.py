@@ -84,31 +84,44 @@ class TokenizerInfo:
         )
 
     def _build_arrays(self) -> None:
-        text_ids = [
-            i for i, b in enumerate(self.token_bytes) if b and i not in self.special_ids
-        ]
-        ids = np.asarray(text_ids, dtype=np.int32)
-        lengths = np.fromiter((len(self.token_bytes[i]) for i in text_ids), dtype=np.int32, count=len(text_ids))
-        order = np.argsort(-lengths, kind="stable")
-        ids, lengths = ids[order], lengths[order]
+        tb = self.token_bytes
+        all_lengths = np.fromiter(map(len, tb), dtype=np.int32, count=len(tb))
+        is_text = all_lengths > 0
+        if self.special_ids:
+            is_text[np.fromiter(self.special_ids, dtype=np.int64)] = False
+        ids = np.nonzero(is_text)[0]
+        order = np.argsort(-all_lengths[ids], kind="stable")
+        ids = ids[order].astype(np.int32)
+        lengths = all_lengths[ids]
         max_len = int(lengths.max()) if len(lengths) else 1
-        joined = np.frombuffer(b"".join(self.token_bytes[i] for i in ids.tolist()), dtype=np.uint8)
-        matrix = np.zeros((len(ids), max_len), dtype=np.uint8)
+        joined = np.frombuffer(b"".join([tb[i] for i in ids.tolist()]), dtype=np.uint8)
+        # column-major: column j holds byte j of every token, so a walk step is a 1-D take
+        columns = np.zeros((max_len, len(ids)), dtype=np.uint8)
         row_of_byte = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)[:-1]])
         col_of_byte = np.arange(len(joined), dtype=np.int64) - np.repeat(starts, lengths)
-        matrix[row_of_byte, col_of_byte] = joined
+        columns[col_of_byte, row_of_byte] = joined
         self.text_ids = ids  # row -> token id
         self.lengths = lengths  # row -> byte length
-        self.matrix = matrix  # (n_rows, max_len) uint8, zero padded
+        self.columns = columns  # (max_len, n_rows) uint8, zero padded
         self.max_len = max_len
-        first = matrix[:, 0] if len(ids) else np.zeros(0, np.uint8)
+        first = columns[0] if len(ids) else np.zeros(0, np.uint8)
         self.first_byte = first
-        self.rows_by_first = [np.nonzero(first == b)[0].astype(np.int64) for b in range(256)]
+        by_first = np.argsort(first, kind="stable")
+        cuts = np.searchsorted(first[by_first], np.arange(257))
+        self.rows_by_first = [by_first[cuts[b] : cuts[b + 1]].astype(np.int64) for b in range(256)]
         self.all_rows = np.arange(len(ids), dtype=np.int64)
-        self.ids_by_bytes: dict[bytes, int] = {}
-        for i in ids.tolist()[::-1]:  # prefer the lowest id for duplicate byte strings
-            self.ids_by_bytes[self.token_bytes[i]] = i
+        self._ids_by_bytes: dict[bytes, int] | None = None
+
+    @property
+    def ids_by_bytes(self) -> dict[bytes, int]:
+        """Byte string -> lowest token id with those bytes (built on first use)."""
+        if self._ids_by_bytes is None:
+            table: dict[bytes, int] = {}
+            for i in sorted(self.text_ids.tolist(), reverse=True):
+                table[self.token_bytes[i]] = i
+            self._ids_by_bytes = table
+        return self._ids_by_bytes
 
     def mask_from_ids(self, token_ids: np.ndarray) -> np.ndarray:
         """A packed uint32 bitmask (``ceil(V/32)`` words) with the given token ids set."""
