@@ -47,7 +47,7 @@ patterns = st.recursive(_atoms, _regex_tree, max_leaves=8)
 texts = st.lists(st.sampled_from(ALPHABET), max_size=8).map("".join)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(patterns, st.lists(texts, min_size=1, max_size=6))
 def test_differential_against_re(pattern: str, samples: list[str]) -> None:
     node = rx.from_regex(pattern)
@@ -57,7 +57,7 @@ def test_differential_against_re(pattern: str, samples: list[str]) -> None:
         assert rx.matches(node, s.encode("utf-8")) == expected, (pattern, s)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(patterns, st.data())
 def test_differential_on_matching_strings(pattern: str, data: st.DataObject) -> None:
     """Strings generated *from* the regex must match (exercises the accepting paths)."""

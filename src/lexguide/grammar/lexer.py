@@ -69,6 +69,7 @@ class LexerDFA:
         if len(self.lazy) != len(self.lexeme_rxs):
             raise ValueError("lazy flags and lexeme regexes differ in length")
         self.max_states = max_states
+        self._any_lazy = any(self.lazy)
         self._lock = threading.RLock()
         self._states: list[State] = [()]
         self._ids: dict[State, int] = {(): DEAD}
@@ -195,26 +196,39 @@ class LexerDFA:
         return done
 
     def _compute_row(self, s: int) -> None:
+        """Fill row ``s``: one derivative per byte class of the state (caller holds the lock)."""
         if s < 0 or s >= len(self._states):
             raise IndexError(f"no lexer state {s}")
         if self._has_row[s]:
             return
         entries = self._states[s]
         null = rx._null
-        lazy = self.lazy
-        live = [(i, x) for i, x in entries if not (lazy[i] and null[x])]
-        pid = rx.partition_of(x for _, x in live)
+        if self._any_lazy:
+            lazy = self.lazy
+            entries = tuple((i, x) for i, x in entries if not (lazy[i] and null[x]))
+        part = rx._part
+        if len(entries) == 1:
+            pid = part[entries[0][1]]
+        else:
+            pid = rx.partition_of(x for _, x in entries)
         labels, reps = rx.partition_arrays(pid)
+        dget = rx._dmemo.get
+        preps = rx._part_reps
         deriv = rx.derivative
         nothing = rx.NOTHING
+        ids_get = self._ids.get
         targets = []
         for b in reps:
             nxt = []
-            for i, x in live:
-                d = deriv(x, b)
+            for i, x in entries:
+                d = dget((x << 8) | preps[part[x]][b])
+                if d is None:
+                    d = deriv(x, b)
                 if d != nothing:
                     nxt.append((i, d))
-            targets.append(self._intern(tuple(nxt)))
+            key = tuple(nxt)
+            t = ids_get(key)
+            targets.append(self._intern(key) if t is None else t)
         if len(targets) == 1:
             self.table[s] = targets[0]
         else:
