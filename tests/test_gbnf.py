@@ -220,7 +220,8 @@ def test_syntax_elements() -> None:
     assert lit.text == "aAé😀\t\n\r\\\"[]-"
     dash = (ord("-"), ord("-"))
     assert cls.negated
-    assert cls.items == ((ord("a"), ord("c")), (ord("]"), ord("]")), dash, (ord("x"), ord("x")), dash)
+    a_to_c, bracket, x = (ord("a"), ord("c")), (ord("]"), ord("]")), (ord("x"), ord("x"))
+    assert cls.items == (a_to_c, bracket, dash, x, dash)
     assert dot.dot and dot.ranges() == ((0, 0x10FFFF),)
     assert (rep_exact.lo, rep_exact.hi) == (2, 2)
     assert (rep_min.lo, rep_min.hi) == (1, None)
