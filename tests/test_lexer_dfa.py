@@ -133,3 +133,47 @@ def test_unicode_class_lexeme_only_valid_utf8() -> None:
     assert _walk(dfa, s, b"\xc3\x28") == DEAD
     assert dfa.accepting(_walk(dfa, s, b"a\xc3")) == ()  # mid-character: alive, not accepting
     assert dfa.alive_lexemes(_walk(dfa, s, b"a\xc3")) == (0,)
+
+
+def test_first_bytes_and_bad_states() -> None:
+    dfa = LexerDFA([rx.from_regex("[0-9]+"), rx.from_regex("true")], [False, False])
+    s = dfa.start([0, 1])
+    assert dfa.first_bytes(s).tolist() == [ord(c) for c in "0123456789t"]
+    assert dfa.first_bytes(DEAD).tolist() == []
+    with pytest.raises(IndexError):
+        dfa.ensure_rows(np.array([dfa.n_states + 5]))
+    with pytest.raises(IndexError):
+        dfa.ensure_rows(np.array([-1]))
+
+
+def test_pickle_roundtrip_rebuilds_same_language() -> None:
+    import pickle
+
+    dfa = LexerDFA([RXS[4], RXS[0]], [False, True], max_states=1234)
+    clone = pickle.loads(pickle.dumps(dfa))
+    assert clone.lexeme_rxs == dfa.lexeme_rxs  # same process: same canonical ids
+    assert clone.lazy == (False, True) and clone.max_states == 1234
+    s = _walk(clone, clone.start([0, 1]), b'"a\\"b"')
+    assert clone.accepting(s) == (0,)
+
+
+def test_pickle_into_another_process() -> None:
+    """Node ids differ between processes; the pickle carries the regexes, not the ids."""
+    import pickle
+    import subprocess
+    import sys
+
+    dfa = LexerDFA([rx.from_regex(r"[a-z]+\d{2}"), rx.from_regex("ab&&|x")], [False, False])
+    code = (
+        "import pickle, sys\n"
+        "from lexguide.grammar import rx\n"
+        "rx.from_regex('zzz[0-9]+qq')  # shift the ids of this process\n"
+        "d = pickle.loads(sys.stdin.buffer.read())\n"
+        "s = d.start([0, 1])\n"
+        "for b in b'abc12': s = d.next(s, b)\n"
+        "print(d.accepting(s), rx.matches(d.lexeme_rxs[1], b'ab&&'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(dfa), capture_output=True, check=True
+    )
+    assert out.stdout.decode().split() == ["(0,)", "True"]

@@ -211,3 +211,13 @@ def test_matches_agrees_with_re_on_common_regexes() -> None:
     node = rx.from_regex(pattern)
     for s in ["0", "-0.5", "12e-3", "01", "1.", "-", "1E+10", "3.14159"]:
         assert rx.matches(node, s.encode()) == (re.fullmatch(pattern, s) is not None), s
+
+
+def test_export_import_roundtrip() -> None:
+    roots = [rx.from_regex(r'"(\\.|[^"\\])*"'), rx.intersect(rx.star(A), rx.complement(C)),
+             rx.repeat(rx.any_char(), 2, 7), rx.EPSILON, rx.NOTHING]  # fmt: skip
+    data = rx.export_nodes(roots)
+    assert rx.import_nodes(data) == roots
+    # the description holds no process-local ids: kinds, byte masks, child positions only
+    nodes, positions = data
+    assert len(positions) == len(roots) and all(p < len(nodes) for p in positions)

@@ -76,6 +76,7 @@ class LexerDFA:
         self._accepting: list[tuple[int, ...]] = [()]
         self._lazy_accept: list[bool] = [False]
         self._start_cache: dict[frozenset[int], int] = {}
+        self._first_bytes: dict[int, npt.NDArray[np.uint8]] = {}
         cap = 64
         self.table: npt.NDArray[np.int32] = np.full((cap, 256), -1, dtype=np.int32)
         self.table[DEAD] = DEAD
@@ -153,6 +154,23 @@ class LexerDFA:
         self.ensure_rows(np.array([state], dtype=np.int32))
         return bool((self.table[state] != DEAD).any())
 
+    def first_bytes(self, state: int) -> npt.NDArray[np.uint8]:
+        """Sorted bytes that do not lead to DEAD from ``state`` (cached; computes the row).
+
+        Lets callers prune a vocabulary walk to the tokens starting with one of these bytes.
+        """
+        r = self._first_bytes.get(state)
+        if r is None:
+            self.ensure_rows(np.array([state], dtype=np.int32))
+            r = np.flatnonzero(self.table[state] != DEAD).astype(np.uint8)
+            r.setflags(write=False)
+            self._first_bytes[state] = r
+        return r
+
+    def __reduce__(self) -> tuple:
+        # node ids are process-local: ship the regexes, rebuild states lazily on the other side
+        return (_rebuild, (rx.export_nodes(self.lexeme_rxs), self.lazy, self.max_states))
+
     # -- transitions -------------------------------------------------------------------------
     def next(self, state: int, byte: int) -> int:
         """Successor of ``state`` on ``byte`` (computes the row when missing)."""
@@ -166,6 +184,8 @@ class LexerDFA:
         states = np.asarray(states)
         if states.size == 0:
             return
+        if states.min() < 0 or states.max() >= len(self._states):
+            raise IndexError(f"lexer state out of range 0..{len(self._states) - 1}")
         has = self._has_row
         missing = states[~has[np.minimum(states, has.shape[0] - 1)] | (states >= has.shape[0])]
         if missing.size == 0:
@@ -234,3 +254,7 @@ class LexerDFA:
         else:
             self.table[s] = np.array(targets, dtype=np.int32)[labels]
         self._has_row[s] = True
+
+
+def _rebuild(exported: tuple, lazy: tuple[bool, ...], max_states: int) -> LexerDFA:
+    return LexerDFA(rx.import_nodes(exported), lazy, max_states)

@@ -61,6 +61,8 @@ __all__ = [
     "to_string",
     "byte_partition",
     "n_nodes",
+    "export_nodes",
+    "import_nodes",
 ]
 
 #: Resource limits (mutable: set before building regexes). ``max_rx_nodes`` bounds the
@@ -563,6 +565,77 @@ def from_regex(pattern: str, flags: str = "", *, allow_invalid_utf8: bool = Fals
     from lexguide.grammar.rx_syntax import parse_regex
 
     return parse_regex(pattern, flags, allow_invalid_utf8=allow_invalid_utf8)
+
+
+# -- transport between processes ----------------------------------------------------------------
+def export_nodes(roots: Sequence[int]) -> tuple[tuple, ...]:
+    """A process-independent description of the DAG under ``roots`` (for pickling).
+
+    Node ids are only meaningful inside one process; :func:`import_nodes` rebuilds the same
+    languages (and canonical ids) in another. Returns ``(nodes, root_positions)`` where each
+    node is ``(kind, args)`` with children given as positions in ``nodes``.
+    """
+    order: list[int] = []
+    pos: dict[int, int] = {}
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            x, expanded = stack.pop()
+            if x in pos:
+                continue
+            if expanded:
+                pos[x] = len(order)
+                order.append(x)
+                continue
+            stack.append((x, True))
+            stack.extend((c, False) for c in _children(x) if c not in pos)
+    nodes = []
+    for x in order:
+        k, a = _kind[x], _args[x]
+        if k in (K_CONCAT, K_ALT, K_AND, K_NOT, K_STAR):
+            a = tuple(pos[c] for c in a)
+        elif k == K_REPEAT:
+            a = (pos[a[0]], a[1], a[2])
+        nodes.append((k, a))
+    return (tuple(nodes), tuple(pos[r] for r in roots))
+
+
+def _children(x: int) -> tuple[int, ...]:
+    k, a = _kind[x], _args[x]
+    if k in (K_CONCAT, K_ALT, K_AND, K_NOT, K_STAR):
+        return a
+    if k == K_REPEAT:
+        return (a[0],)
+    return ()
+
+
+def import_nodes(data: tuple[tuple, ...]) -> list[int]:
+    """Rebuild the roots described by :func:`export_nodes` in this process' store."""
+    nodes, roots = data
+    ids: list[int] = []
+    for k, a in nodes:
+        if k == K_NOTHING:
+            x = NOTHING
+        elif k == K_EPS:
+            x = EPSILON
+        elif k == K_BYTES:
+            x = _bytes_mask(a[0])
+        elif k == K_CONCAT:
+            x = concat(ids[a[0]], ids[a[1]])
+        elif k == K_ALT:
+            x = alt(*[ids[c] for c in a])
+        elif k == K_AND:
+            x = intersect(*[ids[c] for c in a])
+        elif k == K_NOT:
+            x = complement(ids[a[0]])
+        elif k == K_STAR:
+            x = star(ids[a[0]])
+        elif k == K_REPEAT:
+            x = repeat(ids[a[0]], a[1], None if a[2] < 0 else a[2])
+        else:
+            raise ValueError(f"unknown regex node kind {k}")
+        ids.append(x)
+    return [ids[r] for r in roots]
 
 
 # -- printing ---------------------------------------------------------------------------------
