@@ -68,23 +68,9 @@ CASES = [
      ["hello", '{"a":1}', '{ "a" : 1 }'], ['{"a":2}']),  # fmt: skip
 ]
 
-# Cases the engine (lexparser, owned by the lead) does not get right yet; strict xfail, so the
-# marker must be removed when the engine is fixed. Nullable lexemes and §8.5 class boundaries.
-ENGINE_PENDING = {
-    "nullable-complement", "no-skip-into-json", "no-skip-into-json-2",
-    "corpus:medium complexity grammar:pass", "diff:substring",
-}  # fmt: skip
-
-
-def _pending(key: str) -> tuple:
-    if key in ENGINE_PENDING:
-        return (pytest.mark.xfail(strict=True, reason=f"engine gap ({key}), reported to the lead"),)
-    return ()
-
-
 # llguidance behaviour at lexeme-class boundaries and for lexemes matching "" (oracle-verified)
 def _edge(grammar: str, text: str, expected: bool, key: str):
-    return pytest.param(grammar, text, expected, id=key, marks=_pending(key))
+    return pytest.param(grammar, text, expected, id=key)
 
 
 EDGE_CASES = [
@@ -140,8 +126,7 @@ def _corpus_params():
         return []
     out = []
     for g, s, ok, name in _corpus_cases():
-        marks = _pending(f"corpus:{name}:{'pass' if ok else 'fail'}")
-        out.append(pytest.param(g, s, ok, id=f"{name}|{s!r:.20}", marks=marks))
+        out.append(pytest.param(g, s, ok, id=f"{name}|{s!r:.20}"))
     return out
 
 
@@ -211,8 +196,7 @@ def llg_accepts():
 
 @pytest.mark.parametrize(
     "grammar,alphabet,seeds",
-    [pytest.param(*g, marks=_pending("diff:substring" * ("%regex" in g[0])))
-     for g in DIFF_GRAMMARS],  # fmt: skip
+    DIFF_GRAMMARS,
     ids=[g[0][:30] for g in DIFF_GRAMMARS],
 )
 def test_differential_against_llguidance(compiled, llg_accepts, grammar, alphabet, seeds):

@@ -101,19 +101,38 @@ def _error(text: str, offset: int, message: str) -> GrammarError:
     return GrammarError(message, text=text, offset=offset)
 
 
+def _first_chars(kind: Kind) -> str:
+    lower, upper, digits = "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789"
+    return {
+        Kind.OP: "+*?", Kind.RULE: "!_?" + lower, Kind.TOKEN: "_" + upper, Kind.STRING: '"',
+        Kind.REGEX: "/", Kind.NUMBER: "+-" + digits, Kind.HEX: "0", Kind.SPECIAL: "<",
+        Kind.GREF: "@",
+    }[kind]  # fmt: skip
+
+
+# first character -> the patterns that can start there (keeps lexing linear and cheap)
+_BY_FIRST: dict[str, list[tuple[Kind, re.Pattern[str]]]] = {}
+for _kind, _rx in _PATTERNS:
+    for _c in _first_chars(_kind):
+        _BY_FIRST.setdefault(_c, []).append((_kind, _rx))
+_PUNCT_BY_FIRST: dict[str, list[str]] = {}
+for _p in PUNCTUATION:  # keeps the longest-first order
+    _PUNCT_BY_FIRST.setdefault(_p[0], []).append(_p)
+
+
 def _longest(text: str, pos: int) -> tuple[Kind, int] | None:
-    """The longest token at ``pos`` (ties: earlier kind in the table, keywords, punctuation)."""
+    """The longest token at ``pos`` (ties: keywords, punctuation, then table order)."""
     best: tuple[Kind, int] | None = None
-    if text.startswith("%", pos):
+    first = text[pos]
+    if first == "%":
         for kw in KEYWORDS:
             if text.startswith(kw, pos) and (best is None or len(kw) > best[1] - pos):
                 best = (Kind.KEYWORD, pos + len(kw))
-    for p in PUNCTUATION:
+    for p in _PUNCT_BY_FIRST.get(first, ()):
         if text.startswith(p, pos):
-            if best is None or pos + len(p) > best[1]:
-                best = (Kind.PUNCT, pos + len(p))
+            best = (Kind.PUNCT, pos + len(p))
             break
-    for kind, rx in _PATTERNS:
+    for kind, rx in _BY_FIRST.get(first, ()):
         m = rx.match(text, pos)
         if m is not None and m.end() > pos and (best is None or m.end() > best[1]):
             best = (kind, m.end())

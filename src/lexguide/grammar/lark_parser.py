@@ -208,21 +208,26 @@ class _Parser:
     def __init__(self, text: str, tokens: list[Token]) -> None:
         self.text = text
         self.toks = tokens
+        self.n = len(tokens)
         self.pos = 0
 
     # -- token helpers --------------------------------------------------------------------
     def peek(self, k: int = 0) -> Token:
-        return self.toks[min(self.pos + k, len(self.toks) - 1)]
+        i = self.pos + k
+        return self.toks[i] if i < self.n else self.toks[-1]
 
     def at(self, kind: Kind, text: str | None = None, k: int = 0) -> bool:
-        return self.peek(k).is_(kind, text)
+        tok = self.peek(k)
+        return tok.kind is kind and (text is None or tok.text == text)
 
     def punct(self, text: str, k: int = 0) -> bool:
-        return self.peek(k).is_(Kind.PUNCT, text)
+        tok = self.toks[self.pos] if k == 0 else self.peek(k)
+        return tok.kind is Kind.PUNCT and tok.text == text
 
     def take(self) -> Token:
-        tok = self.peek()
-        self.pos += 1
+        tok = self.toks[self.pos]
+        if self.pos < self.n - 1:  # never step past EOF
+            self.pos += 1
         return tok
 
     def error(self, message: str, offset: int | None = None) -> GrammarError:
