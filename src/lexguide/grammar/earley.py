@@ -33,7 +33,7 @@ DEFAULT_MAX_ITEMS_PER_SET = 200_000
 
 
 class _EarleySet:
-    __slots__ = ("items", "waiting", "expected", "accepting", "scans")
+    __slots__ = ("items", "waiting", "expected", "accepting", "scans", "last_classes")
 
     def __init__(self) -> None:
         self.items: list[tuple[int, int]] = []
@@ -42,6 +42,7 @@ class _EarleySet:
         self.expected: frozenset[int] = frozenset()  # lexeme indices that some item expects
         self.accepting = False
         self.scans: dict[frozenset[int], int] = {}
+        self.last_classes: frozenset[int] = frozenset()  # lexeme classes of the lexeme just scanned
 
 
 class EarleyParser:
@@ -72,7 +73,7 @@ class EarleyParser:
         self._accept_dr = self._start_dr + len(ir.rules[top_rule].rhs)
         self._sets: list[_EarleySet] = []
         self._by_kernel: dict[frozenset[tuple[int, int]], int] = {}
-        self._by_signature: dict[tuple[frozenset[tuple[int, int]], bool], int] = {}
+        self._by_signature: dict[tuple, int] = {}
         self._lock = threading.Lock()
         self.initial = self._intern(frozenset([(self._start_dr, ROOT)]))
 
@@ -97,6 +98,10 @@ class EarleyParser:
     def expected(self, set_id: int) -> frozenset[int]:
         """Lexeme indices some item of the set expects next."""
         return self._sets[set_id].expected
+
+    def last_classes(self, set_id: int) -> frozenset[int]:
+        """Lexeme classes of the lexeme whose scan produced this set (empty at the start)."""
+        return self._sets[set_id].last_classes
 
     def is_accepting(self, set_id: int) -> bool:
         """Whether the input so far is a complete sentence of the grammar."""
@@ -137,9 +142,14 @@ class EarleyParser:
                     "(deeply nested or highly ambiguous input)",
                 )
             eset = self._closure(kernel)
+            eset.last_classes = self._scanned_classes(kernel)
             # Completed items have no future: two closures with the same waiting items (and
             # acceptance) behave identically, whatever their kernels. Share their id.
-            signature = (frozenset(it for items in eset.waiting.values() for it in items), eset.accepting)
+            signature = (
+                frozenset(it for items in eset.waiting.values() for it in items),
+                eset.accepting,
+                eset.last_classes,
+            )
             sid = self._by_signature.get(signature)
             if sid is None:
                 self._sets.append(eset)
@@ -147,6 +157,14 @@ class EarleyParser:
                 self._by_signature[signature] = sid
             self._by_kernel[kernel] = sid
             return sid
+
+    def _scanned_classes(self, kernel: frozenset[tuple[int, int]]) -> frozenset[int]:
+        classes = set()
+        for dr, _ in kernel:
+            sym = self._dr_next[dr - 1] if dr > 0 else None
+            if sym is not None and sym < 0 and self._dr_lhs[dr - 1] == self._dr_lhs[dr]:
+                classes.add(self.ir.lexemes[-1 - sym].lexeme_class)
+        return frozenset(classes)
 
     def _closure(self, kernel: frozenset[tuple[int, int]]) -> _EarleySet:
         dr_next = self._dr_next

@@ -26,6 +26,8 @@ __all__ = ["LexParser", "ParseState"]
 
 # How the lexer was (re)started: the skip rules depend on it.
 _INITIAL, _NORMAL, _AFTER_SKIP = 0, 1, 2
+# Bound on lexemes matching the empty string that may end one after another at one position.
+_MAX_EMPTY_LEXEMES = 64
 
 
 class ParseState(NamedTuple):
@@ -71,9 +73,13 @@ class LexParser:
             mode == _AFTER_SKIP and opts.ignore_once
         )
         if skip_ok:
+            # The skip of a nested grammar's class (``%json``) may only stand between two of
+            # its lexemes, never before its first one (spec/lark-syntax.md §8.5).
+            last = self.parser.last_classes(set_id)
             for lex in expected:
-                s = self.skip_index.get(self.ir.lexemes[lex].lexeme_class)
-                if s is not None:
+                cls = self.ir.lexemes[lex].lexeme_class
+                s = self.skip_index.get(cls)
+                if s is not None and (cls == 0 or cls in last):
                     allowed.add(s)
         state = self.lexer.start(frozenset(allowed))
         self._start_cache[key] = state
@@ -111,16 +117,19 @@ class LexParser:
             set_id, lstate = self.finish_lexeme(set_id, lstate)
             if set_id == DEAD_SET:
                 return None
-        nxt = lexer.next(lstate, byte)
-        if nxt == 0:
-            if not pending and not lexer.accepting(lstate):
+        nxt = lexer.next(lstate, byte) if lstate != 0 else 0
+        for _ in range(_MAX_EMPTY_LEXEMES):
+            if nxt != 0:
+                break
+            # the byte extends no alive lexeme: end the current one (possibly empty) first
+            if lstate == 0 or not lexer.accepting(lstate):
                 return None
             set_id, lstate = self.finish_lexeme(set_id, lstate)
             if set_id == DEAD_SET:
                 return None
-            nxt = lexer.next(lstate, byte)
-            if nxt == 0:
-                return None
+            nxt = lexer.next(lstate, byte) if lstate != 0 else 0
+        else:
+            return None
         if lexer.accepts_lazy(nxt):
             set_id, lstart = self.finish_lexeme(set_id, nxt)
             if set_id == DEAD_SET:
@@ -148,16 +157,22 @@ class LexParser:
         return ParseState(new_set, self._lexer_start(new_set, _NORMAL), False)
 
     def is_accepting(self, state: ParseState) -> bool:
-        """Whether end of input is allowed here (the grammar is complete)."""
+        """Whether end of input is allowed here (the grammar is complete).
+
+        Pending bytes must form a lexeme; lexemes matching the empty string may end too (as
+        they may before any byte mid-stream).
+        """
         set_id, lstate, pending = state
-        if not pending and self.parser.is_accepting(set_id):
-            return True
-        if lstate == 0:
-            return False
-        # pending bytes must form a lexeme; with none pending, a lexeme matching the empty
-        # string may still end here (as it may before any byte mid-stream)
-        new_set, _ = self.finish_lexeme(set_id, lstate)
-        return new_set != DEAD_SET and self.parser.is_accepting(new_set)
+        for _ in range(_MAX_EMPTY_LEXEMES):
+            if not pending and self.parser.is_accepting(set_id):
+                return True
+            if lstate == 0 or not self.lexer.accepting(lstate):
+                return False
+            new_set, lstart = self.finish_lexeme(set_id, lstate)
+            if new_set == DEAD_SET or (new_set, lstart) == (set_id, lstate):
+                return False
+            set_id, lstate, pending = new_set, lstart, False
+        return False
 
     def can_continue(self, state: ParseState) -> bool:
         """Whether any more input (bytes or special tokens) is possible."""
