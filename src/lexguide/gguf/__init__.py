@@ -9,6 +9,7 @@ from __future__ import annotations
 from lexguide.gguf.constants import GGMLType, GGUFValueType, TypeTraits, type_traits
 from lexguide.gguf.quants import DEQUANTIZABLE_TYPES, QUANTIZABLE_TYPES, dequantize, quantize
 from lexguide.gguf.reader import GGUFFile, TensorInfo, open_gguf
+from lexguide.gguf.writer import TensorSource, write_gguf
 
 __all__ = [
     "GGUFFile",
@@ -18,6 +19,8 @@ __all__ = [
     "TypeTraits",
     "type_traits",
     "open_gguf",
+    "write_gguf",
+    "TensorSource",
     "dequantize",
     "quantize",
     "DEQUANTIZABLE_TYPES",

@@ -219,7 +219,8 @@ def _deq_iq4_xs(b: np.ndarray, out: np.ndarray) -> None:
 
 def _deq_mxfp4(b: np.ndarray, out: np.ndarray) -> None:
     np.take(_MXFP4_VALUES, _nibbles(b[:, 1:17]), out=out.reshape(-1, 2, 16))
-    out *= _E8M0_HALF[b[:, 0:1]]
+    with np.errstate(over="ignore"):  # scale bytes near 255 overflow to ±inf, as in ggml
+        out *= _E8M0_HALF[b[:, 0:1]]
 
 
 def _deq_tq2_0(b: np.ndarray, out: np.ndarray) -> None:

@@ -41,7 +41,7 @@ __all__ = ["GGUFFile", "TensorInfo", "open_gguf"]
 
 _MAX_NESTING = 8
 _INT64_MAX = (1 << 63) - 1
-_SCALAR_FORMATS = {t: "<" + dt.char for t, dt in SCALAR_VALUE_DTYPES.items()}
+_SCALAR_FORMATS = dict(zip(SCALAR_VALUE_DTYPES, ["<B", "<b", "<H", "<h", "<I", "<i", "<f", "<B", "<Q", "<q", "<d"]))
 # Smallest encodings, used to reject absurd counts before allocating anything.
 _MIN_KV_BYTES = 8 + 1 + 4 + 1
 _MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8
@@ -237,10 +237,19 @@ class GGUFFile:
         self.version: int = version
         n_tensors = cur.u64("tensor count")
         n_kv = cur.u64("metadata count")
-        if n_tensors > (cur.size - cur.pos) // _MIN_TENSOR_INFO_BYTES:
-            raise GGUFError(f"absurd tensor count {n_tensors} for a {cur.size}-byte file", 8)
-        if n_kv > (cur.size - cur.pos) // _MIN_KV_BYTES:
-            raise GGUFError(f"absurd metadata count {n_kv} for a {cur.size}-byte file", 16)
+        room = cur.size - cur.pos
+        if n_tensors > room // _MIN_TENSOR_INFO_BYTES:
+            raise GGUFError(
+                f"tensor count {n_tensors} cannot fit: needs at least "
+                f"{n_tensors * _MIN_TENSOR_INFO_BYTES} bytes, only {room} remain",
+                8,
+            )
+        if n_kv > room // _MIN_KV_BYTES:
+            raise GGUFError(
+                f"metadata count {n_kv} cannot fit: needs at least {n_kv * _MIN_KV_BYTES} "
+                f"bytes, only {room} remain",
+                16,
+            )
         self._parse_metadata(cur, n_kv)
         self._parse_tensor_infos(cur, n_tensors)
 

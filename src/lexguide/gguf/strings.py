@@ -28,6 +28,8 @@ from lexguide.gguf.constants import MAX_STRING_BYTES
 __all__ = ["read_string_array", "decode_value_bytes"]
 
 _SEPARATOR = "\udcff"  # what byte 0xFF becomes under surrogateescape
+# Bytes scanned per step: bounds the memory of the candidate arrays on hostile inputs.
+_MAX_WINDOW = 1 << 21
 
 
 def decode_value_bytes(data: bytes) -> str:
@@ -120,7 +122,7 @@ def _record_starts(
             raise GGUFError(
                 f"truncated: {what}[{index}] needs {first} bytes after its length", pos
             )
-        window = min(size - pos, 24 * remaining + 64)
+        window = min(size - pos, 24 * remaining + 64, _MAX_WINDOW)
         rel, lens = _chain(buf[pos : pos + window], first, remaining)
         too_long = np.flatnonzero(lens > MAX_STRING_BYTES)
         if len(too_long):
@@ -154,8 +156,11 @@ def read_string_array(buf: np.ndarray, pos: int, count: int, what: str) -> tuple
         return [], pos
     starts, lengths, end = _record_starts(buf, pos, count, what)
     region = buf[pos:end]
-    keep = np.ones(len(region), dtype=bool)
-    keep[((starts - pos)[:, None] + np.arange(8)).reshape(-1)] = False
+    # keep[i] is False inside a length field: +1 where one starts, -1 where it ends, cumsum
+    edges = np.zeros(len(region) + 1, dtype=np.int8)
+    edges[starts - pos] = 1
+    edges[starts - pos + 8] -= 1
+    keep = np.cumsum(edges[:-1], dtype=np.int8) == 0
     separators = starts[1:] - pos + 7  # last byte of each later length field
     keep[separators] = True
     data = region.copy()
