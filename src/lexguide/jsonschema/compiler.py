@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from lexguide.errors import LimitExceeded, SchemaError
 from lexguide.grammar import rx
@@ -355,10 +356,7 @@ class SchemaCompiler:
         """Member symbols for keys not declared: one per patternProperties region + additional."""
         b = self.b
         child = lay.child
-        base = ANY_BODY
-        if declared:
-            base = rx.intersect(base, rx.complement(rx.alt(*(json_literal_body(n)
-                                                              for n in declared))))
+        base = _undeclared_keys(tuple(sorted(declared)))
         if names_rx is not None:
             base = rx.intersect(base, names_rx)
         pats = s.pattern_properties
@@ -399,3 +397,10 @@ class SchemaCompiler:
             return None if any(p is None for p in parts) else rx.alt(*parts)
         return rx.NOTHING
 
+
+@lru_cache(maxsize=4096)
+def _undeclared_keys(declared: tuple[str, ...]) -> int:
+    """Key bodies that spell none of the declared names (in any escaped form)."""
+    if not declared:
+        return ANY_BODY
+    return rx.intersect(ANY_BODY, rx.complement(rx.alt(*map(json_literal_body, declared))))

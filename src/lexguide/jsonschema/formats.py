@@ -1,5 +1,8 @@
 """``format`` values enforced as regexes (spec §9; RFC 3339, RFC 3986, RFC 4291, RFC 5321 dot-atom).
 
+Departure from the spec table, towards the RFC: ``date`` checks leap years (``2023-02-29`` is
+rejected, ``2024-02-29`` accepted).
+
 Each format is an ECMA pattern matched against the whole decoded string and compiled through
 :mod:`lexguide.jsonschema.pattern`, so it combines with ``pattern``/``minLength``/``maxLength``
 by intersection. Unknown formats are a :class:`~lexguide.errors.SchemaError` (warning if lenient).
@@ -11,9 +14,11 @@ from lexguide.jsonschema.pattern import anchored_pattern_rx
 
 __all__ = ["FORMATS", "format_rx"]
 
+# leap years (Gregorian): divisible by 4, and centuries only when divisible by 400
+_LEAP_YEAR = r"(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
 _DATE = (
-    r"\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)"
-    r"|02-(?:0[1-9]|1\d|2\d))"
+    r"(?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)"
+    rf"|02-(?:0[1-9]|1\d|2[0-8]))|{_LEAP_YEAR}-02-29)"
 )
 _TIME = r"(?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
 _DUR_TIME = r"T(?:\d+H(?:\d+M(?:\d+S)?)?|\d+M(?:\d+S)?|\d+S)"

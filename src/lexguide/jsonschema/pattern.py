@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from lexguide.grammar import rx
+from lexguide.grammar import unicode_tables as _uni
 
 __all__ = [
     "PatternError",
@@ -45,25 +46,11 @@ class PatternError(ValueError):
 
 def normalize(ranges: list[tuple[int, int]]) -> CharSet:
     """Sort and merge ranges (surrogates are kept; they are dropped when converting to bytes)."""
-    out: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in out)
+    return tuple(_uni.normalize(ranges))
 
 
 def negate(cs: CharSet) -> CharSet:
-    out: list[tuple[int, int]] = []
-    prev = 0
-    for lo, hi in cs:
-        if lo > prev:
-            out.append((prev, lo - 1))
-        prev = hi + 1
-    if prev <= MAX_CP:
-        out.append((prev, MAX_CP))
-    return tuple(out)
+    return tuple(_uni.negate(list(cs)))
 
 
 DIGIT: CharSet = ((0x30, 0x39),)
@@ -140,8 +127,11 @@ def any_json_char() -> int:
     return json_chars_rx(ALL)
 
 
+@lru_cache(maxsize=65536)
 def json_literal_body(text: str) -> int:
     """All JSON spellings of the string ``text`` (without the quotes)."""
+    if not any(_is_special(ord(c)) or 0xD800 <= ord(c) <= 0xDFFF for c in text):
+        return rx.literal(text.encode())  # the only spelling: no character needs escaping
     return rx.concat(*(json_char(ord(c)) for c in text)) if text else rx.EPSILON
 
 
