@@ -7,8 +7,10 @@ with line:col and a caret). Byte-level acceptance lives in ``test_lark_accept.py
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from lexguide.errors import GrammarError
+from lexguide.errors import GrammarError, LexguideError
 from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarIR, GrammarOptions, TokenSet, is_lexeme, lexeme_index
 from lexguide.grammar.lark import COMMON_REGEXES, compile_lark
@@ -324,7 +326,7 @@ ERRORS = [
     ('start: %lark {\n start: "a"\n', "Unmatched %lark", (1, 8)),
     ('start: %lark {\n x: "a"\n}', "no start rule found", (1, 8)),
     ('start: "a"\n: "b"', "expecting rule, token or statement", (2, 1)),
-    ('start: "a" ) "b"', "expected end of line", (1, 12)),
+    ('start: "a" ) "b"', "expecting rule, token or statement, found ')'", (1, 12)),
     ("start: " + "%lark { start: " * 31 + '"a"' + "}" * 31, "too deeply nested", (1, 458)),
     ('start: "a"i.."z"', "flags not allowed", (1, 8)),
     ('start: "\\uD800"', "lone surrogate", (1, 8)),
@@ -341,3 +343,39 @@ def test_errors_have_message_and_location(text, message, where):
         assert (err.line, err.col) == where
         assert err.excerpt.splitlines()[-1] == " " * (where[1] - 1) + "^"
         assert f"line {where[0]}:{where[1]}" in str(err)
+
+
+# -- robustness: any text either compiles or raises a lexguide error --------------------------
+_FRAGMENTS = [
+    "start", ":", " ", "\n", "|", "(", ")", "[", "]", "{", "}", "*", "+", "?", "~", "&", ",",
+    "..", "->", "::", '"a"', '"b"i', "/[a-z]+/", "/x", "A", "B", "a", "b", "2", "-1", "%ignore",
+    "%import common.", "INT", "%json {}", '%regex {"substring_chars": "ab"}', "%lark {",
+    "%llguidance {}", "<[1-3]>", "<|x|>", "@g", "[lazy]", "[max_tokens=2]", "# c", "\\", "'",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=25))
+def test_arbitrary_text_never_crashes(parts):
+    text = "".join(parts)
+    try:
+        ir = compile_lark(text)
+    except LexguideError as e:
+        assert str(e)
+    else:
+        assert isinstance(ir, GrammarIR) and ir.start >= 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_mutated_grammars_never_crash(data):
+    base = ('%ignore " "\nstart: item ("," item)* A\nitem: WORD | "[" start "]"\n'
+            'WORD: /[a-z]+/ & ~"if"\nA: "a".."c"{2,3}\nfoo[lazy]: "x"')  # fmt: skip
+    text = base
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(text)))
+        text = text[:i] + data.draw(st.sampled_from(_FRAGMENTS + [""])) + text[i + 1 :]
+    try:
+        compile_lark(text)
+    except LexguideError as e:
+        assert str(e)

@@ -492,7 +492,7 @@ class LarkCompiler:
             if part == "":
                 continue
             ends = part.split("-")
-            if len(ends) > 2 or not all(x.isdigit() for x in ends):
+            if len(ends) > 2 or not all(x.isascii() and x.isdigit() for x in ends):
                 raise self.error(f"invalid token range: {part!r}", v.offset)
             lo, hi = int(ends[0]), int(ends[-1])
             if lo > hi:

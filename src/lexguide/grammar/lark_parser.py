@@ -265,10 +265,7 @@ class _Parser:
                 if closing is not None:
                     raise self.error("Unmatched %lark { ... }: expected '}'", opener)
                 return g
-            self.item(g, depth)
-            if not (self.at(Kind.NEWLINE) or self.at(Kind.EOF) or
-                    (closing is not None and self.punct(closing))):  # fmt: skip
-                raise self.error(f"unexpected {self.peek().describe()}; expected end of line")
+            self.item(g, depth)  # like llguidance, items need no newline between them
 
     def item(self, g: ParsedLark, depth: int) -> None:
         tok = self.peek()
