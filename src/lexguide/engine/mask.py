@@ -40,6 +40,7 @@ class _Group(NamedTuple):
     rows: np.ndarray  # token rows (TokenizerInfo matrix rows) in this group
 
 
+_MAX_EMPTY_CHAIN = 64
 _SMALL = 2048  # below this many ids, set bits directly instead of OR-ing a packed mask
 
 
@@ -249,15 +250,23 @@ class MaskEngine:
         node.children[key] = child
         return child
 
-    def _collect(self, node: "_WalkNode", set_id: int, out: list["_WalkNode"], depth: int = 0) -> None:
+    def _collect(
+        self, node: "_WalkNode", set_id: int, out: list["_WalkNode"], path: tuple = ()
+    ) -> None:
         out.append(node)
-        if depth > 64:
-            raise GrammarError("grammar loops through empty lexemes (lexeme boundary depth > 64)")
-        for pre in node.by_pre:
+        if len(path) > _MAX_EMPTY_CHAIN:
+            raise GrammarError(
+                f"more than {_MAX_EMPTY_CHAIN} lexemes end at one position (empty lexemes chained)"
+            )
+        for pre, groups in node.by_pre.items():
             new_set, lstart = self.lp.finish_lexeme(set_id, pre)
             if new_set == DEAD_SET:
                 continue
-            self._collect(self._child(node, pre, lstart), new_set, out, depth + 1)
+            # the same tokens at the same columns in the same states: a cycle of empty lexemes
+            key = (new_set, lstart, pre, tuple((c, len(r)) for c, r in groups))
+            if key in path:
+                continue
+            self._collect(self._child(node, pre, lstart), new_set, out, path + (key,))
 
     # -- public ---------------------------------------------------------------------------
     def compute_mask(self, state: ParseState) -> np.ndarray:

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from lexguide.errors import GrammarError
 from lexguide.grammar.earley import DEAD_SET, EarleyParser
 from lexguide.grammar.ir import GrammarIR
 from lexguide.grammar.lexer import LexerDFA
@@ -118,18 +119,20 @@ class LexParser:
             if set_id == DEAD_SET:
                 return None
         nxt = lexer.next(lstate, byte) if lstate != 0 else 0
-        for _ in range(_MAX_EMPTY_LEXEMES):
-            if nxt != 0:
-                break
+        seen: set[tuple[int, int]] = set()
+        while nxt == 0:
             # the byte extends no alive lexeme: end the current one (possibly empty) first
-            if lstate == 0 or not lexer.accepting(lstate):
-                return None
+            if lstate == 0 or not lexer.accepting(lstate) or (set_id, lstate) in seen:
+                return None  # nothing to end, or a cycle of empty lexemes
+            seen.add((set_id, lstate))
+            if len(seen) > _MAX_EMPTY_LEXEMES:
+                raise GrammarError(
+                    f"more than {_MAX_EMPTY_LEXEMES} lexemes end at one position (empty lexemes chained)"
+                )
             set_id, lstate = self.finish_lexeme(set_id, lstate)
             if set_id == DEAD_SET:
                 return None
             nxt = lexer.next(lstate, byte) if lstate != 0 else 0
-        else:
-            return None
         if lexer.accepts_lazy(nxt):
             set_id, lstart = self.finish_lexeme(set_id, nxt)
             if set_id == DEAD_SET:
@@ -163,16 +166,21 @@ class LexParser:
         they may before any byte mid-stream).
         """
         set_id, lstate, pending = state
-        for _ in range(_MAX_EMPTY_LEXEMES):
+        seen: set[tuple[int, int]] = set()
+        while True:
             if not pending and self.parser.is_accepting(set_id):
                 return True
-            if lstate == 0 or not self.lexer.accepting(lstate):
+            if lstate == 0 or not self.lexer.accepting(lstate) or (set_id, lstate) in seen:
                 return False
-            new_set, lstart = self.finish_lexeme(set_id, lstate)
-            if new_set == DEAD_SET or (new_set, lstart) == (set_id, lstate):
+            seen.add((set_id, lstate))
+            if len(seen) > _MAX_EMPTY_LEXEMES:
+                raise GrammarError(
+                    f"more than {_MAX_EMPTY_LEXEMES} lexemes end at one position (empty lexemes chained)"
+                )
+            set_id, lstate = self.finish_lexeme(set_id, lstate)
+            if set_id == DEAD_SET:
                 return False
-            set_id, lstate, pending = new_set, lstart, False
-        return False
+            pending = False
 
     def can_continue(self, state: ParseState) -> bool:
         """Whether any more input (bytes or special tokens) is possible."""
