@@ -244,6 +244,11 @@ def test_nested_lark_gets_its_own_lexeme_class():
     assert lexeme_by_name(ir, '"x"').lexeme_class == 0
 
 
+def test_nested_lark_with_the_top_skip_shares_class_zero():
+    ir = compile_lark('%ignore " "\nstart: "x" %lark {\n  start: "a" "b"\n  %ignore " "\n} "y"')
+    assert len(ir.skips) == 1 and {lx.lexeme_class for lx in ir.lexemes} == {0}
+
+
 def test_json_in_rule_uses_registered_compiler(monkeypatch):
     from lexguide.grammar import ir as ir_mod
 

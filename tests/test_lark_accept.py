@@ -82,6 +82,8 @@ EDGE_CASES = [
     _edge('%ignore " "\nstart: "[" %json {"type":"integer"} "]"', "[1 ]", True,
           "outer-skip-after-json"),  # fmt: skip
     _edge('%ignore " "\nstart: /a*/ "b"', " b", True, "skip-after-empty-lexeme"),
+    _edge('%ignore " "\nstart: "x" %lark {\n start: "a" "b"\n %ignore " "\n} "y"', "x a b y",
+          True, "nested-lark-shares-top-class"),  # fmt: skip
 ]
 
 

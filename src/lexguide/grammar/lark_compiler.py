@@ -130,6 +130,7 @@ class LarkCompiler:
         self.options = GrammarOptions()
         self._pending: list[tuple[_Scope, RuleDef, int]] = []
         self._json_skip: int | None = None
+        self._top_skip: int | None = None
 
     # -- errors ---------------------------------------------------------------------------
     def error(self, message: str, offset: int | None) -> GrammarError:
@@ -205,8 +206,10 @@ class LarkCompiler:
         skip = rx.alt(*skips) if skips else None
         if offset is None:
             self.builder.set_skip(0, skip)
-        else:
+            self._top_skip = skip
+        elif skip != self._top_skip:
             scope.lexeme_class = self.builder.new_lexeme_class(skip)
+        # else: same skip as the top grammar: share class 0 (as llguidance does, §8.5)
         return self.rule_ref(scope, "start", offset)
 
     # -- terminal context: expressions → one regex -----------------------------------------
