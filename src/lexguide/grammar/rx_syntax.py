@@ -2,13 +2,14 @@
 uses it (spec ``lark-syntax.md`` section 5.2).
 
 Unicode mode by default: literals, ``.``, classes and ``\\p{..}`` match whole UTF-8 encoded
-characters. The pattern is implicitly anchored; ``^`` at the start and ``$`` at the end of a
-top-level branch (and ``\\A``/``\\z`` likewise) are accepted and ignored. Lookarounds, word
-boundaries and backreferences raise :class:`RegexError` -- there is no backtracking anywhere.
-Non-greedy quantifiers are accepted and treated as greedy (laziness is a lexeme property).
+characters. The pattern is implicitly anchored; ``^``/``\\A`` where nothing can have been
+consumed yet and ``$``/``\\z`` where nothing can follow are accepted and ignored (as in
+llguidance). Lookarounds, word boundaries and backreferences raise :class:`RegexError` --
+there is no backtracking anywhere. Non-greedy quantifiers are accepted and treated as greedy
+(laziness is a lexeme property).
 
-Flags: ``i`` (Unicode simple case folding), ``s`` (``.`` matches ``\\n``), ``m`` (no effect:
-``^``/``$`` are only allowed where they are no-ops), ``x`` (whitespace and ``#`` comments are
+Flags: ``i`` (Unicode simple case folding), ``s`` (``.`` matches ``\\n``), ``m`` (``^``/``$``
+become line anchors, hence a lookaround error), ``x`` (whitespace and ``#`` comments are
 ignored), ``u`` (Unicode; ``(?-u)`` makes ``\\w\\d\\s`` ASCII and -- only with
 ``allow_invalid_utf8`` -- lets ``\\xHH``/``.``/classes match raw bytes). ``U`` and ``R`` are
 accepted and have no effect here.
@@ -34,13 +35,15 @@ _LOOKAROUND = "lookarounds not supported"
 
 
 class _Flags:
-    __slots__ = ("i", "s", "x", "u")
+    __slots__ = ("i", "s", "x", "u", "m")
 
-    def __init__(self, i: bool = False, s: bool = False, x: bool = False, u: bool = True):
-        self.i, self.s, self.x, self.u = i, s, x, u
+    def __init__(
+        self, i: bool = False, s: bool = False, x: bool = False, u: bool = True, m: bool = False
+    ) -> None:
+        self.i, self.s, self.x, self.u, self.m = i, s, x, u, m
 
     def copy(self) -> _Flags:
-        return _Flags(self.i, self.s, self.x, self.u)
+        return _Flags(self.i, self.s, self.x, self.u, self.m)
 
 
 class _Parser:
@@ -57,15 +60,17 @@ class _Parser:
                 raise RegexError(f"unknown regex flag {c!r}", pattern=pattern)
             self._set_flag(c, True, 0)
         self.depth = 0
+        self.n_anchors = 0
+        self.last_end_anchor = -1
 
     # -- helpers -----------------------------------------------------------------------------
     def err(self, msg: str, offset: int | None = None) -> RegexError:
         return RegexError(msg, pattern=self.p, offset=self.pos if offset is None else offset)
 
     def _set_flag(self, c: str, on: bool, at: int) -> None:
-        if c in "isxu":
+        if c in "isxum":
             setattr(self.flags, c, on)
-        elif c not in "mUR":
+        elif c not in "UR":
             raise self.err(f"unrecognized flag {c!r}", at)
 
     def skip_ws(self) -> None:
@@ -108,44 +113,61 @@ class _Parser:
         return node
 
     def alternation(self, top: bool = False) -> int:
+        """Branches separated by ``|``; ``top``: this group can only be entered at offset 0."""
         branches = [self.concatenation(top)]
         while self.peek() == "|":
             self.pos += 1
             branches.append(self.concatenation(top))
         return rx.alt(*branches)
 
-    def concatenation(self, top: bool) -> int:
+    def concatenation(self, at_start: bool) -> int:
+        """Items up to ``|``/``)``. Anchors (``^ $ \\A \\z``) are no-ops where llguidance
+        accepts them -- ``^`` before anything was consumed, ``$`` after which nothing follows --
+        and a lookaround error anywhere else (also when quantified, or ``^``/``$`` under ``m``)."""
         items: list[int] = []
-        first = True
+        start_ok = at_start
+        end_at: int | None = None  # offset of an end anchor that nothing may follow
         while True:
             c = self.peek()
             if c == "" or c == "|" or c == ")":
                 return rx.concat(*items)
             start = self.pos
-            if c == "^" or (c == "\\" and self.p.startswith("\\A", self.pos)):
-                self.pos += 1 if c == "^" else 2
-                if not (top and first):
-                    raise self.err(_LOOKAROUND + " (^ or \\A is only allowed at the start)", start)
+            p = self.p
+            if c == "^" or c == "$" or p.startswith(("\\A", "\\z"), start):
+                is_start = c == "^" or p.startswith("\\A", start)
+                self.pos += 1 if c in "^$" else 2
+                if (c in "^$" and self.flags.m) or (is_start and not start_ok):
+                    raise self.err(_LOOKAROUND, start)
+                if self.quantifier_ahead():
+                    raise self.err(_LOOKAROUND, start)
+                self.n_anchors += 1
+                if not is_start:
+                    end_at = start
+                    self.last_end_anchor = start
                 continue
-            if c == "$" or (c == "\\" and self.p.startswith("\\z", self.pos)):
-                self.pos += 1 if c == "$" else 2
-                nxt = self.peek()
-                if not (top and nxt in ("", "|")):
-                    raise self.err(_LOOKAROUND + " ($ or \\z is only allowed at the end)", start)
-                continue
-            if c in "*+?":
+            if c in "*+?" or (c == "{" and self.counted_ahead()):
                 raise self.err("repetition operator missing expression")
-            if c == "{" and self.counted_ahead():
-                raise self.err("repetition operator missing expression")
-            atom = self.atom()
+            if end_at is not None:
+                raise self.err(_LOOKAROUND + " ($ or \\z must end the regex)", end_at)
+            anchors, ends = self.n_anchors, self.last_end_anchor
+            atom = self.atom(start_ok)
             if atom is None:  # a flag group such as (?i): affects the rest of this group
                 continue
-            first = False
+            if self.n_anchors != anchors:
+                if self.quantifier_ahead():
+                    raise self.err(_LOOKAROUND + " (quantified anchor)", start)
+                if self.last_end_anchor != ends:
+                    end_at = self.last_end_anchor
+            start_ok = False
             items.append(self.quantifiers(atom))
+
+    def quantifier_ahead(self) -> bool:
+        c = self.peek()
+        return c in ("*", "+", "?") or (c == "{" and self.counted_ahead())
 
     def counted_ahead(self) -> bool:
         j = self.pos + 1
-        while j < self.n and (self.p[j].isdigit() or self.p[j] in ", "):
+        while j < self.n and (self.p[j].isdigit() or self.p[j] in ", \t\n\r"):
             j += 1
         return j < self.n and self.p[j] == "}" and j > self.pos + 1
 
@@ -179,20 +201,12 @@ class _Parser:
         end = self.p.find("}", self.pos)
         if end < 0:
             raise self.err("unclosed counted repetition", start)
-        body = self.p[self.pos : end].replace(" ", "") if self.flags.x else self.p[self.pos : end]
-        parts = body.split(",")
-        try:
-            if len(parts) == 1:
-                lo = hi = int(parts[0])
-            elif len(parts) == 2:
-                lo = int(parts[0]) if parts[0] else 0
-                hi = int(parts[1]) if parts[1] else None
-            else:
-                raise ValueError
-            if not all(p == "" or p.isdigit() for p in parts) or (len(parts) == 1 and not body):
-                raise ValueError
-        except ValueError:
-            raise self.err("invalid counted repetition: expected {n}, {n,}, {,m} or {n,m}", start)
+        parts = [part.strip(" \t\n\r") for part in self.p[self.pos : end].split(",")]
+        ok = len(parts) <= 2 and parts[0].isdigit() and all(p == "" or p.isdigit() for p in parts)
+        if not ok or not all(p.isascii() for p in parts):
+            raise self.err("invalid counted repetition: expected {n}, {n,} or {n,m}", start)
+        lo = int(parts[0])
+        hi: int | None = lo if len(parts) == 1 else (int(parts[1]) if parts[1] else None)
         if hi is not None and hi < lo:
             raise self.err("invalid counted repetition: min is greater than max", start)
         limit = rx.LIMITS["max_repeat"]
@@ -201,11 +215,11 @@ class _Parser:
         self.pos = end + 1
         return lo, hi
 
-    def atom(self) -> int | None:
+    def atom(self, at_start: bool = False) -> int | None:
         c = self.p[self.pos]
         start = self.pos
         if c == "(":
-            return self.group()
+            return self.group(at_start)
         if c == "[":
             return self.char_class()
         if c == ".":
@@ -223,7 +237,7 @@ class _Parser:
         self.pos += 1
         return self.char_node(ord(c))
 
-    def group(self) -> int | None:
+    def group(self, at_start: bool = False) -> int | None:
         start = self.pos
         self.pos += 1
         saved = self.flags.copy()
@@ -244,6 +258,7 @@ class _Parser:
                 raise self.err("backreferences not supported", start)
             else:
                 on = True
+                seen_flags: set[str] = set()
                 while True:
                     if self.pos >= self.n:
                         raise self.err("unclosed group", start)
@@ -254,6 +269,9 @@ class _Parser:
                     if ch == ":":
                         self.pos += 1
                         break
+                    if ch in seen_flags or (ch == "-" and not on):
+                        raise self.err(f"duplicate flag {ch!r}", self.pos)
+                    seen_flags.add(ch)
                     if ch == "-":
                         on = False
                     else:
@@ -262,7 +280,7 @@ class _Parser:
         self.depth += 1
         if self.depth > MAX_NESTING:
             raise self.err(f"regex nested too deeply (limit {MAX_NESTING})", start)
-        node = self.alternation()
+        node = self.alternation(at_start)
         self.depth -= 1
         if self.peek() != ")":
             raise self.err("unclosed group", start)
@@ -345,8 +363,6 @@ class _Parser:
             self.pos += 1
         else:
             raise self.err("incomplete Unicode class escape", start)
-        if name.startswith("^"):
-            negated, name = not negated, name[1:]
         if "=" in name or ":" in name:
             prop, _, value = name.replace(":", "=").partition("=")
             if ut._prop_key(prop) not in ("gc", "generalcategory"):
@@ -429,6 +445,8 @@ class _Parser:
             lo_at = self.pos
             lo = self.class_atom()
             if isinstance(lo, list):
+                if p.startswith("-", self.pos) and not p.startswith(("-]", "--"), self.pos):
+                    raise self.err("invalid character class range: start is a class", lo_at)
                 items.extend(lo)
                 continue
             self.skip_ws()

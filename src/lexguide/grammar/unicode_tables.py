@@ -3,7 +3,8 @@
 A *range set* is a sorted list of disjoint, non-adjacent inclusive ``(lo, hi)`` code-point
 pairs. Tables come from :mod:`unicodedata` (the Unicode version of this Python) and are built
 lazily on first use, then cached for the process: general categories (one scan of all code
-points, ~0.3 s, also cached on disk in ``$LEXGUIDE_CACHE`` or ``~/.cache/lexguide``), simple case-folding orbits (a scan of planes 0-1). ``White_Space`` and the
+points, ~0.3 s, also cached on disk in ``$LEXGUIDE_CACHE`` or ``~/.cache/lexguide``), simple
+case-folding orbits (a scan of planes 0-1). ``White_Space`` and the
 ``Other_Alphabetic`` symbols that Rust's ``\\w`` includes are not exposed by ``unicodedata`` and are
 listed here from the Unicode Character Database (PropList.txt).
 """
@@ -235,8 +236,7 @@ def perl_class(letter: str, unicode: bool = True) -> Ranges:
     r = _perl_cache.get(key)
     if r is None:
         if not unicode:
-            r = {"d": [(0x30, 0x39)], "s": [(9, 13), (32, 32)],
-                 "w": normalize([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])}[letter]  # fmt: skip
+            r = list(_POSIX[{"d": "digit", "s": "space", "w": "word"}[letter]])
         elif letter == "d":
             r = general_category("Nd") or []
         elif letter == "s":
