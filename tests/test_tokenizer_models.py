@@ -135,3 +135,19 @@ def test_invalid_inputs(smollm: Tokenizer) -> None:
     lone = [i for i, b in enumerate(smollm.all_token_bytes()) if b == b"\x80"]
     assert smollm.decode(lone) == "\ufffd"
     assert smollm.decode_bytes(lone) == b"\x80"
+
+
+def test_cli_tokenize(smollm2_file, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from lexguide.cli import main
+
+    assert main(["tokenize", "-m", str(smollm2_file), "The capital of France is"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "504 3575 282 4649 314"
+    assert '"Ġcapital"' in out[2] and '" capital"' in out[2] and out[-1] == "5 tokens"
+    assert main(["tokenize", "-m", str(smollm2_file), "--json", "--parse-special", "<|im_end|>"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ids"] == [2] and data["tokens"][0]["special"] is True
+    assert main(["tokenize", "-m", str(smollm2_file), "a\x04"]) == 1
+    assert "no token" in capsys.readouterr().err

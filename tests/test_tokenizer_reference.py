@@ -1,10 +1,8 @@
 """Exactness against an independent reference: Hugging Face ``tokenizers`` built from the same GGUF.
 
-The oracle is transformers' own GGUF → ``tokenizers`` conversion (Rust BPE, Oniguruma regexes,
-its own Unicode tables). One correction: for ``tokenizer.ggml.pre == "smollm"`` transformers keeps
-only the GPT-2 split, while llama.cpp (and SmolLM2's original ``tokenizer.json``) first isolate
-every digit, so the oracle gets ``Digits(individual_digits=True)`` in front of ``ByteLevel``.
-Converted oracles are cached in pytest's cache directory (Gemma's takes ~30 s to build once).
+The oracle (``tests/data/tokenizer/oracle.py``) is transformers' own GGUF → ``tokenizers``
+conversion, with llama.cpp's digit split added for ``smollm``; converted oracles are cached in
+pytest's cache directory (Gemma's takes ~30 s to build once).
 
 The corpus (``tests/data/tokenizer/corpus.py``) has 2400 deterministic strings: prose, code,
 JSON, numbers, CJK, emoji, combining marks, whitespace runs, special-token text.
@@ -20,76 +18,32 @@ import pytest
 
 from lexguide.tokenizer import Tokenizer
 
-_CORPUS = Path(__file__).parent / "data" / "tokenizer" / "corpus.py"
+_DATA = Path(__file__).parent / "data" / "tokenizer"
 
 
-def _load_corpus_module() -> Any:
-    spec = importlib.util.spec_from_file_location("lexguide_tokenizer_corpus", _CORPUS)
+def _load_module(name: str) -> Any:
+    """Import ``tests/data/tokenizer/<name>.py`` (a data folder, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"lexguide_tokenizer_{name}", _DATA / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-CORPUS: list[str] = _load_corpus_module().build_corpus()
+CORPUS: list[str] = _load_module("corpus").build_corpus()
 
 
-def _convert(path: Path) -> Any:
-    """transformers' GGUF tokenizer conversion → a ``tokenizers.Tokenizer``."""
+def _oracle(request: pytest.FixtureRequest, path: Path) -> Any:
+    pytest.importorskip("tokenizers")
     pytest.importorskip("transformers")
-    tokenizers = pytest.importorskip("tokenizers")
-    try:  # fast path: feed metadata we already parsed (transformers >= 5 internals)
-        from transformers.integrations.gguf.gguf_tokenizer_mapping import (
-            GGUF_TOKENIZER_MAPPING,
-            convert_gguf_tokenizer,
-        )
-    except ImportError:  # public (slower) path of any version with GGUF support
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name).backend_tokenizer
-    from lexguide.gguf import open_gguf
-
-    with open_gguf(path) as gguf:
-        md = gguf.metadata
-        arch = md["general.architecture"]
-        fields = {
-            name: md[f"tokenizer.{key}"]
-            for key, name in GGUF_TOKENIZER_MAPPING["tokenizer"].items()
-            if f"tokenizer.{key}" in md
-        }
-    for key in ("scores", "token_type"):
-        if key in fields:
-            fields[key] = fields[key].tolist()
-    backend, _ = convert_gguf_tokenizer(arch, fields)
-    assert isinstance(backend, tokenizers.Tokenizer)
-    return backend
-
-
-def _oracle(request: pytest.FixtureRequest, path: Path, pre: str) -> Any:
-    tokenizers = pytest.importorskip("tokenizers")
-    transformers = pytest.importorskip("transformers")
     cache_dir = Path(request.config.cache.mkdir("lexguide-tokenizer-oracle"))
-    cached = cache_dir / f"{path.stem}-{path.stat().st_size}-tf{transformers.__version__}.json"
-    if cached.exists():
-        hf = tokenizers.Tokenizer.from_file(str(cached))
-    else:
-        hf = _convert(path)
-        hf.save(str(cached))
-    if pre == "smollm":
-        from tokenizers import pre_tokenizers
-
-        hf.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ])
-    return hf
+    return _load_module("oracle").hf_tokenizer_from_gguf(path, cache_dir)
 
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
 def pair(request: pytest.FixtureRequest) -> tuple[Tokenizer, Any]:
     path = request.getfixturevalue(f"{request.param}_file")
-    ours = Tokenizer.from_gguf(path)
-    return ours, _oracle(request, Path(path), ours.pre)
+    return Tokenizer.from_gguf(path), _oracle(request, Path(path))
 
 
 def _mismatches(ours: Tokenizer, hf: Any, parse_special: bool) -> list[str]:

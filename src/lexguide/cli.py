@@ -181,11 +181,55 @@ def _add_inspect_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run_inspect)
 
 
+# -- tokenize -------------------------------------------------------------------------------
+
+
+def _run_tokenize(args: argparse.Namespace) -> int:
+    from lexguide.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_gguf(_model_path(args))
+    text = sys.stdin.read() if args.text == "-" else args.text
+    ids = tok.encode(text, add_special=not args.no_special, parse_special=args.parse_special)
+    rows = [
+        {"id": i, "piece": tok.token_text(i), "special": i in tok.special_ids,
+         "bytes": tok.token_bytes(i).decode("utf-8", errors="backslashreplace")}
+        for i in ids
+    ]
+    if args.json:
+        json.dump({"ids": ids, "tokens": rows}, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    print(" ".join(map(str, ids)))
+    if not args.ids_only:
+        for row in rows:
+            shown = "(special)" if row["special"] else json.dumps(row["bytes"], ensure_ascii=False)
+            print(f"{row['id']:>8}  {json.dumps(row['piece'], ensure_ascii=False):<24} {shown}")
+        print(f"{len(ids)} tokens")
+    return 0
+
+
+def _add_tokenize_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "tokenize", help="show the token ids and pieces of a text",
+        description="Encode TEXT with the model's own tokenizer (read from the GGUF file) and "
+        "print the ids, then one line per token: id, vocabulary piece, output bytes.",
+    )
+    p.add_argument("text", help="text to encode ('-' reads standard input)")
+    _add_model_argument(p)
+    p.add_argument("--no-special", action="store_true", help="do not add BOS/EOS")
+    p.add_argument("--parse-special", action="store_true",
+                   help="recognise control-token text such as <|im_start|>")
+    p.add_argument("--ids-only", action="store_true", help="print only the ids")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=_run_tokenize)
+
+
 # -- entry point ----------------------------------------------------------------------------
 
 #: One registrar per subcommand; each adds its parser and sets ``handler``.
 _COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _add_inspect_parser,
+    _add_tokenize_parser,
 )
 
 

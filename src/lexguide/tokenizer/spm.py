@@ -39,7 +39,7 @@ class SentencePieceBPE(CachedPieceEncoder):
             self.byte_ids.append(tid)
         # characters that precede ▁ inside some entry: no cut is allowed after them
         joined = "\x00".join(vocab.texts)
-        sticky = set(re.findall(f"(.){_SPACE}", joined, flags=re.DOTALL))
+        sticky = set(re.findall(f"(.)(?={_SPACE})", joined, flags=re.DOTALL))
         body = "".join(re.escape(c) for c in sorted(sticky))
         cut = f"(?<![{body}])(?={_SPACE})" if body else f"(?={_SPACE})"
         self._cut = re.compile(cut)

@@ -13,13 +13,14 @@ from typing import Any, Mapping
 
 from lexguide.errors import TokenizerError
 from lexguide.tokenizer.bpe import ByteLevelBPE
+from lexguide.tokenizer.pretokenize import pretokenizer_for
 from lexguide.tokenizer.spm import SentencePieceBPE
 from lexguide.tokenizer.vocab import TokenAttr, Vocab, load_vocab
 
 __all__ = ["Tokenizer"]
 
-_PARSE_ALWAYS = TokenAttr.USER_DEFINED
-_PARSE_SPECIAL = TokenAttr.CONTROL | TokenAttr.UNKNOWN
+_PARSE_ALWAYS = int(TokenAttr.USER_DEFINED)
+_PARSE_SPECIAL = int(TokenAttr.CONTROL | TokenAttr.UNKNOWN)
 
 
 class Tokenizer:
@@ -39,9 +40,9 @@ class Tokenizer:
 
     def __init__(self, vocab: Vocab) -> None:
         self._vocab = vocab
-        self._encoder: ByteLevelBPE | SentencePieceBPE = (
-            ByteLevelBPE(vocab) if vocab.model == "gpt2" else SentencePieceBPE(vocab)
-        )
+        self._encoder: ByteLevelBPE | SentencePieceBPE | None = None  # built on first encode
+        if vocab.model == "gpt2":
+            pretokenizer_for(vocab.pre)  # an unsupported pre-tokenizer fails at load, not later
         attrs = vocab.attrs
         texts = vocab.texts
         self.vocab_size: int = vocab.n_tokens
@@ -55,7 +56,7 @@ class Tokenizer:
         self.add_eos: bool = vocab.add_eos
         self.add_space_prefix: bool = vocab.add_space_prefix
         self.special_ids: frozenset[int] = frozenset(
-            int(i) for i in (attrs & _PARSE_SPECIAL).nonzero()[0]
+            (attrs & _PARSE_SPECIAL).nonzero()[0].tolist()
         )
         # partition candidates, longest text first (ties: lower id first), as in llama.cpp
         cand = (attrs & (_PARSE_ALWAYS | _PARSE_SPECIAL)).nonzero()[0].tolist()
@@ -140,7 +141,12 @@ class Tokenizer:
         if add_special and self.add_bos and bos is not None:
             out.append(bos)
         fragments = self._partition(text, parse_special) if text else []
-        encode_text = self._encoder.encode_text
+        encoder = self._encoder
+        if encoder is None:
+            vocab = self._vocab
+            encoder = ByteLevelBPE(vocab) if vocab.model == "gpt2" else SentencePieceBPE(vocab)
+            self._encoder = encoder
+        encode_text = encoder.encode_text
         if self.model == "llama":
             prev_special = True
             prefix = self.add_space_prefix

@@ -117,11 +117,31 @@ class Vocab:
     add_eos: bool
     add_sep: bool
     add_space_prefix: bool
-    text_to_id: dict[str, int]
+    _text_to_id: dict[str, int] | None = None
 
     @property
     def n_tokens(self) -> int:
         return len(self.texts)
+
+    @property
+    def text_to_id(self) -> dict[str, int]:
+        """Text → id, built on first use (the encoders need it; token bytes do not).
+
+        Raises TokenizerError if two ids share a text (llama.cpp refuses such files too).
+        """
+        if self._text_to_id is None:
+            texts = self.texts
+            table = dict(zip(texts, range(len(texts))))
+            if len(table) != len(texts):
+                seen: dict[str, int] = {}
+                for i, t in enumerate(texts):
+                    if t in seen:
+                        raise TokenizerError(
+                            f"'tokenizer.ggml.tokens' has duplicate text {t!r} at ids {seen[t]} and {i}"
+                        )
+                    seen[t] = i
+            self._text_to_id = table
+        return self._text_to_id
 
     def has_attr(self, token_id: int, attr: TokenAttr) -> bool:
         return bool(int(self.attrs[token_id]) & attr)
@@ -189,9 +209,9 @@ def _flag(md: Mapping[str, Any], key: str, default: bool) -> bool:
 def load_vocab(md: Mapping[str, Any]) -> Vocab:
     """Build a :class:`Vocab` from GGUF metadata (``GGUFFile.metadata``).
 
-    Raises :class:`TokenizerError` naming the key for a missing or malformed entry, an
-    unsupported ``tokenizer.ggml.model``, or duplicate token texts (llama.cpp refuses them too).
-    Costs O(vocabulary) with one dict build; numeric arrays are used without copying.
+    Raises :class:`TokenizerError` naming the key for a missing or malformed entry or an
+    unsupported ``tokenizer.ggml.model`` (duplicate texts are reported by ``text_to_id``).
+    Costs a few vectorised passes over the vocabulary; no per-token Python work.
     """
     model = _get(md, "tokenizer.ggml.model")
     if model is None:
@@ -205,21 +225,13 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
     texts = _get(md, "tokenizer.ggml.tokens")
     if texts is None:
         raise TokenizerError("metadata has no 'tokenizer.ggml.tokens'")
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts[:1]):
         raise TokenizerError("'tokenizer.ggml.tokens' must be an array of strings")
     n = len(texts)
     if n == 0:
         raise TokenizerError("'tokenizer.ggml.tokens' is empty")
-    texts = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(texts)]
-    text_to_id = {t: i for i, t in enumerate(texts)}
-    if len(text_to_id) != n:
-        seen: dict[str, int] = {}
-        for i, t in enumerate(texts):
-            if t in seen:
-                raise TokenizerError(
-                    f"'tokenizer.ggml.tokens' has duplicate text {t!r} at ids {seen[t]} and {i}"
-                )
-            seen[t] = i
+    if "" in texts:
+        texts = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(texts)]
 
     raw_scores = _get(md, "tokenizer.ggml.scores")
     scores = (
@@ -276,47 +288,59 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
     add_sep = _flag(md, "tokenizer.ggml.add_sep_token", False)
     add_space_prefix = _flag(md, "tokenizer.ggml.add_space_prefix", add_space_prefix)
 
-    eog = _post_process(texts, text_to_id, attrs, special)
+    eog = _post_process(texts, attrs, special)
     return Vocab(
         model=model, pre=pre, texts=texts, attrs=attrs, scores=scores, merges=merges,
         special=special, eog_ids=eog, add_bos=add_bos, add_eos=add_eos, add_sep=add_sep,
-        add_space_prefix=add_space_prefix, text_to_id=text_to_id,
+        add_space_prefix=add_space_prefix,
     )
+
+
+_CONTROL = int(TokenAttr.CONTROL)
+_USER_DEFINED = int(TokenAttr.USER_DEFINED)
+_UNUSED = int(TokenAttr.UNUSED)
+_KNOWN_TEXTS = frozenset(
+    {t for texts in _AUTO_TEXTS.values() for t in texts} | _EOG_TEXTS | set(_FORCED_USER_DEFINED)
+)
 
 
 def _force_control(attrs: np.ndarray, token_id: int) -> bool:
     """Give ``token_id`` the CONTROL bit as llama.cpp does; refuse for USER_DEFINED (see module doc)."""
-    if attrs[token_id] & TokenAttr.USER_DEFINED:
+    if attrs[token_id] & _USER_DEFINED:
         return False
-    attrs[token_id] |= TokenAttr.CONTROL
+    attrs[token_id] |= _CONTROL
     return True
 
 
-def _post_process(
-    texts: list[str], text_to_id: dict[str, int], attrs: np.ndarray, special: dict[str, int]
-) -> frozenset[int]:
-    """llama.cpp's load-time fixes: auto-detected ids, UNUSED marks, EOG set. Mutates ``attrs``."""
+def _post_process(texts: list[str], attrs: np.ndarray, special: dict[str, int]) -> frozenset[int]:
+    """llama.cpp's load-time fixes: auto-detected ids, UNUSED marks, EOG set. Mutates ``attrs``.
+
+    Only the few texts llama.cpp looks for are located (one set intersection over the
+    vocabulary), so no full text → id table is needed at load.
+    """
+    present = _KNOWN_TEXTS.intersection(texts)
+    found = {t: texts.index(t) for t in present}
     for name, candidates in _AUTO_TEXTS.items():
         if name in special:
             continue
         for text in candidates:
-            tid = text_to_id.get(text)
+            tid = found.get(text)
             if tid is not None and _force_control(attrs, tid):
                 special[name] = tid
                 break
-    control = np.nonzero(attrs & TokenAttr.CONTROL)[0].tolist()
+    control = np.nonzero(attrs & _CONTROL)[0].tolist()
     for tid in control:
         if "unused" in texts[tid]:
-            attrs[tid] |= TokenAttr.UNUSED
+            attrs[tid] |= _UNUSED
     eog: set[int] = {special[k] for k in ("fim_pad", "fim_rep", "fim_sep") if k in special}
     for text in _EOG_TEXTS:
-        tid = text_to_id.get(text)
+        tid = found.get(text)
         if tid is not None and _force_control(attrs, tid):
             eog.add(tid)
     for text in _FORCED_USER_DEFINED:
-        tid = text_to_id.get(text)
+        tid = found.get(text)
         if tid is not None:
-            attrs[tid] = TokenAttr.USER_DEFINED
+            attrs[tid] = _USER_DEFINED
     eog.update(special[k] for k in ("eos", "eot", "eom") if k in special)
     by_text = {texts[t]: t for t in eog}
     if "<|end|>" in by_text and (
@@ -325,9 +349,9 @@ def _post_process(
     ):
         end_id = by_text["<|end|>"]
         eog.discard(end_id)
-        attrs[end_id] = TokenAttr.USER_DEFINED
+        attrs[end_id] = _USER_DEFINED
     if "<|tool_response>" in by_text and "</s>" in by_text:
         s_id = by_text["</s>"]
         eog.discard(s_id)
-        attrs[s_id] = TokenAttr.NORMAL
+        attrs[s_id] = int(TokenAttr.NORMAL)
     return frozenset(eog)
