@@ -145,6 +145,7 @@ class _Piece:
     rx: int
     start: bool = False
     end: bool = False
+    mixed: bool = False  # an alternation whose branches are anchored differently
 
 
 class _Parser:
@@ -176,8 +177,9 @@ class _Parser:
         s0, e0 = branches[0].start, branches[0].end
         if all(b.start == s0 and b.end == e0 for b in branches):
             return _Piece(rx.alt(*(b.rx for b in branches)), s0, e0)
-        # mixed anchoring: expand each branch to full search form, then it is anchored
-        return _Piece(rx.alt(*(_expand(b) for b in branches)), True, True)
+        # mixed anchoring: expand each branch to full search form, then it is anchored; exact
+        # only when nothing stands next to this alternation (checked in parse_concat)
+        return _Piece(rx.alt(*(_expand(b) for b in branches)), True, True, mixed=True)
 
     def parse_concat(self) -> _Piece:
         items: list[_Piece] = []
@@ -185,18 +187,26 @@ class _Parser:
             items.append(self.parse_quantified())
         if not items:
             return _Piece(rx.EPSILON)
-        # drop leading/trailing zero-width anchors, verify no anchor stands in the middle
-        start = end = False
-        for i, it in enumerate(items):
-            if it.start and i > 0 and any(not _is_anchor_only(p) for p in items[:i]):
-                raise self.error("'^' that is not at the start of the pattern is not supported")
-            if it.end and i < len(items) - 1 and any(
-                not _is_anchor_only(p) for p in items[i + 1:]
-            ):
-                raise self.error("'$' that is not at the end of the pattern is not supported")
-            start = start or it.start
-            end = end or it.end
-        return _Piece(rx.concat(*(it.rx for it in items)), start, end)
+        if len(items) == 1:
+            return items[0]
+        if any(it.mixed for it in items):
+            raise self.error("a group mixing anchored and unanchored alternatives is supported "
+                             "only as the whole pattern")
+        # "^" asserts the string start: everything before it must match the empty string;
+        # "$" likewise for what follows it (no multiline flag in JSON Schema patterns)
+        starts = [i for i, it in enumerate(items) if it.start]
+        ends = [i for i, it in enumerate(items) if it.end]
+        s = starts[-1] if starts else 0
+        e = ends[0] if ends else len(items) - 1
+        if e < s:
+            empty_only = rx.intersect(rx.concat(*(it.rx for it in items)), rx.EPSILON)
+            return _Piece(empty_only, True, True)
+        parts = [it.rx for it in items[s:e + 1]]
+        if s > 0:
+            parts.insert(0, rx.intersect(rx.concat(*(it.rx for it in items[:s])), rx.EPSILON))
+        if e < len(items) - 1:
+            parts.append(rx.intersect(rx.concat(*(it.rx for it in items[e + 1:])), rx.EPSILON))
+        return _Piece(rx.concat(*parts), bool(starts), bool(ends))
 
     def parse_quantified(self) -> _Piece:
         at = self.pos

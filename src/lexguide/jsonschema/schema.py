@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 MAX_INTERSECT_DEPTH = 128
-MAX_UNION_PRODUCT = 1024
+MAX_UNION_PRODUCT = 20_000
 
 
 @dataclass(frozen=True, slots=True, eq=False)

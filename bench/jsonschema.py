@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""JSON Schema compiler benchmark: coverage, compile time and per-token mask time vs peers.
+
+Part 1 (in process): for every JSONSchemaBench subset, compile each schema with lexguide and
+with llguidance (``LLMatcher.validate_grammar``, no tokenizer) and report compiled/total and
+compile time p50/p99, next to llguidance's recorded expectations
+(``llguidance-data/json_stats/expected_maskbench.json``).
+
+Part 2 (subprocess): the shared fair harness ``shared/reference/bench_peers.py`` forces one
+valid instance per schema token by token with every available engine (lexguide, llguidance,
+xgrammar, outlines-core, lm-format-enforcer; absent ones are reported as such), once per
+vocabulary (SmolLM2 49k, Gemma-3 262k), and we print its mask-time/compile-time summary with
+ratios to lexguide.
+
+    python bench/jsonschema.py --quick        # ~minutes: samples, SmolLM2 only
+    python bench/jsonschema.py                # full coverage, both vocabularies
+
+Writes ``bench/results/jsonschema.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import random
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+CORPORA = Path("/work/shared/corpora")
+BENCH_DIR = CORPORA / "jsonschemabench"
+EXPECTED = CORPORA / "llguidance-data/json_stats/expected_maskbench.json"
+HARNESS = Path("/work/shared/reference/bench_peers.py")
+OUT = Path(__file__).resolve().parent / "results" / "jsonschema.json"
+PEERS = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines_core": "outlines_core",
+         "lmfe": "lmformatenforcer"}
+
+
+def pct(xs: list[float], p: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def coverage(per_subset: int | None, seed: int) -> dict:
+    """Compile every (or a sample of) schema with lexguide and llguidance; times in ms."""
+    from lexguide.errors import LexguideError
+    from lexguide.grammar.grammar import Grammar
+
+    try:
+        import llguidance
+    except ImportError:
+        llguidance = None
+    expected = json.loads(EXPECTED.read_text()) if EXPECTED.exists() else {}
+    out = {}
+    for path in sorted(BENCH_DIR.glob("*.jsonl")):
+        sub = path.stem
+        lines = path.read_text().splitlines()
+        if per_subset is not None and per_subset < len(lines):
+            lines = random.Random(f"{seed}:{sub}").sample(lines, per_subset)
+        ours, theirs, recorded = [], [], 0
+        ok_ours = ok_theirs = 0
+        for line in lines:
+            rec = json.loads(line)
+            exp = expected.get(f"{sub}---{rec['id']}.json")
+            recorded += exp is not None and "json_error" not in exp
+            t = time.perf_counter()
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    Grammar.from_json_schema(rec["schema"])
+                ok_ours += 1
+            except LexguideError:
+                pass
+            ours.append((time.perf_counter() - t) * 1e3)
+            if llguidance is not None:
+                t = time.perf_counter()
+                g = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(rec["schema"]))
+                ok_theirs += llguidance.LLMatcher.validate_grammar(g) == ""
+                theirs.append((time.perf_counter() - t) * 1e3)
+        out[sub] = {
+            "n": len(lines), "lexguide": ok_ours, "llguidance": ok_theirs if llguidance else None,
+            "llguidance_recorded": recorded,
+            "lexguide_ms_p50": pct(ours, 50), "lexguide_ms_p99": pct(ours, 99),
+            "llguidance_ms_p50": pct(theirs, 50), "llguidance_ms_p99": pct(theirs, 99),
+        }
+        print(f"  {sub}: {ok_ours}/{len(lines)}", flush=True)
+    return out
+
+
+def print_coverage(cov: dict) -> None:
+    print("\n| subset | n | lexguide | llguidance (live) | llguidance (recorded) | ratio | "
+          "compile ms p50 lexguide / llg | p99 lexguide / llg |")
+    print("|---|---|---|---|---|---|---|---|")
+    for sub, r in cov.items():
+        llg = r["llguidance"]
+        ratio = f"{r['lexguide'] / llg:.3f}" if llg else "-"
+        print(f"| {sub} | {r['n']} | {r['lexguide']} ({r['lexguide'] / r['n']:.1%}) | "
+              f"{llg if llg is not None else '-'} | {r['llguidance_recorded']} | {ratio} | "
+              f"{_f(r['lexguide_ms_p50'])} / {_f(r['llguidance_ms_p50'])} | "
+              f"{_f(r['lexguide_ms_p99'])} / {_f(r['llguidance_ms_p99'])} |")
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def masks(vocab_path: Path, limit: int, repeats: int, workdir: Path) -> dict | None:
+    """Run the shared harness for one vocabulary; returns its summary (or None on failure)."""
+    engines = ["lexguide"] + [e for e, mod in PEERS.items() if importlib.util.find_spec(mod)]
+    missing = [e for e, mod in PEERS.items() if not importlib.util.find_spec(mod)]
+    out = workdir / f"peers_{vocab_path.stem}.json"
+    cmd = [sys.executable, str(HARNESS), "--vocab", f"gguf:{vocab_path}", "--schemas",
+           ",".join(str(p) for p in sorted(BENCH_DIR.glob("*.jsonl"))), "--limit", str(limit),
+           "--engines", ",".join(engines), "--repeats", str(repeats), "--out", str(out)]
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**__import__("os").environ, "PYTHONPATH": str(src)}
+    print(f"  running {' '.join(cmd[1:4])} ... engines={engines} (not installed: {missing})",
+          flush=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0 or not out.exists():
+        print(proc.stdout[-3000:], proc.stderr[-3000:])
+        return None
+    res = json.loads(out.read_text())
+    return {"vocab": res["vocab"], "summary": res["summary"], "missing": missing,
+            "tables_md": res.get("tables_md", "")}
+
+
+def print_masks(name: str, m: dict) -> None:
+    summ = m["summary"]
+    base = summ.get("lexguide", {})
+    print(f"\n### {name}: n_vocab={m['vocab']['n_vocab']} (not installed: {m['missing']})")
+    print("| engine | compiled | rejections | mask us mean | p99 | compile ms p50 | p99 | "
+          "mask mean ratio vs lexguide | compile p50 ratio vs lexguide |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for e, st in summ.items():
+        mk, cp = st["mask_us"], st["compile_ms"]
+        rm = _ratio(mk.get("mean"), base.get("mask_us", {}).get("mean"))
+        rc = _ratio(cp.get("p50"), base.get("compile_ms", {}).get("p50"))
+        print(f"| {e} | {st['compiled']}/{st['attempted']} | {st['rejections']} | "
+              f"{_f(mk.get('mean'))} | {_f(mk.get('p99'))} | {_f(cp.get('p50'))} | "
+              f"{_f(cp.get('p99'))} | {rm} | {rc} |")
+
+
+def _ratio(x, y) -> str:
+    return f"{x / y:.2f}" if x and y else "-"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="samples and one vocabulary")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-masks", action="store_true", help="coverage and compile time only")
+    args = ap.parse_args(argv)
+    from lexguide.model_files import ModelNotInstalled, gemma3_path, smollm2_path
+
+    result: dict = {"quick": args.quick}
+    print("coverage (compiled / total) and compile time per subset", flush=True)
+    result["coverage"] = coverage(30 if args.quick else None, args.seed)
+    print_coverage(result["coverage"])
+    if not args.no_masks:
+        vocabs = [("smollm2-49k", smollm2_path)] + ([] if args.quick else [("gemma3-262k",
+                                                                           gemma3_path)])
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        result["masks"] = {}
+        for name, locate in vocabs:
+            try:
+                path = Path(locate())
+            except ModelNotInstalled as e:
+                print(f"\n{name}: skipped ({e})")
+                continue
+            m = masks(path, 8 if args.quick else 100, 1 if args.quick else 3, OUT.parent)
+            if m is not None:
+                result["masks"][name] = m
+                print_masks(name, m)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=1, default=str))
+    print(f"\nwrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
