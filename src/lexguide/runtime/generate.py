@@ -1,0 +1,529 @@
+"""``Model``: load a GGUF, generate text (optionally grammar-constrained), chat, stream.
+
+The generation loop (one step = one forward + one sampled token):
+
+1. feed the pending tokens (the prompt, or the last sampled token plus any forced tokens) to
+   the model in one batched forward; only the last position is projected to logits;
+2. with a grammar: take the matcher's bitmask, and when few tokens are allowed project only
+   their rows of the output matrix (a 262k-row matvec becomes a few-hundred-row one);
+3. sample (penalties → mask → temperature → top-k → top-p → min-p);
+4. with a grammar: ``consume`` the token, then append ``forced_tokens()`` without sampling —
+   they join the next forward's batch; stop when the matcher is stopped (only EOS can follow).
+
+A grammar failure (empty mask, rejected token, dead end) raises :class:`MatcherError`; the loop
+never continues unconstrained. BLAS runs with ``n_threads`` threads for batched prefill and
+``decode_threads`` (default 1) for decode matvecs: OpenBLAS's threaded sgemv is slower than a
+single thread on decode shapes on small machines (see ``bench/runtime.py``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lexguide.errors import MatcherError, ModelError, TokenRejected
+from lexguide.runtime.chat import GEMMA_TEMPLATE, render_chat
+from lexguide.runtime.config import ModelConfig
+from lexguide.runtime.model import Transformer
+from lexguide.runtime.sampler import Sampler, SamplerConfig, mask_to_ids
+from lexguide.runtime.weights import WeightMode, load_weights
+
+__all__ = ["Model", "Completion", "CompletionChunk", "Timings"]
+
+# Project only the allowed rows of the output matrix when at most this fraction is allowed.
+_SPARSE_FRACTION = 0.25
+_DEFAULT_N_CTX = 4096
+
+
+@dataclass(slots=True)
+class Timings:
+    """Where the time went (seconds), as ``llama-cli`` reports it.
+
+    ``prompt_s`` covers the first forward (prompt plus any tokens forced at the start);
+    ``generation_s`` everything after it; ``mask_s`` the part of it spent in the matcher
+    (masks, consume, forced tokens).
+    """
+
+    load_s: float = 0.0
+    prompt_tokens: int = 0
+    prompt_s: float = 0.0
+    generated_tokens: int = 0
+    forced_tokens: int = 0
+    generation_s: float = 0.0
+    mask_s: float = 0.0
+    mask_steps: int = 0
+
+    @property
+    def prompt_tok_s(self) -> float:
+        """Prompt evaluation speed (tokens per second)."""
+        return self.prompt_tokens / self.prompt_s if self.prompt_s else 0.0
+
+    @property
+    def generation_tok_s(self) -> float:
+        """Generation speed (generated tokens per second, forced ones included)."""
+        return self.generated_tokens / self.generation_s if self.generation_s else 0.0
+
+    @property
+    def mask_ms_per_token(self) -> float:
+        """Matcher time per sampled token, in milliseconds."""
+        return 1e3 * self.mask_s / self.mask_steps if self.mask_steps else 0.0
+
+    def summary(self) -> str:
+        """One human-readable line per phase (for the CLI's stderr)."""
+        lines = [
+            f"load:       {self.load_s * 1e3:9.1f} ms",
+            f"prompt:     {self.prompt_s * 1e3:9.1f} ms / {self.prompt_tokens:4d} tokens "
+            f"({self.prompt_tok_s:7.1f} tok/s)",
+            f"generation: {self.generation_s * 1e3:9.1f} ms / {self.generated_tokens:4d} tokens "
+            f"({self.generation_tok_s:7.1f} tok/s, {self.forced_tokens} forced)",
+        ]
+        if self.mask_steps:
+            lines.append(f"grammar:    {self.mask_s * 1e3:9.1f} ms ({self.mask_ms_per_token:.3f} ms/token)")
+        return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class Completion:
+    """The result of :meth:`Model.generate`.
+
+    ``token_ids`` are the generated tokens (an end-of-generation token is not included; a
+    stop string's tokens are); ``finish_reason`` is ``"stop"`` (EOG token, stop string, or
+    a complete grammar) or ``"length"`` (``max_tokens`` or the context size reached).
+    """
+
+    text: str
+    token_ids: list[int]
+    finish_reason: str
+    timings: Timings = field(default_factory=Timings)
+    prompt_token_ids: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CompletionChunk:
+    """One piece of a streamed generation; the last one has ``finish_reason`` and ``timings``."""
+
+    text: str
+    token_ids: list[int]
+    finish_reason: str | None = None
+    timings: Timings | None = None
+
+
+class _BlasThreads:
+    """Switches the BLAS thread count cheaply (µs) between prefill and decode (threadpoolctl)."""
+
+    def __init__(self) -> None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+            self._libs: list[Any] = []
+        else:
+            self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
+        self._original = [lib.num_threads for lib in self._libs]
+        self._current: int | None = None
+
+    def set(self, n: int) -> None:
+        if n != self._current:
+            for lib in self._libs:
+                lib.set_num_threads(n)
+            self._current = n
+
+    def restore(self) -> None:
+        for lib, n in zip(self._libs, self._original):
+            lib.set_num_threads(n)
+        self._current = None
+
+
+class Model:
+    """A GGUF language model ready to generate.
+
+    Build with :meth:`from_gguf`. Not thread-safe for concurrent generations on one instance
+    (a lock serialises them); the KV cache is kept between calls so a prompt that extends the
+    previous one (chat turns) only evaluates its new tokens.
+    """
+
+    def __init__(self, transformer: Transformer, tokenizer: Any, metadata: Mapping[str, Any], *,
+                 n_ctx: int, n_threads: int, decode_threads: int, load_s: float,
+                 path: Path | None = None) -> None:
+        self.transformer = transformer
+        self.config: ModelConfig = transformer.config
+        self.tokenizer = tokenizer
+        self.chat_template: str | None = metadata.get("tokenizer.chat_template")
+        self.path = path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.decode_threads = decode_threads
+        self.load_s = load_s
+        self._cache = transformer.new_cache(n_ctx)
+        self._cached_ids: list[int] = []
+        self._lock = threading.RLock()
+        self._blas = _BlasThreads()
+        self._token_bytes = tokenizer.all_token_bytes()
+        self._eog = np.zeros(self.config.n_vocab, dtype=bool)
+        self._eog[[t for t in tokenizer.eog_ids if t < self.config.n_vocab]] = True
+        self._tokenizer_info: Any = None
+
+    # ----------------------------------------------------------------------------- loading
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike[str] | None = None, *,
+                  weights: str | WeightMode = "eager", n_ctx: int | None = None,
+                  n_threads: int | None = None, decode_threads: int = 1,
+                  progress: bool | None = None) -> Model:
+        """Load a GGUF model (default: the bundled SmolLM2-135M-Instruct).
+
+        ``weights="eager"`` dequantizes to float32 at load (fast generation, ~4 bytes per
+        parameter); ``"lazy"`` keeps the quantized weights mapped (memory ≈ file size, slower).
+        ``n_ctx`` defaults to min(training context, 4096). Raises :class:`ModelError` for an
+        unsupported architecture or missing tensors, ``GGUFError`` for a malformed file.
+        """
+        from lexguide.gguf import open_gguf
+        from lexguide.tokenizer import Tokenizer
+
+        if path is None:
+            from lexguide.model_files import default_model_path
+
+            path = default_model_path()
+        t0 = time.perf_counter()
+        gguf = open_gguf(path)
+        config = ModelConfig.from_metadata(gguf.metadata)
+        tokenizer = Tokenizer.from_gguf(gguf)
+        if tokenizer.vocab_size != config.n_vocab:
+            config = ModelConfig.from_metadata(gguf.metadata, n_vocab=tokenizer.vocab_size)
+        mode = WeightMode(weights) if isinstance(weights, str) else weights
+        w = load_weights(gguf, config, mode, progress=progress)
+        if mode is WeightMode.EAGER:
+            gguf.close()  # everything was copied out; lazy keeps the mapping alive via views
+        n_ctx = min(config.ctx_train, _DEFAULT_N_CTX) if n_ctx is None else int(n_ctx)
+        if n_threads is None:
+            n_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return cls(Transformer(config, w), tokenizer, gguf.metadata, n_ctx=n_ctx,
+                   n_threads=max(1, n_threads), decode_threads=max(1, decode_threads),
+                   load_s=time.perf_counter() - t0, path=Path(path))
+
+    @property
+    def tokenizer_info(self) -> Any:
+        """The engine's :class:`TokenizerInfo` for this tokenizer (built on first use)."""
+        if self._tokenizer_info is None:
+            from lexguide.engine import TokenizerInfo
+
+            self._tokenizer_info = TokenizerInfo.from_tokenizer(self.tokenizer)
+        return self._tokenizer_info
+
+    # ----------------------------------------------------------------------------- raw logits
+    def logits(self, token_ids: Sequence[int]) -> npt.NDArray[np.float32]:
+        """Logits (T, n_vocab) of every position of ``token_ids``, from an empty cache (pure)."""
+        ids = list(token_ids)
+        with self._lock:
+            self._blas.set(self.n_threads)
+            try:
+                cache = self.transformer.new_cache(max(len(ids), 1))
+                return self.transformer.forward(ids, cache, logits="all")
+            finally:
+                self._blas.restore()
+
+    # ----------------------------------------------------------------------------- generation
+    def generate(self, prompt: str | Sequence[int], *, max_tokens: int = 256,
+                 temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95,
+                 min_p: float = 0.05, repeat_penalty: float = 1.0,
+                 frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
+                 repeat_last_n: int = 64, seed: int | None = None, grammar: Any = None,
+                 json_schema: Any = None, stop: str | Sequence[str] | None = None,
+                 stream: bool = False, sampler: SamplerConfig | None = None,
+                 add_special: bool = True, parse_special: bool = False,
+                 ) -> Completion | Iterator[CompletionChunk]:
+        """Continue ``prompt`` (text, or token ids used as given).
+
+        ``grammar`` is a :class:`lexguide.Grammar` or grammar text (``%llguidance`` → Lark
+        variant, else GBNF); ``json_schema`` a schema (dict or JSON text). With either, every
+        token is checked by a matcher and the output is a prefix of the language — complete
+        unless ``max_tokens`` ran out (``finish_reason == "length"``). ``sampler`` overrides
+        the individual sampling arguments. ``stream=True`` returns an iterator of
+        :class:`CompletionChunk`. Raises :class:`MatcherError` if the grammar cannot go on,
+        :class:`ModelError` for bad arguments.
+        """
+        if sampler is None:
+            sampler = SamplerConfig(
+                temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
+                presence_penalty=presence_penalty, repeat_last_n=repeat_last_n, seed=seed,
+            )
+        if max_tokens < 0:
+            raise ModelError(f"max_tokens must be >= 0, got {max_tokens}")
+        if isinstance(prompt, str):
+            ids = self.tokenizer.encode(prompt, add_special=add_special, parse_special=parse_special)
+        else:
+            ids = [int(t) for t in prompt]
+        if not ids:
+            if self.tokenizer.bos_id is None:
+                raise ModelError("empty prompt and the vocabulary has no BOS token to start from")
+            ids = [self.tokenizer.bos_id]
+        matcher = self._matcher(grammar, json_schema)
+        stops = [stop] if isinstance(stop, str) else list(stop or ())
+        if any(not s for s in stops):
+            raise ModelError("stop strings must be non-empty")
+        chunks = self._chunks(ids, sampler, matcher, max_tokens, stops)
+        if stream:
+            return chunks
+        text: list[str] = []
+        token_ids: list[int] = []
+        last = CompletionChunk("", [])
+        for last in chunks:
+            text.append(last.text)
+            token_ids.extend(last.token_ids)
+        return Completion("".join(text), token_ids, last.finish_reason or "length",
+                          last.timings or Timings(), list(ids))
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], *, chat_template: str | None = None,
+             add_generation_prompt: bool = True, **kwargs: Any) -> Completion | Iterator[CompletionChunk]:
+        """Generate the assistant's reply to ``messages`` (``[{"role":..., "content":...}]``).
+
+        Renders the GGUF's ``tokenizer.chat_template`` (or ``chat_template``); Gemma GGUFs,
+        which ship none, use the Gemma turn format. Special tokens in the rendered text are
+        parsed. Keyword arguments are those of :meth:`generate`.
+        """
+        prompt_ids = self.chat_prompt_ids(messages, chat_template=chat_template,
+                                          add_generation_prompt=add_generation_prompt)
+        return self.generate(prompt_ids, **kwargs)
+
+    def chat_prompt_ids(self, messages: Sequence[Mapping[str, Any]], *,
+                        chat_template: str | None = None,
+                        add_generation_prompt: bool = True) -> list[int]:
+        """Token ids of the rendered chat prompt (BOS added when the vocabulary wants one)."""
+        template = chat_template or self.chat_template
+        if template is None:
+            if self.config.arch != "gemma3":
+                raise ModelError("this GGUF has no tokenizer.chat_template; pass chat_template=")
+            template = GEMMA_TEMPLATE
+        tok = self.tokenizer
+        name = tok.token_text
+        bos = name(tok.bos_id) if tok.bos_id is not None else ""
+        eos = name(tok.eos_id) if tok.eos_id is not None else ""
+        text = render_chat(template, messages, add_generation_prompt=add_generation_prompt,
+                           bos_token=bos, eos_token=eos)
+        ids = tok.encode(text, add_special=False, parse_special=True)
+        if tok.add_bos and tok.bos_id is not None and (not ids or ids[0] != tok.bos_id):
+            ids.insert(0, tok.bos_id)
+        return ids
+
+    # ----------------------------------------------------------------------------- internals
+    def _matcher(self, grammar: Any, json_schema: Any) -> Any:
+        if grammar is None and json_schema is None:
+            return None
+        if grammar is not None and json_schema is not None:
+            raise ModelError("pass either grammar= or json_schema=, not both")
+        from lexguide.engine import Matcher
+        from lexguide.grammar import Grammar
+
+        if json_schema is not None:
+            g = Grammar.from_json_schema(json_schema)
+        elif isinstance(grammar, str):
+            g = Grammar.parse(grammar)
+        else:
+            g = grammar
+        return Matcher(g, self.tokenizer_info)
+
+    def _chunks(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any, max_tokens: int,
+                stops: list[str]) -> Iterator[CompletionChunk]:
+        """Text chunks with stop strings applied; holds back text that may start a stop string."""
+        timings = Timings(load_s=self.load_s)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        table = self._token_bytes
+        text = ""
+        emitted = 0
+        longest = max((len(s) for s in stops), default=0)
+        steps = self._steps(prompt_ids, cfg, matcher, max_tokens, timings)
+        try:
+            for tokens, finish in steps:
+                if tokens:
+                    text += decoder.decode(b"".join(table[t] for t in tokens))
+                hit = _find_stop(text, stops, max(0, emitted - longest)) if stops else -1
+                if hit >= 0:
+                    text, finish = text[:hit], "stop"
+                elif finish is not None:
+                    text += decoder.decode(b"", final=True)
+                safe = len(text) if finish is not None else len(text) - _holdback(text, stops)
+                delta, emitted = text[emitted:max(safe, emitted)], max(safe, emitted)
+                if finish is not None:
+                    yield CompletionChunk(delta, tokens, finish, timings)
+                    return
+                yield CompletionChunk(delta, tokens)
+        finally:
+            steps.close()
+
+    def _steps(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any, max_tokens: int,
+               timings: Timings) -> Iterator[tuple[list[int], str | None]]:
+        """The token loop: yields (new tokens, None) per step and finally ([], finish_reason)."""
+        with self._lock:
+            try:
+                yield from self._steps_locked(prompt_ids, cfg, matcher, max_tokens, timings)
+            finally:
+                self._blas.restore()
+
+    def _steps_locked(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any,
+                      max_tokens: int, timings: Timings) -> Iterator[tuple[list[int], str | None]]:
+        tf = self.transformer
+        n_vocab = self.config.n_vocab
+        sampler = Sampler(cfg)
+        history = list(prompt_ids)
+        pending = self._reuse_cache(prompt_ids)
+        n_gen = 0
+        first = True
+        if matcher is not None:
+            done = self._grammar_done(matcher)
+            if done:
+                yield [], done
+                return
+            forced = self._forced(matcher, max_tokens, timings)
+            if forced:
+                pending += forced
+                history += forced
+                n_gen += len(forced)
+                yield forced, None
+        t_gen = time.perf_counter()
+        while n_gen < max_tokens:
+            if self._cache.n + len(pending) > self._cache.n_ctx:
+                break
+            t0 = time.perf_counter()
+            self._blas.set(self.n_threads if len(pending) > 1 else self.decode_threads)
+            self._cached_ids = self._cached_ids[: self._cache.n]
+            h = tf.hidden_last(pending, self._cache)
+            self._cached_ids.extend(pending)
+            if first:
+                timings.prompt_tokens = len(pending)
+                timings.prompt_s = time.perf_counter() - t0
+                t_gen = time.perf_counter()
+                first = False
+            if matcher is not None:
+                tm = time.perf_counter()
+                allowed = mask_to_ids(matcher.compute_mask(), n_vocab)
+                timings.mask_s += time.perf_counter() - tm
+                timings.mask_steps += 1
+                if allowed.size == 0:
+                    raise MatcherError(
+                        f"the grammar allows no token after {n_gen} generated tokens; stopping"
+                    )
+                if allowed.size <= _SPARSE_FRACTION * n_vocab:
+                    logits = tf.project_rows(h, allowed)
+                else:
+                    logits = tf.project_rows(h)[allowed]
+                token = sampler.sample(logits, allowed, history)
+            else:
+                token = sampler.sample(tf.project_rows(h), None, history)
+            if self._eog[token]:
+                if matcher is not None:
+                    self._consume(matcher, token, timings)
+                timings.generation_s = time.perf_counter() - t_gen
+                yield [], "stop"
+                return
+            if matcher is not None:
+                self._consume(matcher, token, timings)
+            history.append(token)
+            n_gen += 1
+            timings.generated_tokens = n_gen
+            pending = [token]
+            yield [token], None
+            if matcher is not None:
+                done = self._grammar_done(matcher)
+                if done:
+                    timings.generation_s = time.perf_counter() - t_gen
+                    yield [], done
+                    return
+                forced = self._forced(matcher, max_tokens - n_gen, timings)
+                if forced:
+                    pending += forced
+                    history += forced
+                    n_gen += len(forced)
+                    timings.generated_tokens = n_gen
+                    yield forced, None
+                    done = self._grammar_done(matcher)
+                    if done:
+                        timings.generation_s = time.perf_counter() - t_gen
+                        yield [], done
+                        return
+        timings.generated_tokens = n_gen
+        timings.generation_s = time.perf_counter() - t_gen
+        yield [], "length"
+
+    def _reuse_cache(self, prompt_ids: list[int]) -> list[int]:
+        """Keep the cached prefix shared with ``prompt_ids``; return the tokens still to feed."""
+        cached = self._cached_ids[: self._cache.n]
+        n = 0
+        limit = min(len(cached), len(prompt_ids) - 1)  # feed at least one token for logits
+        while n < limit and cached[n] == prompt_ids[n]:
+            n += 1
+        self._cache.truncate(n)
+        self._cached_ids = cached[:n]
+        if len(prompt_ids) > self._cache.n_ctx:
+            raise ModelError(
+                f"prompt of {len(prompt_ids)} tokens does not fit the context of {self._cache.n_ctx}"
+            )
+        return list(prompt_ids[n:])
+
+    @staticmethod
+    def _grammar_done(matcher: Any) -> str | None:
+        """"stop" when the grammar is complete and nothing but EOS can follow; raises when the
+        matcher is stopped without accepting (a dead end); None otherwise."""
+        if not matcher.is_stopped():
+            return None
+        if not matcher.is_accepting():
+            raise MatcherError("the grammar reached a dead end (stopped without accepting)")
+        return "stop"
+
+    @staticmethod
+    def _consume(matcher: Any, token: int, timings: Timings) -> None:
+        tm = time.perf_counter()
+        try:
+            matcher.consume(token)
+        except TokenRejected as e:
+            raise MatcherError(f"the grammar rejected sampled token {token}: {e}") from e
+        timings.mask_s += time.perf_counter() - tm
+
+    @staticmethod
+    def _forced(matcher: Any, budget: int, timings: Timings) -> list[int]:
+        """Consume and return the tokens the grammar forces next (at most ``budget``)."""
+        if budget <= 0:
+            return []
+        tm = time.perf_counter()
+        forced = list(matcher.forced_tokens())[:budget]
+        for t in forced:
+            try:
+                matcher.consume(t)
+            except TokenRejected as e:
+                raise MatcherError(f"the grammar rejected its own forced token {t}: {e}") from e
+        timings.forced_tokens += len(forced)
+        timings.mask_s += time.perf_counter() - tm
+        return forced
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"Model({c.arch}, {c.n_layer} layers, n_embd={c.n_embd}, vocab={c.n_vocab}, "
+                f"weights={self.transformer.weights.mode.value}, n_ctx={self.n_ctx})")
+
+
+def _find_stop(text: str, stops: Iterable[str], start: int) -> int:
+    """Index of the earliest stop string in ``text[start:]`` (absolute), or -1."""
+    best = -1
+    for s in stops:
+        i = text.find(s, start)
+        if i >= 0 and (best < 0 or i < best):
+            best = i
+    return best
+
+
+def _holdback(text: str, stops: Iterable[str]) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of a stop string."""
+    keep = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), keep, -1):
+            if text.endswith(s[:k]):
+                keep = k
+                break
+    return keep

@@ -1,0 +1,268 @@
+"""The transformer forward pass in numpy, with a preallocated KV cache.
+
+Follows ``gguf.md`` §6 (llama family) and §7 (gemma3) — the graphs of llama.cpp's ``llama``
+and ``gemma3`` builders. Prefill runs the prompt in chunks of batched matmuls (BLAS sgemm);
+a decode step is one row, i.e. matvecs (sgemv). Only the requested positions go through the
+output projection, so prefill pays for one ``n_vocab × n_embd`` product, not one per token.
+
+Shapes: ``T`` tokens in this call, ``S`` cached positions visible to them, ``hd`` head size,
+``g = n_head / n_head_kv`` query heads per KV head.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from lexguide.errors import ModelError
+from lexguide.runtime.config import Activation, ModelConfig, RopeMode
+from lexguide.runtime.weights import LayerWeights, Weights
+
+__all__ = ["KVCache", "Transformer", "PREFILL_CHUNK"]
+
+F32 = npt.NDArray[np.float32]
+
+# Prompt tokens per batched forward: bounds the attention score buffer (n_head × chunk × S).
+PREFILL_CHUNK = 256
+
+
+class KVCache:
+    """Keys and values of every layer for one sequence, preallocated to ``n_ctx`` positions.
+
+    ``k``/``v`` are (n_layer, n_head_kv, n_ctx, hd) float32; positions ``0 .. n-1`` are valid.
+    The arrays are allocated zeroed, so untouched positions cost no resident memory.
+    """
+
+    __slots__ = ("k", "v", "n", "n_ctx")
+
+    def __init__(self, config: ModelConfig, n_ctx: int) -> None:
+        if n_ctx <= 0:
+            raise ModelError(f"context size must be positive, got {n_ctx}")
+        shape = (config.n_layer, config.n_head_kv, n_ctx, config.head_dim)
+        self.k = np.zeros(shape, dtype=np.float32)
+        self.v = np.zeros(shape, dtype=np.float32)
+        self.n = 0
+        self.n_ctx = n_ctx
+
+    def truncate(self, n: int) -> None:
+        """Forget every position ≥ ``n`` (mutates; O(1): the data is simply overwritten later)."""
+        if not 0 <= n <= self.n:
+            raise ModelError(f"cannot truncate a KV cache of {self.n} positions to {n}")
+        self.n = n
+
+
+def rms_norm(x: F32, weight: F32 | None, eps: float) -> F32:
+    """RMSNorm over the last axis: ``x / sqrt(mean(x²) + eps) * weight`` (new array)."""
+    ms = np.einsum("...i,...i->...", x, x) / np.float32(x.shape[-1])
+    y = x * (1.0 / np.sqrt(ms + np.float32(eps)))[..., None].astype(np.float32)
+    if weight is not None:
+        y *= weight
+    return y
+
+
+def _rope_tables(base: float, freq_scale: float, n_rot: int, n_ctx: int,
+                 freq_divisors: F32 | None) -> tuple[F32, F32]:
+    """cos and sin of θ[p, i] = p · scale · base^(−2i/n_rot) / ff_i, each (n_ctx, n_rot/2)."""
+    inv = base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot) * freq_scale
+    if freq_divisors is not None:
+        inv = inv / freq_divisors.astype(np.float64)
+    theta = np.arange(n_ctx, dtype=np.float64)[:, None] * inv[None, :]
+    return np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+
+
+def _apply_rope(x: F32, cos: F32, sin: F32, n_rot: int, mode: RopeMode) -> None:
+    """Rotate x (T, H, hd) in place; cos/sin (T, n_rot/2) for the T positions."""
+    half = n_rot // 2
+    if mode is RopeMode.NEOX:
+        a, b = x[..., :half], x[..., half:n_rot]
+    else:
+        a, b = x[..., 0:n_rot:2], x[..., 1:n_rot:2]
+    c = cos[:, None, :]
+    s = sin[:, None, :]
+    a0 = a.copy()
+    a *= c
+    a -= b * s
+    b *= c
+    b += a0 * s
+
+
+def _gelu_tanh(x: F32) -> F32:
+    return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * x * x * x)))
+
+
+def _silu(x: F32) -> F32:
+    return x / (1.0 + np.exp(-x))
+
+
+class Transformer:
+    """A decoder-only transformer: ``forward(tokens, cache)`` → logits.
+
+    Thread-safe for distinct caches (weights are read-only). Each instance caches RoPE tables
+    up to the largest context it has seen.
+    """
+
+    def __init__(self, config: ModelConfig, weights: Weights) -> None:
+        self.config = config
+        self.weights = weights
+        self._rope: dict[tuple[float, float], tuple[F32, F32]] = {}
+        self._rope_ctx = 0
+        self._act = _gelu_tanh if config.activation is Activation.GELU_TANH else _silu
+
+    def new_cache(self, n_ctx: int) -> KVCache:
+        """A fresh KV cache of ``n_ctx`` positions (memory is committed only as it is used)."""
+        return KVCache(self.config, n_ctx)
+
+    def _tables(self, il: int, n_ctx: int) -> tuple[F32, F32]:
+        if n_ctx > self._rope_ctx:
+            self._rope.clear()
+            self._rope_ctx = n_ctx
+        key = self.config.rope_of(il)
+        tables = self._rope.get(key)
+        if tables is None:
+            tables = _rope_tables(key[0], key[1], self.config.n_rot, self._rope_ctx,
+                                  self.weights.rope_freqs)
+            self._rope[key] = tables
+        return tables
+
+    def forward(self, tokens: npt.ArrayLike, cache: KVCache, *,
+                logits: str | npt.ArrayLike = "last") -> F32:
+        """Run ``tokens`` at positions ``cache.n ..`` and append them to the cache (mutates it).
+
+        ``logits="last"`` returns (n_vocab,) for the last token; ``"all"`` returns (T, n_vocab);
+        ``"none"`` returns an empty array (prefill whose logits are not needed). Long inputs
+        are processed in chunks of :data:`PREFILL_CHUNK` tokens. Raises :class:`ModelError`
+        for token ids out of range or when the cache would overflow.
+        """
+        ids = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        if ids.size == 0:
+            raise ModelError("forward() needs at least one token")
+        self._check(ids, cache)
+        mode = logits if isinstance(logits, str) else "all"
+        outs = []
+        for lo in range(0, ids.size, PREFILL_CHUNK):
+            chunk = ids[lo:lo + PREFILL_CHUNK]
+            last = lo + PREFILL_CHUNK >= ids.size
+            x = self._hidden(chunk, cache)  # (T, n_embd), final-normed
+            if mode == "all":
+                outs.append(self._project(x))
+            elif mode == "last" and last:
+                return self._project(x[-1:])[0]
+        if mode == "none":
+            return np.empty(0, dtype=np.float32)
+        return np.concatenate(outs, axis=0)
+
+    def hidden_last(self, tokens: npt.ArrayLike, cache: KVCache) -> F32:
+        """Like ``forward(..., logits="last")`` but returns the final normalised hidden state
+        (n_embd,), so the caller can project only some vocabulary rows (see ``project_rows``)."""
+        ids = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        if ids.size == 0:
+            raise ModelError("hidden_last() needs at least one token")
+        cut = ((ids.size - 1) // PREFILL_CHUNK) * PREFILL_CHUNK
+        if cut:
+            self.forward(ids[:cut], cache, logits="none")
+        return self._checked_hidden(ids[cut:], cache)[-1]
+
+    def _checked_hidden(self, ids: np.ndarray, cache: KVCache) -> F32:
+        self._check(ids, cache)
+        return self._hidden(ids, cache)
+
+    def _check(self, ids: np.ndarray, cache: KVCache) -> None:
+        c = self.config
+        bad = (ids < 0) | (ids >= c.n_vocab)
+        if bad.any():
+            raise ModelError(f"token id {int(ids[bad][0])} is out of range [0, {c.n_vocab})")
+        if cache.n + ids.size > cache.n_ctx:
+            raise ModelError(
+                f"context overflow: {cache.n} cached + {ids.size} new tokens > n_ctx {cache.n_ctx}"
+            )
+
+    def project_rows(self, h: F32, rows: np.ndarray | None = None) -> F32:
+        """Logits of hidden state h (n_embd,) for vocabulary ``rows`` (all when None)."""
+        if rows is None:
+            return self._project(h[None, :])[0]
+        out = self.weights.output.rows(rows, h[None, :])[0]
+        return self._softcap(out)
+
+    def _project(self, x: F32) -> F32:
+        return self._softcap(self.weights.output(x)[0])
+
+    def _softcap(self, y: F32) -> F32:
+        cap = self.config.final_logit_softcap
+        if cap:
+            y = np.float32(cap) * np.tanh(y / np.float32(cap))
+        return y
+
+    def _hidden(self, ids: np.ndarray, cache: KVCache) -> F32:
+        """Run all layers on ids (T,) at positions cache.n.. → final-normed hidden (T, n_embd)."""
+        c = self.config
+        w = self.weights
+        pos0 = cache.n
+        n_total = pos0 + ids.size
+        x = w.token_embd(ids)
+        if c.embed_scale != 1.0:
+            x *= np.float32(c.embed_scale)
+        for il, lw in enumerate(w.layers):
+            x = self._layer(il, lw, x, cache, pos0, n_total)
+        cache.n = n_total
+        return rms_norm(x, w.output_norm, c.rms_eps)
+
+    def _layer(self, il: int, lw: LayerWeights, x: F32, cache: KVCache, pos0: int,
+               n_total: int) -> F32:
+        c = self.config
+        eps = c.rms_eps
+        T = x.shape[0]
+        hd, n_kv = c.head_dim, c.n_head_kv
+        g = c.n_head // n_kv
+
+        h = rms_norm(x, lw.attn_norm, eps)
+        q, k, v = lw.qkv(h)
+        q = q.reshape(T, c.n_head, hd)
+        k = k.reshape(T, n_kv, hd)
+        if lw.q_norm is not None:
+            q = rms_norm(q, lw.q_norm, eps)
+            k = rms_norm(k, lw.k_norm, eps)
+        else:
+            q = q.copy()  # q/k are views of the fused projection; rope writes in place
+            k = k.copy()
+        cos, sin = self._tables(il, cache.n_ctx)
+        _apply_rope(q, cos[pos0:n_total], sin[pos0:n_total], c.n_rot, c.rope_mode)
+        _apply_rope(k, cos[pos0:n_total], sin[pos0:n_total], c.n_rot, c.rope_mode)
+
+        cache.k[il, :, pos0:n_total] = k.transpose(1, 0, 2)
+        cache.v[il, :, pos0:n_total] = v.reshape(T, n_kv, hd).transpose(1, 0, 2)
+
+        # visible keys: causal, and within the window for sliding-window layers
+        window = c.sliding_window if c.is_local_layer(il) else 0
+        start = max(0, pos0 - window + 1) if window else 0
+        keys = cache.k[il, :, start:n_total]  # (n_kv, S, hd)
+        vals = cache.v[il, :, start:n_total]  # (n_kv, S, hd)
+        qh = q.reshape(T, n_kv, g, hd).transpose(1, 2, 0, 3).reshape(n_kv, g * T, hd)
+        scores = qh @ keys.transpose(0, 2, 1)  # (n_kv, g·T, S)
+        scores *= np.float32(c.query_scale)
+        if T > 1 or window:
+            qpos = np.arange(pos0, n_total)[:, None]  # (T, 1)
+            kpos = np.arange(start, n_total)[None, :]  # (1, S)
+            hidden = kpos > qpos
+            if window:
+                hidden |= (qpos - kpos) >= window
+            s4 = scores.reshape(n_kv, g, T, -1)
+            s4[:, :, hidden] = -np.inf
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=-1, keepdims=True)
+        att = scores @ vals  # (n_kv, g·T, hd)
+        att = att.reshape(n_kv, g, T, hd).transpose(2, 0, 1, 3).reshape(T, c.n_head * hd)
+        (a,) = lw.wo(np.ascontiguousarray(att))
+        if lw.post_attn_norm is not None:
+            a = rms_norm(a, lw.post_attn_norm, eps)
+        x = x + a
+
+        h = rms_norm(x, lw.ffn_norm, eps)
+        gate, up = lw.gate_up(h)
+        f = self._act(gate)
+        f *= up
+        (f,) = lw.down(f)
+        if lw.post_ffn_norm is not None:
+            f = rms_norm(f, lw.post_ffn_norm, eps)
+        x += f
+        return x

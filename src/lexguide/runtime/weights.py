@@ -1,0 +1,312 @@
+"""Model weights from a GGUF file, either dequantized once (``eager``) or kept quantized (``lazy``).
+
+``eager`` dequantizes every matrix to float32 at load and fuses the projections that read the
+same input (Q|K|V, gate|up) into one matrix, so a decode step is a handful of BLAS matvecs.
+``lazy`` keeps the quantized bytes in the file's memory map and dequantizes a bounded chunk of
+rows per use: resident memory stays near the file size, at the price of dequantizing every
+matrix on every forward pass (decode is then several times slower).
+
+Shapes: a projection's numpy weight is ``(n_out, n_in)`` (GGUF ``ne`` reversed), so
+``y = x @ W.T``; activations are ``(T, n_in)``.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lexguide.errors import ModelError
+from lexguide.runtime.config import ModelConfig
+
+__all__ = ["WeightMode", "Projection", "Embedding", "LayerWeights", "Weights", "load_weights"]
+
+F32 = npt.NDArray[np.float32]
+
+# Rows dequantized at once by a lazy projection: bounds transient memory to ~16 MB per chunk.
+_LAZY_CHUNK_FLOATS = 4 * 1024 * 1024
+
+
+class WeightMode(enum.Enum):
+    """How weights are held in memory."""
+
+    EAGER = "eager"
+    LAZY = "lazy"
+
+
+class _QuantMatrix:
+    """A quantized ``(n_out, n_in)`` matrix whose rows are dequantized on demand (no copy held)."""
+
+    __slots__ = ("name", "rows", "ggml_type", "n_out", "n_in", "_dequantize")
+
+    def __init__(self, name: str, raw: np.ndarray, ggml_type: Any, shape: tuple[int, int],
+                 dequantize: Callable[..., np.ndarray]) -> None:
+        self.name = name
+        self.n_out, self.n_in = shape
+        if raw.size % self.n_out:
+            raise ModelError(f"tensor {name!r}: {raw.size} bytes do not split into {self.n_out} rows")
+        self.rows = raw.reshape(self.n_out, raw.size // self.n_out)  # (n_out, row_bytes) zero-copy
+        self.ggml_type = ggml_type
+        self._dequantize = dequantize
+
+    def take(self, ids: np.ndarray) -> F32:
+        """Dequantize rows ``ids`` → (len(ids), n_in) float32."""
+        rows = self.rows[ids]
+        return self._dequantize(rows, self.ggml_type, (len(ids), self.n_in)).astype(np.float32, copy=False)
+
+    def slice(self, lo: int, hi: int) -> F32:
+        """Dequantize rows ``lo:hi`` → (hi-lo, n_in) float32."""
+        rows = self.rows[lo:hi]
+        return self._dequantize(rows, self.ggml_type, (hi - lo, self.n_in)).astype(np.float32, copy=False)
+
+    def matmul(self, x: F32) -> F32:
+        """``x @ W.T`` for x (T, n_in), dequantizing at most ``_LAZY_CHUNK_FLOATS`` at a time."""
+        step = max(1, _LAZY_CHUNK_FLOATS // max(self.n_in, 1))
+        if step >= self.n_out:
+            return x @ self.slice(0, self.n_out).T
+        out = np.empty((x.shape[0], self.n_out), dtype=np.float32)
+        for lo in range(0, self.n_out, step):
+            hi = min(lo + step, self.n_out)
+            out[:, lo:hi] = x @ self.slice(lo, hi).T
+        return out
+
+
+class Projection:
+    """One or more linear maps of the same input, evaluated together.
+
+    Eager: the parts' weights are concatenated into one float32 matrix (one BLAS call); lazy:
+    each part stays a quantized matrix. ``__call__`` returns one array per part.
+    """
+
+    __slots__ = ("splits", "dense", "parts", "bias", "n_out")
+
+    def __init__(self, dense: F32 | None, parts: Sequence[_QuantMatrix], sizes: Sequence[int],
+                 bias: F32 | None) -> None:
+        self.dense = dense  # (sum(sizes), n_in) float32, C-contiguous, or None when lazy
+        self.parts = tuple(parts)
+        self.splits = list(np.cumsum(sizes)[:-1])
+        self.bias = bias  # (sum(sizes),) or None
+        self.n_out = int(sum(sizes))
+
+    def __call__(self, x: F32) -> list[F32]:
+        """x (T, n_in) → [ (T, size_i) ... ]. Costs one matvec/matmul per part (one when eager)."""
+        if self.dense is not None:
+            if x.shape[0] == 1:
+                y = (self.dense @ x[0])[None, :]  # gemv: the decode path
+            else:
+                y = x @ self.dense.T
+        else:
+            y = np.concatenate([p.matmul(x) for p in self.parts], axis=1) if len(self.parts) > 1 \
+                else self.parts[0].matmul(x)
+        if self.bias is not None:
+            y += self.bias
+        return np.split(y, self.splits, axis=1) if self.splits else [y]
+
+    def rows(self, ids: np.ndarray, x: F32) -> F32:
+        """Only output rows ``ids`` of a single-part projection: x (T, n_in) → (T, len(ids))."""
+        if self.dense is not None:
+            w = self.dense[ids]
+        else:
+            w = self.parts[0].take(ids)
+        y = x @ w.T
+        if self.bias is not None:
+            y += self.bias[ids]
+        return y
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (eager) or mapped (lazy) for the weights."""
+        if self.dense is not None:
+            return int(self.dense.nbytes)
+        return int(sum(p.rows.nbytes for p in self.parts))
+
+
+class Embedding:
+    """Token embedding table: rows looked up by id (dequantizing only those rows when lazy)."""
+
+    __slots__ = ("dense", "quant")
+
+    def __init__(self, dense: F32 | None, quant: _QuantMatrix | None) -> None:
+        self.dense = dense  # (n_vocab, n_embd) float32 or None
+        self.quant = quant
+
+    def __call__(self, ids: np.ndarray) -> F32:
+        """ids (T,) → (T, n_embd) float32 (a fresh array)."""
+        if self.dense is not None:
+            return self.dense[ids]
+        assert self.quant is not None
+        return self.quant.take(ids).copy()
+
+
+@dataclass(slots=True)
+class LayerWeights:
+    """One transformer block; optional entries are None when the architecture lacks them."""
+
+    attn_norm: F32  # (n_embd,)
+    qkv: Projection  # → q (T, n_head·hd), k (T, n_kv·hd), v (T, n_kv·hd)
+    wo: Projection  # (T, n_head·hd) → (T, n_embd)
+    ffn_norm: F32  # (n_embd,)
+    gate_up: Projection  # → gate (T, n_ff), up (T, n_ff)
+    down: Projection  # (T, n_ff) → (T, n_embd)
+    q_norm: F32 | None = None  # (hd,)
+    k_norm: F32 | None = None  # (hd,)
+    post_attn_norm: F32 | None = None  # (n_embd,)
+    post_ffn_norm: F32 | None = None  # (n_embd,)
+
+
+@dataclass(slots=True)
+class Weights:
+    """All weights of a model."""
+
+    mode: WeightMode
+    token_embd: Embedding
+    layers: list[LayerWeights]
+    output_norm: F32
+    output: Projection  # (T, n_embd) → (T, n_vocab); shares token_embd when tied
+    rope_freqs: F32 | None  # (n_rot/2,) frequency divisors, or None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the big matrices (held when eager, mapped when lazy)."""
+        total = sum(p.nbytes for lw in self.layers for p in (lw.qkv, lw.wo, lw.gate_up, lw.down))
+        return total + self.output.nbytes
+
+
+class _Progress:
+    """A one-line progress bar on stderr, shown only for an interactive terminal or when asked."""
+
+    def __init__(self, total: int, enabled: bool | None, label: str) -> None:
+        self.total = max(total, 1)
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.label = label
+        self.done = 0
+        self.t0 = time.perf_counter()
+
+    def step(self, n: int = 1) -> None:
+        self.done += n
+        if self.enabled:
+            frac = self.done / self.total
+            bar = "#" * int(30 * frac)
+            sys.stderr.write(f"\r{self.label} [{bar:<30}] {100 * frac:5.1f}%")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write(f"  {time.perf_counter() - self.t0:.2f} s\n")
+            sys.stderr.flush()
+
+
+def _tensor_shape(info: Any) -> tuple[int, ...]:
+    """numpy shape of a tensor info (``ne`` reversed)."""
+    shape = getattr(info, "shape", None)
+    if shape is None:
+        raise ModelError(f"tensor info {info!r} has no shape")
+    return tuple(int(s) for s in shape)
+
+
+def load_weights(gguf: Any, config: ModelConfig, mode: WeightMode | str = WeightMode.EAGER,
+                 *, progress: bool | None = None) -> Weights:
+    """Build :class:`Weights` from an open GGUF file.
+
+    Eager dequantizes everything (memory ≈ 4 bytes per parameter, loading costs a dequantize
+    pass); lazy keeps zero-copy views into the file's mapping. Raises :class:`ModelError`
+    naming a missing tensor or a tensor of the wrong shape.
+    """
+    from lexguide.gguf import dequantize as dequantize_raw
+
+    mode = WeightMode(mode)
+    infos = {t.name: t for t in gguf.tensors}
+    c = config
+    hd = c.head_dim
+
+    def info(name: str, shape: tuple[int, ...]) -> Any:
+        t = infos.get(name)
+        if t is None:
+            raise ModelError(f"tensor {name!r} is missing from the GGUF file")
+        got = _tensor_shape(t)
+        if got != shape:
+            raise ModelError(f"tensor {name!r} has numpy shape {got}, expected {shape}")
+        return t
+
+    def vector(name: str, n: int, optional: bool = False) -> F32 | None:
+        if optional and name not in infos:
+            return None
+        info(name, (n,))
+        return np.ascontiguousarray(gguf.dequantize(name), dtype=np.float32).reshape(n)
+
+    def quant(name: str, shape: tuple[int, int]) -> _QuantMatrix:
+        t = info(name, shape)
+        return _QuantMatrix(name, gguf.raw(name), t.ggml_type, shape, dequantize_raw)
+
+    def projection(names: Sequence[str], shapes: Sequence[tuple[int, int]],
+                   biases: Sequence[str] = ()) -> Projection:
+        sizes = [s[0] for s in shapes]
+        bias = None
+        if biases and any(b in infos for b in biases):
+            bias = np.concatenate([
+                vector(b, s) if b in infos else np.zeros(s, np.float32)  # type: ignore[misc]
+                for b, s in zip(biases, sizes)
+            ])
+        if mode is WeightMode.EAGER:
+            mats = [np.asarray(gguf.dequantize(info(n, s).name), dtype=np.float32).reshape(s)
+                    for n, s in zip(names, shapes)]
+            dense = np.ascontiguousarray(np.concatenate(mats) if len(mats) > 1 else mats[0])
+            return Projection(dense, (), sizes, bias)
+        return Projection(None, [quant(n, s) for n, s in zip(names, shapes)], sizes, bias)
+
+    n_embd, n_ff = c.n_embd, c.n_ff
+    n_q, n_kv = c.n_head * hd, c.n_head_kv * hd
+    bar = _Progress(c.n_layer + 2, progress, f"loading {c.arch} ({mode.value})")
+
+    embd_shape = (c.n_vocab, n_embd)
+    if mode is WeightMode.EAGER:
+        info("token_embd.weight", embd_shape)
+        embd_dense = np.ascontiguousarray(gguf.dequantize("token_embd.weight"), dtype=np.float32)
+        token_embd = Embedding(embd_dense.reshape(embd_shape), None)
+    else:
+        token_embd = Embedding(None, quant("token_embd.weight", embd_shape))
+    bar.step()
+
+    layers = []
+    for il in range(c.n_layer):
+        p = f"blk.{il}."
+        lw = LayerWeights(
+            attn_norm=vector(p + "attn_norm.weight", n_embd),  # type: ignore[arg-type]
+            qkv=projection(
+                [p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"],
+                [(n_q, n_embd), (n_kv, n_embd), (n_kv, n_embd)],
+                [p + "attn_q.bias", p + "attn_k.bias", p + "attn_v.bias"],
+            ),
+            wo=projection([p + "attn_output.weight"], [(n_embd, n_q)], [p + "attn_output.bias"]),
+            ffn_norm=vector(p + "ffn_norm.weight", n_embd),  # type: ignore[arg-type]
+            gate_up=projection([p + "ffn_gate.weight", p + "ffn_up.weight"],
+                               [(n_ff, n_embd), (n_ff, n_embd)]),
+            down=projection([p + "ffn_down.weight"], [(n_embd, n_ff)]),
+        )
+        if c.qk_norm:
+            lw.q_norm = vector(p + "attn_q_norm.weight", hd)
+            lw.k_norm = vector(p + "attn_k_norm.weight", hd)
+        if c.post_norms:
+            lw.post_attn_norm = vector(p + "post_attention_norm.weight", n_embd)
+            lw.post_ffn_norm = vector(p + "post_ffw_norm.weight", n_embd)
+        layers.append(lw)
+        bar.step()
+
+    output_norm = vector("output_norm.weight", n_embd)
+    if "output.weight" in infos:
+        output = projection(["output.weight"], [embd_shape])
+    elif token_embd.dense is not None:
+        output = Projection(token_embd.dense, (), [c.n_vocab], None)  # tied: shares memory
+    else:
+        assert token_embd.quant is not None
+        output = Projection(None, [token_embd.quant], [c.n_vocab], None)
+    rope_freqs = vector("rope_freqs.weight", c.n_rot // 2, optional=True)
+    bar.step()
+    bar.close()
+    return Weights(mode, token_embd, layers, output_norm, output, rope_freqs)  # type: ignore[arg-type]
