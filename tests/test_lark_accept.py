@@ -209,3 +209,45 @@ def test_differential_against_llguidance(compiled, llg_accepts, grammar, alphabe
         verdicts[s] = llg_accepts(grammar, s.encode())
         assert ours.validate(s) is verdicts[s], s
     assert 0 < sum(verdicts.values()) < len(verdicts)
+
+
+def _random_grammar(rng: random.Random) -> str:
+    """A random grammar over a, b, c: three rules, EBNF operators, two terminals."""
+    leaves = ['"a"', '"b"', '"ab"', "/[ab]/", "/a+/", "/b*a/", '"a".."b"', '"c"i', "A", "B"]
+
+    def expr(depth: int, refs: list[str]) -> str:
+        r = rng.random()
+        if depth > 2 or r < 0.4:
+            x = rng.choice(leaves + refs)
+        elif r < 0.6:
+            x = "(" + " ".join(expr(depth + 1, refs) for _ in range(rng.randint(2, 3))) + ")"
+        elif r < 0.8:
+            x = "(" + " | ".join(expr(depth + 1, refs) for _ in range(rng.randint(2, 3))) + ")"
+        else:
+            x = "[" + expr(depth + 1, refs) + "]"
+        if rng.random() < 0.3:
+            x += rng.choice(["*", "+", "?", "{2}", "{1,3}", "{,2}", "{2,}", " ~ 1..2"])
+        return x
+
+    names = ["start", "r1", "r2"]
+    lines = []
+    for i, name in enumerate(names):
+        alts = [" ".join(expr(0, names[i + 1 :]) for _ in range(rng.randint(1, 3)))
+                for _ in range(rng.randint(1, 2))]  # fmt: skip
+        lines.append(f"{name}: " + " | ".join(alts))
+    terms = ['"a"', '"ab" "b"', "/[ab]+/", '("a" | "c")+', '"a".."b" "c"{1,2}', '/[a-c]+/ & ~"ab"']
+    lines += [f"A: {rng.choice(terms)}", f"B: {rng.choice(terms)}"]
+    if rng.random() < 0.3:
+        lines.append('%ignore " "')
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_grammars_against_llguidance(llg_accepts, seed):
+    rng = random.Random(seed)
+    for _ in range(5):
+        grammar = _random_grammar(rng)
+        ours = Grammar.from_lark(grammar)
+        for _ in range(20):
+            s = "".join(rng.choice("abc ") for _ in range(rng.randint(0, 6)))
+            assert ours.validate(s) is llg_accepts(grammar, s.encode()), (grammar, s)
