@@ -280,32 +280,35 @@ _fold_keys: list[int] | None = None
 _fold_orbit: dict[int, tuple[int, ...]] = {}
 
 
+def _simple_fold(ch: str) -> str:
+    """Unicode simple case folding (CaseFolding.txt statuses C+S) of one character.
+
+    ``str.casefold`` is the full folding (C+F); where it yields several characters the S
+    mapping, when there is one, equals the simple lowercase mapping (e.g. U+1E9E -> U+00DF).
+    """
+    cf = ch.casefold()
+    if len(cf) == 1:
+        return cf
+    lw = ch.lower()
+    return lw if len(lw) == 1 else ch
+
+
 def _build_folds() -> list[int]:
+    """Orbits of simple case folding: characters with the same fold match each other."""
     global _fold_keys
     if _fold_keys is None:
         with _lock:
             if _fold_keys is None:
-                parent: dict[int, int] = {}
-
-                def find(a: int) -> int:
-                    while parent.get(a, a) != a:
-                        a = parent[a]
-                    return a
-
-                for cp in range(0x20000):
+                groups: dict[str, list[int]] = {}
+                for cp in range(0x20000):  # every cased character is below U+20000
                     if 0xD800 <= cp <= 0xDFFF:
                         continue
                     ch = chr(cp)
-                    for other in (ch.lower(), ch.upper()):
-                        if len(other) == 1 and other != ch:
-                            ra, rb = find(cp), find(ord(other))
-                            if ra != rb:
-                                parent[max(ra, rb)] = min(ra, rb)
-                groups: dict[int, list[int]] = {}
-                for cp in list(parent):
-                    groups.setdefault(find(cp), []).append(cp)
-                for root, members in groups.items():
-                    orbit = tuple(sorted(set(members) | {root}))
+                    f = _simple_fold(ch)
+                    if f != ch:
+                        groups.setdefault(f, [ord(f)]).append(cp)
+                for members in groups.values():
+                    orbit = tuple(sorted(set(members)))
                     for m in orbit:
                         _fold_orbit[m] = orbit
                 _fold_keys = sorted(_fold_orbit)
