@@ -237,7 +237,7 @@ class Model:
                  repeat_last_n: int = 64, seed: int | None = None, grammar: Any = None,
                  json_schema: Any = None, stop: str | Sequence[str] | None = None,
                  stream: bool = False, sampler: SamplerConfig | None = None,
-                 add_special: bool = True, parse_special: bool = False,
+                 matcher: Any = None, add_special: bool = True, parse_special: bool = False,
                  ) -> Completion | Iterator[CompletionChunk]:
         """Continue ``prompt`` (text, or token ids used as given).
 
@@ -245,7 +245,9 @@ class Model:
         variant, else GBNF); ``json_schema`` a schema (dict or JSON text). With either, every
         token is checked by a matcher and the output is a prefix of the language — complete
         unless ``max_tokens`` ran out (``finish_reason == "length"``). ``sampler`` overrides
-        the individual sampling arguments. ``stream=True`` returns an iterator of
+        the individual sampling arguments; ``matcher`` is a ready ``lexguide.Matcher`` (or an
+        object with its interface) used instead of ``grammar``/``json_schema`` — it is advanced
+        in place. ``stream=True`` returns an iterator of
         :class:`CompletionChunk`. Raises :class:`MatcherError` if the grammar cannot go on,
         :class:`ModelError` for bad arguments.
         """
@@ -265,7 +267,10 @@ class Model:
             if self.tokenizer.bos_id is None:
                 raise ModelError("empty prompt and the vocabulary has no BOS token to start from")
             ids = [self.tokenizer.bos_id]
-        matcher = self._matcher(grammar, json_schema)
+        if matcher is None:
+            matcher = self._matcher(grammar, json_schema)
+        elif grammar is not None or json_schema is not None:
+            raise ModelError("pass either matcher= or grammar=/json_schema=, not both")
         stops = [stop] if isinstance(stop, str) else list(stop or ())
         if any(not s for s in stops):
             raise ModelError("stop strings must be non-empty")
