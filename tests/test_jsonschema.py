@@ -212,15 +212,16 @@ def test_one_of_disjointness():
 
 def test_unsupported_keywords_error_with_pointer_or_warn_when_lenient():
     with pytest.raises(SchemaError) as e:
-        G({"type": "object", "properties": {"a": {"type": "string", "not": {"const": "x"}}}})
+        G({"type": "object", "properties": {"a": {"type": "array",
+                                                  "not": {"items": {"type": "string"}}}}})
     assert e.value.keyword == "not" and e.value.pointer == "/properties/a/not"
     with pytest.raises(SchemaError, match="Unknown format"):
         G({"type": "string", "format": "no-such-format"})
     with pytest.raises(SchemaError, match="uniqueItems"):
         G({"type": "array", "uniqueItems": True})
     with pytest.warns(UserWarning, match="not"):
-        g = G({"type": "string", "not": {"const": "x"}}, lenient=True)
-    assert g.validate('"x"') and not g.validate("1")
+        g = G({"type": "array", "not": {"items": {"type": "string"}}}, lenient=True)
+    assert g.validate('["x"]') and not g.validate("1")
     with pytest.raises(SchemaError, match="schema must be an object or boolean"):
         G({"properties": {"a": 3}})
     with pytest.raises(SchemaError, match="Invalid type"):
@@ -239,6 +240,20 @@ def test_annotations_and_unknown_keywords_are_accepted():
 
 def test_not_of_types_and_trivial_keywords():
     check({"not": {"type": ["string", "null"]}}, ["1", "true", "[]", "{}"], ['"a"', "null"])
+    check({"type": "string", "not": {"const": "x"}}, ['"y"', '"xx"', '""'], ['"x"', "1"])
+    check({"type": "string", "not": {"enum": ["a", "b"]}}, ['"c"'], ['"a"', '"b"'])
+    check({"type": "string", "not": {"pattern": "^a"}}, ['"ba"'], ['"ab"'])
+    check({"not": {"minimum": 3}}, ["2.5", "-1"], ["3", "4", '"s"', "null"])
+    check({"type": "number", "not": {"multipleOf": 3}}, ["4", "1.5"], ["3", "-6", "0"])
+    check({"type": "object", "not": {"required": ["a", "b"]}},
+          ['{"a":1}', '{"b":1}', "{}", '{"c":1}'], ['{"a":1,"b":2}'])
+    check({"type": "array", "not": {"maxItems": 1}}, ["[1,2]"], ["[]", "[1]"])
+    check({"not": {"anyOf": [{"type": "string"}, {"type": "number", "maximum": 0}]}},
+          ["1", "null"], ['"s"', "0", "-1"])
+    check({"not": {"not": {"type": "string", "maxLength": 1}}}, ['"a"'], ['"ab"', "1"])
+    check({"type": "object", "propertyNames": {"not": {"const": "0"}}}, ['{"1":0}'], ['{"0":1}'])
+    with pytest.raises(SchemaError, match="Unsatisfiable"):  # the inner schema accepts all
+        G({"not": {"items": {}, "additionalItems": False}}, draft=7)
     check({"type": "array", "uniqueItems": False}, ["[1,1]"])
     check({"if": {"type": "string"}}, ["1", '"a"'])
 

@@ -149,6 +149,10 @@ HAND_WRITTEN = [
     {"anyOf": [{"type": "integer", "exclusiveMinimum": 10}, {"type": "string", "const": "no"}]},
     {"type": "object", "propertyNames": {"pattern": "^[a-z]{1,3}$"}},
     {"not": {"type": ["object", "array"]}},
+    {"type": "object", "properties": {"s": {"type": "string", "not": {"enum": ["a", "b"]}},
+                                      "n": {"type": "number", "not": {"multipleOf": 2}}},
+     "required": ["s", "n"], "additionalProperties": False},
+    {"type": "object", "not": {"required": ["a"]}, "maxProperties": 2},
 ]
 
 

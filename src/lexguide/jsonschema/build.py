@@ -19,6 +19,7 @@ from typing import Any
 from lexguide.errors import SchemaError
 from lexguide.grammar import rx
 from lexguide.jsonschema.formats import FORMATS, format_rx
+from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.numeric import decimal_of
 from lexguide.jsonschema.pattern import PatternError, pattern_rx
 from lexguide.jsonschema.refs import RefIndex, escape_pointer
@@ -147,7 +148,8 @@ class SchemaBuilder:
             return False
         body = json.dumps(value, ensure_ascii=False)[1:-1].encode()
         return all(rx.matches(pattern_rx(p), body) for p in s.patterns) and all(
-            rx.matches(format_rx(f), body) for f in s.formats)
+            rx.matches(format_rx(f), body) for f in s.formats) and all(
+            rx.matches(r, body) == want for want, r in s.rx_filters)
 
     # -- schema objects -----------------------------------------------------------------------
     def build(self, raw: Any, ptr: str) -> Schema:
@@ -212,9 +214,12 @@ class SchemaBuilder:
         """Keywords we enforce only in trivial forms; anything else is unsupported."""
         at = f"{ptr}/{key}"
         if key == "not":
-            neg = self._negate(value, at)
-            if neg is not None:
-                return neg
+            inner = self.build(value, at)
+            try:
+                return negate(inner, self.resolve, self.intersect)
+            except NotSupported as e:
+                self.unsupported(f"Unimplemented keys: ['not'] ({e})", at, "not")
+                return None
         elif key in ("if", "then", "else"):
             # reported once, under "if"; a lone "if", "then" or "else" has no effect
             if key != "if" or not ("then" in raw or "else" in raw):
@@ -229,20 +234,6 @@ class SchemaBuilder:
             if value is True or value == {}:
                 return None
         self.unsupported(f"Unimplemented keys: [{key!r}]", at, key)
-        return None
-
-    def _negate(self, value: Any, at: str) -> Schema | None:
-        """``not`` of a schema that only restricts the type (or is true/false), else None."""
-        if value is True or value == {}:
-            return Unsat("not {}")
-        if value is False:
-            return ANY
-        if isinstance(value, dict) and set(value) - META_KW == {"type"}:
-            types = _types(value["type"], at + "/type")
-            keep = [t for t in ALL_TYPES if t not in types]
-            if "integer" in types and "number" not in types:
-                return None  # "number but not integer" is not expressible here
-            return self._simple({"type": keep}, at) if keep else Unsat("not of every type")
         return None
 
     def _ref(self, ref: Any, ptr: str) -> Schema:

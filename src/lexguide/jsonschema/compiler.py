@@ -27,7 +27,12 @@ from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder
 from lexguide.jsonschema.build import SchemaBuilder
 from lexguide.jsonschema.formats import format_rx
-from lexguide.jsonschema.numeric import NumericError, number_rx
+from lexguide.jsonschema.numeric import (
+    NUMBER_RX,
+    PLAIN_NUMBER_RX,
+    NumericError,
+    number_rx,
+)
 from lexguide.jsonschema.pattern import any_json_char, json_literal_body, pattern_rx
 from lexguide.jsonschema.schema import (
     AnyOfSchema,
@@ -50,6 +55,8 @@ QUOTE = rx.literal(b'"')
 ANY_BODY = rx.star(any_json_char())
 STRING_RX = rx.concat(QUOTE, ANY_BODY, QUOTE)
 MAX_PATTERN_PROPERTIES = 6
+# regex node ids are process-wide and hash-consed, so these caches are valid across grammars
+_STRING_CACHE: dict[tuple, int] = {}
 MAX_COUNT_RULES = 50_000
 
 
@@ -169,9 +176,15 @@ class SchemaCompiler:
     # -- scalars ------------------------------------------------------------------------------
     def number(self, s: NumberSchema) -> int:
         try:
-            return number_rx(integer=s.integer, minimum=s.minimum, maximum=s.maximum,
+            node = number_rx(integer=s.integer, minimum=s.minimum, maximum=s.maximum,
                              exclusive_minimum=s.exclusive_minimum,
                              exclusive_maximum=s.exclusive_maximum, multiple_of=s.multiple_of)
+            if s.not_multiples:
+                if node == NUMBER_RX:  # constrained numbers are written without exponent
+                    node = PLAIN_NUMBER_RX
+                excluded = [number_rx(integer=s.integer, multiple_of=m) for m in s.not_multiples]
+                node = rx.intersect(node, *(rx.complement(x) for x in excluded))
+            return node
         except NumericError as e:
             if not self.lenient:
                 raise SchemaError(str(e), pointer=s.pointer, keyword="multipleOf") from None
@@ -188,13 +201,24 @@ class SchemaCompiler:
             parts.append(rx.repeat(any_json_char(), s.min_length, s.max_length))
         parts += [pattern_rx(p) for p in s.patterns]
         parts += [format_rx(f) for f in s.formats]
+        parts += [r for want, r in s.rx_filters if want]
+        negated = [rx.complement(r) for want, r in s.rx_filters if not want]
+        if negated:  # a complement also contains non-JSON byte strings: intersect with bodies
+            parts = (parts or [ANY_BODY]) + negated
         if not parts:
             return ANY_BODY
         return rx.intersect(*parts) if len(parts) > 1 else parts[0]
 
     def string(self, s: StringSchema) -> int:
+        key = (s.const, s.min_length, s.max_length, s.patterns, s.formats, s.rx_filters)
+        got = _STRING_CACHE.get(key)
+        if got is not None:
+            return got
+        if len(_STRING_CACHE) > 65536:
+            _STRING_CACHE.clear()
         try:
-            return rx.concat(QUOTE, self.string_body(s), QUOTE)
+            got = _STRING_CACHE[key] = rx.concat(QUOTE, self.string_body(s), QUOTE)
+            return got
         except LimitExceeded as e:
             if not self.lenient or (s.min_length == 0 and s.max_length is None):
                 raise SchemaError(f"string constraints too large to enforce: {e}",
@@ -296,7 +320,7 @@ class SchemaCompiler:
                 if name in required:
                     return self.dead
                 continue
-            key = self.lex(rx.literal(b'"' + body + b'"'), json.dumps(name, ensure_ascii=False))
+            key = self.lex(_quoted_literal(body), json.dumps(name, ensure_ascii=False))
             member = b.seq([key, lay.colon, self.compile(sch, child)], "member")
             entries.append((member, name in required))
         extras = self.extra_members(s, lay, declared, names_rx)
@@ -404,3 +428,8 @@ def _undeclared_keys(declared: tuple[str, ...]) -> int:
     if not declared:
         return ANY_BODY
     return rx.intersect(ANY_BODY, rx.complement(rx.alt(*map(json_literal_body, declared))))
+
+
+@lru_cache(maxsize=65536)
+def _quoted_literal(body: bytes) -> int:
+    return rx.literal(b'"' + body + b'"')

@@ -275,6 +275,7 @@ def _dfa_to_rx(trans: list[dict[int, int]], accept: list[bool], start: int) -> i
     return edges.get((init, final), rx.NOTHING)
 
 
+@lru_cache(maxsize=4096)
 def number_rx(
     *,
     integer: bool,

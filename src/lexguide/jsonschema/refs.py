@@ -9,6 +9,7 @@ are never fetched: a reference outside the document is a :class:`SchemaError`.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
@@ -52,7 +53,9 @@ class RefIndex:
         self.base_at: dict[str, str] = {}
         self.resources: dict[str, str] = {}  # absolute URI (no fragment) -> pointer
         self.anchors: dict[str, str] = {}  # absolute URI with #anchor -> pointer
-        self._scan(root, "", DEFAULT_BASE)
+        text = json.dumps(root)
+        if any(f'"{kw}"' in text for kw in (id_keyword, "$anchor", "$dynamicAnchor")):
+            self._scan(root, "", DEFAULT_BASE)  # else every base is DEFAULT_BASE: no walk needed
         self.resources.setdefault(DEFAULT_BASE, "")
 
     def _scan(self, node: Any, ptr: str, base: str) -> None:

@@ -69,6 +69,7 @@ class NumberSchema:
     exclusive_maximum: bool = False
     multiple_of: Decimal | None = None
     pointer: str = field(default="", compare=False)
+    not_multiples: tuple[Decimal, ...] = ()  # from "not": {"multipleOf": m}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -79,6 +80,8 @@ class StringSchema:
     formats: tuple[str, ...] = ()
     const: str | None = None
     pointer: str = field(default="", compare=False)
+    # (must match?, regex node over the escaped body): from "not" of patterns/formats/consts
+    rx_filters: tuple[tuple[bool, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -214,7 +217,8 @@ class Intersector:
         if b.multiple_of is not None:
             mult = b.multiple_of if mult is None else decimal_lcm(mult, b.multiple_of)
         return check_number(NumberSchema(a.integer or b.integer, lo, hi, lo_x, hi_x, mult,
-                                         a.pointer or b.pointer))
+                                         a.pointer or b.pointer,
+                                         _union(a.not_multiples, b.not_multiples)))
 
     def _StringSchema(self, a: StringSchema, b: StringSchema, depth: int) -> Schema:
         if a.const is not None and b.const is not None:
@@ -224,6 +228,7 @@ class Intersector:
         merged = StringSchema(
             lo, hi, _union(a.patterns, b.patterns), _union(a.formats, b.formats),
             a.const if a.const is not None else b.const, a.pointer or b.pointer,
+            _union(a.rx_filters, b.rx_filters),
         )
         return check_string(merged, self.check_string)
 
@@ -303,7 +308,7 @@ def _item(a: ArraySchema, i: int) -> Schema:
     return a.prefix[i] if i < len(a.prefix) else a.items
 
 
-def _union(x: tuple[str, ...], y: tuple[str, ...]) -> tuple[str, ...]:
+def _union(x: tuple, y: tuple) -> tuple:
     return x + tuple(v for v in y if v not in x)
 
 

@@ -1,0 +1,135 @@
+"""``not``: the complement of a typed schema, for the forms whose complement the IR can express.
+
+``not S`` = every value of another JSON type, plus the values of S's type that violate at least
+one of S's constraints (De Morgan over the conjunction of keywords): below a minimum, above a
+maximum, not a multiple, too short/long, not matching a pattern/format/constant, missing a
+required member, too few/many members or items. ``not`` of a union is the intersection of the
+complements. Constraints on nested values (``properties``, ``items``, ...) and integers (whose
+complement needs "non-integral numbers") raise :class:`NotSupported`; the caller turns that into
+a :class:`~lexguide.errors.SchemaError` (or a warning when lenient).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from lexguide.jsonschema.formats import format_rx
+from lexguide.jsonschema.pattern import json_literal_body, pattern_rx
+from lexguide.jsonschema.schema import (
+    ANY,
+    AnyOfSchema,
+    AnySchema,
+    ArraySchema,
+    BoolSchema,
+    NullSchema,
+    NumberSchema,
+    ObjectSchema,
+    RefSchema,
+    Schema,
+    StringSchema,
+    Unsat,
+    any_of,
+)
+
+__all__ = ["NotSupported", "negate"]
+
+MAX_DEPTH = 32
+
+_EVERY_TYPE: dict[type, Callable[[], Schema]] = {
+    NullSchema: NullSchema,
+    BoolSchema: BoolSchema,
+    NumberSchema: lambda: NumberSchema(False),
+    StringSchema: StringSchema,
+    ArraySchema: ArraySchema,
+    ObjectSchema: ObjectSchema,
+}
+
+
+class NotSupported(Exception):
+    """The complement of this schema is not expressible; the message says why."""
+
+
+def negate(s: Schema, resolve: Callable[[str], Schema],
+           intersect: Callable[[Schema, Schema], Schema], depth: int = 0) -> Schema:
+    """The IR of ``{"not": s}``. Pure; raises :class:`NotSupported`."""
+    if depth > MAX_DEPTH:
+        raise NotSupported("not nested too deeply")
+    if isinstance(s, AnySchema):
+        return Unsat("not of a schema that accepts everything")
+    if isinstance(s, Unsat):
+        return ANY
+    if isinstance(s, RefSchema):
+        return negate(resolve(s.key), resolve, intersect, depth + 1)
+    if isinstance(s, AnyOfSchema):
+        out: Schema = ANY
+        for o in s.options:
+            out = intersect(out, negate(o, resolve, intersect, depth + 1))
+        return out
+    others = [make() for t, make in _EVERY_TYPE.items() if t is not type(s)]
+    return any_of(others + _violations(s), "not of a schema that accepts everything")
+
+
+def _violations(s: Schema) -> list[Schema]:
+    """Values of the same type as ``s`` that break at least one of its constraints."""
+    if isinstance(s, NullSchema):
+        return []
+    if isinstance(s, BoolSchema):
+        return [] if s.value is None else [BoolSchema(not s.value)]
+    if isinstance(s, NumberSchema):
+        return _number(s)
+    if isinstance(s, StringSchema):
+        return _string(s)
+    if isinstance(s, ArraySchema):
+        if s.prefix or not isinstance(s.items, AnySchema):
+            raise NotSupported("not of item constraints (prefixItems/items)")
+        return _counts(ArraySchema, "min_items", "max_items", s.min_items, s.max_items)
+    if isinstance(s, ObjectSchema):
+        return _object(s)
+    raise NotSupported(f"not of {type(s).__name__}")
+
+
+def _number(s: NumberSchema) -> list[Schema]:
+    if s.integer:
+        raise NotSupported("not of an integer schema (non-integral numbers are not expressible)")
+    out: list[Schema] = []
+    if s.minimum is not None:
+        out.append(NumberSchema(False, maximum=s.minimum, exclusive_maximum=not s.exclusive_minimum))
+    if s.maximum is not None:
+        out.append(NumberSchema(False, minimum=s.maximum, exclusive_minimum=not s.exclusive_maximum))
+    if s.multiple_of is not None:
+        out.append(NumberSchema(False, not_multiples=(s.multiple_of,)))
+    out += [NumberSchema(False, multiple_of=m) for m in s.not_multiples]
+    return out
+
+
+def _string(s: StringSchema) -> list[Schema]:
+    out: list[Schema] = []
+    if s.const is not None:
+        return [StringSchema(rx_filters=((False, json_literal_body(s.const)),))]
+    out += _counts(StringSchema, "min_length", "max_length", s.min_length, s.max_length)
+    out += [StringSchema(rx_filters=((False, pattern_rx(p)),)) for p in s.patterns]
+    out += [StringSchema(rx_filters=((False, format_rx(f)),)) for f in s.formats]
+    out += [StringSchema(rx_filters=((not want, r),)) for want, r in s.rx_filters]
+    return out
+
+
+def _object(s: ObjectSchema) -> list[Schema]:
+    if any(not isinstance(v, AnySchema) for _, v in s.properties) or s.pattern_properties \
+            or not isinstance(s.additional, AnySchema) \
+            or not isinstance(s.property_names, AnySchema):
+        raise NotSupported("not of member constraints (properties/additionalProperties/...)")
+    out: list[Schema] = [ObjectSchema(properties=((r, Unsat(f"{r!r} must be absent")),))
+                         for r in s.required]
+    out += _counts(ObjectSchema, "min_properties", "max_properties", s.min_properties,
+                   s.max_properties)
+    return out
+
+
+def _counts(cls: type, lo_name: str, hi_name: str, lo: int, hi: int | None) -> list[Schema]:
+    """Fewer than ``lo`` or more than ``hi`` (items, members or characters)."""
+    out = []
+    if lo > 0:
+        out.append(cls(**{hi_name: lo - 1}))
+    if hi is not None:
+        out.append(cls(**{lo_name: hi + 1}))
+    return out
