@@ -395,3 +395,12 @@ def test_invalid_encode_and_decode_arguments() -> None:
         tok.token_bytes(True)
     assert tok.decode(np.array([104, 105], dtype=np.int64)) == "hi"
     assert tok.encode("") == [] and tok.decode([]) == ""
+
+
+def test_fused_smollm_split_equals_the_literal_regex_list() -> None:
+    fused, literal = pretokenizer_for("smollm"), pretokenizer_for("smollm", fused=False)
+    rng = random.Random(11)
+    alphabet = "ab Z9٣'s\n\r\t  .,!é\u0301東🙂_-\u3000$+<=|1234"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 24)))
+        assert fused(text) == literal(text), text

@@ -18,7 +18,10 @@ from functools import lru_cache
 from lexguide.errors import TokenizerError
 from lexguide.tokenizer.unicode_classes import char_class
 
-__all__ = ["pretokenizer_for", "pre_type_adds_bos", "pre_type_ignores_merges", "SUPPORTED_PRE_TYPES"]
+__all__ = [
+    "pretokenizer_for", "check_pre_type", "pre_type_adds_bos", "pre_type_ignores_merges",
+    "SUPPORTED_PRE_TYPES",
+]
 
 Splitter = Callable[[str], list[str]]
 
@@ -56,6 +59,11 @@ def _lookup(pre: str) -> tuple[str, bool, bool]:
     return entry
 
 
+def check_pre_type(pre: str) -> None:
+    """Raise TokenizerError if ``pre`` is not a supported pre-tokenizer (cheap, compiles nothing)."""
+    _lookup(pre)
+
+
 def pre_type_adds_bos(pre: str) -> bool:
     """llama.cpp's default for ``add_bos`` under this pre type (before the GGUF flag)."""
     return _lookup(pre)[2]
@@ -67,8 +75,8 @@ def pre_type_ignores_merges(pre: str) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _patterns() -> dict[str, list[re.Pattern[str]]]:
-    """Compile every regex list once per process (~50 ms: the classes hold ~1000 ranges)."""
+def _patterns(name: str) -> list[re.Pattern[str]]:
+    """Compile one regex list, once per process (~0.1 s: its classes hold ~1000 ranges)."""
     L = char_class("L")
     N = char_class("N")
     s = char_class("s")
@@ -85,16 +93,24 @@ def _patterns() -> dict[str, list[re.Pattern[str]]]:
             rf"|{not_crLN}?{L}+|{N}{digits}| ?{not_sLN}+[\r\n]*|{s}*[\r\n]+|{s}+(?!{S})|{s}+"
         )
 
+    # smollm's two-step list (isolate each digit, then GPT-2 on the stretches between digits)
+    # as one total regex: digits are single pieces, no alternative may consume a digit, and
+    # "\s+(?!\S)" treats a following digit like the end of its stretch
+    not_sN = char_class("s", "N", negate=True)
+    smollm = (
+        rf"'s|'t|'re|'ve|'m|'ll|'d| ?{L}+|{N}| ?{not_sLN}+|{s}+(?!{not_sN})|{s}+"
+    )
     punct = char_class("P", extra=r"\$\+<=>\^~\|") + "+"
-    c = re.compile
-    return {
-        "default": [c(punct), c(gpt2), c(f"{N}+"), c("[0-9][0-9][0-9]")],
-        "gpt2": [c(gpt2)],
-        "llama3": [c(llama3("{1,3}"))],
-        "qwen2": [c(llama3(""))],
-        "smollm": [c(N), c(gpt2)],
-        "falcon": [c(punct), c(gpt2), c("[0-9][0-9][0-9]")],
+    lists = {
+        "smollm_fused": [smollm],
+        "default": [punct, gpt2, f"{N}+", "[0-9][0-9][0-9]"],
+        "gpt2": [gpt2],
+        "llama3": [llama3("{1,3}")],
+        "qwen2": [llama3("")],
+        "smollm": [N, gpt2],
+        "falcon": [punct, gpt2, "[0-9][0-9][0-9]"],
     }
+    return [re.compile(p) for p in lists[name]]
 
 
 def _resplit(pieces: list[str], rx: re.Pattern[str]) -> list[str]:
@@ -115,12 +131,14 @@ def _resplit(pieces: list[str], rx: re.Pattern[str]) -> list[str]:
     return out
 
 
-def pretokenizer_for(pre: str) -> Splitter:
+def pretokenizer_for(pre: str, fused: bool = True) -> Splitter:
     """The split function for a ``tokenizer.ggml.pre`` name; raises TokenizerError if unknown.
 
     The returned function is pure: ``split(text) -> list[str]`` with ``"".join(result) == text``.
+    ``fused=False`` applies llama.cpp's regex list literally (tests compare both forms).
     """
-    rxs = _patterns()[_lookup(pre)[0]]
+    name = _lookup(pre)[0]
+    rxs = _patterns(f"{name}_fused" if fused and name == "smollm" else name)
     if len(rxs) == 1:
         # these single patterns are total (every character is matched), so findall partitions
         return rxs[0].findall

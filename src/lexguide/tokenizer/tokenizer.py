@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 from lexguide.errors import TokenizerError
 from lexguide.tokenizer.bpe import ByteLevelBPE
-from lexguide.tokenizer.pretokenize import pretokenizer_for
+from lexguide.tokenizer.pretokenize import check_pre_type
+from lexguide.tokenizer.special import SpecialMatcher
 from lexguide.tokenizer.spm import SentencePieceBPE
 from lexguide.tokenizer.vocab import TokenAttr, Vocab, load_vocab
 
@@ -42,7 +43,7 @@ class Tokenizer:
         self._vocab = vocab
         self._encoder: ByteLevelBPE | SentencePieceBPE | None = None  # built on first encode
         if vocab.model == "gpt2":
-            pretokenizer_for(vocab.pre)  # an unsupported pre-tokenizer fails at load, not later
+            check_pre_type(vocab.pre)  # an unsupported pre-tokenizer fails at load, not later
         attrs = vocab.attrs
         texts = vocab.texts
         self.vocab_size: int = vocab.n_tokens
@@ -58,11 +59,12 @@ class Tokenizer:
         self.special_ids: frozenset[int] = frozenset(
             (attrs & _PARSE_SPECIAL).nonzero()[0].tolist()
         )
-        # partition candidates, longest text first (ties: lower id first), as in llama.cpp
+        # partition candidates (spec §2): USER_DEFINED always, CONTROL/UNKNOWN when parsing
         cand = (attrs & (_PARSE_ALWAYS | _PARSE_SPECIAL)).nonzero()[0].tolist()
-        cand.sort(key=lambda i: (-len(texts[i]), i))
-        self._cands_all = [(texts[i], i) for i in cand]
-        self._cands_user = [(texts[i], i) for i in cand if not attrs[i] & _PARSE_SPECIAL]
+        self._special_all = SpecialMatcher([(texts[i], i) for i in cand])
+        self._special_user = SpecialMatcher(
+            [(texts[i], i) for i in cand if not attrs[i] & _PARSE_SPECIAL]
+        )
         self._token_bytes: list[bytes] | None = None
 
     # ----------------------------------------------------------------------------- construction
@@ -140,7 +142,8 @@ class Tokenizer:
         bos = self.bos_id
         if add_special and self.add_bos and bos is not None:
             out.append(bos)
-        fragments = self._partition(text, parse_special) if text else []
+        matcher = self._special_all if parse_special else self._special_user
+        fragments = matcher.partition(text) if text else []
         encoder = self._encoder
         if encoder is None:
             vocab = self._vocab
@@ -166,26 +169,6 @@ class Tokenizer:
         if add_special and self.add_eos and self.eos_id is not None:
             out.append(self.eos_id)
         return out
-
-    def _partition(self, text: str, parse_special: bool) -> list[str | int]:
-        """Split ``text`` around special-token occurrences (spec §2), longest candidate first."""
-        frags: list[str | int] = [text]
-        for ctext, cid in self._cands_all if parse_special else self._cands_user:
-            if ctext not in text:
-                continue
-            new: list[str | int] = []
-            for frag in frags:
-                if isinstance(frag, int) or ctext not in frag:
-                    new.append(frag)
-                    continue
-                parts = frag.split(ctext)
-                for j, part in enumerate(parts):
-                    if j:
-                        new.append(cid)
-                    if part:
-                        new.append(part)
-            frags = new
-        return frags
 
     # ----------------------------------------------------------------------------- decode
     def decode_bytes(self, ids: Iterable[int], strip_space_prefix: bool = True) -> bytes:
