@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from lexguide.errors import GrammarError, LexguideError
 from lexguide.grammar import rx
-from lexguide.grammar.ir import GrammarIR, GrammarOptions, TokenSet, is_lexeme, lexeme_index
+from lexguide.grammar.ir import GrammarIR, GrammarOptions, TokenSet
 from lexguide.grammar.lark import COMMON_REGEXES, compile_lark
 from lexguide.grammar.lark_compiler import chunk_words, substring_rx
 from lexguide.grammar.lark_lexer import Kind, lex_lark
@@ -334,6 +334,9 @@ ERRORS = [
     ('start: "a" ) "b"', "expecting rule, token or statement, found ')'", (1, 12)),
     ("start: " + "%lark { start: " * 31 + '"a"' + "}" * 31, "too deeply nested", (1, 458)),
     ('start: "a"i.."z"', "flags not allowed", (1, 8)),
+    ("start: " + "(" * 101 + '"a"' + ")" * 101, "nested more than 100 levels", (1, 108)),
+    ("start: T0\n" + "".join(f"T{i}: T{i + 1}\n" for i in range(300)) + 'T300: "a"',
+     "nested more than 100 deep", (101, 6)),  # fmt: skip
     ('start: "\\uD800"', "lone surrogate", (1, 8)),
 ]
 

@@ -10,6 +10,7 @@ passes: :mod:`lark_lexer` (text → tokens), :mod:`lark_parser` (tokens → AST)
 
 from __future__ import annotations
 
+from lexguide.errors import GrammarError
 from lexguide.grammar.ir import GrammarIR
 from lexguide.grammar.lark_compiler import COMMON_REGEXES, LarkCompiler
 from lexguide.grammar.lark_parser import parse_lark
@@ -32,4 +33,7 @@ def compile_lark(text: str) -> GrammarIR:
     LimitExceeded
         A regex or repetition exceeds a resource limit of the regex engine.
     """
-    return LarkCompiler(text).compile(parse_lark(text))
+    try:
+        return LarkCompiler(text).compile(parse_lark(text))
+    except RecursionError:  # the nesting limits make this unreachable in practice
+        raise GrammarError("grammar is nested too deeply to compile") from None

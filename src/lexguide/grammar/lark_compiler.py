@@ -63,6 +63,8 @@ BOOL_OPTIONS = ("no_forcing", "allow_invalid_utf8", "allow_initial_skip", "ignor
 JSON_WHITESPACE = r"[\x20\x0A\x0D\x09]+"
 _SUBSTRING_FIELDS = ("substring_chunks", "substring_words", "substring_chars")
 _TERMINAL_HINT = "; temperature= and max_tokens= only supported on TERMINALS and @subgrammars"
+#: terminals may reference terminals this deep (keeps the recursion bounded)
+MAX_TERMINAL_DEPTH = 100
 #: above this many optional copies, rule repetition uses the O(log n) construction
 _LINEAR_REPEAT_MAX = 16
 
@@ -336,6 +338,9 @@ class LarkCompiler:
         definition = scope.terms.get(name)
         if definition is None:
             raise self.error(f'unknown name: "{name}"', offset)
+        if len(scope.in_progress) >= MAX_TERMINAL_DEPTH:
+            raise self.error(f"terminal definitions nested more than {MAX_TERMINAL_DEPTH} deep",
+                             offset)  # fmt: skip
         scope.in_progress.add(name)
         if isinstance(definition, str):
             x = self._guard(offset, lambda: rx.from_regex(definition), f"common.{name}")

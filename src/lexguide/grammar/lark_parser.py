@@ -17,10 +17,11 @@ __all__ = [
     "Literal", "RegexLit", "CharRange", "Name", "SpecialToken", "GrammarRef", "JsonValue",
     "RegexExt", "NestedLark", "Unsupported", "Value", "Group", "Atom", "Expr", "Alias",
     "Expansions", "RuleDef", "TermDef", "Ignore", "Import", "Options", "ParsedLark",
-    "parse_lark", "MAX_NESTING",
+    "parse_lark", "MAX_NESTING", "MAX_GROUP_DEPTH",
 ]  # fmt: skip
 
-MAX_NESTING = 30
+MAX_NESTING = 30  # %lark inside %lark (llguidance's limit)
+MAX_GROUP_DEPTH = 100  # ( [ nesting inside one expression; keeps recursion bounded
 MAX_COUNT = 2**31 - 1
 
 
@@ -210,6 +211,7 @@ class _Parser:
         self.toks = tokens
         self.n = len(tokens)
         self.pos = 0
+        self.group_depth = 0
 
     # -- token helpers --------------------------------------------------------------------
     def peek(self, k: int = 0) -> Token:
@@ -504,8 +506,13 @@ class _Parser:
             negated = True
         if self.punct("(") or self.punct("["):
             opener = self.take()
+            self.group_depth += 1
+            if self.group_depth > MAX_GROUP_DEPTH:
+                raise self.error(f"expression nested more than {MAX_GROUP_DEPTH} levels deep",
+                                 opener.offset)  # fmt: skip
             body = self.expansions(depth)
             self.expect_punct(")" if opener.text == "(" else "]")
+            self.group_depth -= 1
             return Atom(Group(body, opener.text == "[", opener.offset), negated, offset)
         return Atom(self.value(depth), negated, offset)
 
