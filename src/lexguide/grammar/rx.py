@@ -85,12 +85,16 @@ _null: list[bool] = []
 _part: list[int] = []  # partition id per node
 _weight: list[int] = []  # product of nested counted-repetition bounds
 _cons: dict[tuple, int] = {}
+_first: list[int] = []  # bytes that may start a match (over-approximation), 256-bit masks
+_alt_index: dict[int, dict[int, tuple[int, ...]]] = {}  # big ALT -> byte -> live children
+_ALT_INDEX_MIN = 16
 
 # partitions of 0..255: labels normalised by first occurrence (byte 0 has label 0)
 _part_labels: list[bytes] = []
 _part_reps: list[bytes] = []  # reps[b] = smallest byte of b's class
 _part_ids: dict[bytes, int] = {}
 _refine_memo: dict[tuple[int, int], int] = {}
+_multi_memo: dict[tuple[int, ...], int] = {}
 _part_np: dict[int, tuple[np.ndarray, tuple[int, ...]]] = {}
 
 _dmemo: dict[int, int] = {}
@@ -130,11 +134,33 @@ def _refine(p: int, q: int) -> int:
             np.frombuffer(_part_labels[q], dtype=np.uint8)
         )
         _, first, inv = np.unique(key2, return_index=True, return_inverse=True)
-        rank = np.empty(len(first), dtype=np.uint8)
-        rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.uint8)
-        r = _intern_partition(rank[inv.reshape(-1)].tobytes())
+        r = _intern_partition(_rank_labels(first, inv))
         _refine_memo[key] = r
     return r
+
+
+def _first_of(kind: int, args: tuple) -> int:
+    """Over-approximation of the bytes whose derivative is not NOTHING (256-bit mask)."""
+    if kind == K_BYTES:
+        return args[0]
+    if kind == K_CONCAT:
+        h, t = args
+        return _first[h] | _first[t] if _null[h] else _first[h]
+    if kind == K_ALT:
+        f = 0
+        for c in args:
+            f |= _first[c]
+        return f
+    if kind == K_AND:
+        f = (1 << 256) - 1
+        for c in args:
+            f &= _first[c]
+        return f
+    if kind == K_NOT:
+        return (1 << 256) - 1
+    if kind in (K_STAR, K_REPEAT):
+        return _first[args[0]]
+    return 0
 
 
 def _mk(kind: int, args: tuple, null: bool, part: int, weight: int = 1) -> int:
@@ -159,6 +185,7 @@ def _mk(kind: int, args: tuple, null: bool, part: int, weight: int = 1) -> int:
         _null.append(null)
         _part.append(part)
         _weight.append(weight)
+        _first.append(_first_of(kind, args))
         _cons[key] = x
     return x
 
@@ -204,11 +231,29 @@ def partition_arrays(pid: int) -> tuple[np.ndarray, tuple[int, ...]]:
 
 
 def partition_of(nodes: Iterable[int]) -> int:
-    """The partition id refining the byte classes of all ``nodes``."""
-    p = _TRIVIAL
-    for x in nodes:
-        p = _refine(p, _part[x])
-    return p
+    """The partition id refining the byte classes of all ``nodes`` (memoised on the set of
+    their partitions; one numpy pass however many there are)."""
+    pids = {_part[x] for x in nodes}
+    pids.discard(_TRIVIAL)
+    if len(pids) <= 1:
+        return pids.pop() if pids else _TRIVIAL
+    if len(pids) == 2:
+        return _refine(*pids)
+    key = tuple(sorted(pids))
+    r = _multi_memo.get(key)
+    if r is None:
+        mat = np.stack([np.frombuffer(_part_labels[p], dtype=np.uint8) for p in key], axis=1)
+        _, first, inv = np.unique(mat, axis=0, return_index=True, return_inverse=True)
+        r = _intern_partition(_rank_labels(first, inv))
+        _multi_memo[key] = r
+    return r
+
+
+def _rank_labels(first: np.ndarray, inv: np.ndarray) -> bytes:
+    """Labels numbered by first occurrence, from ``np.unique`` outputs."""
+    rank = np.empty(len(first), dtype=np.uint8)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.uint8)
+    return rank[inv.reshape(-1)].tobytes()
 
 
 # -- smart constructors ---------------------------------------------------------------------
@@ -249,9 +294,18 @@ def literal(data: bytes) -> int:
 
 
 def concat(*xs: int) -> int:
-    """Concatenation (right-nested, EPSILON removed, NOTHING absorbing)."""
+    """Concatenation (right-nested, EPSILON removed, NOTHING absorbing).
+
+    Only the leading operands are flattened: the last one is already a canonical chain, so
+    ``concat(d, tail)`` in a derivative costs O(len(d)), not O(len(tail)).
+    """
+    if not xs:
+        return EPSILON
+    res = xs[-1]
+    if res == NOTHING:
+        return NOTHING
     items: list[int] = []
-    for x in xs:
+    for x in xs[:-1]:
         if x == NOTHING:
             return NOTHING
         while _kind[x] == K_CONCAT:
@@ -259,10 +313,10 @@ def concat(*xs: int) -> int:
             items.append(h)
         if x != EPSILON:
             items.append(x)
-    if not items:
-        return EPSILON
-    res = items[-1]
-    for h in reversed(items[:-1]):
+    for h in reversed(items):
+        if res == EPSILON:
+            res = h
+            continue
         x = _cons.get((K_CONCAT, (h, res)))
         if x is not None:
             res = x
@@ -435,6 +489,8 @@ def _derive(x: int, b: int) -> int:
             x = t
         return alt(*parts) if len(parts) > 1 else parts[0]
     if k == K_ALT:
+        if len(a) >= _ALT_INDEX_MIN:  # e.g. an enum of 10k strings: visit only live children
+            a = _alt_children_for(x, a).get(b, ())
         return alt(*[derivative(c, b) for c in a])
     if k == K_AND:
         return intersect(*[derivative(c, b) for c in a])
@@ -445,6 +501,22 @@ def _derive(x: int, b: int) -> int:
     # K_REPEAT
     c, lo, hi = a
     return concat(derivative(c, b), repeat(c, max(lo - 1, 0), None if hi < 0 else hi - 1))
+
+
+def _alt_children_for(x: int, kids: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
+    """Children of a large alternation bucketed by the bytes that may start them (cached)."""
+    idx = _alt_index.get(x)
+    if idx is None:
+        buckets: dict[int, list[int]] = {}
+        for c in kids:
+            m = _first[c]
+            while m:
+                low = m & -m
+                buckets.setdefault(low.bit_length() - 1, []).append(c)
+                m ^= low
+        idx = {b: tuple(cs) for b, cs in buckets.items()}
+        _alt_index[x] = idx
+    return idx
 
 
 def matches(x: int, data: bytes) -> bool:
