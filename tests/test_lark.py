@@ -334,6 +334,7 @@ ERRORS = [
     ('start: "a" ) "b"', "expecting rule, token or statement, found ')'", (1, 12)),
     ("start: " + "%lark { start: " * 31 + '"a"' + "}" * 31, "too deeply nested", (1, 458)),
     ('start: "a"i.."z"', "flags not allowed", (1, 8)),
+    ('start: "x" %json {"type": "foo"}', "failed to compile JSON schema", (1, 12)),
     ("start: " + "(" * 101 + '"a"' + ")" * 101, "nested more than 100 levels", (1, 108)),
     ("start: T0\n" + "".join(f"T{i}: T{i + 1}\n" for i in range(300)) + 'T300: "a"',
      "nested more than 100 deep", (101, 6)),  # fmt: skip
