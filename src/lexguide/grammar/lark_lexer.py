@@ -178,11 +178,14 @@ def lex_lark(text: str) -> list[Token]:
     pos = 0
     n = len(text)
     while pos < n:
-        m = _BLANK.match(text, pos) or _COMMENT.match(text, pos)
-        if m is not None:
-            pos = m.end()
+        c = text[pos]
+        if c == " " or c == "\t":
+            pos = _BLANK.match(text, pos).end()  # type: ignore[union-attr]
             continue
-        m = _NEWLINE.match(text, pos)
+        if c == "#" or (c == "/" and text.startswith("//", pos)):
+            pos = _COMMENT.match(text, pos).end()  # type: ignore[union-attr]
+            continue
+        m = _NEWLINE.match(text, pos) if c == "\n" or c == "\r" else None
         if m is not None:
             if tokens and tokens[-1].kind is Kind.NEWLINE:
                 prev = tokens.pop()
