@@ -90,3 +90,43 @@ def test_token_id_sets(info, token_syntax, token, ok):
 def test_unknown_special_token_is_an_error(info):
     with pytest.raises(LexguideError, match="<\\|nope\\|>"):
         engine.Matcher(Grammar.from_lark('start: "a" <|nope|>'), info)
+
+
+# -- the llama.cpp llguidance corpus, token by token with the real tokenizers ------------------
+def _corpus() -> list[tuple[str, list[str], list[str]]]:
+    import json
+    from pathlib import Path
+
+    path = Path("/work/shared/corpora/llguidance-cases.jsonl")
+    if not path.exists():
+        return []
+    cases = [json.loads(line) for line in path.read_text().splitlines()]
+    return [(c["grammar"], c["pass"], c["fail"]) for c in cases if c["grammar"] is not None]
+
+
+def _token_run(matcher, tokens: list[int], eos_ids) -> bool:
+    """Like llama.cpp's test: every token allowed by the mask, then EOS allowed."""
+    for t in tokens:
+        mask = matcher.compute_mask()
+        if not mask[t >> 5] >> (t & 31) & 1:
+            return False
+        matcher.consume(t)
+    mask = matcher.compute_mask()
+    return any(mask[e >> 5] >> (e & 31) & 1 for e in eos_ids)
+
+
+@pytest.mark.parametrize("model", ["smollm2_file", "gemma3_file"])
+def test_corpus_token_by_token_with_real_tokenizers(request, model):
+    from lexguide import Tokenizer
+
+    cases = _corpus()
+    if not cases:
+        pytest.skip("shared corpus not present")
+    tok = Tokenizer.from_gguf(request.getfixturevalue(model))
+    tinfo = engine.TokenizerInfo.from_tokenizer(tok)
+    for grammar, good, bad in cases:
+        compiled = Grammar.from_lark(grammar)
+        for s in good + bad:
+            ids = tok.encode(s, add_special=False)
+            ok = _token_run(engine.Matcher(compiled, tinfo), ids, tok.eog_ids)
+            assert ok is (s in good), (grammar, s, ids)
