@@ -221,3 +221,22 @@ def test_export_import_roundtrip() -> None:
     # the description holds no process-local ids: kinds, byte masks, child positions only
     nodes, positions = data
     assert len(positions) == len(roots) and all(p < len(nodes) for p in positions)
+
+
+def test_large_alternation_of_literals() -> None:
+    """Enums: the first-byte index of big alternations must not change the language."""
+    import random
+
+    rng = random.Random(7)
+    words = {
+        "".join(rng.choice("abcxyzé") for _ in range(rng.randint(1, 6))) for _ in range(300)
+    }
+    node = rx.alt(*[rx.from_literal(w) for w in words])
+    pattern = re.compile("|".join(map(re.escape, words)))
+    probes = list(words)[:50]
+    probes += ["".join(rng.choice("abcxyzé") for _ in range(4)) for _ in range(200)]
+    for w in probes:
+        assert rx.matches(node, w.encode()) == (pattern.fullmatch(w) is not None), w
+    # a complement child (first bytes: all) is reachable from every byte
+    with_not = rx.alt(node, rx.intersect(rx.complement(rx.literal(b"q")), rx.from_regex("[q-r]")))
+    assert rx.matches(with_not, b"r") and not rx.matches(with_not, b"q")

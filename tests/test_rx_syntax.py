@@ -105,6 +105,8 @@ def test_case_insensitive_ascii_against_re(parts: list[str], samples: list[str])
         (r"a(?i:b)c", ["aBc"], ["aBC"]),
         (r"(?i)straße", ["STRAẞE", "strasse"[:0] + "STRAßE"], ["STRASSE"]),
         (r"(?i)k", ["k", "K", "\u212a"], ["x"]),
+        (r"(?i)i", ["i", "I"], ["ı", "İ"]),  # simple case folding, not upper/lower closure
+        (r"(?i)σ", ["Σ", "σ", "ς"], ["s"]),
         (r"(?i)[a-c]", ["B"], ["d"]),
         (r"(?i)[^a]", ["b"], ["a", "A"]),
         ("(?x) a b  # comment\n c", ["abc"], ["a b c"]),
@@ -193,6 +195,16 @@ def test_errors_with_offsets(pattern: str, message: str, offset: int) -> None:
         rx.from_regex(pattern)
     assert ei.value.offset == offset
     assert repr(pattern)[1:-1] in str(ei.value) or pattern in str(ei.value)
+
+
+def test_lone_surrogates_are_errors() -> None:
+    with pytest.raises(RegexError, match="surrogate"):
+        rx.from_regex("a\ud800")
+    with pytest.raises(RegexError, match="surrogate"):
+        rx.from_literal("x\udfff")
+    with pytest.raises(RegexError, match="scalar value"):
+        rx.from_regex(r"\x{D800}")
+    assert full("[\ud7ff-\ue000]", "\ue000")  # a range across the surrogates skips them
 
 
 def test_nested_repetition_limit_is_quick() -> None:

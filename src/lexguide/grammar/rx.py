@@ -620,7 +620,12 @@ def any_char(include_newline: bool = True) -> int:
 
 def from_literal(text: str, case_insensitive: bool = False) -> int:
     """The UTF-8 bytes of ``text``; with ``case_insensitive`` every character matches its
-    Unicode simple case-folding orbit."""
+    Unicode simple case-folding orbit. Raises RegexError for a lone surrogate."""
+    for i, c in enumerate(text):
+        if 0xD800 <= ord(c) <= 0xDFFF:
+            raise RegexError(
+                f"lone surrogate U+{ord(c):04X} at offset {i} cannot be matched in UTF-8"
+            )
     if not case_insensitive:
         return literal(text.encode("utf-8"))
     from lexguide.grammar.unicode_tables import case_fold_ranges

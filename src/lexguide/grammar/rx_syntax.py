@@ -92,6 +92,8 @@ class _Parser:
         return self.p[self.pos] if self.pos < self.n else ""
 
     def char_node(self, cp: int) -> int:
+        if 0xD800 <= cp <= 0xDFFF:
+            raise self.err(f"lone surrogate U+{cp:04X} cannot be matched in UTF-8", self.pos - 1)
         if self.flags.i:
             return rx.codepoint_ranges(ut.case_fold_ranges([(cp, cp)]))
         return rx.literal(chr(cp).encode("utf-8"))
