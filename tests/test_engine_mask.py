@@ -139,3 +139,38 @@ def test_apply_mask_sets_minus_inf():
     allowed = np.isfinite(logits)
     assert set(np.nonzero(allowed)[0].tolist()) == _mask_ids(m.compute_mask())
     assert allowed[VOCAB.index(b"a")] and not allowed[VOCAB.index(b"b")]
+
+
+@pytest.mark.parametrize("seed", range(40, 60))
+def test_mask_with_class_deduplicated_walks(seed, monkeypatch):
+    """Walking one token per byte-class string gives the same masks as walking them all."""
+    import lexguide.engine.walk as walk_module
+
+    monkeypatch.setattr(walk_module, "VIEW_MIN_ROWS", 1)
+    monkeypatch.setattr(walk_module, "VIEW_AFTER_REQUESTS", 1)
+    info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
+    rng = random.Random(seed)
+    grammar = _random_grammar(rng)
+    m = Matcher(grammar, info)
+    for _ in range(10):
+        try:
+            mask_ids = _mask_ids(m.compute_mask())
+        except GrammarError:
+            return
+        assert mask_ids == _brute_force(m)
+        choices = sorted(mask_ids - {0})
+        if not choices:
+            break
+        m.consume(rng.choice(choices))
+
+
+def test_class_deduplicated_walk_is_used(monkeypatch):
+    import lexguide.engine.walk as walk_module
+
+    monkeypatch.setattr(walk_module, "VIEW_MIN_ROWS", 1)
+    monkeypatch.setattr(walk_module, "VIEW_AFTER_REQUESTS", 1)
+    info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
+    m = Matcher(Grammar.from_regex("[ab]+,?"), info)
+    m.consume(VOCAB.index(b"a"))  # accepting state: every token is a candidate
+    assert _mask_ids(m.compute_mask()) == _brute_force(m)
+    assert any(v is not None for v in m._engine.walker._views.values())

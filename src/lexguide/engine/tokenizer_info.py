@@ -57,7 +57,8 @@ class TokenizerInfo:
         self.encode = encode
         self.n_words = (self.vocab_size + 31) // 32
         self._build_arrays()
-        self._compiled: dict[int, object] = {}  # id(grammar) -> compiled engine state
+        self._compiled: dict[int, object] = {}  # id(grammar) -> (grammar, MaskEngine)
+        self._walkers: dict[int, tuple] = {}  # id(lexer DFA) -> (dfa, VocabWalker)
 
     @classmethod
     def from_token_bytes(
@@ -105,6 +106,8 @@ class TokenizerInfo:
         self.lengths = lengths  # row -> byte length
         self.columns = columns  # (max_len, n_rows) uint8, zero padded
         self.max_len = max_len
+        # rows are sorted by decreasing length: n_active[j] rows have a byte at column j
+        self.n_active = np.searchsorted(-lengths, -np.arange(max_len), side="left")
         first = columns[0] if len(ids) else np.zeros(0, np.uint8)
         self.first_byte = first
         by_first = np.argsort(first, kind="stable")

@@ -14,6 +14,7 @@ lexemes while the parser expects a lexeme of that class.
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -29,6 +30,53 @@ __all__ = ["LexParser", "ParseState"]
 _INITIAL, _NORMAL, _AFTER_SKIP = 0, 1, 2
 # Bound on lexemes matching the empty string that may end one after another at one position.
 _MAX_EMPTY_LEXEMES = 64
+
+
+class SharedLexerDFA(LexerDFA):
+    """One lexer DFA for every grammar of the process, over *global* lexemes.
+
+    A global lexeme is a distinct ``(regex node, lazy)`` pair; grammars map their lexemes onto
+    them. Because regex nodes are hash-consed, "inside a JSON string" is the same DFA state for
+    every grammar, so per-state work (the vocabulary walks of the engine) is done once per
+    tokenizer and reused by every grammar and request (DESIGN.md, "Key caches by canonical
+    lexer state").
+    """
+
+    def __init__(self, max_states: int) -> None:
+        super().__init__([], [], max_states)
+        self.lexeme_rxs = []  # type: ignore[assignment]  # grows: append-only lists
+        self.lazy = []  # type: ignore[assignment]
+        self._lexeme_ids: dict[tuple[int, bool], int] = {}
+
+    def lexeme_id(self, rx_node: int, lazy: bool) -> int:
+        """The global lexeme of ``(rx_node, lazy)``, registered on first use."""
+        key = (rx_node, bool(lazy))
+        gid = self._lexeme_ids.get(key)
+        if gid is None:
+            with self._lock:
+                gid = self._lexeme_ids.get(key)
+                if gid is None:
+                    gid = len(self.lexeme_rxs)
+                    self.lexeme_rxs.append(rx_node)
+                    self.lazy.append(bool(lazy))
+                    self._any_lazy = self._any_lazy or bool(lazy)
+                    self._lexeme_ids[key] = gid
+        return gid
+
+
+#: a new shared DFA is started (for grammars compiled from then on) past this many states
+SHARED_DFA_ROTATE_STATES = 50_000
+SHARED_DFA_MAX_STATES = 150_000
+_shared: list[SharedLexerDFA] = []
+_shared_lock = threading.Lock()
+
+
+def shared_lexer() -> SharedLexerDFA:
+    """The process-wide lexer DFA new grammars use (rotated when it grows large)."""
+    with _shared_lock:
+        if not _shared or _shared[0].n_states > SHARED_DFA_ROTATE_STATES:
+            _shared[:] = [SharedLexerDFA(SHARED_DFA_MAX_STATES)]
+        return _shared[0]
 
 
 class ParseState(NamedTuple):
@@ -55,10 +103,15 @@ class LexParser:
                 rxs.append(skip)
                 lazy.append(False)
         self.is_skip = [False] * n + [True] * (len(rxs) - n)
-        self.lexer = LexerDFA(rxs, lazy)
+        self.lexer = shared_lexer()
+        # local lexeme index <-> global lexeme of the shared DFA (several locals may share one)
+        self._global = [self.lexer.lexeme_id(r, z) for r, z in zip(rxs, lazy)]
+        self._locals: dict[int, tuple[int, ...]] = {}
+        for local, g in enumerate(self._global):
+            self._locals[g] = self._locals.get(g, ()) + (local,)
         self.token_lexemes = frozenset(i for i, lx in enumerate(ir.lexemes) if lx.token_set is not None)
         self._start_cache: dict[tuple[int, int], int] = {}
-        self._scan_cache: dict[tuple[int, int], tuple[int, int]] = {}
+        self._scan_cache: dict[tuple[int, tuple[int, ...]], tuple[int, int]] = {}
         self.initial = ParseState(self.parser.initial, self._lexer_start(self.parser.initial, _INITIAL), False)
 
     # -- lexer restarts -------------------------------------------------------------------
@@ -82,7 +135,7 @@ class LexParser:
                 s = self.skip_index.get(cls)
                 if s is not None and (cls == 0 or cls in last):
                     allowed.add(s)
-        state = self.lexer.start(frozenset(allowed))
+        state = self.lexer.start(frozenset(self._global[i] for i in allowed))
         self._start_cache[key] = state
         return state
 
@@ -92,16 +145,20 @@ class LexParser:
         Returns ``(DEAD_SET, 0)`` when no alive lexeme accepts here or the parser rejects it.
         Memoised per (set, lexer state).
         """
-        key = (set_id, lexer_state)
+        return self.finish_accepted(set_id, self.lexer.accepting(lexer_state))
+
+    def finish_accepted(self, set_id: int, accepting: tuple[int, ...]) -> tuple[int, int]:
+        """As :meth:`finish_lexeme`, given the global lexemes that accept (memoised)."""
+        key = (set_id, accepting)
         hit = self._scan_cache.get(key)
         if hit is not None:
             return hit
-        accepted = self.lexer.accepting(lexer_state)
+        accepted = [loc for g in accepting for loc in self._locals.get(g, ())]
         real = frozenset(i for i in accepted if not self.is_skip[i])
-        if real:
-            new_set = self.parser.scan(set_id, real)
-            result = (new_set, self._lexer_start(new_set, _NORMAL)) if new_set != DEAD_SET else (DEAD_SET, 0)
-        elif accepted:  # only the skip regex matched: the parser does not move
+        new_set = self.parser.scan(set_id, real) if real else DEAD_SET
+        if new_set != DEAD_SET:
+            result = (new_set, self._lexer_start(new_set, _NORMAL))
+        elif len(real) < len(accepted):  # the skip regex matched: the parser does not move
             result = (set_id, self._lexer_start(set_id, _AFTER_SKIP))
         else:
             result = (DEAD_SET, 0)
