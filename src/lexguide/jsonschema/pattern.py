@@ -145,7 +145,7 @@ class _Piece:
     rx: int
     start: bool = False
     end: bool = False
-    mixed: bool = False  # an alternation whose branches are anchored differently
+    mixed: tuple["_Piece", ...] = ()  # branches of an alternation anchored differently
 
 
 class _Parser:
@@ -178,8 +178,8 @@ class _Parser:
         if all(b.start == s0 and b.end == e0 for b in branches):
             return _Piece(rx.alt(*(b.rx for b in branches)), s0, e0)
         # mixed anchoring: expand each branch to full search form, then it is anchored; exact
-        # only when nothing stands next to this alternation (checked in parse_concat)
-        return _Piece(rx.alt(*(_expand(b) for b in branches)), True, True, mixed=True)
+        # only when nothing but anchors stands next to this alternation (see parse_concat)
+        return _Piece(rx.alt(*(_expand(b) for b in branches)), True, True, tuple(branches))
 
     def parse_concat(self) -> _Piece:
         items: list[_Piece] = []
@@ -189,9 +189,16 @@ class _Parser:
             return _Piece(rx.EPSILON)
         if len(items) == 1:
             return items[0]
-        if any(it.mixed for it in items):
-            raise self.error("a group mixing anchored and unanchored alternatives is supported "
-                             "only as the whole pattern")
+        mixed = [it for it in items if it.mixed]
+        if mixed:
+            others = [it for it in items if not it.mixed]
+            if len(mixed) > 1 or not all(_is_anchor_only(it) for it in others):
+                raise self.error("a group mixing anchored and unanchored alternatives is "
+                                 "supported only next to anchors")
+            start = any(it.start for it in others)
+            end = any(it.end for it in others)
+            branches = [_Piece(b.rx, b.start or start, b.end or end) for b in mixed[0].mixed]
+            return _Piece(rx.alt(*(_expand(b) for b in branches)), True, True)
         # "^" asserts the string start: everything before it must match the empty string;
         # "$" likewise for what follows it (no multiline flag in JSON Schema patterns)
         starts = [i for i, it in enumerate(items) if it.start]
