@@ -82,6 +82,9 @@ def test_mask_equals_brute_force_on_random_grammars(seed):
                 _brute_force(m)
             return
         assert mask_ids == _brute_force(m)
+        lp = m._lp
+        by_byte = [lp.advance_byte(m.state, b) is not None for b in range(256)]
+        assert lp.allowed_bytes(m.state).tolist() == by_byte
         choices = sorted(mask_ids - {0})
         if not choices:
             break

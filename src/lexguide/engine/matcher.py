@@ -153,15 +153,10 @@ class Matcher:
                 break
             if self._engine._special_ids(state) is not None:
                 break
-            only = None
-            for b in range(256):
-                if lp.advance_byte(state, b) is not None:
-                    if only is not None:
-                        only = -1
-                        break
-                    only = b
-            if only is None or only < 0:
+            allowed = lp.allowed_bytes(state)
+            if allowed.sum() != 1:
                 break
+            only = int(np.argmax(allowed))
             out.append(only)
             state = lp.advance_byte(state, only)
         return bytes(out)

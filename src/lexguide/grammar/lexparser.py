@@ -197,6 +197,27 @@ class LexParser:
             return ParseState(set_id, lstart, False)
         return ParseState(set_id, nxt, True)
 
+    def allowed_bytes(self, state: ParseState) -> np.ndarray:
+        """bool[256]: the bytes :meth:`advance_byte` accepts from ``state`` (same rules)."""
+        set_id, lstate, pending = state
+        lexer = self.lexer
+        allowed = np.zeros(256, dtype=bool)
+        if not pending and lstate != 0 and lexer.accepts_lazy(lstate):
+            set_id, lstate = self.finish_lexeme(set_id, lstate)
+            if set_id == DEAD_SET:
+                return allowed
+        seen: set[tuple[int, int]] = set()
+        while lstate != 0 and (set_id, lstate) not in seen:
+            seen.add((set_id, lstate))
+            lexer.ensure_rows(np.array([lstate], dtype=np.int32))
+            allowed |= lexer.table[lstate] > 0
+            if not lexer.accepting(lstate) or len(seen) > _MAX_EMPTY_LEXEMES:
+                break
+            set_id, lstate = self.finish_lexeme(set_id, lstate)
+            if set_id == DEAD_SET:
+                break
+        return allowed
+
     def advance_bytes(self, state: ParseState, data: bytes) -> ParseState | None:
         for b in data:
             state = self.advance_byte(state, b)
