@@ -207,3 +207,27 @@ def test_argument_errors(smollm2):
     with pytest.raises(ModelError, match="does not fit"):
         smollm2.generate(list(range(300)), max_tokens=1)
     assert smollm2.generate("x", max_tokens=0).token_ids == []
+
+
+# ------------------------------------------------------------------------------------ CLI
+def test_cli_run_constrained(smollm2_file, capsys):
+    from lexguide.cli import main
+
+    schema = '{"enum": ["red", "green", "blue"]}'
+    rc = main(["run", "-m", str(smollm2_file), "-p", "My favourite colour is", "-j", schema,
+               "--temp", "0", "-n", "10", "-t", "1", "-c", "64"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    assert out.strip() in ('"red"', '"green"', '"blue"')
+    assert "finish: stop" in err and "tok/s" in err
+
+
+def test_cli_run_errors(smollm2_file, capsys):
+    from lexguide.cli import main
+
+    assert main(["run", "-m", str(smollm2_file), "-p", "x", "-j", "{bad"]) == 1
+    assert "not valid JSON: line 1:2" in capsys.readouterr().err
+    assert main(["run", "-m", str(smollm2_file), "-p", "x", "-j", "{}", "--grammar", "root ::= x"]) == 1
+    assert "at most one constraint" in capsys.readouterr().err
+    assert main(["run", "-m", str(smollm2_file), "--grammar-file", "/nonexistent.gbnf"]) == 1
+    assert "cannot read grammar file" in capsys.readouterr().err

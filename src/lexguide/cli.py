@@ -226,10 +226,17 @@ def _add_tokenize_parser(subparsers: argparse._SubParsersAction) -> None:
 
 # -- entry point ----------------------------------------------------------------------------
 
+def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
+    from lexguide.runtime.run_command import add_run_parser
+
+    add_run_parser(subparsers, _add_model_argument)
+
+
 #: One registrar per subcommand; each adds its parser and sets ``handler``.
 _COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _add_inspect_parser,
     _add_tokenize_parser,
+    _add_run_parser,
 )
 
 
