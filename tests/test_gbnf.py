@@ -417,3 +417,23 @@ def test_text_token_without_lark_form() -> None:
 def test_route_by_marker() -> None:
     assert Grammar.parse('root ::= "a"\n').validate("a")
     assert Grammar.parse('%llguidance {}\nstart: "a"\n').validate("a")
+
+
+def test_large_repetitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(GrammarError, match="above the limit") as info:
+        compile_gbnf('root ::= "a"{200000}\n')
+    assert (info.value.line, info.value.col) == (1, 13)
+    # nested counts too large for one regex (rx max_repeat) fall back to rules, still exact
+    ir = compile_gbnf('root ::= ("a"{1000}){101}\n')
+    assert len(ir.lexemes) == 1 and any(len(r.rhs) == 101 for r in ir.rules)
+    g = Grammar(ir)
+    assert g.validate("a" * 101_000) and not g.validate("a" * 1000)
+    # a fragment too large for the conflict analysis stays rules, still exact
+    import lexguide.grammar.gbnf as gbnf_module
+
+    monkeypatch.setattr(gbnf_module, "MAX_UNIT_POSITIONS", 50)
+    text = 'root ::= [a-z]{0,60} "b" | "(" root ")"\n'
+    ir = compile_gbnf(text)
+    assert len(ir.lexemes) == 4  # [a-z], "b", "(", ")"
+    g = Grammar(ir)
+    assert g.validate("(" + "x" * 60 + "b)") and not g.validate("x" * 61 + "b")

@@ -80,7 +80,8 @@ def test_token_marker_cases(case: dict) -> None:
                 parts = s["parts"] if isinstance(s, dict) else [s]
                 tokens: list[int] = []
                 for part in parts:
-                    tokens += [part["token"]] if isinstance(part, dict) else encode_greedy(part, text_ids)
+                    is_marker = isinstance(part, dict)
+                    tokens += [part["token"]] if is_marker else encode_greedy(part, text_ids)
                 m = engine.Matcher(grammar, info)
                 assert run(m, tokens, check_masks=True) == want, f"{kind}: {parts!r}"
 

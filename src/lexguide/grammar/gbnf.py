@@ -1,33 +1,26 @@
 """GBNF front end: llama.cpp grammars compiled to the grammar IR, exactly (spec/gbnf.md).
 
 GBNF is a CFG over code points with no lexer: every alternative is explored, nothing is
-greedy (``root ::= word "b"``, ``word ::= [a-z]+`` accepts ``xb``). The IR's lexer is greedy
-(maximal munch, spec/lark-syntax.md §8.2), so turning a regular GBNF fragment into one lexeme
-can change the language (spec/gbnf.md §4.1). This module turns a fragment into a lexeme only
-when it can prove that greediness never loses a parse, and otherwise compiles it as rules
-over smaller lexemes, down to one lexeme per code point, which is always exact (UTF-8 is
-prefix-free, so a one-character lexeme can never be extended).
-
-The proof (:func:`_conflicts`), on the lexeme-level grammar actually built: the lexer goes
-wrong only when, at a position where lexemes E are expected, a lexeme V has matched ``v`` and
-the next character ``c`` (the start of what follows V in the intended parse) lets the lexer
-continue into some Z in E (``v·c`` is a prefix of a Z string, byte-wise). We over-approximate
-E by "lexemes that can follow the previous lexeme (or any lexeme matching the same text)"
-and what follows V by FOLLOW(V); a multi-character Z found in such a conflict is demoted (split
-into its parts) and the check runs again until no conflict is left. Each side is computed on
-Glushkov position automata over code-point classes (Glushkov 1961), exactly.
+greedy (``root ::= word "b"``, ``word ::= [a-z]+`` accepts ``xb``). The IR's lexer is greedy,
+so turning a regular GBNF fragment into one lexeme can change the language (spec/gbnf.md §4.1).
+:func:`plan_gbnf` makes the largest regular fragments lexemes, asks
+:func:`lexguide.grammar.gbnf_lexemes.find_conflicts` which of them greedy lexing could run
+past, splits those into their parts and repeats until no conflict is left; at worst every
+code point is its own lexeme, which is always exact (UTF-8 is prefix-free). A regular root
+(chess.gbnf) becomes a single lexeme: inside one regex nothing is greedy.
 
 Semantics kept from llama.cpp: ``.`` and negated classes match any code point including newline;
 left recursion is refused (as llama.cpp does); a later definition of a rule replaces an earlier
 one. Differences: texts must be valid UTF-8 (llama.cpp decodes invalid bytes leniently);
-repetition bounds are kept exactly as written, also above llama.cpp's 2000-rule limit (which
-llama.cpp refuses); ``<text>`` token elements match the vocabulary's *special* token with that
-text (llama.cpp tokenises the text and requires exactly one token).
+repetition bounds are kept exactly as written up to ``gbnf_parser.MAX_REPETITION`` (llama.cpp
+refuses repetitions expanding to 2000 rules or more); ``<text>`` token elements match the
+vocabulary's *special* token with that text (llama.cpp tokenises the text and requires exactly
+one token).
 """
 
 from __future__ import annotations
 
-from lexguide.errors import GrammarError
+from lexguide.errors import GrammarError, LimitExceeded
 from lexguide.grammar import rx
 from lexguide.grammar.gbnf_parser import (
     Alt,
@@ -44,117 +37,23 @@ from lexguide.grammar.gbnf_parser import (
     nullable_rules,
     parse_gbnf,
 )
-from lexguide.grammar.ir import GrammarBuilder, GrammarIR, is_lexeme, lexeme_index
+from lexguide.grammar.gbnf_lexemes import (
+    CodepointClasses,
+    PositionAutomaton,
+    TooBig,
+    find_conflicts,
+)
+from lexguide.grammar.ir import GrammarBuilder, GrammarIR, lexeme_index
 
-__all__ = ["compile_gbnf", "gbnf_to_lark", "GbnfPlan"]
+__all__ = ["compile_gbnf", "gbnf_to_lark", "plan_gbnf", "GbnfPlan"]
+
+#: A fragment whose position automaton is bigger is not made a lexeme (it stays exact as rules;
+#: only speed is lost).
+MAX_UNIT_POSITIONS = 4000
+_MAX_ROUNDS = 200
 
 #: Analysis limits: a unit whose automaton or conflict search is bigger is not made a lexeme
 #: (it stays exact as rules; only speed is lost).
-MAX_UNIT_POSITIONS = 4000
-MAX_PRODUCT_STATES = 100_000
-_MAX_ROUNDS = 200
-
-
-
-
-# -- code-point classes and their UTF-8 lead bytes ----------------------------------------------
-def _intersects(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> bool:
-    i = j = 0
-    while i < len(a) and j < len(b):
-        if a[i][1] < b[j][0]:
-            i += 1
-        elif b[j][1] < a[i][0]:
-            j += 1
-        else:
-            return True
-    return False
-
-
-def _lead(cp: int) -> int:
-    if cp < 0x80:
-        return cp
-    if cp < 0x800:
-        return 0xC0 | (cp >> 6)
-    if cp < 0x10000:
-        return 0xE0 | (cp >> 12)
-    return 0xF0 | (cp >> 18)
-
-
-_LEN_BOUNDS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
-
-
-def _lead_mask(ranges: tuple[tuple[int, int], ...]) -> int:
-    """Bit b set when some code point of ``ranges`` is UTF-8 encoded with first byte b."""
-    m = 0
-    for lo, hi in ranges:
-        for blo, bhi in _LEN_BOUNDS:
-            a, z = max(lo, blo), min(hi, bhi)
-            if a <= z:
-                m |= ((1 << (_lead(z) + 1)) - 1) ^ ((1 << _lead(a)) - 1)
-    return m
-
-
-class _Classes:
-    """Interned code-point classes with memoised intersection tests and UTF-8 lead bytes."""
-
-    def __init__(self) -> None:
-        self.ids: dict[tuple[tuple[int, int], ...], int] = {}
-        self.ranges: list[tuple[tuple[int, int], ...]] = []
-        self.leads: list[int] = []
-        self._meet: dict[tuple[int, int], bool] = {}
-
-    def intern(self, ranges: tuple[tuple[int, int], ...]) -> int:
-        cid = self.ids.get(ranges)
-        if cid is None:
-            cid = self.ids[ranges] = len(self.ranges)
-            self.ranges.append(ranges)
-            self.leads.append(_lead_mask(ranges))
-        return cid
-
-    def meet(self, a: int, b: int) -> bool:
-        """Whether classes ``a`` and ``b`` share a code point."""
-        if a == b:
-            return True
-        key = (a, b) if a < b else (b, a)
-        hit = self._meet.get(key)
-        if hit is None:
-            hit = self._meet[key] = _intersects(self.ranges[a], self.ranges[b])
-        return hit
-
-
-class _Auto:
-    """Glushkov automaton over code-point classes: ``first``/``last`` positions, ``follow``.
-
-    ``cls[p]`` is the interned class id of position ``p``; ``next_lead[p]`` the UTF-8 lead
-    bytes of the characters that may come after ``p``.
-    """
-
-    __slots__ = ("cls", "first", "last", "follow", "nullable", "multi", "next_lead", "key")
-
-    def __init__(self) -> None:
-        self.cls: list[int] = []
-        self.follow: list[set[int]] = []
-        self.first: set[int] = set()
-        self.last: set[int] = set()
-        self.nullable = False
-        self.multi = False  # can match two or more code points
-        self.next_lead: list[int] = []
-        self.key = 0  # the lexeme's rx id: equal keys, equal languages
-
-    def finish(self, classes: _Classes) -> "_Auto":
-        self.multi = any(self.follow)
-        leads = classes.leads
-        self.next_lead = []
-        for f in self.follow:
-            m = 0
-            for q in f:
-                m |= leads[self.cls[q]]
-            self.next_lead.append(m)
-        return self
-
-
-class _TooBig(Exception):
-    pass
 
 
 # -- the plan: which fragments become lexemes -------------------------------------------------
@@ -171,7 +70,7 @@ class GbnfPlan:
         self._ne: dict[int, Node | None] = {}
         self._rx: dict[int, int] = {}
         self._keep: list[Node] = []  # keeps derived nodes alive so their ids stay unique
-        self.classes = _Classes()
+        self.classes = CodepointClasses()
         self.search_memo: dict[tuple[int, int, int, bool], bool] = {}
 
     def _regular_rules(self) -> set[str]:
@@ -296,18 +195,18 @@ class GbnfPlan:
             return rx.repeat(self.regex(node.item), node.lo, node.hi)
         raise GrammarError("token elements cannot be part of a lexeme")  # never: not regular
 
-    def automaton(self, node: Node) -> _Auto:
-        """The Glushkov automaton of a regular ``node``; raises ``_TooBig`` past the limit."""
-        a = _Auto()
+    def automaton(self, node: Node) -> PositionAutomaton:
+        """The Glushkov automaton of a regular ``node``; raises ``TooBig`` past the limit."""
+        a = PositionAutomaton()
         a.first, a.last, a.nullable = self._glushkov(node, a)
         return a.finish(self.classes)
 
-    def single_automaton(self, ranges: tuple[tuple[int, int], ...]) -> _Auto:
-        a = _Auto()
+    def single_automaton(self, ranges: tuple[tuple[int, int], ...]) -> PositionAutomaton:
+        a = PositionAutomaton()
         a.cls, a.follow, a.first, a.last = [self.classes.intern(ranges)], [set()], {0}, {0}
         return a.finish(self.classes)
 
-    def _glushkov(self, node: Node, a: _Auto) -> tuple[set[int], set[int], bool]:
+    def _glushkov(self, node: Node, a: PositionAutomaton) -> tuple[set[int], set[int], bool]:
         if isinstance(node, (Chars, Lit)) and self.single_char(node) is not None:
             cls = self.single_char(node)
             assert cls is not None
@@ -316,7 +215,7 @@ class GbnfPlan:
             a.cls.append(self.classes.intern(cls))
             a.follow.append(set())
             if len(a.cls) > MAX_UNIT_POSITIONS:
-                raise _TooBig
+                raise TooBig
             p = len(a.cls) - 1
             return {p}, {p}, False
         if isinstance(node, Lit):
@@ -344,7 +243,7 @@ class GbnfPlan:
             parts.append(lambda: self._upto(node.item, n_opt, a))
         return self._seq(parts, a)
 
-    def _upto(self, item: Node, n: int, a: _Auto) -> tuple[set[int], set[int], bool]:
+    def _upto(self, item: Node, n: int, a: PositionAutomaton) -> tuple[set[int], set[int], bool]:
         # (x (x (x)?)?)? rather than x? x? x?: after k characters the automaton is in copy k
         # only, which keeps the product searches linear in n
         first, last, prev = set(), set(), set()
@@ -358,18 +257,18 @@ class GbnfPlan:
             prev = l
         return first, last, True
 
-    def _star(self, item: Node, a: _Auto) -> tuple[set[int], set[int], bool]:
+    def _star(self, item: Node, a: PositionAutomaton) -> tuple[set[int], set[int], bool]:
         f, l, _ = self._glushkov(item, a)
         for p in l:
             a.follow[p] |= f
         return f, l, True
 
-    def _opt(self, item: Node, a: _Auto) -> tuple[set[int], set[int], bool]:
+    def _opt(self, item: Node, a: PositionAutomaton) -> tuple[set[int], set[int], bool]:
         f, l, _ = self._glushkov(item, a)
         return f, l, True
 
     @staticmethod
-    def _seq(parts, a: _Auto) -> tuple[set[int], set[int], bool]:
+    def _seq(parts, a: PositionAutomaton) -> tuple[set[int], set[int], bool]:
         first: set[int] = set()
         last: set[int] = set()
         null = True
@@ -392,7 +291,8 @@ class _Compiler:
         self.plan = plan
         self.b = GrammarBuilder()
         self.rule_nt: dict[str, int] = {}
-        self.autos: dict[int, _Auto | None] = {}  # lexeme index -> automaton (None: token)
+        # lexeme index -> automaton (None: too big); token lexemes have none
+        self.autos: dict[int, PositionAutomaton | None] = {}
         self.units: dict[int, set[int]] = {}  # lexeme index -> ids of the fragments it came from
         self.too_big: set[int] = set()
         self.rule_name = ""
@@ -412,7 +312,7 @@ class _Compiler:
             try:
                 self.autos[idx] = auto = make_auto()
                 auto.key = rx_id
-            except _TooBig:
+            except TooBig:
                 self.autos[idx] = None
                 if unit is not None:
                     self.too_big.add(unit)
@@ -437,7 +337,11 @@ class _Compiler:
             name = repr(target.text)
         else:
             name = f"{self.rule_name.upper()}_PART"
-        rx_id = plan.regex(ne)
+        try:
+            rx_id = plan.regex(ne)
+        except LimitExceeded:  # too big a regex (nested counts): keep it as rules instead
+            plan.demoted.add(id(target))
+            return self.syms(node)
         sym = self.b.lexeme(rx_id, name)
         self._record(sym, rx_id, lambda: plan.automaton(ne), id(target))
         return [self.b.optional(sym)] if plan.nullable(target) else [sym]
@@ -485,149 +389,6 @@ def _describe_class(ranges: tuple[tuple[int, int], ...]) -> str:
     return "[" + ",".join(parts) + (",…" if len(ranges) > 4 else "") + "]"
 
 
-# -- the conflict analysis -------------------------------------------------------------------------
-def _iter_bits(m: int):
-    while m:
-        low = m & -m
-        yield low.bit_length() - 1
-        m ^= low
-
-
-def _first_follow(ir: GrammarIR) -> tuple[int, list[int]]:
-    """(FIRST of the start symbol, FOLLOW of every lexeme) as bitsets over lexeme indices."""
-    n_nt = len(ir.nonterminals)
-    nullable = [False] * n_nt
-    first = [0] * n_nt
-
-    def sym_first(s: int) -> int:
-        return 1 << lexeme_index(s) if is_lexeme(s) else first[s]
-
-    def sym_null(s: int) -> bool:
-        return False if is_lexeme(s) else nullable[s]
-
-    changed = True
-    while changed:
-        changed = False
-        for r in ir.rules:
-            f, null = first[r.lhs], True
-            for s in r.rhs:
-                f |= sym_first(s)
-                if not sym_null(s):
-                    null = False
-                    break
-            if f != first[r.lhs] or (null and not nullable[r.lhs]):
-                first[r.lhs] = f
-                nullable[r.lhs] = nullable[r.lhs] or null
-                changed = True
-    follow_nt = [0] * n_nt
-    follow_lex = [0] * len(ir.lexemes)
-    changed = True
-    while changed:
-        changed = False
-        for r in ir.rules:
-            tail = follow_nt[r.lhs]
-            for s in reversed(r.rhs):
-                if is_lexeme(s):
-                    follow_lex[lexeme_index(s)] |= tail
-                elif follow_nt[s] | tail != follow_nt[s]:
-                    follow_nt[s] |= tail
-                    changed = True
-                tail = sym_first(s) | (tail if sym_null(s) else 0)
-    return first[ir.start], follow_lex
-
-
-def _product_search(v: _Auto, z: _Auto, classes: _Classes, want_overlap: bool,
-                    follow_bytes: int) -> bool:
-    """Search pairs of positions reading one string in ``v`` and ``z`` at once.
-
-    ``want_overlap``: is there a string both accept? Otherwise: is there ``s`` accepted by
-    ``v`` such that ``z`` can continue ``s`` with a character whose first byte is in
-    ``follow_bytes`` (the lexer would then run past the end of ``v``)?
-    """
-    meet, vcls, zcls = classes.meet, v.cls, z.cls
-    todo = [(p, q) for p in v.first for q in z.first if meet(vcls[p], zcls[q])]
-    seen = set(todo)
-    vlast, zlast, vfollow, zfollow, znext = v.last, z.last, v.follow, z.follow, z.next_lead
-    while todo:
-        p, q = todo.pop()
-        if p in vlast:
-            if want_overlap:
-                if q in zlast:
-                    return True
-            elif znext[q] & follow_bytes:
-                return True
-        for p2 in vfollow[p]:
-            c = vcls[p2]
-            for q2 in zfollow[q]:
-                if (p2, q2) not in seen and meet(c, zcls[q2]):
-                    seen.add((p2, q2))
-                    todo.append((p2, q2))
-        if len(seen) > MAX_PRODUCT_STATES:
-            raise _TooBig
-    return False
-
-
-def _search(plan: GbnfPlan, v: _Auto, z: _Auto, want_overlap: bool, follow_bytes: int) -> bool:
-    """:func:`_product_search`, memoised across rounds; too big counts as a conflict."""
-    key = (v.key, z.key, follow_bytes, want_overlap)
-    hit = plan.search_memo.get(key)
-    if hit is None:
-        try:
-            hit = _product_search(v, z, plan.classes, want_overlap, follow_bytes)
-        except _TooBig:
-            hit = True
-        plan.search_memo[key] = hit
-    return hit
-
-
-def _conflicts(plan: GbnfPlan, ir: GrammarIR, autos: dict[int, _Auto | None]) -> set[int]:
-    """Lexeme indices that greedy lexing could run past (see the module docstring)."""
-    n = len(ir.lexemes)
-    classes = plan.classes
-    first_start, follow = _first_follow(ir)
-    fb = [0] * n  # lead bytes a lexeme can start with
-    first_cls: list[tuple[tuple[int, int], ...]] = [()] * n
-    for i in range(n):
-        a = autos.get(i)
-        if a is not None:
-            ranges = sorted({r for p in a.first for r in classes.ranges[a.cls[p]]})
-            first_cls[i] = tuple(ranges)
-            fb[i] = _lead_mask(first_cls[i])
-    follow_bytes = [0] * n
-    for i in range(n):
-        for j in _iter_bits(follow[i]):
-            follow_bytes[i] |= fb[j]
-    byte_lex = [i for i in range(n) if autos.get(i) is not None]
-    bad = {i for i in range(n) if ir.lexemes[i].token_set is None and autos.get(i) is None}
-    # NEXT(w): what may be expected after scanning w, or any lexeme accepting the same text
-    nxt = list(follow)
-    for x, i in enumerate(byte_lex):
-        for j in byte_lex[x + 1 :]:
-            if _intersects(first_cls[i], first_cls[j]) and _search(
-                plan, autos[i], autos[j], True, 0  # type: ignore[arg-type]
-            ):
-                nxt[i] |= follow[j]
-                nxt[j] |= follow[i]
-    multi = 0
-    for i in byte_lex:
-        if autos[i].multi:  # type: ignore[union-attr]
-            multi |= 1 << i
-    coexp: dict[int, int] = {}
-    for group in [first_start, *nxt]:
-        for z in _iter_bits(group & multi):
-            coexp[z] = coexp.get(z, 0) | group
-    for z, group in coexp.items():
-        az = autos[z]
-        for v in _iter_bits(group):
-            av = autos.get(v)
-            if av is not None and _intersects(first_cls[v], first_cls[z]) and _search(
-                plan, av, az, False, follow_bytes[v]  # type: ignore[arg-type]
-            ):
-                bad.add(z)
-                break
-    return bad
-
-
 def plan_gbnf(text: str, root: str = "root") -> tuple[GbnfPlan, GrammarIR]:
     """Parse, check, and decide the lexemes; returns the plan and the final IR."""
     g = parse_gbnf(text)
@@ -636,7 +397,7 @@ def plan_gbnf(text: str, root: str = "root") -> tuple[GbnfPlan, GrammarIR]:
     for _ in range(_MAX_ROUNDS):
         comp = _Compiler(plan)
         ir = comp.build()
-        bad = _conflicts(plan, ir, comp.autos)
+        bad = find_conflicts(ir, comp.autos, plan.classes, plan.search_memo)
         demote = {u for i in bad for u in comp.units.get(i, ())} | comp.too_big
         if not demote - plan.demoted:
             if bad - set(comp.units):  # a conflict on a lexeme that is not a unit: impossible

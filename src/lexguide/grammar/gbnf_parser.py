@@ -33,9 +33,13 @@ __all__ = [
     "parse_gbnf",
     "check_grammar",
     "MAX_CODEPOINT",
+    "MAX_REPETITION",
 ]
 
 MAX_CODEPOINT = 0x10FFFF
+#: Largest repetition bound accepted in ``x{m,n}`` (llama.cpp's own limit is lower: it refuses
+#: repetitions that expand to 2000 rules).
+MAX_REPETITION = 100_000
 
 
 # -- AST (eq=False: nodes are compared and hashed by identity, one node = one occurrence) ----
@@ -310,6 +314,8 @@ class _Parser:
                         raise self.error("expecting '}'")
                 else:
                     raise self.error("expecting ',' or '}'")
+                if max(lo, hi or 0) > MAX_REPETITION:
+                    raise self.error(f"repetition count above the limit of {MAX_REPETITION}", start)
                 if hi is not None and hi < lo:
                     raise self.error(
                         f"repetition {{{lo},{hi}}}: the maximum is below the minimum", start)
