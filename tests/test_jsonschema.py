@@ -258,6 +258,27 @@ def test_not_of_types_and_trivial_keywords():
     check({"if": {"type": "string"}}, ["1", '"a"'])
 
 
+def test_if_then_else_and_dependencies():
+    schema = {"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "x": {}},
+              "if": {"properties": {"kind": {"const": "a"}}},
+              "then": {"properties": {"x": {"type": "integer"}}},
+              "else": {"properties": {"x": {"type": "string"}}}}
+    check(schema, ['{"kind":"a","x":1}', '{"kind":"b","x":"s"}', '{"x":1}', "{}"],
+          ['{"kind":"a","x":"s"}', '{"kind":"b","x":1}', '{"x":"s"}'])
+    check({"type": "object", "properties": {"card": {}, "billing": {}},
+           "dependentRequired": {"card": ["billing"]}},
+          ['{"card":1,"billing":2}', '{"billing":2}', "{}"], ['{"card":1}'])
+    check({"type": "object", "properties": {"a": {}, "b": {"type": "integer"}},
+           "dependentSchemas": {"a": {"properties": {"b": {"minimum": 5}}}}},
+          ['{"a":1,"b":5}', '{"b":1}'], ['{"a":1,"b":4}'])
+    check({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+           "properties": {"a": {}, "b": {}}, "dependencies": {"a": ["b"]}},
+          ['{"a":1,"b":2}', '{"b":2}'], ['{"a":1}'])
+    with pytest.raises(SchemaError) as e:
+        G({"if": {"items": {"type": "string"}}, "then": {"type": "array"}})
+    assert e.value.keyword == "if"
+
+
 def test_formats():
     cases = {
         "date-time": (['"2024-01-01T10:00:00Z"', '"2024-01-01t10:00:00.5+01:00"'],

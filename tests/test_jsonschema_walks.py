@@ -153,6 +153,12 @@ HAND_WRITTEN = [
                                       "n": {"type": "number", "not": {"multipleOf": 2}}},
      "required": ["s", "n"], "additionalProperties": False},
     {"type": "object", "not": {"required": ["a"]}, "maxProperties": 2},
+    {"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "x": {}},
+     "required": ["kind"], "if": {"properties": {"kind": {"const": "a"}}},
+     "then": {"properties": {"x": {"type": "integer"}}, "required": ["x"]},
+     "else": {"properties": {"x": {"type": "boolean"}}}, "additionalProperties": False},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "null"}},
+     "dependentRequired": {"a": ["b"]}, "additionalProperties": False},
 ]
 
 

@@ -221,20 +221,52 @@ class SchemaBuilder:
                 self.unsupported(f"Unimplemented keys: ['not'] ({e})", at, "not")
                 return None
         elif key in ("if", "then", "else"):
-            # reported once, under "if"; a lone "if", "then" or "else" has no effect
+            # handled once, under "if"; a lone "if", "then" or "else" has no effect
             if key != "if" or not ("then" in raw or "else" in raw):
                 return None
-            names = [k for k in ("if", "then", "else") if k in raw]
-            self.unsupported(f"Unimplemented keys: {names}", at, "if")
-            return None
-        elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
-            if isinstance(value, dict) and all(v in ([], True, {}) for v in value.values()):
+            cond = self.build(value, at)
+            then = self.build(raw.get("then", True), f"{ptr}/then")
+            other = self.build(raw.get("else", True), f"{ptr}/else")
+            try:
+                # if/then/else = (if and then) or (not if and else)
+                return any_of([self.intersect(cond, then),
+                               self.intersect(negate(cond, self.resolve, self.intersect), other)],
+                              "both if/then and not-if/else are unsatisfiable")
+            except NotSupported as e:
+                names = [k for k in ("if", "then", "else") if k in raw]
+                self.unsupported(f"Unimplemented keys: {names} ({e})", at, "if")
                 return None
+        elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
+            return self._dependencies(key, value, at)
         elif key in ("unevaluatedProperties", "unevaluatedItems"):
             if value is True or value == {}:
                 return None
         self.unsupported(f"Unimplemented keys: [{key!r}]", at, key)
         return None
+
+    def _dependencies(self, key: str, value: Any, at: str) -> Schema:
+        """Each dependency ``name -> D`` as the union "name absent" | "name present and D"."""
+        if not isinstance(value, dict):
+            raise SchemaError(f"{key} must be an object", pointer=at, keyword=key)
+        out: Schema = ANY
+        for name, dep in value.items():
+            where = f"{at}/{escape_pointer(name)}"
+            if isinstance(dep, list):
+                if key == "dependentSchemas" or not all(isinstance(d, str) for d in dep):
+                    raise SchemaError(f"{key} entries must be arrays of strings or schemas",
+                                      pointer=where, keyword=key)
+                present: Schema = ObjectSchema(required=(name, *dep), pointer=where)
+            else:
+                if key == "dependentRequired":
+                    raise SchemaError("dependentRequired entries must be arrays of strings",
+                                      pointer=where, keyword=key)
+                present = self.intersect(ObjectSchema(required=(name,), pointer=where),
+                                         self.build(dep, where))
+            absent = ObjectSchema(properties=((name, Unsat(f"{name!r} absent")),), pointer=where)
+            others: list[Schema] = [NullSchema(), BoolSchema(), NumberSchema(False),
+                                    StringSchema(), ArraySchema()]
+            out = self.intersect(out, any_of(others + [absent, present]))
+        return out
 
     def _ref(self, ref: Any, ptr: str) -> Schema:
         if not isinstance(ref, str):

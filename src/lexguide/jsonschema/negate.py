@@ -3,9 +3,10 @@
 ``not S`` = every value of another JSON type, plus the values of S's type that violate at least
 one of S's constraints (De Morgan over the conjunction of keywords): below a minimum, above a
 maximum, not a multiple, too short/long, not matching a pattern/format/constant, missing a
-required member, too few/many members or items. ``not`` of a union is the intersection of the
-complements. Constraints on nested values (``properties``, ``items``, ...) and integers (whose
-complement needs "non-integral numbers") raise :class:`NotSupported`; the caller turns that into
+required member, a listed member whose value violates its schema, too few/many members or
+items. ``not`` of a union is the intersection of the complements. Item constraints, additional
+or pattern members and integers (whose complement needs "non-integral numbers") raise
+:class:`NotSupported`; the caller turns that into
 a :class:`~lexguide.errors.SchemaError` (or a warning when lenient).
 """
 
@@ -66,10 +67,14 @@ def negate(s: Schema, resolve: Callable[[str], Schema],
             out = intersect(out, negate(o, resolve, intersect, depth + 1))
         return out
     others = [make() for t, make in _EVERY_TYPE.items() if t is not type(s)]
-    return any_of(others + _violations(s), "not of a schema that accepts everything")
+
+    def neg(x: Schema) -> Schema:
+        return negate(x, resolve, intersect, depth + 1)
+
+    return any_of(others + _violations(s, neg), "not of a schema that accepts everything")
 
 
-def _violations(s: Schema) -> list[Schema]:
+def _violations(s: Schema, neg: Callable[[Schema], Schema]) -> list[Schema]:
     """Values of the same type as ``s`` that break at least one of its constraints."""
     if isinstance(s, NullSchema):
         return []
@@ -84,7 +89,7 @@ def _violations(s: Schema) -> list[Schema]:
             raise NotSupported("not of item constraints (prefixItems/items)")
         return _counts(ArraySchema, "min_items", "max_items", s.min_items, s.max_items)
     if isinstance(s, ObjectSchema):
-        return _object(s)
+        return _object(s, neg)
     raise NotSupported(f"not of {type(s).__name__}")
 
 
@@ -113,13 +118,15 @@ def _string(s: StringSchema) -> list[Schema]:
     return out
 
 
-def _object(s: ObjectSchema) -> list[Schema]:
-    if any(not isinstance(v, AnySchema) for _, v in s.properties) or s.pattern_properties \
-            or not isinstance(s.additional, AnySchema) \
+def _object(s: ObjectSchema, neg: Callable[[Schema], Schema]) -> list[Schema]:
+    if s.pattern_properties or not isinstance(s.additional, AnySchema) \
             or not isinstance(s.property_names, AnySchema):
-        raise NotSupported("not of member constraints (properties/additionalProperties/...)")
+        raise NotSupported("not of additionalProperties/patternProperties/propertyNames")
+    # a member is missing, or a listed member is present with a value its schema rejects
     out: list[Schema] = [ObjectSchema(properties=((r, Unsat(f"{r!r} must be absent")),))
                          for r in s.required]
+    out += [ObjectSchema(properties=((name, neg(v)),), required=(name,))
+            for name, v in s.properties if not isinstance(v, AnySchema)]
     out += _counts(ObjectSchema, "min_properties", "max_properties", s.min_properties,
                    s.max_properties)
     return out
