@@ -251,3 +251,46 @@ def test_random_grammars_against_llguidance(llg_accepts, seed):
         for _ in range(20):
             s = "".join(rng.choice("abc ") for _ in range(rng.randint(0, 6)))
             assert ours.validate(s) is llg_accepts(grammar, s.encode()), (grammar, s)
+
+
+# -- grammar texts: we reject exactly what llguidance rejects ----------------------------------
+_SEEDS = [
+    'start: expr\nexpr: term ("+" term)*\nterm: NUM | "(" expr ")"\nNUM: /[0-9]+/',
+    '%ignore " "\nstart: item ("," item)*\nitem: WORD | "[" start "]"\nWORD: /[a-z]+/',
+    'start: A B\nA: /a+b?/ & ~"ab"\nB: "b" | "c"{2,3}',
+    '%llguidance {"ignore_once": true}\n%import common.NUMBER\nstart: NUMBER ~ 2..3',
+    'start: foo "!"\nfoo[lazy, capture]: /[0-9]+[a-z]/\nbar: <[1-5]>',
+    'start: %regex {"substring_words": "a b"} x{,3}\nx: "q"i',
+    'A: "a".."c"\nB: A{2} & ~A\nstart: B? A* "\\u00e9"i',
+]
+_PIECES = list('abAB_:"/|()[]{}*+?~&%,.-> \n01239=i') + [
+    "start", "%ignore", "%import", "common.", "..", "::", "\\", "<[2]>", "%json {}",
+]  # fmt: skip
+
+
+def _llg_grammar_error(grammar: str) -> str:
+    llg = pytest.importorskip("llguidance")
+    return llg.LLMatcher.validate_grammar(grammar, None)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mutated_grammar_texts_error_like_llguidance(seed):
+    from lexguide.errors import LexguideError
+    from lexguide.grammar.lark import compile_lark
+
+    rng = random.Random(seed)
+    outcomes = set()
+    for _ in range(60):
+        text = rng.choice(_SEEDS)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(text) + 1)
+            text = text[:i] + rng.choice(_PIECES + [""]) + text[i + rng.randint(0, 1) :]
+        try:
+            compile_lark(text)
+            ours = ""
+        except LexguideError as e:
+            ours = str(e)
+        theirs = _llg_grammar_error(text)
+        assert bool(ours) == bool(theirs), (text, ours, theirs)
+        outcomes.add(bool(ours))
+    assert outcomes == {True, False}  # the sample holds both valid and invalid texts
