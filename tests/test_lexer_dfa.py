@@ -177,3 +177,31 @@ def test_pickle_into_another_process() -> None:
         [sys.executable, "-c", code], input=pickle.dumps(dfa), capture_output=True, check=True
     )
     assert out.stdout.decode().split() == ["(0,)", "True"]
+
+
+def test_concurrent_row_construction_is_consistent() -> None:
+    """Matchers may compute masks in threads sharing one LexerDFA."""
+    import threading
+
+    rxs = [rx.from_regex(p) for p in (r"[a-z]{1,6}\d{0,3}", r"\w+x", r"(ab|ba){2,5}")]
+    texts = [bytes(t) for t in (b"abc12", b"abab", b"baba1", b"zzzzzz999", b"xyzx", b"abbaab")]
+    shared = LexerDFA(rxs, [False, False, False])
+    results: dict[int, list] = {}
+
+    def work(k: int) -> None:
+        s0 = shared.start([0, 1, 2])
+        out = []
+        for t in texts[k % 2 :] + texts[: k % 2]:
+            out.append((t, shared.state_key(_walk(shared, s0, t))))
+        results[k] = sorted(out)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    fresh = LexerDFA(rxs, [False, False, False])
+    s0 = fresh.start([0, 1, 2])
+    expected = sorted((t, fresh.state_key(_walk(fresh, s0, t))) for t in texts)
+    assert all(r == expected for r in results.values()) and len(results) == 6
+    assert len(set(shared._states)) == shared.n_states  # no state interned twice

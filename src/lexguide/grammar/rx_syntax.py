@@ -30,6 +30,9 @@ __all__ = ["parse_regex", "MAX_NESTING"]
 MAX_NESTING = 100
 
 _HEX = "0123456789abcdefABCDEF"
+# compiled patterns: node ids are permanent in the store, so a hit is always valid
+_memo: dict[tuple[str, str, bool], int] = {}
+_MEMO_SIZE = 4096
 _SIMPLE_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B, "a": 0x07}
 _LOOKAROUND = "lookarounds not supported"
 
@@ -490,6 +493,10 @@ def parse_regex(pattern: str, flags: str = "", *, allow_invalid_utf8: bool = Fal
     Raises RegexError (with offset) for invalid or unsupported syntax, LimitExceeded when the
     regex creates more than ``rx.LIMITS["max_regex_nodes"]`` new nodes.
     """
+    key = (pattern, flags, allow_invalid_utf8)
+    cached = _memo.get(key)
+    if cached is not None:
+        return cached
     before = rx.n_nodes()
     node = _Parser(pattern, flags, allow_invalid_utf8).parse()
     created = rx.n_nodes() - before
@@ -500,4 +507,7 @@ def parse_regex(pattern: str, flags: str = "", *, allow_invalid_utf8: bool = Fal
             f"resource limit max_regex_nodes={rx.LIMITS['max_regex_nodes']} exceeded by "
             f"regex {pattern[:80]!r} ({created} nodes)",
         )
+    if len(_memo) >= _MEMO_SIZE:
+        _memo.clear()
+    _memo[key] = node
     return node
