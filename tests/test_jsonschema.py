@@ -251,6 +251,10 @@ def test_not_of_types_and_trivial_keywords():
     check({"not": {"anyOf": [{"type": "string"}, {"type": "number", "maximum": 0}]}},
           ["1", "null"], ['"s"', "0", "-1"])
     check({"not": {"not": {"type": "string", "maxLength": 1}}}, ['"a"'], ['"ab"', "1"])
+    check({"not": {"not": {"additionalProperties": False, "type": "object"}}}, ["{}"], ['{"a":1}'])
+    check({"not": {"type": "integer"}}, ["1.5", "-0.25", '"s"', "null"], ["1", "1.0"])
+    check({"type": "number", "not": {"type": "integer", "minimum": 3}}, ["1.5", "2", "3.5"],
+          ["3", "4"])
     check({"type": "object", "propertyNames": {"not": {"const": "0"}}}, ['{"1":0}'], ['{"0":1}'])
     with pytest.raises(SchemaError, match="Unsatisfiable"):  # the inner schema accepts all
         G({"not": {"items": {}, "additionalItems": False}}, draft=7)

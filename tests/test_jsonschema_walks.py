@@ -157,6 +157,7 @@ HAND_WRITTEN = [
      "required": ["kind"], "if": {"properties": {"kind": {"const": "a"}}},
      "then": {"properties": {"x": {"type": "integer"}}, "required": ["x"]},
      "else": {"properties": {"x": {"type": "boolean"}}}, "additionalProperties": False},
+    {"type": "number", "not": {"type": "integer"}, "minimum": -2, "maximum": 2},
     {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "null"}},
      "dependentRequired": {"a": ["b"]}, "additionalProperties": False},
 ]

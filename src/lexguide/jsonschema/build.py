@@ -214,7 +214,12 @@ class SchemaBuilder:
         """Keywords we enforce only in trivial forms; anything else is unsupported."""
         at = f"{ptr}/{key}"
         if key == "not":
+            positive = False  # not(not(X)) is X: peel double negations before building
+            while isinstance(value, dict) and set(value) - META_KW == {"not"}:
+                value, at, positive = value["not"], f"{at}/not", not positive
             inner = self.build(value, at)
+            if positive:
+                return inner
             try:
                 return negate(inner, self.resolve, self.intersect)
             except NotSupported as e:

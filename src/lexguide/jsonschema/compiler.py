@@ -28,6 +28,7 @@ from lexguide.grammar.ir import GrammarBuilder
 from lexguide.jsonschema.build import SchemaBuilder
 from lexguide.jsonschema.formats import format_rx
 from lexguide.jsonschema.numeric import (
+    NON_INTEGER_RX,
     NUMBER_RX,
     PLAIN_NUMBER_RX,
     NumericError,
@@ -179,9 +180,11 @@ class SchemaCompiler:
             node = number_rx(integer=s.integer, minimum=s.minimum, maximum=s.maximum,
                              exclusive_minimum=s.exclusive_minimum,
                              exclusive_maximum=s.exclusive_maximum, multiple_of=s.multiple_of)
+            if (s.not_multiples or s.non_integer) and node == NUMBER_RX:
+                node = PLAIN_NUMBER_RX  # constrained numbers are written without exponent
+            if s.non_integer:
+                node = rx.intersect(node, NON_INTEGER_RX)
             if s.not_multiples:
-                if node == NUMBER_RX:  # constrained numbers are written without exponent
-                    node = PLAIN_NUMBER_RX
                 excluded = [number_rx(integer=s.integer, multiple_of=m) for m in s.not_multiples]
                 node = rx.intersect(node, *(rx.complement(x) for x in excluded))
             return node

@@ -4,9 +4,8 @@
 one of S's constraints (De Morgan over the conjunction of keywords): below a minimum, above a
 maximum, not a multiple, too short/long, not matching a pattern/format/constant, missing a
 required member, a listed member whose value violates its schema, too few/many members or
-items. ``not`` of a union is the intersection of the complements. Item constraints, additional
-or pattern members and integers (whose complement needs "non-integral numbers") raise
-:class:`NotSupported`; the caller turns that into
+items, an integer's non-integral numbers. ``not`` of a union is the intersection of the
+complements. Item constraints and additional or pattern members raise :class:`NotSupported`; the caller turns that into
 a :class:`~lexguide.errors.SchemaError` (or a warning when lenient).
 """
 
@@ -94,9 +93,11 @@ def _violations(s: Schema, neg: Callable[[Schema], Schema]) -> list[Schema]:
 
 
 def _number(s: NumberSchema) -> list[Schema]:
-    if s.integer:
-        raise NotSupported("not of an integer schema (non-integral numbers are not expressible)")
     out: list[Schema] = []
+    if s.integer:
+        out.append(NumberSchema(False, non_integer=True))
+    if s.non_integer:
+        out.append(NumberSchema(True))
     if s.minimum is not None:
         out.append(NumberSchema(False, maximum=s.minimum, exclusive_maximum=not s.exclusive_minimum))
     if s.maximum is not None:

@@ -23,6 +23,8 @@ __all__ = [
     "NumericError",
     "INTEGER_RX",
     "NUMBER_RX",
+    "PLAIN_NUMBER_RX",
+    "NON_INTEGER_RX",
     "number_rx",
     "split_decimal",
     "decimal_of",
@@ -51,6 +53,7 @@ EXP_OPT = rx.opt(rx.concat(rx.byteset(b"eE"), rx.opt(rx.byteset(b"+-")), rx.plus
 INTEGER_RX = rx.concat(rx.opt(MINUS), UINT)
 NUMBER_RX = rx.concat(rx.opt(MINUS), UINT, FRAC_OPT, EXP_OPT)
 PLAIN_NUMBER_RX = rx.concat(rx.opt(MINUS), UINT, FRAC_OPT)
+NON_INTEGER_RX = rx.concat(rx.opt(MINUS), UINT, DOT, rx.star(D), D19, rx.star(D))
 
 
 def decimal_of(value: int | float | Decimal) -> Decimal:

@@ -70,6 +70,7 @@ class NumberSchema:
     multiple_of: Decimal | None = None
     pointer: str = field(default="", compare=False)
     not_multiples: tuple[Decimal, ...] = ()  # from "not": {"multipleOf": m}
+    non_integer: bool = False  # from "not": {"type": "integer"}: a non-zero fraction digit
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -216,9 +217,12 @@ class Intersector:
         mult = a.multiple_of
         if b.multiple_of is not None:
             mult = b.multiple_of if mult is None else decimal_lcm(mult, b.multiple_of)
+        if (a.integer or b.integer) and (a.non_integer or b.non_integer):
+            return Unsat("integer and non-integer")
         return check_number(NumberSchema(a.integer or b.integer, lo, hi, lo_x, hi_x, mult,
                                          a.pointer or b.pointer,
-                                         _union(a.not_multiples, b.not_multiples)))
+                                         _union(a.not_multiples, b.not_multiples),
+                                         a.non_integer or b.non_integer))
 
     def _StringSchema(self, a: StringSchema, b: StringSchema, depth: int) -> Schema:
         if a.const is not None and b.const is not None:
