@@ -46,6 +46,7 @@ GRAMMAR_DIR = ROOT / "tests" / "data" / "grammars"
 GBNF_DIR = Path(os.environ.get("LEXGUIDE_GBNF_CORPUS", "/work/shared/corpora/gbnf"))
 ENGINES = ("lexguide", "llguidance", "xgrammar")
 PEERS = ("llguidance", "xgrammar")
+QUICK_GBNF = ("gbnf:json", "gbnf:chess")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -80,7 +81,9 @@ def load_cases(quick: bool, only: set[str] | None) -> list[Case]:
                 text = path.read_text()
                 cases.append(Case(f"gbnf:{path.stem}", "gbnf", text, text, samples))
     if only:
-        cases = [c for c in cases if c.name in only or c.name.split(":")[-1] in only]
+        cases = [c for c in cases if c.name in only]
+    elif quick:
+        cases = [c for c in cases if c.fmt == "lark" or c.name in QUICK_GBNF]
     if quick:
         for c in cases:
             c.samples = [min(c.samples, key=len)]
@@ -314,7 +317,7 @@ def _cache_delta(before: dict[str, int] | None, after: dict[str, int] | None) ->
             "final": after}
 
 
-def worker_main(conn: Any, engine: str, vocab_path: str, log_path: str) -> None:
+def worker_main(conn: Any, engine: str, vocab_path: str, log_path: str, setups: int) -> None:
     """Worker process: set up one engine on one vocabulary, then run jobs until told to quit."""
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(fd, 1)
@@ -327,7 +330,7 @@ def worker_main(conn: Any, engine: str, vocab_path: str, log_path: str) -> None:
         if engine == "llguidance":
             vocab.encode("warm up")  # load the tokenizer outside the timed preprocessing
         pre = []
-        for _ in range(2):
+        for _ in range(setups):
             gc.collect()
             t0 = time.perf_counter_ns()
             eng.setup()
@@ -346,15 +349,17 @@ def worker_main(conn: Any, engine: str, vocab_path: str, log_path: str) -> None:
         try:
             conn.send(("result", _run_job(eng, msg[1], vocab.eos_ids)))
         except BaseException as e:
-            conn.send(("result", {"status": "crash", "error": f"{type(e).__name__}: {str(e)[:300]}",
+            tb = traceback.format_exc()[-1500:]
+            conn.send(("result", {"status": "crash", "error": f"{type(e).__name__}: {str(e)[:300]}\n{tb}",
                                   "runs": [], "warm": [], "compile_ms": [], "ttfm_ms": []}))
 
 
 class Worker:
     """A spawned engine process with a per-job timeout; restarted after a crash or hang."""
 
-    def __init__(self, engine: str, vocab_path: str, log_path: str, timeout: float) -> None:
-        self.engine, self.vocab_path, self.log_path, self.timeout = engine, vocab_path, log_path, timeout
+    def __init__(self, engine: str, vocab_path: str, log_path: str, timeout: float, setups: int) -> None:
+        self.engine, self.vocab_path, self.log_path = engine, vocab_path, log_path
+        self.timeout, self.setups = timeout, setups
         self.proc: Any = None
         self.info: dict[str, Any] | None = None
         self.error: str | None = None
@@ -363,7 +368,7 @@ class Worker:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker_main, args=(child, self.engine, self.vocab_path,
-                                                          self.log_path), daemon=True)
+                                                          self.log_path, self.setups), daemon=True)
         self.proc.start()
         child.close()
         if not self.conn.poll(600):
@@ -434,6 +439,7 @@ def summarize(res: dict[str, Any]) -> dict[str, Any]:
         mask = [float(np.median(col)) for rs in per_text for col in zip(*(r["mask_us"] for r in rs))]
         commit = [float(np.median(col)) for rs in per_text for col in zip(*(r["commit_us"] for r in rs))]
         s["mask_us"] = dist(mask)
+        s["mask_us_all"] = [round(x, 2) for x in mask]
         s["commit_us"] = dist(commit)
         s["warm_mask_us"] = dist([x for r in res.get("warm") or [] for x in r["mask_us"]])
     if res.get("compile_ms"):
@@ -456,10 +462,12 @@ def _f(x: float | None, nd: int = 1) -> str:
 
 
 def _ratio(mine: float | None, peers: list[float | None]) -> str:
+    """``mine`` over the best (smallest) peer value: < 1 means lexguide is faster."""
     vals = [p for p in peers if p]
     if mine is None or not vals:
         return "-"
-    return f"{mine / min(vals):.2f}x"
+    r = mine / min(vals)
+    return f"{r:.3g}x"
 
 
 def render(report: dict[str, Any]) -> str:
@@ -503,7 +511,38 @@ def render(report: dict[str, Any]) -> str:
                     f"{_f(m.get('p99'))} | {_f(m.get('max'))} | {_f(w.get('mean'))} | "
                     f"{_f((s.get('commit_us') or {}).get('mean'))} | {hr} | {ratio} |")
         lines.append("")
+        lines.extend(_render_pooled(v))
+        lines.append("")
+    lines.append("Ratios: lexguide value / best peer value for the same case (< 1: lexguide faster). "
+                 "TTFM = compile + matcher + first mask, cold. warm = a second matcher on the same "
+                 "compiled grammar. Hit rate = lexguide mask-cache hits per mask, cold/warm.")
     return "\n".join(lines)
+
+
+def _render_pooled(v: dict[str, Any]) -> list[str]:
+    """Per engine, pooled over the cases that every engine forced completely (a fair subset)."""
+    common = [c for c in v["cases"].values()
+              if c["engines"] and all(s["status"] == "ok" for s in c["engines"].values())]
+    names = sorted({e for c in common for e in c["engines"]}, key=lambda e: _ENGINE_ORDER.get(e, 9))
+    out = [f"Pooled over the {len(common)} cases every engine completed "
+           f"({', '.join(c for c, r in v['cases'].items() if r in common) or 'none'}):", "",
+           "| engine | masks | mean us | p50 | p99 | max | TTFM ms median | TTFM max | mean vs best peer |",
+           "|" + "---|" * 9]
+    def pool(e: str, cases: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float]]:
+        xs = [x for c in cases for x in c["engines"][e].get("mask_us_all", [])]
+        return dist(xs), [c["engines"][e]["ttfm_ms"] for c in cases if "ttfm_ms" in c["engines"][e]]
+
+    for e in names:
+        mine = [c for c in common if e in c["engines"]]
+        d, tt = pool(e, mine)
+        ratio = "-"
+        if e.startswith("lexguide"):  # against the peers on the same cases
+            peers = [pool(p, mine)[0]["mean"] for p in PEERS if all(p in c["engines"] for c in mine)]
+            ratio = _ratio(d["mean"], peers)
+        out.append(f"| {e} | {d['n']} | {_f(d['mean'])} | {_f(d['p50'])} | {_f(d['p99'])} | "
+                   f"{_f(d['max'])} | {_f(float(np.median(tt)) if tt else None, 2)} | "
+                   f"{_f(max(tt) if tt else None, 2)} | {ratio} |")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -530,7 +569,8 @@ def run_vocab(vname: str, cases: list[Case], engines: list[str], args: argparse.
     workers: dict[str, Worker] = {}
     out: dict[str, Any] = {"meta": vocab.meta(), "engines": {}, "cases": {}}
     for e in engines:  # one at a time, so preprocessing timings do not overlap
-        w = Worker(e, vpath, os.path.join(tmp, f"{vname}-{e}.log"), args.timeout)
+        w = Worker(e, vpath, os.path.join(tmp, f"{vname}-{e}.log"), args.timeout,
+                   1 if args.quick else 2)
         if w.start():
             out["engines"][e] = dict(w.info or {})
             print(f"[mask] {e} {w.info['version']}: preprocessing "
@@ -574,13 +614,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="shortest text per grammar, one repeat")
     ap.add_argument("--vocabs", default="smollm2,gemma3", help="smollm2,gemma3,llama3 or gguf:PATH")
     ap.add_argument("--engines", default=",".join(ENGINES))
-    ap.add_argument("--grammars", default="", help="comma list of case names (default: all)")
+    ap.add_argument("--grammars", default="",
+                    help="comma list of case names, e.g. json,gbnf:chess (default: all; with --quick "
+                         "the Lark grammars and " + ", ".join(QUICK_GBNF) + ")")
     ap.add_argument("--repeats", type=int, default=None, help="cold compile+force repeats (default 3)")
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per (engine, case) job")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="seconds per (engine, case) job (default 60 with --quick, else 300)")
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "lexguide-bench", "mask.json"))
     args = ap.parse_args(argv)
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
+    if args.timeout is None:
+        args.timeout = 60.0 if args.quick else 300.0
     engines = [e for e in args.engines.split(",") if e]
     for e in engines:
         if e not in ADAPTERS:
