@@ -121,3 +121,10 @@ def test_max_parser_states_limit():
         for _ in range(20):
             s = parser.scan(s, frozenset([lex]))
     assert err.value.limit == "max_parser_states"
+
+
+def test_skip_of_one_nested_class_commits_to_it():
+    # after the skip of class 1, only class-1 lexemes may follow (the "2" branch has no skip)
+    g = Grammar.from_lark('start: a | b\na: %lark{start: "q" "1"\n%ignore " "}\nb: %lark{start: "q" "2"}')
+    assert g.validate("q1") and g.validate("q2") and g.validate("q 1")
+    assert not g.validate("q 2")

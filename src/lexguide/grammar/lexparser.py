@@ -103,6 +103,7 @@ class LexParser:
                 rxs.append(skip)
                 lazy.append(False)
         self.is_skip = [False] * n + [True] * (len(rxs) - n)
+        self._class_of_skip = {i: cls for cls, i in self.skip_index.items()}
         self.lexer = shared_lexer()
         # local lexeme index <-> global lexeme of the shared DFA (several locals may share one)
         self._global = [self.lexer.lexeme_id(r, z) for r, z in zip(rxs, lazy)]
@@ -110,17 +111,20 @@ class LexParser:
         for local, g in enumerate(self._global):
             self._locals[g] = self._locals.get(g, ()) + (local,)
         self.token_lexemes = frozenset(i for i, lx in enumerate(ir.lexemes) if lx.token_set is not None)
-        self._start_cache: dict[tuple[int, int], int] = {}
+        self._start_cache: dict[tuple[int, int, frozenset[int]], int] = {}
         self._scan_cache: dict[tuple[int, tuple[int, ...]], tuple[int, int]] = {}
         self.initial = ParseState(self.parser.initial, self._lexer_start(self.parser.initial, _INITIAL), False)
 
     # -- lexer restarts -------------------------------------------------------------------
-    def _lexer_start(self, set_id: int, mode: int) -> int:
-        key = (set_id, mode)
+    def _lexer_start(self, set_id: int, mode: int, skipped: frozenset[int] = frozenset()) -> int:
+        """Lexer restart state; after a skip of classes ``skipped`` only their lexemes follow."""
+        key = (set_id, mode, skipped)
         hit = self._start_cache.get(key)
         if hit is not None:
             return hit
         expected = self.parser.expected(set_id) - self.token_lexemes
+        if skipped:
+            expected = frozenset(i for i in expected if self.ir.lexemes[i].lexeme_class in skipped)
         allowed = set(expected)
         opts = self.ir.options
         skip_ok = (mode != _INITIAL or opts.allow_initial_skip) and not (
@@ -159,7 +163,8 @@ class LexParser:
         if new_set != DEAD_SET:
             result = (new_set, self._lexer_start(new_set, _NORMAL))
         elif len(real) < len(accepted):  # the skip regex matched: the parser does not move
-            result = (set_id, self._lexer_start(set_id, _AFTER_SKIP))
+            skipped = frozenset(self._class_of_skip[i] for i in accepted if self.is_skip[i])
+            result = (set_id, self._lexer_start(set_id, _AFTER_SKIP, skipped))
         else:
             result = (DEAD_SET, 0)
         self._scan_cache[key] = result
