@@ -240,3 +240,22 @@ def test_large_alternation_of_literals() -> None:
     # a complement child (first bytes: all) is reachable from every byte
     with_not = rx.alt(node, rx.intersect(rx.complement(rx.literal(b"q")), rx.from_regex("[q-r]")))
     assert rx.matches(with_not, b"r") and not rx.matches(with_not, b"q")
+
+
+def test_unicode_tables_disk_cache(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from lexguide.grammar import unicode_tables as ut
+
+    monkeypatch.setenv("LEXGUIDE_CACHE", str(tmp_path))
+    assert ut._load_cached_categories() is None and ut._load_cached_orbits() is None
+    table = ut._scan_categories()
+    ut._save_cache("categories", table)
+    assert ut._load_cached_categories() == table
+    ut._build_folds()
+    orbits = sorted({ut._fold_orbit[c] for c in ut._fold_keys or []})
+    ut._save_cache("folds", [list(o) for o in orbits])
+    assert sorted(map(tuple, ut._load_cached_orbits() or [])) == orbits
+    # a corrupt or truncated cache is ignored, never trusted
+    ut._cache_file("categories").write_text('{"Lu": [[0, 5]]}')
+    assert ut._load_cached_categories() is None
+    ut._cache_file("folds").write_text("[[1")
+    assert ut._load_cached_orbits() is None

@@ -4,7 +4,7 @@ A *range set* is a sorted list of disjoint, non-adjacent inclusive ``(lo, hi)`` 
 pairs. Tables come from :mod:`unicodedata` (the Unicode version of this Python) and are built
 lazily on first use, then cached for the process: general categories (one scan of all code
 points, ~0.3 s, also cached on disk in ``$LEXGUIDE_CACHE`` or ``~/.cache/lexguide``), simple
-case-folding orbits (a scan of planes 0-1). ``White_Space`` and the
+case-folding orbits (a scan of planes 0-1, cached on disk likewise). ``White_Space`` and the
 ``Other_Alphabetic`` symbols that Rust's ``\\w`` includes are not exposed by ``unicodedata`` and are
 listed here from the Unicode Character Database (PropList.txt).
 """
@@ -148,14 +148,14 @@ for _g in "LMNPSZC":
     CATEGORY_ALIASES[_g.lower()] = tuple(c for c in _ALL_CATS if c[0] == _g)
 
 
-def _cache_file() -> Path:
+def _cache_file(what: str) -> Path:
     folder = Path(os.environ.get("LEXGUIDE_CACHE", Path.home() / ".cache" / "lexguide"))
-    return folder / f"unicode-categories-{unicodedata.unidata_version}.json"
+    return folder / f"unicode-{what}-{unicodedata.unidata_version}.json"
 
 
 def _load_cached_categories() -> dict[str, Ranges] | None:
     try:
-        raw = json.loads(_cache_file().read_text())
+        raw = json.loads(_cache_file("categories").read_text())
         table = {c: [(int(lo), int(hi)) for lo, hi in raw[c]] for c in _ALL_CATS}
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -163,13 +163,13 @@ def _load_cached_categories() -> dict[str, Ranges] | None:
     return table if total == MAX_CP + 1 else None
 
 
-def _save_cached_categories(table: dict[str, Ranges]) -> None:
-    """Best effort: the cache only saves the ~0.3 s scan; failing to write changes nothing."""
-    path = _cache_file()
+def _save_cache(what: str, data: object) -> None:
+    """Best effort: the cache only saves a scan of ``unicodedata``; failing changes nothing."""
+    path = _cache_file(what)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(table))
+        tmp.write_text(json.dumps(data))
         os.replace(tmp, path)
     except OSError:
         pass
@@ -193,7 +193,7 @@ def _scan_categories() -> dict[str, Ranges]:
                             table[cur].append((start, cp - 1))
                             start, cur = cp, c
                     table[cur].append((start, MAX_CP))
-                    _save_cached_categories(table)
+                    _save_cache("categories", table)
                 _categories = table
     return _categories
 
@@ -280,6 +280,15 @@ _fold_keys: list[int] | None = None
 _fold_orbit: dict[int, tuple[int, ...]] = {}
 
 
+def _load_cached_orbits() -> list[list[int]] | None:
+    try:
+        raw = json.loads(_cache_file("folds").read_text())
+        orbits = [[int(c) for c in orbit] for orbit in raw]
+    except (OSError, ValueError, TypeError):
+        return None
+    return orbits if orbits and all(len(o) > 1 for o in orbits) else None
+
+
 def _simple_fold(ch: str) -> str:
     """Unicode simple case folding (CaseFolding.txt statuses C+S) of one character.
 
@@ -299,16 +308,20 @@ def _build_folds() -> list[int]:
     if _fold_keys is None:
         with _lock:
             if _fold_keys is None:
-                groups: dict[str, list[int]] = {}
-                for cp in range(0x20000):  # every cased character is below U+20000
-                    if 0xD800 <= cp <= 0xDFFF:
-                        continue
-                    ch = chr(cp)
-                    f = _simple_fold(ch)
-                    if f != ch:
-                        groups.setdefault(f, [ord(f)]).append(cp)
-                for members in groups.values():
-                    orbit = tuple(sorted(set(members)))
+                orbits = _load_cached_orbits()
+                if orbits is None:
+                    groups: dict[str, list[int]] = {}
+                    for cp in range(0x20000):  # every cased character is below U+20000
+                        if 0xD800 <= cp <= 0xDFFF:
+                            continue
+                        ch = chr(cp)
+                        f = _simple_fold(ch)
+                        if f != ch:
+                            groups.setdefault(f, [ord(f)]).append(cp)
+                    orbits = [sorted(set(members)) for members in groups.values()]
+                    _save_cache("folds", orbits)
+                for members in orbits:
+                    orbit = tuple(members)
                     for m in orbit:
                         _fold_orbit[m] = orbit
                 _fold_keys = sorted(_fold_orbit)
