@@ -204,10 +204,15 @@ def test_one_of_disjointness():
         {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]}
     check(tagged, ['{"kind":"a","x":1}', '{"kind":"b"}'], ['{"kind":"c"}'])
     overlapping = {"oneOf": [{"type": "integer"}, {"minimum": 2}]}
+    # exact: exactly one branch holds (integers < 2, or non-integers >= 2, or other types)
+    check(overlapping, ["1", "-5", "2.5", '"s"', "null"], ["2", "7", "1.5"])
+    check(overlapping, ["1", "2", '"s"'], coerce_one_of=True)
+    check({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+          ['{"a":1}', '{"b":1}'], ['{"a":1,"b":2}', "{}"])
+    inexpressible = {"type": "array", "oneOf": [{"items": {"type": "string"}}, {"maxItems": 1}]}
     with pytest.raises(SchemaError) as e:
-        G(overlapping)
+        G(inexpressible)
     assert e.value.keyword == "oneOf" and e.value.pointer == "/oneOf"
-    check(overlapping, ["1", '"s"'], coerce_one_of=True)
 
 
 def test_unsupported_keywords_error_with_pointer_or_warn_when_lenient():

@@ -158,6 +158,9 @@ HAND_WRITTEN = [
      "then": {"properties": {"x": {"type": "integer"}}, "required": ["x"]},
      "else": {"properties": {"x": {"type": "boolean"}}}, "additionalProperties": False},
     {"type": "number", "not": {"type": "integer"}, "minimum": -2, "maximum": 2},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+     "oneOf": [{"required": ["a"]}, {"required": ["b"]}], "additionalProperties": False},
+    {"oneOf": [{"type": "integer", "maximum": 10}, {"type": "number", "minimum": 5}]},
     {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "null"}},
      "dependentRequired": {"a": ["b"]}, "additionalProperties": False},
 ]

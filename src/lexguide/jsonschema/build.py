@@ -202,8 +202,36 @@ class SchemaBuilder:
                 for i, part in enumerate(done):
                     if i != index:
                         rest = self.intersect(rest, part)
-                self._check_one_of([self.intersect(s, rest) for s in subs], at)
+                pair = self._overlap([self.intersect(s, rest) for s in subs])
+                if pair is not None:
+                    if len(one_ofs) > 1:
+                        self._one_of_error(pair, at, "several oneOf in one schema object")
+                    out = self._exact_one_of(done, index, subs, pair, at)
         return out
+
+    def _exact_one_of(self, done: list[Schema], index: int, subs: list[Schema],
+                      pair: tuple[int, int], at: str) -> Schema:
+        """oneOf(A1..An) as the union of (Ai and not Aj for every j != i), when expressible."""
+        branches = []
+        try:
+            negated = [negate(s, self.resolve, self.intersect) for s in subs]
+            for i, a in enumerate(subs):
+                branch: Schema = ANY
+                for k, part in enumerate(done):  # keep the property order of the schema
+                    branch = self.intersect(branch, a if k == index else part)
+                for j, neg in enumerate(negated):
+                    if j != i:
+                        branch = self.intersect(branch, neg)
+                branches.append(branch)
+        except (NotSupported, SchemaError) as e:
+            self._one_of_error(pair, at, str(e))
+        return any_of(branches, "every branch of oneOf is unsatisfiable")
+
+    def _one_of_error(self, pair: tuple[int, int], at: str, why: str) -> None:
+        raise SchemaError(
+            f"oneOf branches {pair[0]} and {pair[1]} are not provably disjoint and their "
+            f"exclusion is not expressible ({why}); enable coerce_one_of or lenient to treat "
+            "oneOf as anyOf", pointer=at, keyword="oneOf")
 
     def _subschemas(self, key: str, value: Any, at: str) -> list[Schema]:
         if not isinstance(value, list) or not value:
@@ -299,15 +327,14 @@ class SchemaBuilder:
             return out
         return any_of(subs, f"every branch of {key} is unsatisfiable")
 
-    def _check_one_of(self, subs: list[Schema], at: str) -> None:
+    def _overlap(self, subs: list[Schema]) -> tuple[int, int] | None:
+        """The first pair of branches not provably disjoint, or None."""
         live = [(i, s) for i, s in enumerate(subs) if not isinstance(s, Unsat)]
         for n, (i, a) in enumerate(live):
             for j, b in live[n + 1:]:
                 if not self.disjoint(a, b):
-                    raise SchemaError(
-                        f"oneOf branches {i} and {j} are not provably disjoint; oneOf constraints"
-                        " are not supported (enable coerce_one_of or lenient)",
-                        pointer=at, keyword="oneOf")
+                    return i, j
+        return None
 
     def disjoint(self, a: Schema, b: Schema) -> bool:
         """Provably no common instance: the intersection is unsatisfiable."""
