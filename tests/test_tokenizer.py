@@ -10,7 +10,7 @@ import pytest
 
 import lexguide
 from lexguide import TokenizerError
-from lexguide.tokenizer import Tokenizer, TokenAttr, TokenType
+from lexguide.tokenizer import Tokenizer, TokenType
 from lexguide.tokenizer.byte_level import BYTE_TO_CHAR
 from lexguide.tokenizer.pretokenize import SUPPORTED_PRE_TYPES, pretokenizer_for
 from lexguide.tokenizer.unicode_classes import UNICODE_VERSION, generate

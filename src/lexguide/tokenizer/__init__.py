@@ -10,4 +10,4 @@ from __future__ import annotations
 from lexguide.tokenizer.tokenizer import Tokenizer
 from lexguide.tokenizer.vocab import TokenAttr, TokenType
 
-__all__ = ["Tokenizer", "TokenAttr", "TokenType"]
+__all__ = ["TokenAttr", "TokenType", "Tokenizer"]

@@ -37,9 +37,13 @@ class ByteLevelBPE(CachedPieceEncoder):
             raise TokenizerError("a byte-level BPE vocabulary needs 'tokenizer.ggml.merges'")
         self.ranks = parse_merges(vocab.merges)
         self.text_to_id = vocab.text_to_id
-        self.split = pretokenizer_for(vocab.pre)  # type: ignore[method-assign]
+        self._split = pretokenizer_for(vocab.pre)
         self.ignore_merges = pre_type_ignores_merges(vocab.pre)
         self.cache: dict[str, tuple[int, ...]] = {}
+
+    def split(self, text: str) -> list[str]:
+        """Pre-tokenizer pieces of ``text`` (the regex list of ``tokenizer.ggml.pre``)."""
+        return self._split(text)
 
     def _encode_piece(self, piece: str) -> tuple[int, ...]:
         word = piece.encode("utf-8").decode("latin-1").translate(BYTE_LEVEL_ENCODE_TABLE)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "BYTE_LEVEL_DECODE_TABLE",
+    "BYTE_LEVEL_ENCODE_TABLE",
+    "BYTE_LEVEL_RE",
     "BYTE_TO_CHAR",
     "CHAR_TO_BYTE",
-    "BYTE_LEVEL_ENCODE_TABLE",
-    "BYTE_LEVEL_DECODE_TABLE",
-    "BYTE_LEVEL_RE",
     "bytes_to_alphabet",
 ]
 

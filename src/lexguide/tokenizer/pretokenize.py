@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 
 from lexguide.errors import TokenizerError
 from lexguide.tokenizer.unicode_classes import char_class
 
 __all__ = [
-    "pretokenizer_for", "check_pre_type", "pre_type_adds_bos", "pre_type_ignores_merges",
     "SUPPORTED_PRE_TYPES",
+    "check_pre_type",
+    "pre_type_adds_bos",
+    "pre_type_ignores_merges",
+    "pretokenizer_for",
 ]
 
 Splitter = Callable[[str], list[str]]
@@ -74,7 +77,7 @@ def pre_type_ignores_merges(pre: str) -> bool:
     return _lookup(pre)[1]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _patterns(name: str) -> list[re.Pattern[str]]:
     """Compile one regex list, once per process (~0.1 s: its classes hold ~1000 ranges)."""
     L = char_class("L")

@@ -8,8 +8,8 @@ remaining text fragments, then BOS/EOS according to the file's flags.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import Any, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from lexguide.errors import TokenizerError
 from lexguide.tokenizer.bpe import ByteLevelBPE

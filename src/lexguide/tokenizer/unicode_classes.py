@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lexguide.tokenizer._unicode_ranges import RANGES, UNICODE_VERSION
 
-__all__ = ["char_class", "WHITE_SPACE", "RANGES", "UNICODE_VERSION", "generate"]
+__all__ = ["RANGES", "UNICODE_VERSION", "WHITE_SPACE", "char_class", "generate"]
 
 # Unicode White_Space property (PropList.txt); stable since Unicode 6.3.
 WHITE_SPACE: tuple[tuple[int, int], ...] = (

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from lexguide.errors import TokenizerError
 from lexguide.tokenizer.byte_level import BYTE_LEVEL_DECODE_TABLE, BYTE_LEVEL_RE
 
-__all__ = ["TokenType", "TokenAttr", "Vocab", "load_vocab", "SUPPORTED_MODELS"]
+__all__ = ["SUPPORTED_MODELS", "TokenAttr", "TokenType", "Vocab", "load_vocab"]
 
 SUPPORTED_MODELS = ("llama", "gpt2")
 

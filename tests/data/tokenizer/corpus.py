@@ -16,18 +16,9 @@ import json
 import random
 import unicodedata
 
-__all__ = ["build_corpus", "mixed_text", "SPECIAL_TEXTS"]
+__all__ = ["SPECIAL_TEXTS", "build_corpus", "mixed_text"]
 
-WORDS = (
-    "the of and to in is you that it he was for on are as with his they I at be this have from "
-    "or one had by word but not what all were we when your can said there use an each which she "
-    "do how their if will up other about out many then them these so some her would make like him "
-    "into time has look two more write go see number no way could people my than first water been "
-    "call who oil its now find long down day did get come made may part capital France Paris "
-    "tokenization tokenizer unbelievable internationalization GGUF llama Gemma SmolLM JSON schema "
-    "grammar constrained decoding quantization matrix vector embedding attention transformer "
-    "Hello HELLO hello World world's don't I'm you're we've they'll she'd it's O'Neil rock'n'roll"
-).split()
+WORDS = ["the", "of", "and", "to", "in", "is", "you", "that", "it", "he", "was", "for", "on", "are", "as", "with", "his", "they", "I", "at", "be", "this", "have", "from", "or", "one", "had", "by", "word", "but", "not", "what", "all", "were", "we", "when", "your", "can", "said", "there", "use", "an", "each", "which", "she", "do", "how", "their", "if", "will", "up", "other", "about", "out", "many", "then", "them", "these", "so", "some", "her", "would", "make", "like", "him", "into", "time", "has", "look", "two", "more", "write", "go", "see", "number", "no", "way", "could", "people", "my", "than", "first", "water", "been", "call", "who", "oil", "its", "now", "find", "long", "down", "day", "did", "get", "come", "made", "may", "part", "capital", "France", "Paris", "tokenization", "tokenizer", "unbelievable", "internationalization", "GGUF", "llama", "Gemma", "SmolLM", "JSON", "schema", "grammar", "constrained", "decoding", "quantization", "matrix", "vector", "embedding", "attention", "transformer", "Hello", "HELLO", "hello", "World", "world's", "don't", "I'm", "you're", "we've", "they'll", "she'd", "it's", "O'Neil", "rock'n'roll"]
 
 CODE = (
     'def f(x):\n    return x * 2\n',
