@@ -364,6 +364,32 @@ def test_lexemes_where_safe() -> None:
     assert "CAMEL_CASE: \"x\"{2}" in lark
 
 
+SCHEMA_STYLE = r"""
+char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\bfnrt] | "u" [0-9a-fA-F]{4})
+integral-part ::= [0] | [1-9] [0-9]{0,15}
+number ::= ("-"? integral-part) ("." [0-9]{1,16})? ([eE] [-+]? integral-part)? space
+root ::= "{" space name-kv "," space age-kv ( "," space extra-kv )? "}" space
+name-kv ::= "\"name\"" space ":" space string
+age-kv ::= "\"age\"" space ":" space ("-"? integral-part) space
+extra-kv ::= "\"extra\"" space ":" space value
+value ::= object | array | string | number | ("true" | "false" | "null") space
+object ::= "{" space ( string ":" space value ("," space string ":" space value)* )? "}" space
+array ::= "[" space ( value ("," space value)* )? "]" space
+string ::= "\"" char* "\"" space
+space ::= | " " | "\n" [ \t]{0,20}
+"""
+
+
+def test_schema_style_grammar_keeps_its_lexemes() -> None:
+    # the style of llama.cpp's json_schema_to_grammar: shared helpers (space, string) must
+    # not make keys like "name" collide with strings (the analysis follows parse contexts)
+    lark = gbnf_to_lark(SCHEMA_STYLE)
+    assert 'NAME_KV: "\\"name\\"" SPACE? ":" SPACE? STRING' in lark
+    assert 'STRING: "\\"" CHAR* "\\"" SPACE?' in lark
+    assert "object:" in lark  # recursive: stays a rule
+    differential(SCHEMA_STYLE, 40, seed=5)
+
+
 def test_keyword_versus_identifier_split() -> None:
     # "int " would be eaten by data_type's lexeme while the identifier reading needs it
     text = (CORPORA / "gbnf" / "c.gbnf").read_text()

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from lexguide.errors import GrammarError, TokenRejected
+from lexguide.errors import TokenRejected
 from lexguide.grammar.gbnf import compile_gbnf, gbnf_to_lark
 from lexguide.grammar.grammar import Grammar
 
@@ -112,16 +112,7 @@ def test_cases_with_real_tokenizer(case: dict, smollm2_info) -> None:
             assert not run(m, tok.encode(s, add_special=False), check_masks=False), f"{kind}: {s!r}"
 
 
-ENGINE_DEPTH = pytest.mark.xfail(
-    strict=True, raises=GrammarError,
-    reason="engine MaskEngine._collect allows 64 lexeme boundaries per token; SmolLM2 has an "
-    "81-byte whitespace token and arithmetic.gbnf's ws must be one lexeme per character",
-)
-
-
-@pytest.mark.parametrize(
-    "path", [pytest.param(p, marks=ENGINE_DEPTH) if p.name == "arithmetic.gbnf" else p
-             for p in GBNF_FILES], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", GBNF_FILES, ids=lambda p: p.name)
 def test_corpus_sentences_with_real_tokenizer(path, smollm2_info) -> None:
     tok, info = smollm2_info
     gbnf = path.read_text(encoding="utf-8")

@@ -5,9 +5,10 @@ multi-character lexeme is therefore only safe where greediness never loses a par
 (spec/gbnf.md §4.1). :func:`find_conflicts` checks this on the lexeme-level grammar actually
 built: the lexer goes wrong only when, at a position where lexemes E are expected, a lexeme V
 has matched ``v`` and the first byte of what follows V in the intended parse lets the lexer
-continue into some Z in E (``v`` followed by that byte is a prefix of a Z string). E is
-over-approximated by "the lexemes that can follow the previous lexeme, or any lexeme matching
-the same text" (plus FIRST of the start symbol), what follows V by FOLLOW(V); the search
+continue into some Z in E (``v`` followed by that byte is a prefix of a Z string). E and what
+may follow V come from an abstract interpretation of the parser whose stacks are cut to their
+top few items (:class:`_Contexts`: shared helpers such as ``space`` keep their calling context),
+or, past its budget, from FOLLOW sets; both over-approximate, so the check is sound. The search
 itself runs exactly on the product of the Glushkov position automata (Glushkov 1961) of V and
 Z over code-point classes, with the continuation compared by UTF-8 lead byte. One-character
 lexemes can never be extended (UTF-8 is prefix-free), so only multi-character Z are checked.
@@ -248,6 +249,138 @@ def _product_search(
     return False
 
 
+class _Contexts:
+    """Abstract parser states: sets of parse stacks cut to their top ``depth`` items.
+
+    A real parse configuration is a stack of dotted rules; scanning, predicting (push) and
+    completing (pop) move it. Keeping only the top ``depth`` items (a pop below the cut returns
+    to every caller) gives finitely many abstract states, each a superset of the truncated real
+    configurations reachable by the same lexemes, so the lexemes it expects over-approximate
+    what the Earley parser can expect at once -- much tighter than FOLLOW sets, because the
+    stack remembers which rule a shared helper (``space``, a comma) was called from.
+    """
+
+    def __init__(self, ir: GrammarIR, depth: int, budget: int) -> None:
+        self.depth, self.budget = depth, budget
+        self.base: list[int] = []
+        self.next_sym: list[int | None] = []
+        self.lhs: list[int] = []
+        for r in ir.rules:
+            self.base.append(len(self.next_sym))
+            for dot in range(len(r.rhs) + 1):
+                self.next_sym.append(r.rhs[dot] if dot < len(r.rhs) else None)
+                self.lhs.append(r.lhs)
+        # left-recursive rules (the IR's repetition helpers, X -> X y) are never pushed;
+        # completing an X instead may continue as X -> X . y in place (Earley's treatment)
+        self.rules_of: dict[int, list[int]] = {}
+        self.left_rec: dict[int, list[int]] = {}
+        self.callers: dict[int, list[int]] = {}
+        for ri, r in enumerate(ir.rules):
+            if r.rhs and r.rhs[0] == r.lhs:
+                self.left_rec.setdefault(r.lhs, []).append(self.base[ri] + 1)
+            else:
+                self.rules_of.setdefault(r.lhs, []).append(ri)
+        for item, sym in enumerate(self.next_sym):
+            if sym is not None and sym >= 0:
+                self.callers.setdefault(sym, []).append(item)
+        self.n_configs = 0
+        self._reach: dict[tuple[bool, tuple[int, ...]], frozenset] = {}
+        top = next(ri for ri, r in enumerate(ir.rules) if r.lhs == ir.start)
+        self.start = self.closure([(False, (self.base[top],))])
+
+    def closure(self, configs: list[tuple[bool, tuple[int, ...]]]) -> frozenset:
+        """The configurations about to scan a lexeme that ``configs`` lead to (a state)."""
+        out: set[tuple[bool, tuple[int, ...]]] = set()
+        for c in configs:
+            hit = self._reach.get(c)
+            if hit is None:
+                hit = self._reach[c] = self._closure1(c)
+            out |= hit
+        return frozenset(out)
+
+    def _closure1(self, config: tuple[bool, tuple[int, ...]]) -> frozenset:
+        seen = {config}
+        todo = [config]
+        ready = []
+        next_sym, depth = self.next_sym, self.depth
+        while todo:
+            cut, stack = todo.pop()
+            top = stack[-1]
+            sym = next_sym[top]
+            new: list[tuple[bool, tuple[int, ...]]] = []
+            if sym is None:  # complete: return to the caller
+                again = self.left_rec.get(self.lhs[top], ())
+                new.extend((cut, stack[:-1] + (item,)) for item in again)
+                if len(stack) >= 2:
+                    new.append((cut, stack[:-2] + (stack[-2] + 1,)))
+                elif cut:  # the caller was cut off: any caller
+                    new.extend((True, (item + 1,)) for item in self.callers.get(self.lhs[top], ()))
+            elif sym >= 0:  # predict
+                for ri in self.rules_of.get(sym, ()):
+                    pushed = stack + (self.base[ri],)
+                    new.append((True, pushed[1:]) if len(pushed) > depth else (cut, pushed))
+            else:
+                ready.append((cut, stack))
+            for c in new:
+                if c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+        self.n_configs += len(seen)
+        if self.n_configs > self.budget:
+            raise TooBig
+        return frozenset(ready)
+
+    def expected(self, state: frozenset) -> int:
+        m = 0
+        for _, stack in state:
+            m |= 1 << lexeme_index(self.next_sym[stack[-1]])  # type: ignore[arg-type]
+        return m
+
+    def scan(self, state: frozenset, group: int) -> frozenset:
+        moved = [(cut, stack[:-1] + (stack[-1] + 1,)) for cut, stack in state
+                 if (group >> lexeme_index(self.next_sym[stack[-1]])) & 1]  # type: ignore[arg-type]
+        return self.closure(moved)
+
+
+def _context_pairs(
+    ir: GrammarIR, overlap: list[int], fb: list[int], multi: int, depth: int = 4,
+    budget: int = 200_000,
+) -> dict[tuple[int, int], int] | None:
+    """``{(v, zs): follow bytes}``: lexeme v and the multi-character lexemes of bitset zs can
+    be expected at once, and after v the next lexeme may start with one of those bytes.
+    ``None`` when the abstraction exceeds ``budget``."""
+    try:
+        ctx = _Contexts(ir, depth, budget)
+        info: dict[frozenset, tuple[int, int]] = {}  # state -> (expected, their first bytes)
+
+        def describe(state: frozenset) -> tuple[int, int]:
+            hit = info.get(state)
+            if hit is None:
+                exp = ctx.expected(state)
+                first = 0
+                for x in _iter_bits(exp):
+                    first |= fb[x]
+                hit = info[state] = (exp, first)
+            return hit
+
+        todo = [ctx.start]
+        describe(ctx.start)
+        pairs: dict[tuple[int, int], int] = {}
+        while todo:
+            state = todo.pop()
+            exp, _ = info[state]
+            for v in _iter_bits(exp):
+                succ = ctx.scan(state, exp & overlap[v])
+                if succ not in info:
+                    todo.append(succ)
+                follow = describe(succ)[1]
+                key = (v, exp & multi)
+                pairs[key] = pairs.get(key, 0) | follow
+    except TooBig:
+        return None
+    return pairs
+
+
 def find_conflicts(
     ir: GrammarIR,
     autos: dict[int, PositionAutomaton | None],
@@ -258,7 +391,9 @@ def find_conflicts(
 
     ``autos`` maps each byte lexeme to its automaton (``None``: too big, reported as a
     conflict); token-set lexemes are absent. ``memo`` caches searches between calls (keyed by
-    the lexemes' regex ids). Cost: quadratic in the lexemes that can be expected together.
+    the lexemes' regex ids). Which lexemes can be expected together comes from
+    :class:`_Contexts`, or from FOLLOW sets when that abstraction grows past its budget.
+    Cost: quadratic in the lexemes that can be expected together.
     """
     n = len(ir.lexemes)
 
@@ -273,7 +408,6 @@ def find_conflicts(
             memo[key] = hit
         return hit
 
-    first_start, follow = _first_follow(ir)
     fb = [0] * n  # lead bytes a lexeme can start with
     first_cls: list[tuple[tuple[int, int], ...]] = [()] * n
     for i in range(n):
@@ -282,36 +416,53 @@ def find_conflicts(
             ranges = sorted({r for p in a.first for r in classes.ranges[a.cls[p]]})
             first_cls[i] = tuple(ranges)
             fb[i] = _lead_mask(first_cls[i])
-    follow_bytes = [0] * n
-    for i in range(n):
-        for j in _iter_bits(follow[i]):
-            follow_bytes[i] |= fb[j]
     byte_lex = [i for i in range(n) if autos.get(i) is not None]
     bad = {i for i in range(n) if ir.lexemes[i].token_set is None and autos.get(i) is None}
-    # NEXT(w): what may be expected after scanning w, or any lexeme accepting the same text
-    nxt = list(follow)
+    # lexemes that can accept the same text (the lexer hands them to the parser together)
+    overlap = [1 << i for i in range(n)]
     for x, i in enumerate(byte_lex):
         for j in byte_lex[x + 1 :]:
             if _intersects(first_cls[i], first_cls[j]) and search(
                 autos[i], autos[j], True, 0  # type: ignore[arg-type]
             ):
-                nxt[i] |= follow[j]
-                nxt[j] |= follow[i]
+                overlap[i] |= 1 << j
+                overlap[j] |= 1 << i
     multi = 0
     for i in byte_lex:
         if autos[i].multi:  # type: ignore[union-attr]
             multi |= 1 << i
-    coexp: dict[int, int] = {}
-    for group in [first_start, *nxt]:
-        for z in _iter_bits(group & multi):
-            coexp[z] = coexp.get(z, 0) | group
-    for z, group in coexp.items():
-        az = autos[z]
-        for v in _iter_bits(group):
-            av = autos.get(v)
-            if av is not None and _intersects(first_cls[v], first_cls[z]) and search(
-                av, az, False, follow_bytes[v]  # type: ignore[arg-type]
+    pairs = _context_pairs(ir, overlap, fb, multi)
+    if pairs is None:
+        pairs = _follow_pairs(ir, overlap, fb, multi)
+    for (v, zs), follow in pairs.items():
+        av = autos.get(v)
+        if av is None:
+            continue
+        for z in _iter_bits(zs):
+            if z not in bad and _intersects(first_cls[v], first_cls[z]) and search(
+                av, autos[z], False, follow  # type: ignore[arg-type]
             ):
                 bad.add(z)
-                break
     return bad
+
+
+def _follow_pairs(
+    ir: GrammarIR, overlap: list[int], fb: list[int], multi: int
+) -> dict[tuple[int, int], int]:
+    """The coarse version of :func:`_context_pairs`: lexemes that can follow the previous
+    lexeme (or one accepting the same text) may be expected together; FOLLOW(v) follows v."""
+    n = len(ir.lexemes)
+    first_start, follow = _first_follow(ir)
+    nxt = [0] * n
+    for i in range(n):
+        for j in _iter_bits(overlap[i]):
+            nxt[i] |= follow[j]
+    pairs: dict[tuple[int, int], int] = {}
+    for group in {first_start, *nxt}:
+        for v in _iter_bits(group):
+            follow_bytes = 0
+            for j in _iter_bits(follow[v]):
+                follow_bytes |= fb[j]
+            key = (v, group & multi)
+            pairs[key] = pairs.get(key, 0) | follow_bytes
+    return pairs
