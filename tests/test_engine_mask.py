@@ -73,15 +73,11 @@ def test_mask_equals_brute_force_on_random_grammars(seed):
     grammar = _random_grammar(rng)
     m = Matcher(grammar, INFO)
     for _ in range(12):
-        try:
-            mask_ids = _mask_ids(m.compute_mask())
-        except GrammarError as e:
-            # infinitely many empty lexemes at one position: both paths must refuse it
-            assert "empty lexemes chained" in str(e)
-            with pytest.raises(GrammarError):
-                _brute_force(m)
-            return
-        assert mask_ids == _brute_force(m)
+        mask_ids = _mask_ids(m.compute_mask())
+        expected = _brute_force(m)
+        if m._lp.chain_limit_hits:
+            return  # endless empty lexemes: both paths cut the chain, at different depths
+        assert mask_ids == expected
         lp = m._lp
         by_byte = [lp.advance_byte(m.state, b) is not None for b in range(256)]
         assert lp.allowed_bytes(m.state).tolist() == by_byte
@@ -156,11 +152,11 @@ def test_mask_with_class_deduplicated_walks(seed, monkeypatch):
     grammar = _random_grammar(rng)
     m = Matcher(grammar, info)
     for _ in range(10):
-        try:
-            mask_ids = _mask_ids(m.compute_mask())
-        except GrammarError:
+        mask_ids = _mask_ids(m.compute_mask())
+        expected = _brute_force(m)
+        if m._lp.chain_limit_hits:
             return
-        assert mask_ids == _brute_force(m)
+        assert mask_ids == expected
         choices = sorted(mask_ids - {0})
         if not choices:
             break

@@ -22,12 +22,12 @@ from collections import OrderedDict
 
 import numpy as np
 
+from lexguide.engine.tokenizer_info import TokenizerInfo
+from lexguide.engine.walk import FirstBytes, WalkNode, walker_for
 from lexguide.errors import GrammarError
 from lexguide.grammar.earley import DEAD_SET
 from lexguide.grammar.grammar import Grammar
 from lexguide.grammar.lexparser import LexParser, ParseState
-from lexguide.engine.tokenizer_info import TokenizerInfo
-from lexguide.engine.walk import FirstBytes, WalkNode, walker_for
 
 __all__ = ["MaskEngine"]
 
@@ -87,10 +87,9 @@ class MaskEngine:
 
     def _collect(self, node: WalkNode, set_id: int, out: list[WalkNode], path: tuple = ()) -> None:
         out.append(node)
-        if len(path) > _MAX_EMPTY_CHAIN:
-            raise GrammarError(
-                f"more than {_MAX_EMPTY_CHAIN} lexemes end at one position (empty lexemes chained)"
-            )
+        if len(path) > self.info.max_len + _MAX_EMPTY_CHAIN:
+            self.lp.chain_limit_hits += 1  # endless empty lexemes: not followed (as in lexparser)
+            return
         for acc, groups in node.by_acc.items():
             new_set, lstart = self.lp.finish_accepted(set_id, acc)
             if new_set == DEAD_SET:
@@ -110,7 +109,7 @@ class MaskEngine:
             self._masks.move_to_end(state)
             return cached
         self.misses += 1
-        set_id, lstate, pending = state
+        set_id, lstate, _ = state
         info = self.info
         nodes: list[WalkNode] = []
         if lstate != 0:

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from lexguide.engine.mask import MaskEngine
+from lexguide.engine.tokenizer_info import TokenizerInfo
 from lexguide.errors import GrammarError, MatcherError, TokenRejected
 from lexguide.grammar.grammar import Grammar
 from lexguide.grammar.lexparser import ParseState
-from lexguide.engine.mask import MaskEngine
-from lexguide.engine.tokenizer_info import TokenizerInfo
 
 __all__ = ["Matcher", "apply_mask", "engine_for"]
 
@@ -132,7 +132,7 @@ class Matcher:
         del self._history[1:]
         self._stopped = False
 
-    def clone(self) -> "Matcher":
+    def clone(self) -> Matcher:
         """An independent copy sharing the compiled tables."""
         twin = Matcher.__new__(Matcher)
         twin.grammar, twin.info, twin._engine, twin._lp = self.grammar, self.info, self._engine, self._lp

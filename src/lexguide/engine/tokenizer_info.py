@@ -9,7 +9,7 @@ byte position (see DESIGN.md, "Mask computation").
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -67,12 +67,12 @@ class TokenizerInfo:
         eos_ids: Iterable[int],
         special_ids: Iterable[int] = (),
         **kwargs,
-    ) -> "TokenizerInfo":
+    ) -> TokenizerInfo:
         """From a plain list of each token's raw bytes (any tokenizer: HF, llama.cpp, ...)."""
         return cls(token_bytes, eos_ids, special_ids, **kwargs)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer) -> "TokenizerInfo":
+    def from_tokenizer(cls, tokenizer) -> TokenizerInfo:
         """From a :class:`lexguide.Tokenizer` (raw bytes, EOG ids, control tokens, encode)."""
         specials = set(tokenizer.special_ids)
         names = {tokenizer.token_text(i): i for i in specials}

@@ -31,8 +31,8 @@ from typing import NamedTuple, Union
 
 import numpy as np
 
-from lexguide.grammar import rx
 from lexguide.engine.tokenizer_info import TokenizerInfo
+from lexguide.grammar import rx
 
 __all__ = ["VocabWalker", "WalkNode", "walker_for"]
 
@@ -65,7 +65,7 @@ class WalkNode:
     """Tokens walked from one lexer (re)start; ``children`` caches continuations per
     ``(acc, restart state)``."""
 
-    __slots__ = ("info", "rows", "ids", "by_acc", "children", "_packed")
+    __slots__ = ("_packed", "by_acc", "children", "ids", "info", "rows")
 
     def __init__(self, info: TokenizerInfo, rows: np.ndarray, groups: list[Group]) -> None:
         self.info = info
@@ -323,7 +323,7 @@ class VocabWalker:
             states = nxt
         return death, acc
 
-    def _view(self, node: int) -> "_ClassView | None":
+    def _view(self, node: int) -> _ClassView | None:
         """Tokens deduplicated by class string under the deep partition of ``node``; built on
         the second request of a partition (a first one walks directly: building costs about
         one walk)."""
@@ -440,7 +440,7 @@ def _deep_partition(nodes: list[int]) -> int:
 class _ClassView:
     """All text tokens grouped by class string (sequence of byte classes) under one partition."""
 
-    __slots__ = ("reps", "inverse")
+    __slots__ = ("inverse", "reps")
 
     _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
@@ -449,7 +449,7 @@ class _ClassView:
         self.inverse = inverse  # row -> index of its class string
 
     @classmethod
-    def build(cls, info: TokenizerInfo, pid: int) -> "_ClassView | None":
+    def build(cls, info: TokenizerInfo, pid: int) -> _ClassView | None:
         """Hash class strings column by column (rows are sorted by length, so column ``j``
         is a prefix of rows), dedupe, and verify exactly (None on a hash collision)."""
         labels = np.frombuffer(rx._part_labels[pid], dtype=np.uint8).astype(np.uint64) + np.uint64(1)

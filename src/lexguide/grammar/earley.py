@@ -17,12 +17,12 @@ Reference: J. Aycock and R. N. Horspool, "Practical Earley Parsing", The Compute
 from __future__ import annotations
 
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 from lexguide.errors import LimitExceeded
 from lexguide.grammar.ir import GrammarIR, is_lexeme, lexeme_index
 
-__all__ = ["EarleyParser", "DEAD_SET", "SELF", "ROOT"]
+__all__ = ["DEAD_SET", "ROOT", "SELF", "EarleyParser"]
 
 SELF = -1  # origin: predicted in the set that holds the item
 ROOT = -2  # origin of the start item
@@ -33,7 +33,7 @@ DEFAULT_MAX_ITEMS_PER_SET = 200_000
 
 
 class _EarleySet:
-    __slots__ = ("items", "waiting", "expected", "accepting", "scans", "last_classes")
+    __slots__ = ("accepting", "expected", "items", "last_classes", "scans", "waiting")
 
     def __init__(self) -> None:
         self.items: list[tuple[int, int]] = []

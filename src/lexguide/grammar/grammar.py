@@ -19,7 +19,7 @@ class Grammar:
     by any number of matchers and threads; its parser tables are built lazily and cached.
     """
 
-    __slots__ = ("ir", "source", "_lexparser")
+    __slots__ = ("_lexparser", "ir", "source")
 
     def __init__(self, ir: GrammarIR, source: str = "") -> None:
         self.ir = ir
@@ -28,21 +28,21 @@ class Grammar:
 
     # -- constructors ---------------------------------------------------------------------
     @classmethod
-    def from_lark(cls, text: str) -> "Grammar":
+    def from_lark(cls, text: str) -> Grammar:
         """Parse the llguidance Lark variant (see docs). Raises ``GrammarError`` with line:col."""
         from lexguide.grammar.lark import compile_lark
 
         return cls(compile_lark(text), "lark")
 
     @classmethod
-    def from_gbnf(cls, text: str) -> "Grammar":
+    def from_gbnf(cls, text: str) -> Grammar:
         """Parse a llama.cpp GBNF grammar. Raises ``GrammarError`` with line:col."""
         from lexguide.grammar.gbnf import compile_gbnf
 
         return cls(compile_gbnf(text), "gbnf")
 
     @classmethod
-    def from_json_schema(cls, schema: dict[str, Any] | str | bool, **options: Any) -> "Grammar":
+    def from_json_schema(cls, schema: dict[str, Any] | str | bool, **options: Any) -> Grammar:
         """Compile a JSON Schema (dict or JSON text). Raises ``SchemaError`` with a JSON pointer.
 
         Options: ``whitespace`` ("flexible" default, or "compact"), ``indent``,
@@ -56,7 +56,7 @@ class Grammar:
         return cls(builder.build(start), "json_schema")
 
     @classmethod
-    def from_regex(cls, pattern: str, flags: str = "") -> "Grammar":
+    def from_regex(cls, pattern: str, flags: str = "") -> Grammar:
         """A grammar of one lexeme: full match of ``pattern`` (Rust-regex syntax, anchored)."""
         from lexguide.grammar import rx
 
@@ -65,7 +65,7 @@ class Grammar:
         return cls(builder.build(sym), "regex")
 
     @classmethod
-    def parse(cls, text: str) -> "Grammar":
+    def parse(cls, text: str) -> Grammar:
         """Route by format: text starting with ``%llguidance`` is the Lark variant, else GBNF."""
         if text.lstrip().startswith(LLGUIDANCE_MARKER):
             return cls.from_lark(text)

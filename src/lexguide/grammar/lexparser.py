@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lexguide.errors import GrammarError
 from lexguide.grammar.earley import DEAD_SET, EarleyParser
 from lexguide.grammar.ir import GrammarIR
 from lexguide.grammar.lexer import LexerDFA
@@ -28,7 +27,8 @@ __all__ = ["LexParser", "ParseState"]
 
 # How the lexer was (re)started: the skip rules depend on it.
 _INITIAL, _NORMAL, _AFTER_SKIP = 0, 1, 2
-# Bound on lexemes matching the empty string that may end one after another at one position.
+# Bound on lexemes matching the empty string that may end one after another at one position:
+# a parse needing more (only grammars such as ``B*`` with ``B: ""`` can) is not followed.
 _MAX_EMPTY_LEXEMES = 64
 
 
@@ -113,6 +113,7 @@ class LexParser:
         self.token_lexemes = frozenset(i for i, lx in enumerate(ir.lexemes) if lx.token_set is not None)
         self._start_cache: dict[tuple[int, int, frozenset[int]], int] = {}
         self._scan_cache: dict[tuple[int, tuple[int, ...]], tuple[int, int]] = {}
+        self.chain_limit_hits = 0  # times _MAX_EMPTY_LEXEMES cut a chain of empty lexemes
         self.initial = ParseState(self.parser.initial, self._lexer_start(self.parser.initial, _INITIAL), False)
 
     # -- lexer restarts -------------------------------------------------------------------
@@ -188,9 +189,8 @@ class LexParser:
                 return None  # nothing to end, or a cycle of empty lexemes
             seen.add((set_id, lstate))
             if len(seen) > _MAX_EMPTY_LEXEMES:
-                raise GrammarError(
-                    f"more than {_MAX_EMPTY_LEXEMES} lexemes end at one position (empty lexemes chained)"
-                )
+                self.chain_limit_hits += 1
+                return None
             set_id, lstate = self.finish_lexeme(set_id, lstate)
             if set_id == DEAD_SET:
                 return None
@@ -257,9 +257,8 @@ class LexParser:
                 return False
             seen.add((set_id, lstate))
             if len(seen) > _MAX_EMPTY_LEXEMES:
-                raise GrammarError(
-                    f"more than {_MAX_EMPTY_LEXEMES} lexemes end at one position (empty lexemes chained)"
-                )
+                self.chain_limit_hits += 1
+                return False
             set_id, lstate = self.finish_lexeme(set_id, lstate)
             if set_id == DEAD_SET:
                 return False
