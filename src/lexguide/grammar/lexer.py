@@ -20,7 +20,7 @@ so re-read the attribute after calling.
 from __future__ import annotations
 
 import threading
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +28,7 @@ import numpy.typing as npt
 from lexguide.errors import LimitExceeded
 from lexguide.grammar import rx
 
-__all__ = ["LexerDFA", "DEAD", "DEFAULT_MAX_STATES"]
+__all__ = ["DEAD", "DEFAULT_MAX_STATES", "LexerDFA"]
 
 DEAD = 0
 #: default bound on the states of one LexerDFA (the table grows by doubling up to this)

@@ -28,41 +28,41 @@ Thread safety: node creation takes a lock; derivative memo writes are single dic
 from __future__ import annotations
 
 import threading
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from lexguide.errors import LimitExceeded, RegexError
 
 __all__ = [
-    "NOTHING",
-    "EPSILON",
     "ANY_BYTES",
+    "EPSILON",
     "LIMITS",
-    "byteset",
-    "byte_range",
-    "literal",
-    "concat",
+    "NOTHING",
     "alt",
-    "intersect",
-    "complement",
-    "repeat",
-    "star",
-    "plus",
-    "opt",
-    "from_regex",
-    "from_literal",
     "any_char",
+    "byte_partition",
+    "byte_range",
+    "byteset",
     "codepoint_range",
     "codepoint_ranges",
-    "nullable",
+    "complement",
+    "concat",
     "derivative",
-    "matches",
-    "to_string",
-    "byte_partition",
-    "n_nodes",
     "export_nodes",
+    "from_literal",
+    "from_regex",
     "import_nodes",
+    "intersect",
+    "literal",
+    "matches",
+    "n_nodes",
+    "nullable",
+    "opt",
+    "plus",
+    "repeat",
+    "star",
+    "to_string",
 ]
 
 #: Resource limits (mutable: set before building regexes). ``max_rx_nodes`` bounds the
@@ -317,9 +317,9 @@ def concat(*xs: int) -> int:
         if res == EPSILON:
             res = h
             continue
-        x = _cons.get((K_CONCAT, (h, res)))
-        if x is not None:
-            res = x
+        hit = _cons.get((K_CONCAT, (h, res)))
+        if hit is not None:
+            res = hit
             continue
         part = _refine(_part[h], _part[res]) if _null[h] else _part[h]
         res = _mk(
@@ -355,9 +355,9 @@ def alt(*xs: int) -> int:
     if len(kids) == 1:
         return kids.pop()
     t = tuple(sorted(kids))
-    x = _cons.get((K_ALT, t))
-    if x is not None:
-        return x
+    hit = _cons.get((K_ALT, t))
+    if hit is not None:
+        return hit
     return _mk(
         K_ALT,
         t,
@@ -393,9 +393,9 @@ def intersect(*xs: int) -> int:
     if len(kids) == 1:
         return kids.pop()
     t = tuple(sorted(kids))
-    x = _cons.get((K_AND, t))
-    if x is not None:
-        return x
+    hit = _cons.get((K_AND, t))
+    if hit is not None:
+        return hit
     return _mk(K_AND, t, all(_null[c] for c in t), partition_of(t), max(_weight[c] for c in t))
 
 

@@ -24,7 +24,7 @@ from lexguide.errors import LimitExceeded, RegexError
 from lexguide.grammar import rx
 from lexguide.grammar import unicode_tables as ut
 
-__all__ = ["parse_regex", "MAX_NESTING"]
+__all__ = ["MAX_NESTING", "parse_regex"]
 
 #: maximum group/class nesting depth (bounds recursion)
 MAX_NESTING = 100
@@ -38,7 +38,7 @@ _LOOKAROUND = "lookarounds not supported"
 
 
 class _Flags:
-    __slots__ = ("i", "s", "x", "u", "m")
+    __slots__ = ("i", "m", "s", "u", "x")
 
     def __init__(
         self, i: bool = False, s: bool = False, x: bool = False, u: bool = True, m: bool = False

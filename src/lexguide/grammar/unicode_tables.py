@@ -16,22 +16,22 @@ import json
 import os
 import threading
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 __all__ = [
-    "Ranges",
+    "CATEGORY_ALIASES",
     "MAX_CP",
-    "normalize",
-    "negate",
-    "intersect_ranges",
+    "Ranges",
+    "case_fold_ranges",
     "difference",
-    "symmetric_difference",
     "general_category",
+    "intersect_ranges",
+    "negate",
+    "normalize",
     "perl_class",
     "posix_class",
-    "case_fold_ranges",
-    "CATEGORY_ALIASES",
+    "symmetric_difference",
 ]
 
 Ranges = list[tuple[int, int]]
@@ -139,9 +139,7 @@ CATEGORY_ALIASES: dict[str, tuple[str, ...]] = {
     "privateuse": ("Co",),
     "unassigned": ("Cn",),
 }
-_ALL_CATS = (
-    "Lu Ll Lt Lm Lo Mn Mc Me Nd Nl No Pc Pd Ps Pe Pi Pf Po Sm Sc Sk So Zs Zl Zp Cc Cf Cs Co Cn"
-).split()
+_ALL_CATS = ["Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn"]
 for _c in _ALL_CATS:
     CATEGORY_ALIASES[_c.lower()] = (_c,)
 for _g in "LMNPSZC":
