@@ -137,6 +137,14 @@ def test_pretokenizer_is_a_partition(pre: str) -> None:
         assert "".join(pieces) == text and all(pieces)
 
 
+def test_missing_pre_tokenizer_warns_and_uses_default() -> None:
+    md = gpt2_metadata()
+    del md["tokenizer.ggml.pre"]
+    with pytest.warns(UserWarning, match="tokenizer.ggml.pre"):
+        tok = Tokenizer.from_metadata(md)
+    assert tok.pre == "default"
+
+
 def test_unknown_pre_tokenizer_is_an_error() -> None:
     with pytest.raises(TokenizerError, match="not supported"):
         pretokenizer_for("tekken-9000")

@@ -81,3 +81,22 @@ def test_roundtrip_and_bytes(pair: tuple[Tokenizer, Any]) -> None:
         assert b"".join(table[t] for t in ids) == text.encode("utf-8"), text
         assert ours.decode(ids) == text
         assert ours.decode(ours.encode(text)) == text
+
+
+def test_random_code_points_match_reference(pair: tuple[Tokenizer, Any]) -> None:
+    """Random strings over the whole BMP and planes 1–3 (letters, marks, symbols, unassigned
+    code points): checks the stored Unicode classes against the reference's own tables."""
+    import random
+
+    ours, hf = pair
+    hf.encode_special_tokens = True
+    rng = random.Random(5)
+    bad = []
+    for _ in range(2000):
+        cps = [rng.choice([rng.randint(0x20, 0x7E), rng.randint(0xA0, 0x3000),
+                           rng.randint(0x3000, 0xFFFD), rng.randint(0x10000, 0x3FFFF),
+                           ord(rng.choice(" \n\t1a"))]) for _ in range(rng.randint(1, 12))]
+        text = "".join(chr(c) for c in cps if not 0xD800 <= c < 0xE000)
+        if ours.encode(text, add_special=False) != hf.encode(text, add_special_tokens=False).ids:
+            bad.append(text)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:5]!r}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -259,7 +260,15 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
             raise TokenizerError("'tokenizer.ggml.merges' must be an array of strings")
 
-    pre = _get(md, "tokenizer.ggml.pre", "default")
+    pre = _get(md, "tokenizer.ggml.pre")
+    if pre is None:
+        pre = "default"
+        if model == "gpt2":  # llama.cpp warns too: old conversions lack the key
+            warnings.warn(
+                "GGUF has no 'tokenizer.ggml.pre'; using the 'default' pre-tokenizer, which may "
+                "not split text the way the model was trained",
+                stacklevel=3,
+            )
     if not isinstance(pre, str):
         raise TokenizerError(f"'tokenizer.ggml.pre' must be a string, got {type(pre).__name__}")
 
