@@ -305,6 +305,28 @@ def test_partition_longest_candidate_first() -> None:
     assert texts_of(tok, tok.encode("abab")) == ["ab", "ab"]
 
 
+def test_phi3_special_tokens_swallow_following_whitespace() -> None:
+    # llama.cpp gives every special/added token of a Phi-3 model RSTRIP, except <unk> <s>
+    pieces = [("<|user|>", 0.0, C), ("<|end|>", 0.0, C), *SPM_PIECES]
+    md = spm_metadata(pieces, add_space_prefix=False)
+    md["general.name"] = "Phi-3 mini"
+    tok = Tokenizer.from_metadata(md)
+    ids = tok.encode("<|user|> \n Hello<|end|>", add_special=False, parse_special=True)
+    assert texts_of(tok, ids) == ["<|user|>", "H", "e", "ll", "o", "<|end|>"]
+    ids = tok.encode("<s>  x", add_special=False, parse_special=True)
+    assert texts_of(tok, ids) == ["<s>", "▁▁", "x"]  # <s> keeps the whitespace
+    plain = Tokenizer.from_metadata(spm_metadata(pieces, add_space_prefix=False))
+    ids = plain.encode("<|user|> x", add_special=False, parse_special=True)
+    assert texts_of(plain, ids) == ["<|user|>", "▁", "x"]
+
+
+def test_jina_mask_swallows_preceding_whitespace() -> None:
+    md = gpt2_metadata(extra=[("<mask>", C)], pre="jina-v2-es")
+    tok = Tokenizer.from_metadata(md)
+    ids = tok.encode("a \t<mask> b", parse_special=True)
+    assert texts_of(tok, ids) == ["a", "<mask>", "Ġ", "b"]
+
+
 # ------------------------------------------------------------------------------ bytes and specials
 
 

@@ -35,14 +35,26 @@ def _trie_pattern(words: list[str]) -> str:
     return emit(trie)
 
 
+_C_SPACE = " \t\n\v\f\r"  # C isspace(), what llama.cpp strips for LSTRIP/RSTRIP
+
+
 class SpecialMatcher:
     """Splits text around occurrences of candidate token texts (``(text, id)`` pairs).
 
-    The scanning regex is compiled on first use (~0.1–0.5 s for thousands of candidates).
+    ``lstrip``/``rstrip`` hold the ids whose match also swallows ASCII whitespace on its
+    left/right (llama.cpp's LSTRIP/RSTRIP attributes). The scanning regex is compiled on first
+    use (~0.1–0.5 s for thousands of candidates).
     """
 
-    def __init__(self, candidates: list[tuple[str, int]]) -> None:
+    def __init__(
+        self,
+        candidates: list[tuple[str, int]],
+        lstrip: frozenset[int] = frozenset(),
+        rstrip: frozenset[int] = frozenset(),
+    ) -> None:
         self._ids = {text: tid for text, tid in candidates}
+        self._lstrip = lstrip
+        self._rstrip = rstrip
         self._rx: re.Pattern[str] | None = None
 
     def __bool__(self) -> bool:
@@ -67,14 +79,22 @@ class SpecialMatcher:
         frags: list[str | int] = [text]
         for word in sorted(present, key=lambda w: (-len(w), ids[w])):
             tid = ids[word]
+            lstrip = tid in self._lstrip
+            rstrip = tid in self._rstrip
             new: list[str | int] = []
             for frag in frags:
                 if isinstance(frag, int) or word not in frag:
                     new.append(frag)
                     continue
-                for j, part in enumerate(frag.split(word)):
+                parts = frag.split(word)
+                last = len(parts) - 1
+                for j, part in enumerate(parts):
                     if j:
                         new.append(tid)
+                    if rstrip and j:
+                        part = part.lstrip(_C_SPACE)
+                    if lstrip and j < last:
+                        part = part.rstrip(_C_SPACE)
                     if part:
                         new.append(part)
             frags = new

@@ -61,9 +61,11 @@ class Tokenizer:
         )
         # partition candidates (spec §2): USER_DEFINED always, CONTROL/UNKNOWN when parsing
         cand = (attrs & (_PARSE_ALWAYS | _PARSE_SPECIAL)).nonzero()[0].tolist()
-        self._special_all = SpecialMatcher([(texts[i], i) for i in cand])
+        lstrip = frozenset((attrs & int(TokenAttr.LSTRIP)).nonzero()[0].tolist())
+        rstrip = frozenset((attrs & int(TokenAttr.RSTRIP)).nonzero()[0].tolist())
+        self._special_all = SpecialMatcher([(texts[i], i) for i in cand], lstrip, rstrip)
         self._special_user = SpecialMatcher(
-            [(texts[i], i) for i in cand if not attrs[i] & _PARSE_SPECIAL]
+            [(texts[i], i) for i in cand if not attrs[i] & _PARSE_SPECIAL], lstrip, rstrip
         )
         self._token_bytes: list[bytes] | None = None
 

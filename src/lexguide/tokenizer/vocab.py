@@ -298,6 +298,7 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
     add_space_prefix = _flag(md, "tokenizer.ggml.add_space_prefix", add_space_prefix)
 
     eog = _post_process(texts, attrs, special)
+    _strip_rules(md, pre, texts, attrs)
     return Vocab(
         model=model, pre=pre, texts=texts, attrs=attrs, scores=scores, merges=merges,
         special=special, eog_ids=eog, add_bos=add_bos, add_eos=add_eos, add_sep=add_sep,
@@ -364,3 +365,37 @@ def _post_process(texts: list[str], attrs: np.ndarray, special: dict[str, int]) 
         eog.discard(s_id)
         attrs[s_id] = int(TokenAttr.NORMAL)
     return frozenset(eog)
+
+
+_ASCII_STRIP_WORDS = ("<mask>", "[MASK]", "</s>", "<unk>", "<s>", "<|endoftext|>")
+
+
+def _strip_rules(md: Mapping[str, Any], pre: str, texts: list[str], attrs: np.ndarray) -> None:
+    """llama.cpp's per-model LSTRIP/RSTRIP attributes (GGUF cannot store them). Mutates ``attrs``.
+
+    Jina v2 vocabularies: ``<mask>`` swallows whitespace on its left; Phi-3: every special or
+    added token except ``<unk> <s> <|endoftext|>`` swallows whitespace on its right.
+    """
+    name = str(md.get("general.name", "")).lower()
+    arch = str(md.get("general.architecture", ""))
+    jina = any(k in pre for k in ("jina-v2-de", "jina-v2-es", "jina-v2-code")) or any(
+        k in arch for k in ("nomic-bert-moe", "jina-bert-v3")
+    )
+    phi3 = "phi-3" in name or "phi3" in name
+    if not (jina or phi3 or "modern-bert" in name):
+        return
+    found = {t: texts.index(t) for t in set(_ASCII_STRIP_WORDS).intersection(texts)}
+    lstrip, rstrip = int(TokenAttr.LSTRIP), int(TokenAttr.RSTRIP)
+    if jina:
+        if "<mask>" in found:
+            attrs[found["<mask>"]] |= lstrip
+    elif phi3:
+        candidates = (attrs & (_CONTROL | _USER_DEFINED | int(TokenAttr.UNKNOWN))) != 0
+        attrs[candidates] |= rstrip
+        if "</s>" in found:
+            attrs[found["</s>"]] |= rstrip
+        for text in ("<unk>", "<s>", "<|endoftext|>"):
+            if text in found:
+                attrs[found[text]] &= ~rstrip
+    elif "modern-bert" in name and "[MASK]" in found:
+        attrs[found["[MASK]"]] |= lstrip
