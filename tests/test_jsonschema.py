@@ -288,6 +288,17 @@ def test_if_then_else_and_dependencies():
     assert e.value.keyword == "if"
 
 
+def test_contains_counts():
+    check({"type": "array", "contains": {"type": "integer"}},
+          ["[1]", '["a",2]', '[1,2,"x"]'], ["[]", '["a"]'])
+    check({"type": "array", "contains": {"type": "integer"}, "minContains": 2, "maxContains": 3,
+           "maxItems": 4}, ["[1,2]", '[1,"a",2,3]'], ["[1]", "[1,2,3,4]", '[1,"a","b","c",2]'])
+    check({"type": "array", "contains": {"const": 5}, "minContains": 0, "maxContains": 1},
+          ["[]", "[5]", "[1,2]"], ["[5,5]"])
+    with pytest.raises(SchemaError, match="maxContains"):
+        G({"type": "array", "contains": {"items": {"type": "string"}}, "maxContains": 1})
+
+
 def test_formats():
     cases = {
         "date-time": (['"2024-01-01T10:00:00Z"', '"2024-01-01t10:00:00.5+01:00"'],

@@ -161,6 +161,8 @@ HAND_WRITTEN = [
     {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
      "oneOf": [{"required": ["a"]}, {"required": ["b"]}], "additionalProperties": False},
     {"oneOf": [{"type": "integer", "maximum": 10}, {"type": "number", "minimum": 5}]},
+    {"type": "array", "items": {"type": ["integer", "string"]}, "contains": {"type": "string"},
+     "minContains": 1, "maxContains": 2, "maxItems": 4},
     {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "null"}},
      "dependentRequired": {"a": ["b"]}, "additionalProperties": False},
 ]

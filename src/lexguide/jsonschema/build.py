@@ -456,9 +456,20 @@ class SchemaBuilder:
         if kw.get("uniqueItems") is True and not (hi is not None and hi <= 1):
             self.unsupported("Unimplemented keys: ['uniqueItems']", f"{ptr}/uniqueItems",
                              "uniqueItems")
-        if "contains" in kw and not (kw.get("minContains") == 0 and "maxContains" not in kw):
-            self.unsupported("Unimplemented keys: ['contains']", f"{ptr}/contains", "contains")
-        return check_array(ArraySchema(lo, hi, prefix, rest))
+        contains = None
+        lo_c, hi_c = 1, None
+        if "contains" in kw:
+            if self.draft >= 2019:
+                lo_c = _count(kw, "minContains", ptr)
+                lo_c = 1 if lo_c is None else lo_c
+                hi_c = _count(kw, "maxContains", ptr)
+            if lo_c > 0 or hi_c is not None:
+                if prefix:
+                    self.unsupported("contains together with prefixItems is not supported",
+                                     f"{ptr}/contains", "contains")
+                else:
+                    contains = self.build(kw["contains"], f"{ptr}/contains")
+        return check_array(ArraySchema(lo, hi, prefix, rest, contains, lo_c, hi_c))
 
     def _object(self, kw: dict[str, Any], ptr: str) -> Schema:
         props_raw = kw.get("properties", {})

@@ -34,6 +34,7 @@ from lexguide.jsonschema.numeric import (
     NumericError,
     number_rx,
 )
+from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.pattern import any_json_char, json_literal_body, pattern_rx
 from lexguide.jsonschema.schema import (
     AnyOfSchema,
@@ -165,7 +166,8 @@ class SchemaCompiler:
         if isinstance(s, StringSchema):
             return self.lex(self.string(s), "string")
         if isinstance(s, AnyOfSchema):
-            return b.alt([[self.compile(o, lay)] for o in s.options], "anyOf")
+            live = [sym for sym in (self.compile(o, lay) for o in s.options) if sym != self.dead]
+            return b.alt([[sym] for sym in live], "anyOf") if live else self.dead
         if isinstance(s, RefSchema):
             return self.ref(s, lay)
         if isinstance(s, ArraySchema):
@@ -267,9 +269,20 @@ class SchemaCompiler:
         empty = list(lay.arr_empty)
         if hi == 0:
             return b.seq(empty, "array")
+        if s.contains is not None:
+            return self.array_contains(s, lay)
         k = len(s.prefix) if hi is None else min(len(s.prefix), hi)
         prefix = [self.compile(p, child) for p in s.prefix[:k]]
+        if self.dead in prefix:  # positions from the first impossible one on cannot exist
+            k = prefix.index(self.dead)
+            prefix, hi = prefix[:k], k if hi is None else min(hi, k)
+            if lo > k:
+                return self.dead
         item = None if isinstance(s.items, Unsat) else self.compile(s.items, child)
+        if item == self.dead or (hi is not None and hi <= k):
+            item = None
+        if item is None and lo > k:
+            return self.dead
         sep = lay.sep
 
         def tail_reps(n_done: int) -> int:
@@ -296,6 +309,61 @@ class SchemaCompiler:
             alts.append(empty)
         return b.alt(alts, "array")
 
+    def array_contains(self, s: ArraySchema, lay: _Layout) -> int:
+        """Items counted by ``contains``: state (items so far, matching items so far), capped."""
+        b = self.b
+        inter = self.schemas.intersect
+        assert s.contains is not None and not s.prefix
+        lo, hi, lo_c, hi_c = s.min_items, s.max_items, s.min_contains, s.max_contains
+        hit = self.compile(inter(s.items, s.contains), lay.child)
+        if hi_c is None:
+            miss = self.compile(s.items, lay.child)  # any item; the count is a lower bound
+        else:
+            try:
+                other = negate(s.contains, self.schemas.resolve, inter)
+            except NotSupported as e:
+                raise SchemaError(f"maxContains needs the complement of contains: {e}",
+                                  keyword="maxContains") from None
+            miss = self.compile(inter(s.items, other), lay.child)
+        n_cap = hi if hi is not None else max(lo, 1)
+        c_cap = hi_c if hi_c is not None else lo_c
+        if (n_cap + 1) * (c_cap + 1) > MAX_COUNT_RULES:
+            raise SchemaError("contains/minItems/maxItems bounds are too large to enforce",
+                              keyword="contains")
+        # transitions (n, c) -> [(item symbol, next state)]; keep only states that can end
+        moves: dict[tuple[int, int], list[tuple[int, tuple[int, int]]]] = {}
+        for n in range(n_cap + 1):
+            for c in range(c_cap + 1):
+                out_moves = []
+                if hi is None or n + 1 <= hi:
+                    n2 = min(n + 1, n_cap)
+                    if hit != self.dead and (hi_c is None or c + 1 <= hi_c):
+                        out_moves.append((hit, (n2, min(c + 1, c_cap))))
+                    if miss != self.dead:
+                        out_moves.append((miss, (n2, c)))
+                moves[(n, c)] = out_moves
+        ok = {st for st in moves if st[0] >= lo and st[1] >= lo_c and st[0] > 0}
+        changed = True
+        while changed:
+            changed = False
+            for st, mv in moves.items():
+                if st not in ok and any(nxt in ok for _, nxt in mv):
+                    ok.add(st)
+                    changed = True
+        if (0, 0) not in ok:
+            return b.seq(list(lay.arr_empty), "array") if lo == 0 and lo_c == 0 else self.dead
+        nts = {st: b.nonterminal("contains_rest") for st in ok}
+        for (n, c), nt in nts.items():
+            if n >= lo and c >= lo_c and n > 0:
+                b.rule(nt, [])
+            for sym, nxt in moves[(n, c)]:
+                if nxt in ok:
+                    b.rule(nt, ([lay.sep] if n > 0 else []) + [sym, nts[nxt]])
+        out = [[lay.arr_open, nts[(0, 0)], lay.arr_close]]
+        if lo == 0 and lo_c == 0:
+            out.append(list(lay.arr_empty))
+        return b.alt(out, "array")
+
     # -- objects ------------------------------------------------------------------------------
     def object(self, s: ObjectSchema, lay: _Layout) -> int:
         b = self.b
@@ -319,12 +387,13 @@ class SchemaCompiler:
                         sch = inter(sch, ps)
             if names_rx is not None and not rx.matches(names_rx, body):
                 sch = Unsat(f"property name {name!r} violates propertyNames")
-            if isinstance(sch, Unsat):
+            value = self.dead if isinstance(sch, Unsat) else self.compile(sch, child)
+            if value == self.dead:  # unsatisfiable: absent if optional, else no object at all
                 if name in required:
                     return self.dead
                 continue
             key = self.lex(_quoted_literal(body), json.dumps(name, ensure_ascii=False))
-            member = b.seq([key, lay.colon, self.compile(sch, child)], "member")
+            member = b.seq([key, lay.colon, value], "member")
             entries.append((member, name in required))
         extras = self.extra_members(s, lay, declared, names_rx)
         extra = b.alt([[m] for m in extras], "extra_member") if extras else None
@@ -351,30 +420,34 @@ class SchemaCompiler:
         def sat(c: int) -> int:
             return min(c, cap)
 
-        ext = {c: b.nonterminal("object_extra") for c in range(cap + 1)}
-        for c in range(cap + 1):
+        if hi is not None and lo1 > hi:
+            return b.alt(alts_top, "object") if alts_top else self.dead
+        # ext[c]: extra members after c members; only states that can still reach an end
+        # (enough members, within the bound) get rules, so no prefix leads to a dead end
+        ext_ok = [c >= lo1 or extra is not None for c in range(cap + 1)]
+        ext = {c: b.nonterminal("object_extra") for c in range(cap + 1) if ext_ok[c]}
+        for c in ext:
             if hi is None and c == cap and extra is not None:
                 b.rule(ext[c], [b.star(b.seq([sep, extra], "extra_more"))])
                 continue
-            alts: list[list[int]] = []
             if c >= lo1:
-                alts.append([])
-            if extra is not None and (hi is None or c + 1 <= hi):
-                alts.append(([sep] if c > 0 else []) + [extra, ext[sat(c + 1)]])
-            for a in alts or [[self.dead]]:
-                b.rule(ext[c], a)
-        row = [ext[c] for c in range(cap + 1)]
+                b.rule(ext[c], [])
+            if extra is not None and (hi is None or c + 1 <= hi) and ext_ok[sat(c + 1)]:
+                b.rule(ext[c], ([sep] if c > 0 else []) + [extra, ext[sat(c + 1)]])
+        row: list[int | None] = [ext.get(c) for c in range(cap + 1)]
         for i in range(n - 1, -1, -1):
             member, req = entries[i]
-            new_row = []
+            new_row: list[int | None] = []
             for c in range(cap + 1):
                 alts = []
-                if hi is None or c + 1 <= hi:
+                if (hi is None or c + 1 <= hi) and row[sat(c + 1)] is not None:
                     alts.append(([sep] if c > 0 else []) + [member, row[sat(c + 1)]])
-                if not req:
+                if not req and row[c] is not None:
                     alts.append([row[c]])
-                new_row.append(b.alt(alts, "members") if alts else self.dead)
+                new_row.append(b.alt(alts, "members") if alts else None)
             row = new_row
+        if row[0] is None:
+            return b.alt(alts_top, "object") if alts_top else self.dead
         alts_top.append([lay.obj_open, row[0], lay.obj_close])
         return b.alt(alts_top, "object")
 
@@ -402,13 +475,16 @@ class SchemaCompiler:
                 continue
             region = rx.intersect(base, *(prx[i] for i in inside), *(
                 rx.complement(prx[i]) for i in range(len(pats)) if i not in inside))
-            key = self.lex(rx.concat(QUOTE, region, QUOTE), "pattern_key")
-            out.append(b.seq([key, lay.colon, self.compile(sch, child)], "pattern_member"))
+            value = self.compile(sch, child)
+            if value != self.dead:
+                key = self.lex(rx.concat(QUOTE, region, QUOTE), "pattern_key")
+                out.append(b.seq([key, lay.colon, value], "pattern_member"))
         if not isinstance(s.additional, Unsat):
-            region = rx.intersect(base, *(rx.complement(p) for p in prx)) if prx else base
-            key = self.lex(rx.concat(QUOTE, region, QUOTE), "additional_key")
-            out.append(b.seq([key, lay.colon, self.compile(s.additional, child)],
-                             "additional_member"))
+            value = self.compile(s.additional, child)
+            if value != self.dead:
+                region = rx.intersect(base, *(rx.complement(p) for p in prx)) if prx else base
+                key = self.lex(rx.concat(QUOTE, region, QUOTE), "additional_key")
+                out.append(b.seq([key, lay.colon, value], "additional_member"))
         return out
 
     def key_constraint(self, s: Schema, depth: int = 0) -> int | None:

@@ -91,6 +91,10 @@ class ArraySchema:
     max_items: int | None = None
     prefix: tuple["Schema", ...] = ()
     items: "Schema" = field(default_factory=AnySchema)
+    # "contains": between min_contains and max_contains items match this schema
+    contains: "Schema | None" = None
+    min_contains: int = 1
+    max_contains: int | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -241,9 +245,17 @@ class Intersector:
         prefix = tuple(
             self(_item(a, i), _item(b, i), depth) for i in range(n)
         )
+        contains, lo_c, hi_c = a.contains, a.min_contains, a.max_contains
+        if b.contains is not None:
+            if contains is not None and contains is not b.contains:
+                raise SchemaError("intersecting two arrays with different contains is not "
+                                  "supported", keyword="contains")
+            contains = b.contains
+            lo_c = max(lo_c, b.min_contains) if a.contains is not None else b.min_contains
+            hi_c = _min_opt(hi_c, b.max_contains) if a.contains is not None else b.max_contains
         return check_array(ArraySchema(
             max(a.min_items, b.min_items), _min_opt(a.max_items, b.max_items), prefix,
-            self(a.items, b.items, depth),
+            self(a.items, b.items, depth), contains, lo_c, hi_c,
         ))
 
     def _ObjectSchema(self, a: ObjectSchema, b: ObjectSchema, depth: int) -> Schema:
@@ -385,6 +397,12 @@ def check_array(s: ArraySchema) -> Schema:
         hi = len(s.prefix) if hi is None else min(hi, len(s.prefix))
     if hi is not None and s.min_items > hi:
         return Unsat("required array item is unsatisfiable")
+    if s.contains is not None and (
+        (s.max_contains is not None and s.min_contains > s.max_contains)
+        or (hi is not None and s.min_contains > hi)
+        or (isinstance(s.contains, Unsat) and s.min_contains > 0)
+    ):
+        return Unsat("contains cannot be satisfied")
     if hi != s.max_items:
         return replace(s, max_items=hi, prefix=s.prefix[:hi])
     return s
