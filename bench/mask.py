@@ -620,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="cold compile+force repeats (default 3)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds per (engine, case) job (default 60 with --quick, else 300)")
-    ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "lexguide-bench", "mask.json"))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "mask.json"))
     args = ap.parse_args(argv)
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3

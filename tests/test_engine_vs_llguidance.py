@@ -65,14 +65,7 @@ def _gbnf_cases() -> list[tuple[str, str, list[str]]]:
             for name, texts in sorted(samples.items()) if (GBNF_DIR / name).exists()]
 
 
-# Known engine bug (see test_llguidance_cases.py::test_token_crossing_many_lexeme_boundaries):
-# tokens such as 16+ dashes/spaces cross more than 64 lexeme boundaries and the mask raises.
-_DEPTH_BUG = "engine: more than 64 lexeme boundaries inside one token raise GrammarError"
-XFAIL = {"arithmetic": _DEPTH_BUG, "gbnf-arithmetic": _DEPTH_BUG, "gbnf-c": _DEPTH_BUG}
-CASES = [
-    pytest.param(*c, id=c[0], marks=[pytest.mark.xfail(strict=True, reason=XFAIL[c[0]])] if c[0] in XFAIL else [])
-    for c in _own_cases() + _corpus_cases() + _gbnf_cases()
-]
+CASES = [pytest.param(*c, id=c[0]) for c in _own_cases() + _corpus_cases() + _gbnf_cases()]
 
 
 @lru_cache(maxsize=1)
@@ -151,7 +144,8 @@ def test_mask_vs_llguidance(name: str, source: str, texts: list[str]) -> None:
                 assert not theirs.is_error(), theirs.get_error()
                 llg_ids = _bits(buf, n)
                 our_ids = _bits(ours.compute_mask(), n)
-                where = f"{name} step {k} after {text.encode()[:60]!r}"
+                done = b"".join(info.token_bytes[t] for t in ids[:k])
+                where = f"{name} step {k} after ...{done[-50:]!r}"
                 missing = np.setdiff1d(llg_ids, our_ids)
                 assert not len(missing), (
                     f"{where}: llguidance allows {len(missing)} tokens we mask out, e.g. "
