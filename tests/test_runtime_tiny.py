@@ -197,6 +197,22 @@ def test_kv_cache_decode_and_chunked_prefill_equal_full_recompute(tmp_path, monk
     assert np.abs(chunked - full).max() < 1e-4
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_row_split_threads_equal_single_thread(tmp_path, threads):
+    tf, _ = build(tmp_path, "llama")
+    one = tf.forward(IDS, tf.new_cache(16), logits="all")
+    c1 = tf.new_cache(16)
+    dec1 = [tf.forward(IDS[:5], c1)] + [tf.forward([t], c1) for t in IDS[5:]]
+    tf.threads = threads
+    assert tf.threads == threads
+    many = tf.forward(IDS, tf.new_cache(16), logits="all")
+    c2 = tf.new_cache(16)
+    dec2 = [tf.forward(IDS[:5], c2)] + [tf.forward([t], c2) for t in IDS[5:]]
+    tf.threads = 1
+    assert np.abs(one - many).max() < 1e-5
+    assert np.abs(np.stack(dec1) - np.stack(dec2)).max() < 1e-5
+
+
 @pytest.mark.parametrize("quant", [GGMLType.Q8_0, GGMLType.Q4_1, GGMLType.Q5_0])
 def test_lazy_equals_eager_on_quantized_weights(tmp_path, quant):
     tf_e, _ = build(tmp_path, "llama", quant=quant, mode="eager")

@@ -11,9 +11,10 @@ The generation loop (one step = one forward + one sampled token):
    they join the next forward's batch; stop when the matcher is stopped (only EOS can follow).
 
 A grammar failure (empty mask, rejected token, dead end) raises :class:`MatcherError`; the loop
-never continues unconstrained. BLAS runs with ``n_threads`` threads for batched prefill and
-``decode_threads`` (default 1) for decode matvecs: OpenBLAS's threaded sgemv is slower than a
-single thread on decode shapes on small machines (see ``bench/runtime.py``).
+never continues unconstrained. BLAS runs single-threaded; projections are split into row blocks
+over ``n_threads`` Python threads for prefill and ``decode_threads`` for decode (see
+``weights.RowSplitter``): OpenBLAS's own threads busy-wait and were 2-5x slower than one
+thread on decode shapes on this 2-core machine, the row split 1.5-2.5x faster.
 """
 
 from __future__ import annotations
@@ -175,13 +176,14 @@ class Model:
     @classmethod
     def from_gguf(cls, path: str | os.PathLike[str] | None = None, *,
                   weights: str | WeightMode = "eager", n_ctx: int | None = None,
-                  n_threads: int | None = None, decode_threads: int = 1,
+                  n_threads: int | None = None, decode_threads: int | None = None,
                   progress: bool | None = None) -> Model:
         """Load a GGUF model (default: the bundled SmolLM2-135M-Instruct).
 
         ``weights="eager"`` dequantizes to float32 at load (fast generation, ~4 bytes per
         parameter); ``"lazy"`` keeps the quantized weights mapped (memory ≈ file size, slower).
-        ``n_ctx`` defaults to min(training context, 4096). Raises :class:`ModelError` for an
+        ``n_ctx`` defaults to min(training context, 4096). ``n_threads`` (prompt evaluation)
+        and ``decode_threads`` default to the available cores (at most 8). Raises :class:`ModelError` for an
         unsupported architecture or missing tensors, ``GGUFError`` for a malformed file.
         """
         from lexguide.gguf import open_gguf
@@ -203,10 +205,18 @@ class Model:
             gguf.close()  # everything was copied out; lazy keeps the mapping alive via views
         n_ctx = min(config.ctx_train, _DEFAULT_N_CTX) if n_ctx is None else int(n_ctx)
         if n_threads is None:
-            n_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            n_threads = min(_available_cores(), 8)
+        if decode_threads is None:
+            decode_threads = n_threads
         return cls(Transformer(config, w), tokenizer, gguf.metadata, n_ctx=n_ctx,
                    n_threads=max(1, n_threads), decode_threads=max(1, decode_threads),
                    load_s=time.perf_counter() - t0, path=Path(path))
+
+    def reset(self) -> None:
+        """Forget the cached context, so the next call evaluates its whole prompt (mutates)."""
+        with self._lock:
+            self._cache.truncate(0)
+            self._cached_ids = []
 
     @property
     def tokenizer_info(self) -> Any:
@@ -222,7 +232,8 @@ class Model:
         """Logits (T, n_vocab) of every position of ``token_ids``, from an empty cache (pure)."""
         ids = list(token_ids)
         with self._lock:
-            self._blas.set(self.n_threads)
+            self._blas.set(1)
+            self.transformer.threads = self.n_threads
             try:
                 cache = self.transformer.new_cache(max(len(ids), 1))
                 return self.transformer.forward(ids, cache, logits="all")
@@ -367,6 +378,7 @@ class Model:
                timings: Timings) -> Iterator[tuple[list[int], str | None]]:
         """The token loop: yields (new tokens, None) per step and finally ([], finish_reason)."""
         with self._lock:
+            self._blas.set(1)
             try:
                 yield from self._steps_locked(prompt_ids, cfg, matcher, max_tokens, timings)
             finally:
@@ -397,7 +409,7 @@ class Model:
             if self._cache.n + len(pending) > self._cache.n_ctx:
                 break
             t0 = time.perf_counter()
-            self._blas.set(self.n_threads if len(pending) > 1 else self.decode_threads)
+            tf.threads = self.n_threads if len(pending) > 1 else self.decode_threads
             self._cached_ids = self._cached_ids[: self._cache.n]
             h = tf.hidden_last(pending, self._cache)
             self._cached_ids.extend(pending)
@@ -511,6 +523,12 @@ class Model:
         c = self.config
         return (f"Model({c.arch}, {c.n_layer} layers, n_embd={c.n_embd}, vocab={c.n_vocab}, "
                 f"weights={self.transformer.weights.mode.value}, n_ctx={self.n_ctx})")
+
+
+def _available_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _find_stop(text: str, stops: Iterable[str], start: int) -> int:

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from lexguide.errors import ModelError
 from lexguide.runtime.config import Activation, ModelConfig, RopeMode
-from lexguide.runtime.weights import LayerWeights, Weights
+from lexguide.runtime.weights import LayerWeights, RowSplitter, Weights
 
 __all__ = ["KVCache", "Transformer", "PREFILL_CHUNK"]
 
@@ -53,8 +53,11 @@ class KVCache:
 
 def rms_norm(x: F32, weight: F32 | None, eps: float) -> F32:
     """RMSNorm over the last axis: ``x / sqrt(mean(x²) + eps) * weight`` (new array)."""
-    ms = np.einsum("...i,...i->...", x, x) / np.float32(x.shape[-1])
-    y = x * (1.0 / np.sqrt(ms + np.float32(eps)))[..., None].astype(np.float32)
+    ms = np.einsum("...i,...i->...", x, x)
+    ms *= np.float32(1.0 / x.shape[-1])
+    ms += np.float32(eps)
+    np.sqrt(ms, out=ms)
+    y = x / ms[..., None]
     if weight is not None:
         y *= weight
     return y
@@ -107,6 +110,29 @@ class Transformer:
         self._rope: dict[tuple[float, float], tuple[F32, F32]] = {}
         self._rope_ctx = 0
         self._act = _gelu_tanh if config.activation is Activation.GELU_TANH else _silu
+        self._splitter: RowSplitter | None = None
+        self._rows: RowSplitter | None = None  # the splitter when threads > 1, else None
+        self.local_layers = [config.is_local_layer(il) for il in range(config.n_layer)]
+
+    @property
+    def threads(self) -> int:
+        """Threads each projection is split over (row blocks; 1 = the caller's thread only).
+
+        Set it freely between calls: the worker pool grows to the largest value seen and is
+        reused. BLAS itself should run single-threaded meanwhile (``Model`` sees to that)."""
+        return self._rows.n_threads if self._rows is not None else 1
+
+    @threads.setter
+    def threads(self, n: int) -> None:
+        n = max(1, int(n))
+        if n == 1:
+            self._rows = None
+            return
+        if self._splitter is None or self._splitter.n_threads != n:
+            if self._splitter is not None:
+                self._splitter.close()
+            self._splitter = RowSplitter(n)
+        self._rows = self._splitter
 
     def new_cache(self, n_ctx: int) -> KVCache:
         """A fresh KV cache of ``n_ctx`` positions (memory is committed only as it is used)."""
@@ -184,7 +210,7 @@ class Transformer:
         return self._softcap(out)
 
     def _project(self, x: F32) -> F32:
-        return self._softcap(self.weights.output(x)[0])
+        return self._softcap(self.weights.output(x, self._rows)[0])
 
     def _softcap(self, y: F32) -> F32:
         cap = self.config.final_logit_softcap
@@ -215,7 +241,8 @@ class Transformer:
         g = c.n_head // n_kv
 
         h = rms_norm(x, lw.attn_norm, eps)
-        q, k, v = lw.qkv(h)
+        rows = self._rows
+        q, k, v = lw.qkv(h, rows)
         q = q.reshape(T, c.n_head, hd)
         k = k.reshape(T, n_kv, hd)
         if lw.q_norm is not None:
@@ -232,7 +259,7 @@ class Transformer:
         cache.v[il, :, pos0:n_total] = v.reshape(T, n_kv, hd).transpose(1, 0, 2)
 
         # visible keys: causal, and within the window for sliding-window layers
-        window = c.sliding_window if c.is_local_layer(il) else 0
+        window = c.sliding_window if self.local_layers[il] else 0
         start = max(0, pos0 - window + 1) if window else 0
         keys = cache.k[il, :, start:n_total]  # (n_kv, S, hd)
         vals = cache.v[il, :, start:n_total]  # (n_kv, S, hd)
@@ -252,16 +279,16 @@ class Transformer:
         scores /= scores.sum(axis=-1, keepdims=True)
         att = scores @ vals  # (n_kv, g·T, hd)
         att = att.reshape(n_kv, g, T, hd).transpose(2, 0, 1, 3).reshape(T, c.n_head * hd)
-        (a,) = lw.wo(np.ascontiguousarray(att))
+        (a,) = lw.wo(np.ascontiguousarray(att), rows)
         if lw.post_attn_norm is not None:
             a = rms_norm(a, lw.post_attn_norm, eps)
         x = x + a
 
         h = rms_norm(x, lw.ffn_norm, eps)
-        gate, up = lw.gate_up(h)
+        gate, up = lw.gate_up(h, rows)
         f = self._act(gate)
         f *= up
-        (f,) = lw.down(f)
+        (f,) = lw.down(f, rows)
         if lw.post_ffn_norm is not None:
             f = rms_norm(f, lw.post_ffn_norm, eps)
         x += f

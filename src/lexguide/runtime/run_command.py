@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     prompt = _read(args.file, "prompt file") if args.file is not None else (args.prompt or "")
     constraint = _constraint(args)
     model = Model.from_gguf(args.model, weights=args.weights, n_ctx=args.ctx_size,
-                            n_threads=args.threads, progress=True if args.verbose else None)
+                            n_threads=args.threads, decode_threads=args.threads,
+                            progress=True if args.verbose else None)
     if args.verbose:
         print(f"{model}  (loaded in {model.load_s:.2f} s)", file=sys.stderr)
     kwargs: dict[str, Any] = dict(
@@ -125,6 +126,6 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("-c", "--ctx-size", type=int, default=None,
                    help="context size (default: min(training context, 4096))")
     p.add_argument("-t", "--threads", type=int, default=None,
-                   help="BLAS threads for prompt evaluation (decode always uses one)")
+                   help="threads for prompt evaluation and decoding (default: available cores)")
     p.add_argument("-v", "--verbose", action="store_true", help="progress bar and model summary")
     p.set_defaults(handler=run)
