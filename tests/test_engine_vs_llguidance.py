@@ -11,9 +11,10 @@ token bytes. At sampled steps:
   be larger there, never smaller;
 * EOS is allowed by both or by neither.
 
-Grammars: tests/data/grammars/*.lark (with their sample texts), the Lark grammars of
-shared/corpora/llguidance-cases.jsonl (with their pass strings) and the llama.cpp GBNF corpus
-converted with ``lexguide.gbnf_to_lark`` (with tests/data/grammars/gbnf_samples.json).
+Grammars: tests/data/grammars/*.lark (with their sample texts), the Lark grammars and JSON
+schemas of shared/corpora/llguidance-cases.jsonl (with their pass strings), llguidance's rfc.lark
+(with rfc.xml) and blog schema (with its sample), and the llama.cpp GBNF corpus converted with
+``lexguide.gbnf_to_lark`` (with tests/data/grammars/gbnf_samples.json).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from lexguide import Grammar, Matcher, TokenizerInfo  # noqa: E402
 DATA = Path(__file__).parent / "data" / "grammars"
 CASES_PATH = Path("/work/shared/corpora/llguidance-cases.jsonl")
 GBNF_DIR = Path("/work/shared/corpora/gbnf")
+LLG_DATA = Path("/work/shared/corpora/llguidance-data/sample_parser/data")
 MAX_STEPS = 12  # sampled steps per text (always the first and the last)
 MAX_TEXTS = 2  # shortest texts per grammar
 
@@ -45,14 +47,28 @@ def _own_cases() -> list[tuple[str, str, list[str]]]:
 
 
 def _corpus_cases() -> list[tuple[str, str, list[str]]]:
-    if not CASES_PATH.exists():
-        return []
+    """llama.cpp's llguidance cases (schemas wrapped as its test_schema does) and llguidance's
+    own sample grammars with their sample documents."""
     out = []
-    for i, line in enumerate(CASES_PATH.read_text().splitlines()):
-        rec = json.loads(line)
-        if rec.get("grammar") and rec["pass"]:
-            name = rec["name"].strip().replace(" ", "_") or "unnamed"
-            out.append((f"llg{i:02d}-{name}", rec["grammar"], rec["pass"]))
+    if CASES_PATH.exists():
+        for i, line in enumerate(CASES_PATH.read_text().splitlines()):
+            rec = json.loads(line)
+            if not rec["pass"]:
+                continue
+            name = rec["name"].strip().replace(" ", "_").replace("/", "") or "unnamed"
+            if rec.get("grammar"):
+                out.append((f"llg{i:02d}-{name}", rec["grammar"], rec["pass"]))
+            else:
+                text = "%llguidance {}\nstart: %json " + rec["schema_text"]
+                out.append((f"llg{i:02d}-schema-{name}", text, rec["pass"]))
+    if (LLG_DATA / "rfc.lark").exists():
+        out.append(("llg-rfc-xml", (LLG_DATA / "rfc.lark").read_text(),
+                    [(LLG_DATA / "rfc.xml").read_text()]))
+    if (LLG_DATA / "blog.schema.json").exists():
+        schema = (LLG_DATA / "blog.schema.json").read_text()
+        sample = json.loads((LLG_DATA / "blog.sample.json").read_text())
+        out.append(("llg-blog-schema", "%llguidance {}\nstart: %json " + schema,
+                    [json.dumps(sample), json.dumps(sample, indent=2)]))
     return out
 
 
