@@ -130,8 +130,6 @@ def test_corpus_sentences_with_real_tokenizer(path, smollm2_info) -> None:
             assert got == oracle_accepts(s, gbnf), f"{kind}: {s!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="engine: negated token sets include the EOS/EOG ids; "
-                   "llama.cpp allows EOG only when the grammar is complete (spec/gbnf.md §3)")
 def test_negated_token_is_not_eos() -> None:
     info, _ = marker_vocab()
     for kind, grammar in both_front_ends("root ::= <[10]> (!<[11]>)* <[11]>\n"):

@@ -76,9 +76,10 @@ class MaskEngine:
                     raise GrammarError(f"Token range end too large: {hi} >= vocab size {info.vocab_size}")
                 ids.update(range(lo, hi + 1))
             if ts.any:
-                ids = set(range(info.vocab_size))
+                ids = set(range(info.vocab_size)) - info.eos_ids
             elif ts.negated:
-                ids = set(range(info.vocab_size)) - ids
+                # EOS/EOG stay reserved for the end of the grammar (as llama.cpp does for !<[N]>)
+                ids = set(range(info.vocab_size)) - ids - info.eos_ids
             out[idx] = np.array(sorted(ids), dtype=np.int64)
         return out
 
