@@ -12,7 +12,8 @@ Method (after shared/reference/bench_peers.py): each engine runs in its own spaw
 crash or hang costs that engine that case only), engines are interleaved per case with a rotating
 order so background load hits all alike, and ratios are taken against the fastest peer of the same
 case in the same run. Grammars: tests/data/grammars/*.lark (JSON-like, arithmetic, C-like; xgrammar
-gets the `.gbnf` twin when there is one) and the llama.cpp GBNF corpus (lexguide through
+gets the `.gbnf` twin when there is one), llguidance's rfc.lark (with rfc.xml) and blog schema
+(as Lark `%json`), and the llama.cpp GBNF corpus (lexguide through
 ``Grammar.from_gbnf`` and through ``gbnf_to_lark`` → ``from_lark``; llguidance through its own
 ``gbnf_to_lark``; xgrammar natively).
 
@@ -43,7 +44,9 @@ from _vocab import Vocab, VocabError, load_vocab, peer_token_bytes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAMMAR_DIR = ROOT / "tests" / "data" / "grammars"
-GBNF_DIR = Path(os.environ.get("LEXGUIDE_GBNF_CORPUS", "/work/shared/corpora/gbnf"))
+CORPORA = Path(os.environ.get("LEXGUIDE_CORPORA", "/work/shared/corpora"))
+GBNF_DIR = CORPORA / "gbnf"
+LLG_DATA = CORPORA / "llguidance-data" / "sample_parser" / "data"
 ENGINES = ("lexguide", "llguidance", "xgrammar")
 PEERS = ("llguidance", "xgrammar")
 QUICK_GBNF = ("gbnf:json", "gbnf:chess")
@@ -72,6 +75,14 @@ def load_cases(quick: bool, only: set[str] | None) -> list[Case]:
         twin = path.with_suffix(".gbnf")
         cases.append(Case(path.stem, "lark", path.read_text(),
                           twin.read_text() if twin.exists() else None, samples))
+    if (LLG_DATA / "rfc.lark").exists():  # llguidance's XML-subset grammar, 16 kB of rules
+        cases.append(Case("llg:rfc", "lark", (LLG_DATA / "rfc.lark").read_text(), None,
+                          [(LLG_DATA / "rfc.xml").read_text()]))
+    if (LLG_DATA / "blog.schema.json").exists():  # a JSON schema inside Lark (%json)
+        sample = json.loads((LLG_DATA / "blog.sample.json").read_text())
+        cases.append(Case("llg:blog", "lark",
+                          "%llguidance {}\nstart: %json " + (LLG_DATA / "blog.schema.json").read_text(),
+                          None, [json.dumps(sample, indent=2)]))
     gbnf_samples_path = GRAMMAR_DIR / "gbnf_samples.json"
     if GBNF_DIR.is_dir() and gbnf_samples_path.exists():
         gbnf_samples = json.loads(gbnf_samples_path.read_text())
@@ -83,7 +94,7 @@ def load_cases(quick: bool, only: set[str] | None) -> list[Case]:
     if only:
         cases = [c for c in cases if c.name in only]
     elif quick:
-        cases = [c for c in cases if c.fmt == "lark" or c.name in QUICK_GBNF]
+        cases = [c for c in cases if ":" not in c.name or c.name in QUICK_GBNF]
     if quick:
         for c in cases:
             c.samples = [min(c.samples, key=len)]
