@@ -281,8 +281,9 @@ class VocabWalker:
         self._grow_state_props()
         alive = self._alive_first_bytes(state)
         rows = self._rows_by_first(alive)
-        view = self._view(node) if len(rows) >= VIEW_MIN_ROWS else None
-        if view is not None and rows is self.info.all_rows:
+        view = self._view(gid) if len(rows) >= VIEW_MIN_ROWS else None
+        if view is not None:
+            # walking every class string covers the unlisted rows too: they die at column 0
             death_r, acc_r = self._death_walk(state, view.reps)
             death, acc = death_r[view.inverse], acc_r[view.inverse]
         else:
@@ -323,11 +324,12 @@ class VocabWalker:
             states = nxt
         return death, acc
 
-    def _view(self, node: int) -> _ClassView | None:
-        """Tokens deduplicated by class string under the deep partition of ``node``; built on
-        the second request of a partition (a first one walks directly: building costs about
-        one walk)."""
-        pid = _deep_partition([node])
+    def _view(self, gid: int) -> _ClassView | None:
+        """Tokens deduplicated by class string under the deep partition of lexeme ``gid``'s
+        regex, valid for all its derivatives (so a string with a length counter builds one
+        view for all its counter states). Built on the second request of a partition: a first
+        one walks directly, since building costs about one walk."""
+        pid = _deep_partition([self.lexer.lexeme_rxs[gid]])
         if pid in self._views:
             return self._views[pid]
         n = self._view_requests.get(pid, 0) + 1

@@ -191,7 +191,7 @@ class LexerDFA:
         if missing.size == 0:
             return
         with self._lock:
-            for s in np.unique(missing).tolist():
+            for s in sorted(set(missing.tolist())):  # (np.unique hashes: slow on numpy 2.4)
                 if s >= self._has_row.shape[0] or not self._has_row[s]:
                     self._compute_row(s)
 
