@@ -285,6 +285,7 @@ class VocabWalker:
         if view is not None:
             # walking every class string covers the unlisted rows too: they die at column 0
             death_r, acc_r = self._death_walk(state, view.reps)
+            rows = self.info.all_rows
             death, acc = death_r[view.inverse], acc_r[view.inverse]
         else:
             death, acc = self._death_walk(state, rows)
