@@ -10,7 +10,7 @@ JSON, numbers, CJK, emoji, combining marks, whitespace runs, special-token text.
 
 from __future__ import annotations
 
-import importlib.util
+import runpy
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +21,14 @@ from lexguide.tokenizer import Tokenizer
 _DATA = Path(__file__).parent / "data" / "tokenizer"
 
 
-def _load_module(name: str) -> Any:
-    """Import ``tests/data/tokenizer/<name>.py`` (a data folder, not a package)."""
-    spec = importlib.util.spec_from_file_location(f"lexguide_tokenizer_{name}", _DATA / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CORPUS: list[str] = _load_module("corpus").build_corpus()
+CORPUS: list[str] = runpy.run_path(str(_DATA / "corpus.py"))["build_corpus"]()
 
 
 def _oracle(request: pytest.FixtureRequest, path: Path) -> Any:
     pytest.importorskip("tokenizers")
     pytest.importorskip("transformers")
     cache_dir = Path(request.config.cache.mkdir("lexguide-tokenizer-oracle"))
-    return _load_module("oracle").hf_tokenizer_from_gguf(path, cache_dir)
+    return runpy.run_path(str(_DATA / "oracle.py"))["hf_tokenizer_from_gguf"](path, cache_dir)
 
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
