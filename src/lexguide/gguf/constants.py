@@ -25,6 +25,7 @@ __all__ = [
     "TYPE_TRAITS",
     "REMOVED_TYPES",
     "SCALAR_VALUE_DTYPES",
+    "ELEMENT_DTYPES",
     "LLAMA_FTYPE_NAMES",
     "type_traits",
 ]
@@ -153,6 +154,19 @@ TYPE_TRAITS: dict[int, TypeTraits] = {
 REMOVED_TYPES: dict[int, str] = {
     4: "Q4_2", 5: "Q4_3", 31: "Q4_0_4_4", 32: "Q4_0_4_8", 33: "Q4_0_8_8",
     36: "IQ4_NL_4_4", 37: "IQ4_NL_4_8", 38: "IQ4_NL_8_8",
+}
+
+
+#: Little-endian numpy dtype of the plain (one element per "block") ggml types except BF16,
+#: which numpy lacks.
+ELEMENT_DTYPES: dict[GGMLType, np.dtype] = {
+    _T.F32: np.dtype("<f4"),
+    _T.F16: np.dtype("<f2"),
+    _T.F64: np.dtype("<f8"),
+    _T.I8: np.dtype("i1"),
+    _T.I16: np.dtype("<i2"),
+    _T.I32: np.dtype("<i4"),
+    _T.I64: np.dtype("<i8"),
 }
 
 

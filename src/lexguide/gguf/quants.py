@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lexguide.errors import GGUFError
-from lexguide.gguf.constants import GGMLType, TypeTraits, type_traits
+from lexguide.gguf.constants import ELEMENT_DTYPES, GGMLType, TypeTraits, type_traits
 
 __all__ = [
     "dequantize",
@@ -285,20 +285,9 @@ _KERNELS: dict[GGMLType, Kernel] = {
     GGMLType.TQ2_0: _deq_tq2_0,
 }
 
-# Plain element types: little-endian source dtype, converted to float32 by a cast.
-_ELEMENT_DTYPES: dict[GGMLType, str] = {
-    GGMLType.F32: "<f4",
-    GGMLType.F16: "<f2",
-    GGMLType.F64: "<f8",
-    GGMLType.I8: "i1",
-    GGMLType.I16: "<i2",
-    GGMLType.I32: "<i4",
-    GGMLType.I64: "<i8",
-}
-
 #: Types :func:`dequantize` supports.
 DEQUANTIZABLE_TYPES: frozenset[GGMLType] = frozenset(
-    [*_KERNELS, *_ELEMENT_DTYPES, GGMLType.BF16]
+    [*_KERNELS, *ELEMENT_DTYPES, GGMLType.BF16]
 )
 
 
@@ -398,8 +387,8 @@ def dequantize(
     elif out.dtype != F32 or tuple(out.shape) != shape or not out.flags.c_contiguous:
         raise GGUFError(f"out must be a C-contiguous float32 array of shape {shape}")
     flat_out = out.reshape(-1)
-    if gtype in _ELEMENT_DTYPES:
-        flat_out[...] = data.reshape(-1).view(_ELEMENT_DTYPES[gtype])
+    if gtype in ELEMENT_DTYPES:
+        flat_out[...] = data.reshape(-1).view(ELEMENT_DTYPES[gtype])
         return out
     if gtype == GGMLType.BF16:
         np.left_shift(
@@ -503,12 +492,10 @@ _QUANTIZERS: dict[GGMLType, Callable[[np.ndarray], np.ndarray]] = {
     GGMLType.Q5_0: _q_q5_0,
     GGMLType.Q5_1: _q_q5_1,
     GGMLType.BF16: _q_bf16,
-    GGMLType.F32: lambda x: x.astype("<f4").view(np.uint8),
-    GGMLType.F16: lambda x: x.astype("<f2").view(np.uint8),
 }
 
-#: Types :func:`quantize` supports.
-QUANTIZABLE_TYPES: frozenset[GGMLType] = frozenset(_QUANTIZERS)
+#: Types :func:`quantize` supports (plain element types are a cast).
+QUANTIZABLE_TYPES: frozenset[GGMLType] = frozenset([*_QUANTIZERS, *ELEMENT_DTYPES])
 
 
 def quantize(data: npt.ArrayLike, ggml_type: int | str | GGMLType) -> npt.NDArray[np.uint8]:
@@ -520,6 +507,9 @@ def quantize(data: npt.ArrayLike, ggml_type: int | str | GGMLType) -> npt.NDArra
     the block size.
     """
     gtype = _as_type(ggml_type)
+    if gtype in ELEMENT_DTYPES:
+        arr = np.asarray(data)
+        return arr.reshape(arr.shape or (1,)).astype(ELEMENT_DTYPES[gtype]).view(np.uint8)
     quantizer = _QUANTIZERS.get(gtype)
     if quantizer is None:
         supported = ", ".join(sorted(t.name for t in QUANTIZABLE_TYPES))

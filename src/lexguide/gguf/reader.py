@@ -350,7 +350,7 @@ class GGUFFile:
     # -- access -------------------------------------------------------------------------------
 
     def tensor(self, name: str) -> TensorInfo:
-        """The :class:`TensorInfo` called ``name``; raises ``KeyError`` listing nothing huge."""
+        """The :class:`TensorInfo` called ``name``; raises ``KeyError`` naming it if absent."""
         try:
             return self._by_name[name]
         except KeyError:

@@ -16,6 +16,7 @@ import numpy as np
 
 from lexguide.errors import GGUFError
 from lexguide.gguf.constants import (
+    ELEMENT_DTYPES,
     GGUF_DEFAULT_ALIGNMENT,
     GGUF_MAGIC,
     MAX_DIMS,
@@ -36,15 +37,7 @@ V = GGUFValueType
 #: already-encoded rows shaped like ``GGUFFile.raw``), or ``(encoded_uint8, type, shape)``.
 TensorSource = Union[np.ndarray, tuple]
 
-_DTYPE_TO_GGML = {
-    np.dtype(np.float32): GGMLType.F32,
-    np.dtype(np.float16): GGMLType.F16,
-    np.dtype(np.float64): GGMLType.F64,
-    np.dtype(np.int8): GGMLType.I8,
-    np.dtype(np.int16): GGMLType.I16,
-    np.dtype(np.int32): GGMLType.I32,
-    np.dtype(np.int64): GGMLType.I64,
-}
+_DTYPE_TO_GGML = {dt.newbyteorder("="): t for t, dt in ELEMENT_DTYPES.items()}
 _DTYPE_TO_VALUE = {dt.newbyteorder("="): t for t, dt in SCALAR_VALUE_DTYPES.items()}
 _DTYPE_TO_VALUE[np.dtype(bool)] = V.BOOL
 _DTYPE_TO_VALUE[np.dtype(np.uint8)] = V.UINT8
@@ -175,10 +168,7 @@ def _encoded_tensor(name: str, source: TensorSource) -> tuple[np.ndarray, TypeTr
         shape = (*data.shape[:-1], data.shape[-1] // traits.type_size * traits.block_size)
     else:
         shape = data.shape or (1,)
-        if gtype in _DTYPE_TO_GGML.values() and gtype not in (GGMLType.F32, GGMLType.F16):
-            data = data.astype(np.dtype(_ggml_dtype(gtype)), copy=False).view(np.uint8)
-        else:
-            data = quantize(data.reshape(shape), gtype)
+        data = quantize(data.reshape(shape), gtype)
     shape = shape or (1,)
     expected = traits.row_bytes(shape[-1]) * math.prod(shape[:-1])
     if shape[-1] % traits.block_size or data.nbytes != expected:
@@ -186,13 +176,6 @@ def _encoded_tensor(name: str, source: TensorSource) -> tuple[np.ndarray, TypeTr
             f"tensor {name!r}: {data.nbytes} encoded bytes do not fit {gtype.name} shape {shape}"
         )
     return np.ascontiguousarray(data).reshape(-1).view(np.uint8), traits, shape
-
-
-def _ggml_dtype(gtype: GGMLType) -> str:
-    return {
-        GGMLType.F64: "<f8", GGMLType.I8: "i1", GGMLType.I16: "<i2",
-        GGMLType.I32: "<i4", GGMLType.I64: "<i8",
-    }[gtype]
 
 
 def write_gguf(
