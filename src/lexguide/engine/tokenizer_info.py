@@ -47,7 +47,9 @@ class TokenizerInfo:
         self.vocab_size = len(token_bytes)
         if self.vocab_size == 0:
             raise TokenizerError("empty vocabulary")
-        self.token_bytes: list[bytes] = [bytes(b) for b in token_bytes]
+        self.token_bytes: list[bytes] = [
+            b if type(b) is bytes else bytes(b) for b in token_bytes  # noqa: E721 (exact type)
+        ]
         self.eos_ids = frozenset(int(i) for i in eos_ids)
         self.special_ids = frozenset(int(i) for i in special_ids) | self.eos_ids
         for i in self.eos_ids | self.special_ids:
@@ -95,7 +97,7 @@ class TokenizerInfo:
         ids = ids[order].astype(np.int32)
         lengths = all_lengths[ids]
         max_len = int(lengths.max()) if len(lengths) else 1
-        joined = np.frombuffer(b"".join([tb[i] for i in ids.tolist()]), dtype=np.uint8)
+        joined = np.frombuffer(b"".join(map(tb.__getitem__, ids.tolist())), dtype=np.uint8)
         # column-major: column j holds byte j of every token, so a walk step is a 1-D take
         columns = np.zeros((max_len, len(ids)), dtype=np.uint8)
         row_of_byte = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
