@@ -434,3 +434,34 @@ def test_fused_smollm_split_equals_the_literal_regex_list() -> None:
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 24)))
         assert fused(text) == literal(text), text
+
+
+def _literal_partition(text: str, cands: list[tuple[str, int]]) -> list[str | int]:
+    """llama.cpp's tokenizer_st_partition, literally: every candidate, longest first."""
+    frags: list[str | int] = [text]
+    for word, tid in sorted(cands, key=lambda c: (-len(c[0]), c[1])):
+        new: list[str | int] = []
+        for frag in frags:
+            if isinstance(frag, int):
+                new.append(frag)
+                continue
+            for j, part in enumerate(frag.split(word)):
+                if j:
+                    new.append(tid)
+                if part:
+                    new.append(part)
+        frags = new
+    return frags
+
+
+def test_special_matcher_equals_literal_llama_cpp_loop() -> None:
+    from lexguide.tokenizer.special import SpecialMatcher
+
+    rng = random.Random(7)
+    for _ in range(300):
+        words = {"".join(rng.choice("ab<>|") for _ in range(rng.randrange(1, 5))) for _ in range(6)}
+        cands = [(w, i) for i, w in enumerate(sorted(words))]
+        matcher = SpecialMatcher(cands)
+        for _ in range(10):
+            text = "".join(rng.choice("ab<>|x") for _ in range(rng.randrange(0, 16)))
+            assert matcher.partition(text) == _literal_partition(text, cands), (text, cands)

@@ -65,6 +65,8 @@ class SpecialMatcher:
 
         Pure; cost is one regex scan of ``text`` plus one split per candidate that occurs.
         """
+        if not text:
+            return []
         if not self._ids:
             return [text]
         rx = self._rx

@@ -202,8 +202,10 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], strip_space_prefix: bool = True) -> str:
         """Text of ``ids``: ``decode_bytes`` decoded as UTF-8 with invalid sequences replaced by
         U+FFFD (a token sequence may end inside a multi-byte character; use ``decode_bytes`` to
-        stream). ``decode(encode(s)) == s`` for every ``s`` whose encoding adds no space prefix
-        after a special token. Raises TokenizerError for invalid ids."""
+        stream). Unlike llama.cpp's ``detokenize`` no space clean-up (``" ,"`` → ``","``) is
+        applied, so ``decode(encode(s)) == s`` for every ``s`` — except, with SPM
+        ``add_space_prefix``, the spaces ``encode`` inserts after special tokens inside the text.
+        Raises TokenizerError for invalid ids."""
         return self.decode_bytes(ids, strip_space_prefix).decode("utf-8", errors="replace")
 
     def __repr__(self) -> str:
