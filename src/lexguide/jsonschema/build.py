@@ -69,6 +69,8 @@ KNOWN_UNSUPPORTED = {
 INTRODUCED = {"const": 6, "contains": 6, "propertyNames": 6, "prefixItems": 2020,
               "minContains": 2019, "maxContains": 2019}
 ALL_TYPES = ("null", "boolean", "object", "array", "string", "number")
+DISJOINT_BUDGET = 5_000  # intersection steps to prove two oneOf branches disjoint
+EXACT_ONE_OF_BUDGET = 50_000  # steps to build an exact oneOf from negations
 
 _DRAFTS = {
     "draft/2020-12/schema": 2020, "draft/2019-09/schema": 2019, "draft-07/schema": 7,
@@ -212,17 +214,18 @@ class SchemaBuilder:
     def _exact_one_of(self, done: list[Schema], index: int, subs: list[Schema],
                       pair: tuple[int, int], at: str) -> Schema:
         """oneOf(A1..An) as the union of (Ai and not Aj for every j != i), when expressible."""
-        branches = []
         try:
-            negated = [negate(s, self.resolve, self.intersect) for s in subs]
-            for i, a in enumerate(subs):
-                branch: Schema = ANY
-                for k, part in enumerate(done):  # keep the property order of the schema
-                    branch = self.intersect(branch, a if k == index else part)
-                for j, neg in enumerate(negated):
-                    if j != i:
-                        branch = self.intersect(branch, neg)
-                branches.append(branch)
+            with self.intersect.budget(EXACT_ONE_OF_BUDGET):
+                negated = [negate(s, self.resolve, self.intersect) for s in subs]
+                branches = []
+                for i, a in enumerate(subs):
+                    branch: Schema = ANY
+                    for k, part in enumerate(done):  # keep the property order of the schema
+                        branch = self.intersect(branch, a if k == index else part)
+                    for j, neg in enumerate(negated):
+                        if j != i:
+                            branch = self.intersect(branch, neg)
+                    branches.append(branch)
         except (NotSupported, SchemaError) as e:
             self._one_of_error(pair, at, str(e))
         return any_of(branches, "every branch of oneOf is unsatisfiable")
@@ -339,7 +342,8 @@ class SchemaBuilder:
     def disjoint(self, a: Schema, b: Schema) -> bool:
         """Provably no common instance: the intersection is unsatisfiable."""
         try:
-            return isinstance(self.intersect(a, b), Unsat)
+            with self.intersect.budget(DISJOINT_BUDGET):
+                return isinstance(self.intersect(a, b), Unsat)
         except SchemaError:
             return False
 

@@ -38,6 +38,7 @@ __all__ = [
 
 MAX_INTERSECT_DEPTH = 128
 MAX_UNION_PRODUCT = 20_000
+INTERSECT_BUDGET = 200_000  # documented limit: "schema too complex" beyond this many steps
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -174,10 +175,19 @@ class Intersector:
     def __init__(self, resolve: Resolver, check_string: Callable[[StringSchema, str], bool]):
         self.resolve = resolve
         self.check_string = check_string
+        self.steps = 0  # intersection steps so far; see ``limit``
+        self.limit = INTERSECT_BUDGET
+
+    def budget(self, n_steps: int) -> "_Budget":
+        """Context manager: at most ``n_steps`` more steps inside the block (nested limits)."""
+        return _Budget(self, n_steps)
 
     def __call__(self, a: Schema, b: Schema, depth: int = 0) -> Schema:
         if depth > MAX_INTERSECT_DEPTH:
             raise SchemaError("schema intersection is nested too deeply (limit 128)")
+        self.steps += 1
+        if self.steps > self.limit:
+            raise SchemaError(f"schema too complex: more than {self.limit} intersection steps")
         if isinstance(a, AnySchema) or a is b:
             return b
         if isinstance(b, AnySchema):
@@ -193,6 +203,10 @@ class Intersector:
         if isinstance(a, AnyOfSchema) or isinstance(b, AnyOfSchema):
             xs = a.options if isinstance(a, AnyOfSchema) else (a,)
             ys = b.options if isinstance(b, AnyOfSchema) else (b,)
+            if _all_string_consts(xs) and _all_string_consts(ys):  # enums: set intersection
+                keep = {y.const for y in ys}  # type: ignore[union-attr]
+                return any_of([x for x in xs if x.const in keep],  # type: ignore[union-attr]
+                              "enums have no common value")
             if len(xs) * len(ys) > MAX_UNION_PRODUCT:
                 raise SchemaError(
                     f"intersection of unions with {len(xs)} and {len(ys)} branches is too large"
@@ -312,6 +326,23 @@ class Intersector:
         for s in matching:
             out = self(out, s)
         return out
+
+
+class _Budget:
+    def __init__(self, owner: Intersector, n_steps: int) -> None:
+        self.owner = owner
+        self.n_steps = n_steps
+
+    def __enter__(self) -> None:
+        self.saved = self.owner.limit
+        self.owner.limit = min(self.saved, self.owner.steps + self.n_steps)
+
+    def __exit__(self, *exc: object) -> None:
+        self.owner.limit = self.saved
+
+
+def _all_string_consts(xs: tuple[Schema, ...]) -> bool:
+    return all(isinstance(x, StringSchema) and x.const is not None for x in xs)
 
 
 def _json_body(name: str) -> bytes:
