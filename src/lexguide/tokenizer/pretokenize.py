@@ -34,7 +34,7 @@ for _name in ("default",):
     _PRE_TYPES[_name] = ("default", False, False)
 for _name in (
     "gpt-2", "phi-2", "jina-es", "jina-de", "jina-v1-en", "jina-v2-es", "jina-v2-de",
-    "jina-v2-code", "gigachat", "mellum", "modern-bert", "exaone4", "roberta-bpe", "mpt",
+    "jina-v2-code", "gigachat", "mellum", "modern-bert", "exaone4", "roberta-bpe", "a.x-4.0", "mpt",
     "olmo", "jais",
 ):
     _PRE_TYPES[_name] = ("gpt2", False, False)

@@ -93,6 +93,8 @@ _ID_KEYS = {
     "bos": "bos", "eos": "eos", "eot": "eot", "eom": "eom", "unknown": "unk", "seperator": "sep",
     "padding": "pad", "mask": "mask", "fim_pre": "fim_pre", "fim_suf": "fim_suf",
     "fim_mid": "fim_mid", "fim_pad": "fim_pad", "fim_rep": "fim_rep", "fim_sep": "fim_sep",
+    # deprecated spellings of the FIM ids (llama.cpp still reads them)
+    "prefix": "fim_pre", "suffix": "fim_suf", "middle": "fim_mid",
 }
 
 _BYTE_TOKEN_RE = re.compile(r"<0x([0-9A-Fa-f]{2})>\Z")
