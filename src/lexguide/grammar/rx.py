@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from lexguide.errors import LimitExceeded, RegexError
+from lexguide.grammar.unicode_tables import utf8_sequences
 
 __all__ = [
     "ANY_BYTES",
@@ -529,46 +530,6 @@ def matches(x: int, data: bytes) -> bool:
 
 
 # -- Unicode ------------------------------------------------------------------------------------
-def _utf8_sequences(lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
-    """Split code points ``lo..hi`` into UTF-8 byte-range sequences (surrogates excluded)."""
-    out: list[tuple[tuple[int, int], ...]] = []
-    stack = [(lo, hi)]
-    while stack:
-        lo, hi = stack.pop()
-        if lo > hi:
-            continue
-        if lo <= 0xDFFF and hi >= 0xD800:
-            stack.append((lo, 0xD7FF))
-            stack.append((0xE000, hi))
-            continue
-        for m in (0x7F, 0x7FF, 0xFFFF):
-            if lo <= m < hi:
-                stack.append((lo, m))
-                stack.append((m + 1, hi))
-                break
-        else:
-            if hi <= 0x7F:
-                out.append(((lo, hi),))
-                continue
-            n = 2 if hi <= 0x7FF else 3 if hi <= 0xFFFF else 4
-            for i in range(1, n):
-                m = (1 << (6 * i)) - 1
-                if lo & ~m != hi & ~m:
-                    if lo & m != 0:
-                        stack.append((lo, lo | m))
-                        stack.append(((lo | m) + 1, hi))
-                        break
-                    if hi & m != m:
-                        stack.append((lo, (hi & ~m) - 1))
-                        stack.append((hi & ~m, hi))
-                        break
-            else:
-                a = chr(lo).encode("utf-8")
-                z = chr(hi).encode("utf-8")
-                out.append(tuple(zip(a, z)))
-    return out
-
-
 def _range_mask(lo: int, hi: int) -> int:
     return ((1 << (hi - lo + 1)) - 1) << lo
 
@@ -600,7 +561,7 @@ def codepoint_ranges(ranges: Sequence[tuple[int, int]]) -> int:
         seqs: list[tuple[tuple[int, int], ...]] = []
         for lo, hi in key:
             if lo <= hi:
-                seqs.extend(_utf8_sequences(lo, hi))
+                seqs.extend(utf8_sequences(lo, hi))
         r = _build_utf8(seqs) if seqs else NOTHING
         _cp_memo[key] = r
     return r
@@ -716,79 +677,8 @@ def import_nodes(data: tuple[tuple, ...]) -> list[int]:
 
 
 # -- printing ---------------------------------------------------------------------------------
-def _fmt_bytes(m: int) -> str:
-    if m == _FULL:
-        return "[\\x00-\\xff]"
-    parts = []
-    b = 0
-    while b < 256:
-        if (m >> b) & 1:
-            e = b
-            while e + 1 < 256 and (m >> (e + 1)) & 1:
-                e += 1
-            parts.append(_fmt_byte(b) if b == e else f"{_fmt_byte(b)}-{_fmt_byte(e)}")
-            b = e + 1
-        else:
-            b += 1
-    if len(parts) == 1 and "-" not in parts[0]:
-        return parts[0]
-    return "[" + "".join(parts) + "]"
-
-
-def _fmt_byte(b: int) -> str:
-    c = chr(b)
-    if 0x21 <= b < 0x7F and c not in "\\[]^-.|()*+?{}&~$":
-        return c
-    return f"\\x{b:02x}"
-
-
 def to_string(x: int, max_len: int = 2000) -> str:
     """A readable regex-like rendering of ``x`` (for errors and debugging), truncated."""
-    out: list[str] = []
-    budget = [max_len]
+    from lexguide.grammar.rx_syntax import format_regex
 
-    def emit(s: str) -> None:
-        budget[0] -= len(s)
-        out.append(s)
-
-    def go(x: int, prec: int) -> None:
-        if budget[0] < 0:
-            return
-        k, a = _kind[x], _args[x]
-        if k == K_NOTHING:
-            emit("[]")
-        elif k == K_EPS:
-            emit("()")
-        elif k == K_BYTES:
-            emit(_fmt_bytes(a[0]))
-        elif k == K_CONCAT:
-            if prec > 1:
-                emit("(")
-            while _kind[x] == K_CONCAT and budget[0] >= 0:  # iterate: literals are long chains
-                go(_args[x][0], 2)
-                x = _args[x][1]
-            go(x, 2)
-            if prec > 1:
-                emit(")")
-        elif k in (K_ALT, K_AND):
-            if prec > 0:
-                emit("(")
-            for i, c in enumerate(a):
-                if i:
-                    emit("|" if k == K_ALT else "&")
-                go(c, 1)
-            if prec > 0:
-                emit(")")
-        elif k == K_NOT:
-            emit("~")
-            go(a[0], 3)
-        else:
-            go(a[0], 3)
-            if k == K_STAR:
-                emit("*")
-            else:
-                emit(f"{{{a[1]},{'' if a[2] < 0 else a[2]}}}")
-
-    go(x, 0)
-    s = "".join(out)
-    return s if budget[0] >= 0 else s[:max_len] + "..."
+    return format_regex(x, max_len)

@@ -24,7 +24,7 @@ from lexguide.errors import LimitExceeded, RegexError
 from lexguide.grammar import rx
 from lexguide.grammar import unicode_tables as ut
 
-__all__ = ["MAX_NESTING", "parse_regex"]
+__all__ = ["MAX_NESTING", "format_regex", "parse_regex"]
 
 #: maximum group/class nesting depth (bounds recursion)
 MAX_NESTING = 100
@@ -511,3 +511,82 @@ def parse_regex(pattern: str, flags: str = "", *, allow_invalid_utf8: bool = Fal
         _memo.clear()
     _memo[key] = node
     return node
+
+
+# -- printing (the inverse direction: nodes -> regex-like text) --------------------------------
+def _fmt_bytes(m: int) -> str:
+    if m == rx._FULL:
+        return "[\\x00-\\xff]"
+    parts = []
+    b = 0
+    while b < 256:
+        if (m >> b) & 1:
+            e = b
+            while e + 1 < 256 and (m >> (e + 1)) & 1:
+                e += 1
+            parts.append(_fmt_byte(b) if b == e else f"{_fmt_byte(b)}-{_fmt_byte(e)}")
+            b = e + 1
+        else:
+            b += 1
+    if len(parts) == 1 and "-" not in parts[0]:
+        return parts[0]
+    return "[" + "".join(parts) + "]"
+
+
+def _fmt_byte(b: int) -> str:
+    c = chr(b)
+    if 0x21 <= b < 0x7F and c not in "\\[]^-.|()*+?{}&~$":
+        return c
+    return f"\\x{b:02x}"
+
+
+def format_regex(x: int, max_len: int = 2000) -> str:
+    """A readable regex-like rendering of ``x`` (for errors and debugging), truncated."""
+    out: list[str] = []
+    budget = [max_len]
+
+    def emit(s: str) -> None:
+        budget[0] -= len(s)
+        out.append(s)
+
+    def go(x: int, prec: int) -> None:
+        if budget[0] < 0:
+            return
+        k, a = rx._kind[x], rx._args[x]
+        if k == rx.K_NOTHING:
+            emit("[]")
+        elif k == rx.K_EPS:
+            emit("()")
+        elif k == rx.K_BYTES:
+            emit(_fmt_bytes(a[0]))
+        elif k == rx.K_CONCAT:
+            if prec > 1:
+                emit("(")
+            while rx._kind[x] == rx.K_CONCAT and budget[0] >= 0:  # iterative: long literals
+                go(rx._args[x][0], 2)
+                x = rx._args[x][1]
+            go(x, 2)
+            if prec > 1:
+                emit(")")
+        elif k in (rx.K_ALT, rx.K_AND):
+            if prec > 0:
+                emit("(")
+            for i, c in enumerate(a):
+                if i:
+                    emit("|" if k == rx.K_ALT else "&")
+                go(c, 1)
+            if prec > 0:
+                emit(")")
+        elif k == rx.K_NOT:
+            emit("~")
+            go(a[0], 3)
+        else:
+            go(a[0], 3)
+            if k == rx.K_STAR:
+                emit("*")
+            else:
+                emit(f"{{{a[1]},{'' if a[2] < 0 else a[2]}}}")
+
+    go(x, 0)
+    s = "".join(out)
+    return s if budget[0] >= 0 else s[:max_len] + "..."

@@ -32,6 +32,7 @@ __all__ = [
     "perl_class",
     "posix_class",
     "symmetric_difference",
+    "utf8_sequences",
 ]
 
 Ranges = list[tuple[int, int]]
@@ -336,3 +337,48 @@ def case_fold_ranges(ranges: Ranges) -> Ranges:
         for cp in keys[i:j]:
             extra.extend((o, o) for o in _fold_orbit[cp])
     return normalize(list(ranges) + extra)
+
+
+# -- UTF-8 ---------------------------------------------------------------------------------------
+def utf8_sequences(lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
+    """Split code points ``lo..hi`` into UTF-8 byte-range sequences (surrogates excluded).
+
+    Each sequence is a tuple of inclusive byte ranges, one per byte of the encoding; together
+    they match exactly the UTF-8 encodings of the code points (Rust ``utf8-ranges`` algorithm).
+    """
+    out: list[tuple[tuple[int, int], ...]] = []
+    stack = [(lo, hi)]
+    while stack:
+        lo, hi = stack.pop()
+        if lo > hi:
+            continue
+        if lo <= 0xDFFF and hi >= 0xD800:
+            stack.append((lo, 0xD7FF))
+            stack.append((0xE000, hi))
+            continue
+        for m in (0x7F, 0x7FF, 0xFFFF):
+            if lo <= m < hi:
+                stack.append((lo, m))
+                stack.append((m + 1, hi))
+                break
+        else:
+            if hi <= 0x7F:
+                out.append(((lo, hi),))
+                continue
+            n = 2 if hi <= 0x7FF else 3 if hi <= 0xFFFF else 4
+            for i in range(1, n):
+                m = (1 << (6 * i)) - 1
+                if lo & ~m != hi & ~m:
+                    if lo & m != 0:
+                        stack.append((lo, lo | m))
+                        stack.append(((lo | m) + 1, hi))
+                        break
+                    if hi & m != m:
+                        stack.append((lo, (hi & ~m) - 1))
+                        stack.append((hi & ~m, hi))
+                        break
+            else:
+                a = chr(lo).encode("utf-8")
+                z = chr(hi).encode("utf-8")
+                out.append(tuple(zip(a, z)))
+    return out
