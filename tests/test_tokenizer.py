@@ -465,3 +465,15 @@ def test_special_matcher_equals_literal_llama_cpp_loop() -> None:
         for _ in range(10):
             text = "".join(rng.choice("ab<>|x") for _ in range(rng.randrange(0, 16)))
             assert matcher.partition(text) == _literal_partition(text, cands), (text, cands)
+
+
+def test_tokenizer_pickles_with_its_caches() -> None:
+    import pickle
+
+    for md in (gpt2_metadata(merges=["a b"]), spm_metadata(SPM_PIECES)):
+        tok = Tokenizer.from_metadata(md)
+        ids = tok.encode("ab Hello<tag>", parse_special=True)
+        copy = pickle.loads(pickle.dumps(tok))
+        assert copy.encode("ab Hello<tag>", parse_special=True) == ids
+        assert copy.all_token_bytes() == tok.all_token_bytes()
+        assert copy.eog_ids == tok.eog_ids and copy.special_ids == tok.special_ids
