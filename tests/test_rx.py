@@ -259,3 +259,23 @@ def test_unicode_tables_disk_cache(tmp_path, monkeypatch) -> None:  # type: igno
     assert ut._load_cached_categories() is None
     ut._cache_file("folds").write_text("[[1")
     assert ut._load_cached_orbits() is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(_nodes, st.lists(st.binary(min_size=1, max_size=4), min_size=1, max_size=5))
+def test_deep_partition_classes_are_interchangeable(x: int, samples: list[bytes]) -> None:
+    """Replacing any byte by another of its deep class never changes a derivative path."""
+    labels, _ = rx.byte_partition(x)
+    deep = rx.partition_labels(rx.deep_partition([x]))
+    first_of = {}
+    for b in range(256):
+        first_of.setdefault(deep[b], b)
+    for data in samples:
+        canon = bytes(first_of[deep[b]] for b in data)
+        a, c = x, x
+        for b1, b2 in zip(data, canon):
+            a, c = rx.derivative(a, b1), rx.derivative(c, b2)
+            assert a == c, (rx.to_string(x), data)
+    # the deep partition refines the node's own partition
+    for b in range(256):
+        assert labels[first_of[deep[b]]] == labels[b]

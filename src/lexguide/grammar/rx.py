@@ -49,6 +49,7 @@ __all__ = [
     "codepoint_ranges",
     "complement",
     "concat",
+    "deep_partition",
     "derivative",
     "export_nodes",
     "from_literal",
@@ -60,6 +61,9 @@ __all__ = [
     "n_nodes",
     "nullable",
     "opt",
+    "partition_arrays",
+    "partition_labels",
+    "partition_of",
     "plus",
     "repeat",
     "star",
@@ -248,6 +252,42 @@ def partition_of(nodes: Iterable[int]) -> int:
         r = _intern_partition(_rank_labels(first, inv))
         _multi_memo[key] = r
     return r
+
+
+_deep_part: dict[int, int] = {}
+
+
+def deep_partition(nodes: Iterable[int]) -> int:
+    """Partition id refining the byte classes of every *subterm* of ``nodes``.
+
+    Every derivative of a node is built from its subterms, so bytes in one class of this
+    partition behave identically in every state reachable from ``nodes``: callers may group
+    byte strings by their sequence of class labels. Memoised per node; iterative.
+    """
+    result = _TRIVIAL
+    for root in nodes:
+        if root not in _deep_part:
+            stack = [(root, False)]
+            while stack:
+                x, expanded = stack.pop()
+                if x in _deep_part:
+                    continue
+                kids = _children(x)
+                if not expanded:
+                    stack.append((x, True))
+                    stack.extend((c, False) for c in kids if c not in _deep_part)
+                    continue
+                p = _part[x]
+                for c in kids:
+                    p = _refine(p, _deep_part[c])
+                _deep_part[x] = p
+        result = _refine(result, _deep_part[root])
+    return result
+
+
+def partition_labels(pid: int) -> bytes:
+    """The 256 class labels of partition ``pid`` (byte 0 has label 0; labels by first use)."""
+    return _part_labels[pid]
 
 
 def _rank_labels(first: np.ndarray, inv: np.ndarray) -> bytes:
