@@ -155,25 +155,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="samples and one vocabulary")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-masks", action="store_true", help="coverage and compile time only")
+    ap.add_argument("--no-coverage", action="store_true", help="mask benchmark only")
+    ap.add_argument("--vocabs", default=None, help="comma list of smollm2,gemma3 "
+                    "(default: smollm2 with --quick, both otherwise)")
+    ap.add_argument("--limit", type=int, default=None, help="schemas forced per vocabulary")
     args = ap.parse_args(argv)
     from lexguide.model_files import ModelNotInstalled, gemma3_path, smollm2_path
 
     result: dict = {"quick": args.quick}
-    print("coverage (compiled / total) and compile time per subset", flush=True)
-    result["coverage"] = coverage(30 if args.quick else None, args.seed)
-    print_coverage(result["coverage"])
+    if not args.no_coverage:
+        print("coverage (compiled / total) and compile time per subset", flush=True)
+        result["coverage"] = coverage(30 if args.quick else None, args.seed)
+        print_coverage(result["coverage"])
     if not args.no_masks:
-        vocabs = [("smollm2-49k", smollm2_path)] + ([] if args.quick else [("gemma3-262k",
-                                                                           gemma3_path)])
-        OUT.parent.mkdir(parents=True, exist_ok=True)
+        known = {"smollm2": ("smollm2-49k", smollm2_path), "gemma3": ("gemma3-262k", gemma3_path)}
+        names = args.vocabs.split(",") if args.vocabs else (
+            ["smollm2"] if args.quick else ["smollm2", "gemma3"])
+        limit = args.limit or (8 if args.quick else 100)
         result["masks"] = {}
-        for name, locate in vocabs:
+        for key in names:
+            name, locate = known[key]
             try:
                 path = Path(locate())
             except ModelNotInstalled as e:
                 print(f"\n{name}: skipped ({e})")
                 continue
-            m = masks(path, 8 if args.quick else 100, 1 if args.quick else 3, OUT.parent)
+            OUT.parent.mkdir(parents=True, exist_ok=True)
+            m = masks(path, limit, 1 if args.quick else 3, OUT.parent)
             if m is not None:
                 result["masks"][name] = m
                 print_masks(name, m)

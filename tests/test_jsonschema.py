@@ -134,6 +134,9 @@ def test_indent_is_exact_json_dumps():
         assert not g.validate(json.dumps(data)) or data == {}, data
         assert not g.validate(json.dumps(data, indent=4)) or data in ({}, {"a": []}, {"b": {}})
     assert G({"type": "array"}, indent="\t").validate(json.dumps([1, [2]], indent="\t"))
+    shallow = G({}, indent=2, max_indent_depth=3)  # deeper levels are written compactly
+    assert shallow.validate('[\n  [\n    [\n      [[[1]]]\n    ]\n  ]\n]')
+    assert not shallow.validate(json.dumps([[[[[1]]]]], indent=2))
 
 
 def test_additional_keys_exclude_declared_names():
@@ -310,6 +313,7 @@ def test_formats():
         "ipv4": (['"255.0.10.1"'], ['"256.1.1.1"', '"01.1.1.1"', '"1.1.1"']),
         "ipv6": (['"::1"', '"fe80::1:2"', '"1:2:3:4:5:6:7:8"'], ['"1:2:3:4:5:6:7:8:9"', '"12345::"']),
         "uuid": (['"123e4567-E89b-12d3-a456-426614174000"'], ['"123e4567e89b12d3a456426614174000"']),
+        "byte": (['"aGVsbG8="', '""', '"YWJj"'], ['"aGVsbG8"', '"a==="']),
         "uri": (['"https://user@ex.com:80/a/b?q=1#f"', '"urn:isbn:0451450523"', '"a:"'],
                 ['"//ex.com"', '"http://a b"', '"1http://x"']),
     }

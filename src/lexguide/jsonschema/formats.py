@@ -70,6 +70,10 @@ FORMATS: dict[str, str] = {
     "uri": _URI,
     "uri-reference": rf"(?:{_URI}|{_RELATIVE_REF})",
     "json-pointer": r"(?:/(?:[^~/]|~[01])*)*",
+    # OpenAPI 3 string formats: base64 (RFC 4648 §4) and two hints with no constraint
+    "byte": r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?",
+    "binary": r"[^]*",
+    "password": r"[^]*",
     "unknown": r"[^]*",
 }
 
