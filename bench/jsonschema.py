@@ -43,7 +43,7 @@ def pct(xs: list[float], p: float) -> float | None:
     if not xs:
         return None
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 def coverage(per_subset: int | None, seed: int) -> dict:
@@ -121,7 +121,7 @@ def masks(vocab_path: Path, limit: int, repeats: int, workdir: Path) -> dict | N
     env = {**__import__("os").environ, "PYTHONPATH": str(src)}
     print(f"  running {' '.join(cmd[1:4])} ... engines={engines} (not installed: {missing})",
           flush=True)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0 or not out.exists():
         print(proc.stdout[-3000:], proc.stderr[-3000:])
         return None

@@ -347,7 +347,7 @@ def test_decimal_ranges_and_multiples_match_python_oracle():
     for _ in range(60):
         lo = Decimal(str(round(rng.uniform(-100, 100), rng.randint(0, 3))))
         hi = lo + Decimal(str(round(rng.uniform(0, 50), rng.randint(0, 3))))
-        mult = rng.choice([None, Decimal("0.5"), Decimal("0.25"), Decimal("3"), Decimal("0.01")])
+        mult = rng.choice([None, Decimal("0.5"), Decimal("0.25"), Decimal(3), Decimal("0.01")])
         node = number_rx(integer=False, minimum=lo, maximum=hi, multiple_of=mult)
         for _ in range(40):
             v = Decimal(str(round(rng.uniform(float(lo) - 5, float(hi) + 5), rng.randint(0, 4))))

@@ -8,7 +8,7 @@ accepts ``\\uXXXX`` only for control characters, so non-ASCII text must be writt
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -57,7 +57,7 @@ SKIPS: dict[tuple[str, str, str], str] = {
 MIN_CHECKED = {"draft2020-12": 850, "draft7": 760}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _results(draft: str) -> tuple[int, tuple[tuple[tuple[str, str, str], object, bool, bool], ...]]:
     """(compiled case count, ((file, case, test), data, expected, got) for compiled cases)."""
     folder = SUITE / draft

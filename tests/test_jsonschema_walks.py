@@ -20,9 +20,9 @@ import pytest
 
 jsonschema = pytest.importorskip("jsonschema")
 
-from lexguide.engine import Matcher, TokenizerInfo  # noqa: E402
-from lexguide.errors import SchemaError  # noqa: E402
-from lexguide.grammar.grammar import Grammar  # noqa: E402
+from lexguide.engine import Matcher, TokenizerInfo
+from lexguide.errors import SchemaError
+from lexguide.grammar.grammar import Grammar
 
 BENCH = Path("/work/shared/corpora/jsonschemabench")
 EXPECTED = Path("/work/shared/corpora/llguidance-data/json_stats/expected_maskbench.json")

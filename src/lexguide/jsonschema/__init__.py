@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lexguide.errors import SchemaError
+from lexguide.errors import RegexError, SchemaError
 from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, set_json_schema_compiler
 from lexguide.jsonschema.build import BuildOptions, SchemaBuilder
 from lexguide.jsonschema.compiler import WHITESPACE_RX, LayoutOptions, SchemaCompiler
 
-__all__ = ["compile_json_schema", "add_json_schema", "SchemaError"]
+__all__ = ["SchemaError", "add_json_schema", "compile_json_schema"]
 
 _OPTION_NAMES = frozenset((
     "whitespace", "indent", "item_separator", "key_separator", "lenient", "coerce_one_of",
@@ -46,7 +46,7 @@ def _regex(value: Any, name: str) -> int:
         raise SchemaError(f"{name} must be a string", pointer="/x-guidance", keyword=name)
     try:
         return rx.from_regex(value)
-    except Exception as e:  # RegexError with the offset
+    except RegexError as e:
         raise SchemaError(f"{name}: {e}", pointer="/x-guidance", keyword=name) from None
 
 

@@ -25,7 +25,6 @@ from lexguide.jsonschema.pattern import PatternError, pattern_rx
 from lexguide.jsonschema.refs import RefIndex, escape_pointer
 from lexguide.jsonschema.schema import (
     ANY,
-    AnySchema,
     ArraySchema,
     BoolSchema,
     Intersector,
@@ -274,9 +273,8 @@ class SchemaBuilder:
                 return None
         elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
             return self._dependencies(key, value, at)
-        elif key in ("unevaluatedProperties", "unevaluatedItems"):
-            if value is True or value == {}:
-                return None
+        elif key in ("unevaluatedProperties", "unevaluatedItems") and value in (True, {}):
+            return None
         self.unsupported(f"Unimplemented keys: [{key!r}]", at, key)
         return None
 

@@ -27,6 +27,7 @@ from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder
 from lexguide.jsonschema.build import SchemaBuilder
 from lexguide.jsonschema.formats import format_rx
+from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.numeric import (
     NON_INTEGER_RX,
     NUMBER_RX,
@@ -34,7 +35,6 @@ from lexguide.jsonschema.numeric import (
     NumericError,
     number_rx,
 )
-from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.pattern import any_json_char, json_literal_body, pattern_rx
 from lexguide.jsonschema.schema import (
     AnyOfSchema,
@@ -50,7 +50,7 @@ from lexguide.jsonschema.schema import (
     Unsat,
 )
 
-__all__ = ["LayoutOptions", "SchemaCompiler", "WHITESPACE_RX"]
+__all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 
 WHITESPACE_RX = rx.plus(rx.byteset(b" \t\n\r"))
 QUOTE = rx.literal(b'"')
@@ -76,7 +76,7 @@ class LayoutOptions:
 class _Layout:
     """Punctuation lexeme symbols for one nesting depth."""
 
-    def __init__(self, comp: "SchemaCompiler", depth: int) -> None:
+    def __init__(self, comp: SchemaCompiler, depth: int) -> None:
         o = comp.layout
         self.depth = depth
         lex = comp.lex
@@ -105,7 +105,7 @@ class _Layout:
         self.comp = comp
 
     @property
-    def child(self) -> "_Layout":
+    def child(self) -> _Layout:
         return self.comp.layout_at(self.next_depth)
 
 
@@ -426,14 +426,14 @@ class SchemaCompiler:
         # (enough members, within the bound) get rules, so no prefix leads to a dead end
         ext_ok = [c >= lo1 or extra is not None for c in range(cap + 1)]
         ext = {c: b.nonterminal("object_extra") for c in range(cap + 1) if ext_ok[c]}
-        for c in ext:
+        for c, nt in ext.items():
             if hi is None and c == cap and extra is not None:
-                b.rule(ext[c], [b.star(b.seq([sep, extra], "extra_more"))])
+                b.rule(nt, [b.star(b.seq([sep, extra], "extra_more"))])
                 continue
             if c >= lo1:
-                b.rule(ext[c], [])
+                b.rule(nt, [])
             if extra is not None and (hi is None or c + 1 <= hi) and ext_ok[sat(c + 1)]:
-                b.rule(ext[c], ([sep] if c > 0 else []) + [extra, ext[sat(c + 1)]])
+                b.rule(nt, ([sep] if c > 0 else []) + [extra, ext[sat(c + 1)]])
         row: list[int | None] = [ext.get(c) for c in range(cap + 1)]
         for i in range(n - 1, -1, -1):
             member, req = entries[i]

@@ -11,7 +11,7 @@ a :class:`~lexguide.errors.SchemaError` (or a warning when lenient).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from lexguide.jsonschema.formats import format_rx
 from lexguide.jsonschema.pattern import json_literal_body, pattern_rx

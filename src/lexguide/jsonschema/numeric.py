@@ -20,15 +20,15 @@ from math import gcd
 from lexguide.grammar import rx
 
 __all__ = [
-    "NumericError",
     "INTEGER_RX",
+    "NON_INTEGER_RX",
     "NUMBER_RX",
     "PLAIN_NUMBER_RX",
-    "NON_INTEGER_RX",
-    "number_rx",
-    "split_decimal",
+    "NumericError",
     "decimal_of",
     "multiple_parts",
+    "number_rx",
+    "split_decimal",
 ]
 
 MAX_RAW_STATES = 20_000
@@ -56,7 +56,7 @@ PLAIN_NUMBER_RX = rx.concat(rx.opt(MINUS), UINT, FRAC_OPT)
 NON_INTEGER_RX = rx.concat(rx.opt(MINUS), UINT, DOT, rx.star(D), D19, rx.star(D))
 
 
-def decimal_of(value: int | float | Decimal) -> Decimal:
+def decimal_of(value: float | Decimal) -> Decimal:
     """Exact decimal of a JSON number as parsed by ``json`` (floats through their repr)."""
     if isinstance(value, Decimal):
         return value
@@ -164,7 +164,7 @@ def multiple_parts(m: Decimal) -> tuple[int, int]:
     m = abs(m)
     if m == 0:
         raise NumericError("multipleOf must be positive")
-    sign, digits, exponent = m.normalize().as_tuple()
+    _, digits, exponent = m.normalize().as_tuple()
     coef = int("".join(map(str, digits)))
     if isinstance(exponent, int) and exponent > 0:
         coef *= 10**exponent
@@ -184,7 +184,7 @@ def _multiple_rx(coef: int, exp: int, frac: bool) -> int:
         raise NumericError(f"multipleOf automaton too large ({coef * len(js)} states)")
     index = {(r, j): n for n, (r, j) in enumerate((r, j) for j in js for r in range(coef))}
     n = len(index)
-    trans = [dict() for _ in range(n)]  # state -> {symbol byte: state}
+    trans: list[dict[int, int]] = [{} for _ in range(n)]  # state -> {symbol byte: state}
     accept = [False] * n
     for (r, j), s in index.items():
         scale = 10 ** (exp - max(j, 0))
@@ -228,7 +228,7 @@ def _minimise(trans: list[dict[int, int]], accept: list[bool], start: int):
         if len(sigs) == n_blocks:
             break
         n_blocks = len(sigs)
-    m_trans: list[dict[int, int]] = [dict() for _ in range(n_blocks)]
+    m_trans: list[dict[int, int]] = [{} for _ in range(n_blocks)]
     m_accept = [False] * n_blocks
     for s in states:
         m_accept[block[s]] = accept[s]

@@ -16,20 +16,20 @@ grammar of ``shared/spec/json-schema.md`` §2.1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from lexguide.grammar import rx
 from lexguide.grammar import unicode_tables as _uni
 
 __all__ = [
-    "PatternError",
     "CharSet",
+    "PatternError",
+    "anchored_pattern_rx",
+    "any_json_char",
     "json_char",
     "json_chars_rx",
     "json_literal_body",
-    "any_json_char",
     "pattern_rx",
-    "anchored_pattern_rx",
 ]
 
 MAX_CP = 0x10FFFF
@@ -73,7 +73,7 @@ def _hex_rx(value: int, n_digits: int) -> int:
     return rx.concat(*parts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _special_rx(cp: int) -> int:
     """The JSON spellings of a character that must be escaped (``"``, ``\\``, controls, DEL)."""
     if cp == 0x22:
@@ -96,7 +96,7 @@ def json_chars_rx(cs: CharSet) -> int:
     for lo, hi in cs:
         # specials inside the range get their escaped forms; the rest goes to UTF-8 ranges
         cur = lo
-        for sp in (*range(0, 0x20), 0x22, 0x5C, 0x7F):
+        for sp in (*range(0x20), 0x22, 0x5C, 0x7F):
             if sp < cur or sp > hi:
                 continue
             if cur < sp:
@@ -145,7 +145,7 @@ class _Piece:
     rx: int
     start: bool = False
     end: bool = False
-    mixed: tuple["_Piece", ...] = ()  # branches of an alternation anchored differently
+    mixed: tuple[_Piece, ...] = ()  # branches of an alternation anchored differently
 
 
 class _Parser:

@@ -11,27 +11,28 @@ left operand's property order then the right operand's new names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from math import gcd
-from typing import Callable, Union
 
 from lexguide.errors import SchemaError
 
 __all__ = [
-    "Schema",
-    "AnySchema",
-    "Unsat",
-    "NullSchema",
-    "BoolSchema",
-    "NumberSchema",
-    "StringSchema",
-    "ArraySchema",
-    "ObjectSchema",
-    "AnyOfSchema",
-    "RefSchema",
     "ANY",
-    "intersect",
+    "AnyOfSchema",
+    "AnySchema",
+    "ArraySchema",
+    "BoolSchema",
+    "Intersector",
+    "NullSchema",
+    "NumberSchema",
+    "ObjectSchema",
+    "RefSchema",
+    "Schema",
+    "StringSchema",
+    "Unsat",
+    "any_of",
     "is_unsat",
     "json_types",
 ]
@@ -90,21 +91,21 @@ class StringSchema:
 class ArraySchema:
     min_items: int = 0
     max_items: int | None = None
-    prefix: tuple["Schema", ...] = ()
-    items: "Schema" = field(default_factory=AnySchema)
+    prefix: tuple[Schema, ...] = ()
+    items: Schema = field(default_factory=AnySchema)
     # "contains": between min_contains and max_contains items match this schema
-    contains: "Schema | None" = None
+    contains: Schema | None = None
     min_contains: int = 1
     max_contains: int | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ObjectSchema:
-    properties: tuple[tuple[str, "Schema"], ...] = ()
+    properties: tuple[tuple[str, Schema], ...] = ()
     required: tuple[str, ...] = ()
-    additional: "Schema" = field(default_factory=AnySchema)
-    pattern_properties: tuple[tuple[str, "Schema"], ...] = ()
-    property_names: "Schema" = field(default_factory=AnySchema)
+    additional: Schema = field(default_factory=AnySchema)
+    pattern_properties: tuple[tuple[str, Schema], ...] = ()
+    property_names: Schema = field(default_factory=AnySchema)
     min_properties: int = 0
     max_properties: int | None = None
     pointer: str = field(default="", compare=False)
@@ -112,7 +113,7 @@ class ObjectSchema:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class AnyOfSchema:
-    options: tuple["Schema", ...]
+    options: tuple[Schema, ...]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -122,10 +123,10 @@ class RefSchema:
     key: str
 
 
-Schema = Union[
-    AnySchema, Unsat, NullSchema, BoolSchema, NumberSchema, StringSchema, ArraySchema,
-    ObjectSchema, AnyOfSchema, RefSchema,
-]
+Schema = (
+    AnySchema | Unsat | NullSchema | BoolSchema | NumberSchema | StringSchema | ArraySchema
+    | ObjectSchema | AnyOfSchema | RefSchema
+)
 ANY = AnySchema()
 Resolver = Callable[[str], Schema]
 
@@ -178,7 +179,7 @@ class Intersector:
         self.steps = 0  # intersection steps so far; see ``limit``
         self.limit = INTERSECT_BUDGET
 
-    def budget(self, n_steps: int) -> "_Budget":
+    def budget(self, n_steps: int) -> _Budget:
         """Context manager: at most ``n_steps`` more steps inside the block (nested limits)."""
         return _Budget(self, n_steps)
 
@@ -315,8 +316,8 @@ class Intersector:
 
     def extra_schema(self, o: ObjectSchema, name: str) -> Schema:
         """Schema a key ``name`` not in ``o.properties`` must satisfy (patterns, else additional)."""
-        from lexguide.jsonschema.pattern import pattern_rx
         from lexguide.grammar import rx
+        from lexguide.jsonschema.pattern import pattern_rx
 
         body = _json_body(name)
         matching = [s for p, s in o.pattern_properties if rx.matches(pattern_rx(p), body)]
