@@ -330,7 +330,7 @@ class VocabWalker:
         regex, valid for all its derivatives (so a string with a length counter builds one
         view for all its counter states). Built on the second request of a partition: a first
         one walks directly, since building costs about one walk."""
-        pid = _deep_partition([self.lexer.lexeme_rxs[gid]])
+        pid = rx.deep_partition([self.lexer.lexeme_rxs[gid]])
         if pid in self._views:
             return self._views[pid]
         n = self._view_requests.get(pid, 0) + 1
@@ -405,41 +405,6 @@ class VocabWalker:
 
 # -- byte-class deduplication -------------------------------------------------------------
 
-_DEEP_PART: dict[int, int] = {}
-_NODE_KINDS_WITH_CHILDREN = (rx.K_CONCAT, rx.K_ALT, rx.K_AND, rx.K_NOT, rx.K_STAR)
-
-
-def _deep_partition(nodes: list[int]) -> int:
-    """Common refinement of the byte partitions of every subterm of ``nodes``.
-
-    Derivatives are built from subterms, so it is valid for every state reachable from
-    ``nodes``. Memoised per node; iterative (literal chains can be deep).
-    """
-    kind, args, part, refine = rx._kind, rx._args, rx._part, rx._refine
-    result = rx._TRIVIAL
-    for root in nodes:
-        if root not in _DEEP_PART:
-            stack = [(root, False)]
-            while stack:
-                x, expanded = stack.pop()
-                if x in _DEEP_PART:
-                    continue
-                k = kind[x]
-                children = args[x] if k in _NODE_KINDS_WITH_CHILDREN else (
-                    (args[x][0],) if k == rx.K_REPEAT else ()
-                )
-                if not expanded:
-                    stack.append((x, True))
-                    stack.extend((c, False) for c in children if c not in _DEEP_PART)
-                    continue
-                p = part[x]
-                for c in children:
-                    p = refine(p, _DEEP_PART[c])
-                _DEEP_PART[x] = p
-        result = refine(result, _DEEP_PART[root])
-    return result
-
-
 class _ClassView:
     """All text tokens grouped by class string (sequence of byte classes) under one partition."""
 
@@ -455,7 +420,7 @@ class _ClassView:
     def build(cls, info: TokenizerInfo, pid: int) -> _ClassView | None:
         """Hash class strings column by column (rows are sorted by length, so column ``j``
         is a prefix of rows), dedupe, and verify exactly (None on a hash collision)."""
-        labels = np.frombuffer(rx._part_labels[pid], dtype=np.uint8).astype(np.uint64) + np.uint64(1)
+        labels = np.frombuffer(rx.partition_labels(pid), dtype=np.uint8).astype(np.uint64) + np.uint64(1)
         h = info.lengths.astype(np.uint64)
         with np.errstate(over="ignore"):
             for j in range(info.max_len):
