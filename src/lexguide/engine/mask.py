@@ -31,7 +31,8 @@ from lexguide.grammar.lexparser import LexParser, ParseState
 
 __all__ = ["MaskEngine"]
 
-DEFAULT_MASK_CACHE = 50_000
+#: memory budget of one grammar's mask cache (a 262k-token mask is 32 KiB: 8,192 masks)
+MASK_CACHE_BYTES = 256 << 20
 
 
 _MAX_EMPTY_CHAIN = 64
@@ -41,7 +42,7 @@ _SMALL = 2048  # below this many ids, set bits directly instead of OR-ing a pack
 class MaskEngine:
     """Mask computation for one grammar and one tokenizer; shared by all their matchers."""
 
-    def __init__(self, grammar: Grammar, info: TokenizerInfo, *, max_cached_masks: int = DEFAULT_MASK_CACHE):
+    def __init__(self, grammar: Grammar, info: TokenizerInfo, *, max_cached_masks: int | None = None):
         self.grammar = grammar
         self.info = info
         self.lp: LexParser = grammar.lexparser
@@ -49,6 +50,8 @@ class MaskEngine:
         self.walker = walker_for(self.lexer, info)
         self._eos = np.array(sorted(info.eos_ids), dtype=np.int64)
         self._masks: OrderedDict[ParseState, np.ndarray] = OrderedDict()
+        if max_cached_masks is None:
+            max_cached_masks = max(1024, MASK_CACHE_BYTES // (4 * info.n_words))
         self.max_cached_masks = max_cached_masks
         self.hits = 0
         self.misses = 0

@@ -42,6 +42,10 @@ VIEW_MIN_ROWS = 4096
 VIEW_AFTER_REQUESTS = 2
 _MAX_VIEWS = 256
 _MAX_WALKERS = 3
+#: bounds of the walk caches of one tokenizer; past them the cache is dropped and rebuilt on
+#: demand (walks are deterministic, so this only costs time)
+MAX_ROOTS = 20_000
+MAX_NODE_WALK_ROWS = 64 << 20  # total rows held by cached per-node walks (~11 bytes each)
 #: states with more alive lexemes than this are walked directly, not combined per lexeme
 _MAX_COMBINED = 30
 
@@ -104,6 +108,7 @@ class VocabWalker:
         self._n_props = 0
         self.roots: dict[int, WalkNode] = {}
         self._node_walks: dict[int, _NodeWalk] = {}
+        self._node_walk_rows = 0
         self._views: dict[int, _ClassView | None] = {}
         self._view_requests: dict[int, int] = {}
         self.lock = threading.Lock()
@@ -217,6 +222,8 @@ class VocabWalker:
             node = WalkNode(self.info, allowed, groups)
         else:
             node = WalkNode(self.info, *self._combine(entries))
+        if len(self.roots) >= MAX_ROOTS:
+            self.roots.clear()
         self.roots[lexer_state] = node
         return node
 
@@ -293,6 +300,10 @@ class VocabWalker:
         if not taken.all():
             rows, death, acc = rows[taken], death[taken], acc[taken]
         result = _NodeWalk(rows, death, acc, bool(rx.nullable(node)))
+        self._node_walk_rows += len(rows)
+        if self._node_walk_rows > MAX_NODE_WALK_ROWS:
+            self._node_walks.clear()
+            self._node_walk_rows = len(rows)
         self._node_walks[node] = result
         return result
 
