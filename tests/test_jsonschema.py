@@ -121,6 +121,9 @@ def test_whitespace_options():
           ['{"a": 1, "b": 2}'], ['{"a":1,"b":2}'])
     with pytest.raises(SchemaError, match="unknown field"):
         G({"x-guidance": {"foo": 1}})
+    # whitespace_pattern: at most one match at each place JSON allows whitespace
+    check({"x-guidance": {"whitespace_pattern": "[ ]{0,1}"}, "type": "array"},
+          ["[1, 2]", "[ 1 , 2 ]", "[1,2]", "[ ]", "[]"], ["[1,  2]", "[  ]", " []", "[1] "])
 
 
 def test_indent_is_exact_json_dumps():

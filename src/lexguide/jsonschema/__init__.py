@@ -81,8 +81,9 @@ def _layout(options: dict[str, Any], xg: dict[str, Any]) -> LayoutOptions:
     skip: int | None = WHITESPACE_RX if ws == "flexible" and indent is None else None
     if "whitespace_flexible" in xg and not xg["whitespace_flexible"]:
         skip = None
+    explicit_ws = None
     if "whitespace_pattern" in xg:
-        skip = _regex(xg["whitespace_pattern"], "whitespace_pattern")
+        skip, explicit_ws = None, _regex(xg["whitespace_pattern"], "whitespace_pattern")
     item = rx.literal(b",")
     key = rx.literal(b": " if indent is not None else b":")
     for name, default in (("item_separator", None), ("key_separator", None)):
@@ -99,7 +100,7 @@ def _layout(options: dict[str, Any], xg: dict[str, Any]) -> LayoutOptions:
         else:
             key = val
     depth = options.get("max_indent_depth", 32)
-    return LayoutOptions(skip, item, key, indent, depth)
+    return LayoutOptions(skip, item, key, indent, depth, explicit_ws)
 
 
 def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int = 0,

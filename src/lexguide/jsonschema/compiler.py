@@ -71,6 +71,9 @@ class LayoutOptions:
     key_separator: int = rx.literal(b":")
     indent: str | None = None
     max_indent_depth: int = 32
+    # x-guidance whitespace_pattern: matched at most once at each place JSON allows whitespace,
+    # so it is folded into the punctuation lexemes instead of being a (repeatable) skip regex
+    explicit_ws: int | None = None
 
 
 class _Layout:
@@ -92,6 +95,21 @@ class _Layout:
             self.sep = lex(rx.concat(o.item_separator, rx.literal(inner)), ",")
             self.colon = lex(o.key_separator, ":")
             self.next_depth = depth + 1
+        elif o.explicit_ws is not None:
+            ws = rx.opt(o.explicit_ws)
+
+            def punct(text: bytes, before: bool, after: bool) -> int:
+                parts = [ws] if before else []
+                parts.append(rx.literal(text))
+                return lex(rx.concat(*parts, *([ws] if after else [])), text.decode())
+
+            self.obj_open, self.obj_close = punct(b"{", False, True), punct(b"}", True, False)
+            self.arr_open, self.arr_close = punct(b"[", False, True), punct(b"]", True, False)
+            self.obj_empty = (lex(rx.concat(rx.literal(b"{"), ws, rx.literal(b"}")), "{}"),)
+            self.arr_empty = (lex(rx.concat(rx.literal(b"["), ws, rx.literal(b"]")), "[]"),)
+            self.sep = lex(rx.concat(ws, o.item_separator, ws), ",")
+            self.colon = lex(rx.concat(ws, o.key_separator, ws), ":")
+            self.next_depth = depth
         else:
             self.obj_open = lex(rx.literal(b"{"), "{")
             self.obj_close = lex(rx.literal(b"}"), "}")
