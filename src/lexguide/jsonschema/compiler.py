@@ -275,6 +275,8 @@ class SchemaCompiler:
         key = (s.key, lay.depth)
         nt = self._refs.get(key)
         if nt is None:
+            if isinstance(self.schemas.resolve(s.key), Unsat):
+                return self.dead
             nt = self._refs[key] = self.b.nonterminal(f"ref:{s.key or '#'}")
             self.b.rule(nt, [self.compile(self.schemas.resolve(s.key), lay)])
         return nt
