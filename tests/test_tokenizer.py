@@ -477,3 +477,42 @@ def test_tokenizer_pickles_with_its_caches() -> None:
         assert copy.encode("ab Hello<tag>", parse_special=True) == ids
         assert copy.all_token_bytes() == tok.all_token_bytes()
         assert copy.eog_ids == tok.eog_ids and copy.special_ids == tok.special_ids
+
+
+def test_bpe_heap_merge_equals_scan_merge() -> None:
+    # long words take the heap path; it must reproduce the plain lowest-rank-leftmost scan
+    rng = random.Random(4)
+    pieces = ["a", "b", "c"]
+    merges = []
+    for _ in range(40):
+        left, right = rng.choice(pieces), rng.choice(pieces)
+        if f"{left} {right}" not in merges:
+            merges.append(f"{left} {right}")
+            pieces.append(left + right)
+    from lexguide.tokenizer.bpe import ByteLevelBPE
+    from lexguide.tokenizer.pieces import merge_by_priority
+
+    md = gpt2_metadata(merges=merges)
+    bpe = ByteLevelBPE(Tokenizer.from_metadata(md)._vocab)
+    for _ in range(200):
+        word = "".join(rng.choice("abc") for _ in range(rng.randrange(2, 120)))
+        want = _scan_merge(bpe.ranks, word)
+        assert merge_by_priority(list(word), lambda a, b: bpe.ranks.get((a, b))) == want, word
+        assert bpe._merge(word) == want, word
+
+
+def _scan_merge(ranks: dict[tuple[str, str], int], word: str) -> list[str]:
+    syms = list(word)
+    while True:
+        cands = [(ranks[(syms[i], syms[i + 1])], i) for i in range(len(syms) - 1)
+                 if (syms[i], syms[i + 1]) in ranks]
+        if not cands:
+            return syms
+        _, i = min(cands)
+        syms[i:i + 2] = [syms[i] + syms[i + 1]]
+
+
+def test_long_words_encode_in_near_linear_time() -> None:
+    tok = Tokenizer.from_metadata(gpt2_metadata(merges=["a a", "aa aa", "aaaa aaaa"]))
+    ids = tok.encode("a" * 200_000)  # one pre-tokenizer piece; a quadratic merge would hang
+    assert len(ids) == 25_000 and tok.decode(ids) == "a" * 200_000

@@ -5,7 +5,10 @@ Natural text repeats its words, so caching per piece makes most pieces cost one 
 
 from __future__ import annotations
 
-__all__ = ["CachedPieceEncoder"]
+import heapq
+from collections.abc import Callable
+
+__all__ = ["CachedPieceEncoder", "merge_by_priority"]
 
 _CACHE_LIMIT = 200_000
 
@@ -38,3 +41,37 @@ class CachedPieceEncoder:
                     cache.clear()
                 cache[piece] = ids
             extend(ids)
+
+
+def merge_by_priority(sym: list[str], key: Callable[[str, str], float | None]) -> list[str]:
+    """Merge adjacent symbols, best pair first, until no pair can merge; returns the symbols.
+
+    ``key(left, right)`` is the pair's priority (lower merges first; ties: leftmost) or ``None``
+    when the pair cannot merge. A heap over a linked list of symbols with stale entries skipped
+    (llama.cpp ``llm_bigram_spm`` / ``llm_bigram_bpe``): O(n log n). Mutates ``sym``.
+    """
+    n = len(sym)
+    nxt = list(range(1, n + 1))
+    nxt[-1] = -1
+    prv = list(range(-1, n - 1))
+    heap = [(k, i, i + 1, 2) for i in range(n - 1) if (k := key(sym[i], sym[i + 1])) is not None]
+    heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    while heap:
+        _, left, right, size = pop(heap)
+        ls, rs = sym[left], sym[right]
+        if not ls or not rs or len(ls) + len(rs) != size:
+            continue  # stale: a side was merged into something else since the push
+        merged = ls + rs
+        sym[left] = merged
+        sym[right] = ""
+        after = nxt[right]
+        nxt[left] = after
+        before = prv[left]
+        if before != -1 and (k := key(sym[before], merged)) is not None:
+            push(heap, (k, before, left, len(sym[before]) + len(merged)))
+        if after != -1:
+            prv[after] = left
+            if (k := key(merged, sym[after])) is not None:
+                push(heap, (k, left, after, len(merged) + len(sym[after])))
+    return [s for s in sym if s]

@@ -13,11 +13,10 @@ never precedes ``▁`` inside any entry; the chunks are then encoded independent
 
 from __future__ import annotations
 
-import heapq
 import re
 
 from lexguide.errors import TokenizerError
-from lexguide.tokenizer.pieces import CachedPieceEncoder
+from lexguide.tokenizer.pieces import CachedPieceEncoder, merge_by_priority
 from lexguide.tokenizer.vocab import Vocab
 
 __all__ = ["SentencePieceBPE"]
@@ -56,50 +55,19 @@ class SentencePieceBPE(CachedPieceEncoder):
         if n == 1:
             return (tid,) if tid is not None else self._bytes_of(chunk)
         scores = self.scores
-        sym = list(chunk)
-        nxt = list(range(1, n + 1))
-        nxt[-1] = -1
-        prv = list(range(-1, n - 1))
-        heap: list[tuple[float, int, int, int]] = []
-        for i in range(n - 1):
-            t = text_to_id.get(chunk[i:i + 2])
-            if t is not None:
-                heap.append((-scores[t], i, i + 1, 2))
-        heapq.heapify(heap)
-        pop = heapq.heappop
-        push = heapq.heappush
-        while heap:
-            _, left, right, size = pop(heap)
-            ls = sym[left]
-            rs = sym[right]
-            if not ls or not rs or len(ls) + len(rs) != size:
-                continue  # stale: one side already merged into something else
-            merged = ls + rs
-            sym[left] = merged
-            sym[right] = ""
-            after = nxt[right]
-            nxt[left] = after
-            if after != -1:
-                prv[after] = left
-            before = prv[left]
-            if before != -1:
-                t = text_to_id.get(sym[before] + merged)
-                if t is not None:
-                    push(heap, (-scores[t], before, left, len(sym[before]) + len(merged)))
-            if after != -1:
-                t = text_to_id.get(merged + sym[after])
-                if t is not None:
-                    push(heap, (-scores[t], left, after, len(merged) + len(sym[after])))
+        get = text_to_id.get
+
+        def key(left: str, right: str) -> float | None:
+            t = get(left + right)
+            return None if t is None else -scores[t]  # highest score first
+
         ids: list[int] = []
-        i = 0
-        while i != -1:
-            s = sym[i]
-            t = text_to_id.get(s)
+        for s in merge_by_priority(list(chunk), key):
+            t = get(s)
             if t is not None:
                 ids.append(t)
             else:
                 ids.extend(self._bytes_of(s))
-            i = nxt[i]
         return tuple(ids)
 
     def _bytes_of(self, symbol: str) -> tuple[int, ...]:
