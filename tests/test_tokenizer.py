@@ -399,6 +399,13 @@ def test_malformed_metadata(mutate: Any, message: str) -> None:
         Tokenizer.from_metadata(md).encode("ab")
 
 
+def test_nan_score_is_an_error() -> None:
+    md = spm_metadata(SPM_PIECES)
+    md["tokenizer.ggml.scores"][4] = np.nan
+    with pytest.raises(TokenizerError, match="NaN at id 4"):
+        Tokenizer.from_metadata(md)
+
+
 def test_duplicate_texts_are_reported() -> None:
     md = gpt2_metadata(extra=[("dup", N), ("dup", N)])
     with pytest.raises(TokenizerError, match="duplicate text 'dup' at ids 0 and 1"):

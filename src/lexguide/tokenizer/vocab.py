@@ -188,7 +188,7 @@ def _get(md: Mapping[str, Any], key: str, default: Any = None) -> Any:
     return md.get(key, default)
 
 
-def _as_int_array(value: Any, n: int, key: str, dtype: type) -> np.ndarray:
+def _as_array(value: Any, n: int, key: str, dtype: type) -> np.ndarray:
     arr = np.asarray(value)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise TokenizerError(
@@ -239,13 +239,16 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
     raw_scores = _get(md, "tokenizer.ggml.scores")
     scores = (
         np.zeros(n, dtype=np.float32) if raw_scores is None
-        else _as_int_array(raw_scores, n, "tokenizer.ggml.scores", np.float32)
+        else _as_array(raw_scores, n, "tokenizer.ggml.scores", np.float32)
     )
+    nan = np.flatnonzero(np.isnan(scores))
+    if nan.size:
+        raise TokenizerError(f"'tokenizer.ggml.scores' is NaN at id {int(nan[0])}")
     raw_types = _get(md, "tokenizer.ggml.token_type")
     if raw_types is None:
         types = np.full(n, TokenType.NORMAL, dtype=np.int32)
     else:
-        types = _as_int_array(raw_types, n, "tokenizer.ggml.token_type", np.int32)
+        types = _as_array(raw_types, n, "tokenizer.ggml.token_type", np.int32)
         bad = np.nonzero((types < 0) | (types > 6))[0]
         if bad.size:
             raise TokenizerError(
