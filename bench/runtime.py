@@ -10,6 +10,8 @@ a fresh worker process (so peak RSS is its own) measures:
 * constrained generation tok/s (a JSON Schema forcing a long integer array) vs unconstrained
   at the same settings: overhead = 1 - constrained/unconstrained (forced tokens excluded from
   the constrained rate, so the matcher gets no credit for skipped forwards);
+* the numpy ceiling: a bare chain of the model's own decode matvecs (nothing else, one
+  thread), timed in the same worker — "gen 1t / bare" is how close the decoder gets to it;
 * the peer, llama-cpp-python (llama.cpp), when importable: same prompt and token counts,
   2 threads. It is not built here (a ~7 min source build); without it the column says n/a.
 
@@ -68,6 +70,9 @@ def _lexguide(path: str, mode: str, p: int, n: int) -> dict:
         c = model.generate(prompt, max_tokens=n, temperature=0)
         out[f"gen_tok_s_{threads}t"] = c.timings.generation_tok_s
         out[f"gen_tokens_{threads}t"] = c.timings.generated_tokens
+    if mode == "eager":  # the numpy ceiling: the same matvecs, nothing else, one thread
+        out["bare_chain_tok_s_1t"] = _bare_chain(model)
+        out["gen_vs_bare_1t"] = out["gen_tok_s_1t"] / out["bare_chain_tok_s_1t"]
     model.decode_threads = 1
     cons_prompt = model.tokenizer.encode("A list of numbers:")
     model.reset()
@@ -83,6 +88,24 @@ def _lexguide(path: str, mode: str, p: int, n: int) -> dict:
     out["constrained_overhead"] = 1 - out["constrained_tok_s"] / out["free_tok_s"] if out["free_tok_s"] else None
     out["rss_peak_mb"] = _rss_mb()
     return out
+
+
+def _bare_chain(model, repeats: int = 5) -> float:
+    """Tokens/s of a bare chain of the model's own decode matvecs (single-threaded BLAS): the
+    ceiling of a numpy decoder on this machine *now*, so the ratio survives background load."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    w = model.transformer.weights
+    mats = [p.dense for lw in w.layers for p in (lw.qkv, lw.wo, lw.gate_up, lw.down)]
+    mats.append(w.output.dense)
+    xs = [np.ones(m.shape[1], dtype=np.float32) for m in mats]
+    with threadpool_limits(1, "blas"):
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            for m, x in zip(mats, xs):
+                m @ x
+    return repeats / (time.perf_counter() - t0)
 
 
 def _peer(path: str, p: int, n: int) -> dict:
@@ -139,9 +162,9 @@ def _fmt(v, spec=".1f") -> str:
 
 
 def render(results: dict) -> str:
-    rows = ["| model | weights | load s | RSS load MB | RSS peak MB | file MB | prompt tok/s 1t / 2t "
+    rows = [("| model | weights | load s | RSS load MB | RSS peak MB | file MB | prompt tok/s 1t / 2t "
             "| gen tok/s 1t / 2t | constrained tok/s | overhead | mask ms/tok | llama.cpp prompt / gen "
-            "| ratio prompt / gen |",
+            "| ratio prompt / gen |"),
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (name, mode), r in results.items():
         lg, peer = r["lexguide"], r.get("peer", {})
@@ -155,7 +178,8 @@ def render(results: dict) -> str:
             f"| {lg['file_mb']:.0f} | {lg['prompt_tok_s_1t']:.1f} / {lg['prompt_tok_s_2t']:.1f} "
             f"| {lg['gen_tok_s_1t']:.1f} / {lg['gen_tok_s_2t']:.1f} | {lg['constrained_tok_s']:.1f} "
             f"| {_fmt(lg['constrained_overhead'] * 100 if lg['constrained_overhead'] is not None else None, '+.1f')}% "
-            f"| {lg['mask_ms_per_token']:.2f} | {peer_cell} | {ratio} |"
+            f"| {lg['mask_ms_per_token']:.2f} | {_fmt(lg.get('bare_chain_tok_s_1t'))} "
+            f"| {_fmt(lg.get('gen_vs_bare_1t'), '.2f')} | {peer_cell} | {ratio} |"
         )
     return "\n".join(rows)
 
@@ -187,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench] {name} {mode} ...", file=sys.stderr, flush=True)
             cmd = [sys.executable, __file__, "--worker", "--path", path, "--mode", mode,
                    "--prompt", str(p), "--tokens", str(n), "--lazy-tokens", str(lazy_n)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode:
                 print(proc.stderr, file=sys.stderr)
                 return 1

@@ -45,7 +45,7 @@ def test_greedy_is_argmax_lowest_id_on_ties():
 
 def test_seeded_sampling_is_reproducible_and_seed_dependent():
     logits = np.random.default_rng(0).standard_normal(500).astype(np.float32)
-    cfg = dict(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0)
+    cfg = {"temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
 
     def draws(seed):
         s = Sampler(SamplerConfig(seed=seed, **cfg))
@@ -58,9 +58,9 @@ def test_seeded_sampling_is_reproducible_and_seed_dependent():
 def test_unfiltered_sampling_follows_softmax():
     logits = np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32)
     s = Sampler(SamplerConfig(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0))
-    counts = np.bincount([s.sample(logits) for _ in range(20000)], minlength=4) / 20000
+    counts = np.bincount([s.sample(logits) for _ in range(5000)], minlength=4) / 5000
     p = np.exp(logits) / np.exp(logits).sum()
-    assert np.abs(counts - p).max() < 0.015
+    assert np.abs(counts - p).max() < 0.025  # ~4 standard deviations
 
 
 def test_filters_cut_the_tail():
@@ -78,7 +78,7 @@ def test_filters_cut_the_tail():
 
 def test_penalties():
     logits = np.array([2.0, 1.9, -1.0], dtype=np.float32)
-    greedy = dict(temperature=0)
+    greedy = {"temperature": 0}
     assert Sampler(SamplerConfig(**greedy)).sample(logits, history=[0]) == 0
     assert Sampler(SamplerConfig(repeat_penalty=1.2, **greedy)).sample(logits, history=[0]) == 1
     assert Sampler(SamplerConfig(frequency_penalty=0.05, **greedy)).sample(logits, history=[0, 0, 0]) == 1
@@ -149,7 +149,7 @@ def test_generate_greedy_and_completion_fields(smollm2):
 
 def test_kv_cache_decode_equals_full_recompute(smollm2):
     prompt = smollm2.tokenizer.encode("Water boils at")
-    out = smollm2.generate(prompt, max_tokens=5, temperature=0)
+    out = smollm2.generate(prompt, max_tokens=3, temperature=0)
     full = smollm2.logits(prompt + out.token_ids)  # one batched pass over everything
     assert full[len(prompt) - 1:-1].argmax(axis=1).tolist() == out.token_ids
     tf = smollm2.transformer
@@ -167,7 +167,7 @@ def test_lazy_equals_eager(smollm2, smollm2_file):
 
 
 def test_seeded_generation_is_reproducible(smollm2):
-    kw = dict(max_tokens=8, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
+    kw = {"max_tokens": 4, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
     a = smollm2.generate("Once upon a time", seed=42, **kw)
     b = smollm2.generate("Once upon a time", seed=42, **kw)
     c = smollm2.generate("Once upon a time", seed=43, **kw)

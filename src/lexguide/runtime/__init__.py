@@ -10,11 +10,11 @@ from lexguide.runtime.generate import Completion, CompletionChunk, Model, Timing
 from lexguide.runtime.sampler import Sampler, SamplerConfig
 
 __all__ = [
-    "Model",
-    "SamplerConfig",
     "Completion",
     "CompletionChunk",
-    "Timings",
-    "Sampler",
+    "Model",
     "ModelConfig",
+    "Sampler",
+    "SamplerConfig",
+    "Timings",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 
 from lexguide.errors import ModelError
 
-__all__ = ["render_chat", "GEMMA_TEMPLATE"]
+__all__ = ["GEMMA_TEMPLATE", "render_chat"]
 
 # Gemma's turn format (the template of the Hugging Face Gemma 3 instruction models, without
 # image handling): a system message is prepended to the first user turn.

@@ -18,7 +18,7 @@ import numpy as np
 
 from lexguide.errors import ModelError
 
-__all__ = ["RopeMode", "Activation", "ModelConfig", "SUPPORTED_ARCHITECTURES"]
+__all__ = ["SUPPORTED_ARCHITECTURES", "Activation", "ModelConfig", "RopeMode"]
 
 
 class RopeMode(enum.Enum):
@@ -99,7 +99,7 @@ class ModelConfig:
 
         def as_int(key: str, default: int | None = None) -> int:
             value = get(key, default, required=default is None)
-            if isinstance(value, np.ndarray) or isinstance(value, (list, tuple)):
+            if isinstance(value, (np.ndarray, list, tuple)):
                 values = {int(v) for v in value}
                 if len(values) != 1:
                     raise ModelError(

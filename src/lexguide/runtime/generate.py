@@ -23,7 +23,7 @@ import codecs
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from lexguide.runtime.model import Transformer
 from lexguide.runtime.sampler import Sampler, SamplerConfig, mask_to_ids
 from lexguide.runtime.weights import WeightMode, load_weights
 
-__all__ = ["Model", "Completion", "CompletionChunk", "Timings"]
+__all__ = ["Completion", "CompletionChunk", "Model", "Timings"]
 
 # Project only the allowed rows of the output matrix when at most this fraction is allowed.
 _SPARSE_FRACTION = 0.25
@@ -82,10 +82,10 @@ class Timings:
         """One human-readable line per phase (for the CLI's stderr)."""
         lines = [
             f"load:       {self.load_s * 1e3:9.1f} ms",
-            f"prompt:     {self.prompt_s * 1e3:9.1f} ms / {self.prompt_tokens:4d} tokens "
-            f"({self.prompt_tok_s:7.1f} tok/s)",
-            f"generation: {self.generation_s * 1e3:9.1f} ms / {self.generated_tokens:4d} tokens "
-            f"({self.generation_tok_s:7.1f} tok/s, {self.forced_tokens} forced)",
+            (f"prompt:     {self.prompt_s * 1e3:9.1f} ms / {self.prompt_tokens:4d} tokens "
+            f"({self.prompt_tok_s:7.1f} tok/s)"),
+            (f"generation: {self.generation_s * 1e3:9.1f} ms / {self.generated_tokens:4d} tokens "
+            f"({self.generation_tok_s:7.1f} tok/s, {self.forced_tokens} forced)"),
         ]
         if self.mask_steps:
             lines.append(f"grammar:    {self.mask_s * 1e3:9.1f} ms ({self.mask_ms_per_token:.3f} ms/token)")
@@ -375,7 +375,7 @@ class Model:
             steps.close()
 
     def _steps(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any, max_tokens: int,
-               timings: Timings) -> Iterator[tuple[list[int], str | None]]:
+               timings: Timings) -> Generator[tuple[list[int], str | None], None, None]:
         """The token loop: yields (new tokens, None) per step and finally ([], finish_reason)."""
         with self._lock:
             self._blas.set(1)

@@ -18,7 +18,7 @@ from lexguide.errors import ModelError
 from lexguide.runtime.config import Activation, ModelConfig, RopeMode
 from lexguide.runtime.weights import LayerWeights, RowSplitter, Weights
 
-__all__ = ["KVCache", "Transformer", "PREFILL_CHUNK"]
+__all__ = ["PREFILL_CHUNK", "KVCache", "Transformer"]
 
 F32 = npt.NDArray[np.float32]
 
@@ -33,7 +33,7 @@ class KVCache:
     The arrays are allocated zeroed, so untouched positions cost no resident memory.
     """
 
-    __slots__ = ("k", "v", "n", "n_ctx")
+    __slots__ = ("k", "n", "n_ctx", "v")
 
     def __init__(self, config: ModelConfig, n_ctx: int) -> None:
         if n_ctx <= 0:
@@ -90,11 +90,12 @@ def _apply_rope(x: F32, cos: F32, sin: F32, n_rot: int, mode: RopeMode) -> None:
 
 
 def _gelu_tanh(x: F32) -> F32:
-    return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * x * x * x)))
+    y = 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * x * x * x)))
+    return y.astype(np.float32, copy=False)
 
 
 def _silu(x: F32) -> F32:
-    return x / (1.0 + np.exp(-x))
+    return (x / (1.0 + np.exp(-x))).astype(np.float32, copy=False)
 
 
 class Transformer:

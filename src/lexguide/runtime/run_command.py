@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from lexguide.errors import ModelError
 
@@ -51,7 +51,7 @@ def _constraint(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``lexguide run``: load, generate (streaming to stdout), report timings."""
-    from lexguide.runtime.generate import Model
+    from lexguide.runtime.generate import CompletionChunk, Model
 
     if args.prompt is not None and args.file is not None:
         raise ModelError("give either -p/--prompt or -f/--file, not both")
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     last = None
     try:
-        for chunk in stream:
+        for chunk in cast(Iterator[CompletionChunk], stream):
             if chunk.text:
                 out.write(chunk.text)
                 out.flush()

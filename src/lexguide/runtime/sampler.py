@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from lexguide.errors import MatcherError, ModelError
 
-__all__ = ["SamplerConfig", "Sampler", "mask_to_ids"]
+__all__ = ["Sampler", "SamplerConfig", "mask_to_ids"]
 
 
 @dataclass(frozen=True, slots=True)

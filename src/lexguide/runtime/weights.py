@@ -13,6 +13,7 @@ Shapes: a projection's numpy weight is ``(n_out, n_in)`` (GGUF ``ne`` reversed),
 from __future__ import annotations
 
 import enum
+import itertools
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,12 +26,12 @@ import numpy.typing as npt
 from lexguide.errors import ModelError
 from lexguide.runtime.config import ModelConfig
 
-__all__ = ["WeightMode", "RowSplitter", "Projection", "Embedding", "LayerWeights", "Weights", "load_weights"]
+__all__ = ["Embedding", "LayerWeights", "Projection", "RowSplitter", "WeightMode", "Weights", "load_weights"]
 
 F32 = npt.NDArray[np.float32]
 
-# Rows dequantized at once by a lazy projection: bounds transient memory to ~16 MB per chunk.
-_LAZY_CHUNK_FLOATS = 4 * 1024 * 1024
+# Rows dequantized at once by a lazy projection: bounds transient memory to ~4 MB per chunk.
+_LAZY_CHUNK_FLOATS = 1024 * 1024
 
 
 class WeightMode(enum.Enum):
@@ -43,7 +44,7 @@ class WeightMode(enum.Enum):
 class _QuantMatrix:
     """A quantized ``(n_out, n_in)`` matrix whose rows are dequantized on demand (no copy held)."""
 
-    __slots__ = ("name", "rows", "ggml_type", "n_out", "n_in", "_dequantize")
+    __slots__ = ("_dequantize", "ggml_type", "n_in", "n_out", "name", "rows")
 
     def __init__(self, name: str, raw: np.ndarray, ggml_type: Any, shape: tuple[int, int],
                  dequantize: Callable[..., np.ndarray]) -> None:
@@ -124,7 +125,7 @@ class Projection:
     each part stays a quantized matrix. ``__call__`` returns one array per part.
     """
 
-    __slots__ = ("splits", "dense", "parts", "bias", "n_out", "_bounds")
+    __slots__ = ("_bounds", "bias", "dense", "n_out", "parts", "splits")
 
     def __init__(self, dense: F32 | None, parts: Sequence[_QuantMatrix], sizes: Sequence[int],
                  bias: F32 | None) -> None:
@@ -132,7 +133,7 @@ class Projection:
         self.parts = tuple(parts)
         self.splits = [int(v) for v in np.cumsum(sizes)[:-1]]
         edges = [0, *self.splits, int(sum(sizes))]
-        self._bounds = list(zip(edges[:-1], edges[1:]))
+        self._bounds = list(itertools.pairwise(edges))
         self.bias = bias  # (sum(sizes),) or None
         self.n_out = int(sum(sizes))
 
