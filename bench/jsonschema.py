@@ -9,8 +9,9 @@ compile time p50/p99, next to llguidance's recorded expectations
 Part 2 (subprocess): the shared fair harness ``shared/reference/bench_peers.py`` forces one
 valid instance per schema token by token with every available engine (lexguide, llguidance,
 xgrammar, outlines-core, lm-format-enforcer; absent ones are reported as such), once per
-vocabulary (SmolLM2 49k, Gemma-3 262k), and we print its mask-time/compile-time summary with
-ratios to lexguide.
+vocabulary, and we print its mask-time/compile-time summary with ratios to lexguide. The harness
+loads only GPT-2 byte-level GGUF vocabularies (SmolLM2 49k); for Gemma-3 (262k, SPM) the same
+method runs in process with lexguide and llguidance only.
 
     python bench/jsonschema.py --quick        # ~minutes: samples, SmolLM2 only
     python bench/jsonschema.py                # full coverage, both vocabularies
@@ -29,6 +30,9 @@ import sys
 import time
 import warnings
 from pathlib import Path
+
+# this file is named like the ``jsonschema`` package: keep its folder off the import path
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 CORPORA = Path("/work/shared/corpora")
 BENCH_DIR = CORPORA / "jsonschemabench"
@@ -126,14 +130,15 @@ def masks(vocab_path: Path, limit: int, repeats: int, workdir: Path) -> dict | N
         print(proc.stdout[-3000:], proc.stderr[-3000:])
         return None
     res = json.loads(out.read_text())
-    return {"vocab": res["vocab"], "summary": res["summary"], "missing": missing,
+    return {"vocab": res["vocab"], "summary": res["summary"],
+            "missing": [f"{e} (not installed)" for e in missing],
             "tables_md": res.get("tables_md", "")}
 
 
 def print_masks(name: str, m: dict) -> None:
     summ = m["summary"]
     base = summ.get("lexguide", {})
-    print(f"\n### {name}: n_vocab={m['vocab']['n_vocab']} (not installed: {m['missing']})")
+    print(f"\n### {name}: n_vocab={m['vocab']['n_vocab']} (not measured: {m["missing"]})")
     print("| engine | compiled | rejections | mask us mean | p99 | compile ms p50 | p99 | "
           "mask mean ratio vs lexguide | compile p50 ratio vs lexguide |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -144,6 +149,100 @@ def print_masks(name: str, m: dict) -> None:
         print(f"| {e} | {st['compiled']}/{st['attempted']} | {st['rejections']} | "
               f"{_f(mk.get('mean'))} | {_f(mk.get('p99'))} | {_f(cp.get('p50'))} | "
               f"{_f(cp.get('p99'))} | {rm} | {rc} |")
+
+
+def masks_in_process(vocab_path: Path, limit: int, seed: int) -> dict:
+    """lexguide and llguidance side by side in this process, for vocabularies the shared
+    harness cannot load (it reads only GPT-2 byte-level GGUF vocabularies; Gemma is SPM).
+
+    Same method as the harness: one valid instance per schema (its generator, checked with
+    ``jsonschema``), compact JSON, our tokenizer's encoding, forced token by token; masks timed.
+    """
+    import importlib.util as iu
+
+    import llguidance as llg
+    import numpy as np
+
+    from lexguide.engine import Matcher, TokenizerInfo
+    from lexguide.errors import LexguideError
+    from lexguide.grammar.grammar import Grammar
+    from lexguide.tokenizer import Tokenizer
+
+    spec = iu.spec_from_file_location("bench_peers", HARNESS)
+    peers = iu.module_from_spec(spec)
+    spec.loader.exec_module(peers)  # type: ignore[union-attr]
+    tok = Tokenizer.from_gguf(str(vocab_path))
+    token_bytes = tok.all_token_bytes()
+    n_vocab = len(token_bytes)
+    info = TokenizerInfo.from_tokenizer(tok)
+    eos = tok.eos_id
+
+    class _Wrapped:  # what llguidance.TokenizerWrapper expects
+        eos_token_id, bos_token_id = eos, None
+        tokens = [b or b"<|special_%d|>" % i for i, b in enumerate(token_bytes)]
+        special_token_ids = sorted(tok.special_ids)
+
+        def __call__(self, s):
+            return tok.encode(s.decode() if isinstance(s, bytes) else s, add_special=False)
+
+    llg_tok = llg.LLTokenizer(llg.TokenizerWrapper(_Wrapped()), n_vocab=n_vocab, eos_token=eos)
+    lines = []
+    for path in sorted(BENCH_DIR.glob("*.jsonl")):
+        lines += [(path.stem, line) for line in path.read_text().splitlines()]
+    rng = random.Random(seed)
+    times: dict[str, dict[str, list[float]]] = {e: {"mask_us": [], "compile_ms": []}
+                                                 for e in ("lexguide", "llguidance")}
+    done = 0
+    for sub, line in rng.sample(lines, len(lines)):
+        if done >= limit:
+            break
+        rec = json.loads(line)
+        ok, inst = peers.make_instance(rec["schema"], f"{seed}:{rec['id']}")
+        if not ok:
+            continue
+        text = json.dumps(inst, separators=(",", ":"), ensure_ascii=False)
+        ids = tok.encode(text, add_special=False)
+        if b"".join(token_bytes[i] for i in ids) != text.encode() or len(ids) > 1500:
+            continue
+        try:
+            t = time.perf_counter()
+            g = Grammar.from_json_schema(rec["schema"])
+            t_ours = (time.perf_counter() - t) * 1e3
+            m = Matcher(g, info)
+        except LexguideError:
+            continue
+        t = time.perf_counter()
+        grm = llg.LLMatcher.grammar_from_json_schema(json.dumps(rec["schema"]))
+        lm = llg.LLMatcher(llg_tok, grm, log_level=0)
+        t_llg = (time.perf_counter() - t) * 1e3
+        if lm.is_error():
+            continue
+        buf = np.zeros((n_vocab + 31) // 32, dtype=np.uint32)
+        ours, theirs = [], []
+        for t_id in [*ids, None]:
+            t = time.perf_counter()
+            m.compute_mask()
+            ours.append((time.perf_counter() - t) * 1e6)
+            t = time.perf_counter()
+            lm.unsafe_compute_mask_ptr(buf.ctypes.data, buf.nbytes)
+            theirs.append((time.perf_counter() - t) * 1e6)
+            if t_id is not None:
+                m.consume(t_id)
+                lm.consume_token(t_id)
+        times["lexguide"]["mask_us"] += ours
+        times["llguidance"]["mask_us"] += theirs
+        times["lexguide"]["compile_ms"].append(t_ours)
+        times["llguidance"]["compile_ms"].append(t_llg)
+        done += 1
+    summary = {}
+    for e, t in times.items():
+        mk, cp = t["mask_us"], t["compile_ms"]
+        summary[e] = {"attempted": done, "compiled": done, "rejections": 0,
+                      "mask_us": {"mean": sum(mk) / len(mk) if mk else None, "p99": pct(mk, 99)},
+                      "compile_ms": {"p50": pct(cp, 50), "p99": pct(cp, 99)}}
+    return {"vocab": {"n_vocab": n_vocab}, "summary": summary,
+            "missing": ["xgrammar, outlines_core, lmfe (in-process mode: lexguide and "
+                        "llguidance only)"]}
 
 
 def _ratio(x, y) -> str:
@@ -181,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{name}: skipped ({e})")
                 continue
             OUT.parent.mkdir(parents=True, exist_ok=True)
-            m = masks(path, limit, 1 if args.quick else 3, OUT.parent)
+            if key == "gemma3":  # SPM vocabulary: the shared harness cannot load it
+                m = masks_in_process(path, limit, args.seed)
+            else:
+                m = masks(path, limit, 1 if args.quick else 3, OUT.parent)
             if m is not None:
                 result["masks"][name] = m
                 print_masks(name, m)
