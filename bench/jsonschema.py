@@ -138,7 +138,7 @@ def masks(vocab_path: Path, limit: int, repeats: int, workdir: Path) -> dict | N
 def print_masks(name: str, m: dict) -> None:
     summ = m["summary"]
     base = summ.get("lexguide", {})
-    print(f"\n### {name}: n_vocab={m['vocab']['n_vocab']} (not measured: {m["missing"]})")
+    print(f"\n### {name}: n_vocab={m['vocab']['n_vocab']} (not measured: {m['missing']})")
     print("| engine | compiled | rejections | mask us mean | p99 | compile ms p50 | p99 | "
           "mask mean ratio vs lexguide | compile p50 ratio vs lexguide |")
     print("|---|---|---|---|---|---|---|---|---|")
