@@ -178,9 +178,10 @@ def masks_in_process(vocab_path: Path, limit: int, seed: int) -> dict:
     eos = tok.eos_id
 
     class _Wrapped:  # what llguidance.TokenizerWrapper expects
-        eos_token_id, bos_token_id = eos, None
-        tokens = [b or b"<|special_%d|>" % i for i, b in enumerate(token_bytes)]
-        special_token_ids = sorted(tok.special_ids)
+        def __init__(self) -> None:
+            self.eos_token_id, self.bos_token_id = eos, None
+            self.tokens = [b or b"<|special_%d|>" % i for i, b in enumerate(token_bytes)]
+            self.special_token_ids = sorted(tok.special_ids)
 
         def __call__(self, s):
             return tok.encode(s.decode() if isinstance(s, bytes) else s, add_special=False)
@@ -241,8 +242,8 @@ def masks_in_process(vocab_path: Path, limit: int, seed: int) -> dict:
                       "mask_us": {"mean": sum(mk) / len(mk) if mk else None, "p99": pct(mk, 99)},
                       "compile_ms": {"p50": pct(cp, 50), "p99": pct(cp, 99)}}
     return {"vocab": {"n_vocab": n_vocab}, "summary": summary,
-            "missing": ["xgrammar, outlines_core, lmfe (in-process mode: lexguide and "
-                        "llguidance only)"]}
+            "missing": [("xgrammar, outlines_core, lmfe (in-process mode: lexguide and "
+                         "llguidance only)")]}
 
 
 def _ratio(x, y) -> str:
