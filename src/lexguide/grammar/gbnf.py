@@ -72,6 +72,7 @@ class GbnfPlan:
         self._keep: list[Node] = []  # keeps derived nodes alive so their ids stay unique
         self.classes = CodepointClasses()
         self.search_memo: dict[tuple[int, int, int, bool], bool] = {}
+        self.use_contexts = True  # off once the context analysis exceeded its budget
 
     def _regular_rules(self) -> set[str]:
         # llguidance's fixed point (spec/gbnf.md §4 step 5): recursive rules never qualify
@@ -397,7 +398,9 @@ def plan_gbnf(text: str, root: str = "root") -> tuple[GbnfPlan, GrammarIR]:
     for _ in range(_MAX_ROUNDS):
         comp = _Compiler(plan)
         ir = comp.build()
-        bad = find_conflicts(ir, comp.autos, plan.classes, plan.search_memo)
+        bad, plan.use_contexts = find_conflicts(
+            ir, comp.autos, plan.classes, plan.search_memo, contexts=plan.use_contexts
+        )
         demote = {u for i in bad for u in comp.units.get(i, ())} | comp.too_big
         if not demote - plan.demoted:
             if bad - set(comp.units):  # a conflict on a lexeme that is not a unit: impossible

@@ -337,6 +337,9 @@ class _Contexts:
         return m
 
     def scan(self, state: frozenset, group: int) -> frozenset:
+        self.n_configs += len(state)
+        if self.n_configs > self.budget:
+            raise TooBig
         moved = [(cut, stack[:-1] + (stack[-1] + 1,)) for cut, stack in state
                  if (group >> lexeme_index(self.next_sym[stack[-1]])) & 1]  # type: ignore[arg-type]
         return self.closure(moved)
@@ -344,7 +347,7 @@ class _Contexts:
 
 def _context_pairs(
     ir: GrammarIR, overlap: list[int], fb: list[int], multi: int, depth: int = 4,
-    budget: int = 200_000,
+    budget: int = 60_000,
 ) -> dict[tuple[int, int], int] | None:
     """``{(v, zs): follow bytes}``: lexeme v and the multi-character lexemes of bitset zs can
     be expected at once, and after v the next lexeme may start with one of those bytes.
@@ -386,8 +389,11 @@ def find_conflicts(
     autos: dict[int, PositionAutomaton | None],
     classes: CodepointClasses,
     memo: dict[tuple[int, int, int, bool], bool],
-) -> set[int]:
-    """Lexeme indices that greedy lexing could run past (see the module docstring).
+    *,
+    contexts: bool = True,
+) -> tuple[set[int], bool]:
+    """Lexeme indices that greedy lexing could run past (see the module docstring), and
+    whether the context analysis was used (``contexts=False`` or past its budget: FOLLOW sets).
 
     ``autos`` maps each byte lexeme to its automaton (``None``: too big, reported as a
     conflict); token-set lexemes are absent. ``memo`` caches searches between calls (keyed by
@@ -431,7 +437,8 @@ def find_conflicts(
     for i in byte_lex:
         if autos[i].multi:  # type: ignore[union-attr]
             multi |= 1 << i
-    pairs = _context_pairs(ir, overlap, fb, multi)
+    pairs = _context_pairs(ir, overlap, fb, multi) if contexts else None
+    used_contexts = pairs is not None
     if pairs is None:
         pairs = _follow_pairs(ir, overlap, fb, multi)
     for (v, zs), follow in pairs.items():
@@ -443,7 +450,7 @@ def find_conflicts(
                 av, autos[z], False, follow  # type: ignore[arg-type]
             ):
                 bad.add(z)
-    return bad
+    return bad, used_contexts
 
 
 def _follow_pairs(
