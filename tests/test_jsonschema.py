@@ -403,3 +403,11 @@ def test_compile_json_schema_returns_ir_and_text_input():
         compile_json_schema("{")
     with pytest.raises(TypeError):
         compile_json_schema({}, nonsense=1)
+
+
+def test_public_surface_and_registration():
+    import lexguide.jsonschema as js
+    from lexguide.grammar.ir import json_schema_compiler
+
+    assert sorted(js.__all__) == ["SchemaError", "add_json_schema", "compile_json_schema"]
+    assert json_schema_compiler() is js.add_json_schema
