@@ -522,3 +522,20 @@ def test_random_grammars_exhaustive(seed: int) -> None:
             want = oracle_accepts(s, text)
             for kind, g in zip(("gbnf", "lark"), grammars):
                 assert g.validate(s) == want, f"{kind} {s!r} want {want}\n{text}"
+
+
+def test_conversion_names_and_edge_cases() -> None:
+    text = (
+        'root ::= fooBar foo-bar 1x "\\x00\\"\\\\/é😀" [\\x00-\\x1f/] ( "a" | ) rule2 <[5]> !<[6]>\n'
+        'fooBar ::= "x" root | "y"\nfoo-bar ::= [^\\]\\[\\-]\n1x ::= "q"?\nrule2 ::= \n'
+    )
+    lark_text = gbnf_to_lark(text)
+    assert "foo_bar: \"x\" start" in lark_text  # camelCase -> snake_case, root -> start
+    assert "FOO_BAR: /[^\\]\\[\\-]/" in lark_text  # a terminal: the regular rule foo-bar
+    assert "R_1X: \"q\"" in lark_text and "R_1X?" in lark_text  # nullable: used with ?
+    assert "<[5]> <[^6]>" in lark_text
+    compile_lark(lark_text)
+    plain = 'root ::= e "a" e x\ne ::= ""\nx ::= "é"? [\\x00/] "\\\\"\n'
+    g = Grammar(compile_lark(gbnf_to_lark(plain)))
+    for s in ["a/\\", "aé\x00\\", "a\\", "é/\\"]:
+        assert g.validate(s) == oracle_accepts(s, plain), s

@@ -107,6 +107,12 @@ class _Emitter:
         ref = Ref(name, 0)
         return plan.is_regular(ref) and (plan.single_char(ref) is not None or plan.is_unit(ref))
 
+    def terminal_ref(self, ref: Ref) -> str:
+        """A reference to a rule printed as a terminal (defined without the empty string)."""
+        if self.plan.non_empty(self.g.rules[ref.name].body) is None:
+            return '""'  # the rule matches only the empty string: it has no terminal
+        return self.names[ref.name] + ("?" if self.plan.nullable(ref) else "")
+
     # -- terminal context: regex-level -----------------------------------------------------
     def term(self, node: Node, prec: int) -> str:
         if isinstance(node, Chars):
@@ -121,7 +127,7 @@ class _Emitter:
             return _string(node.text)
         if isinstance(node, Ref):
             if self.is_terminal(node.name):
-                return self.names[node.name] + ("?" if self.plan.nullable(node) else "")
+                return self.terminal_ref(node)
             return self.term(self.g.rules[node.name].body, prec)
         if isinstance(node, (Seq, Alt)):
             return _group(node, [self.term(x, _item_prec(node)) for x in node.items], prec)
@@ -135,6 +141,8 @@ class _Emitter:
         if inner.endswith("?") or inner.endswith("*") or inner.endswith("+") or inner.endswith("}"):
             inner = f"({inner})"
         lo, hi = node.lo, node.hi
+        if (lo, hi) == (1, 1):
+            return inner
         op = {(0, None): "*", (1, None): "+", (0, 1): "?"}.get((lo, hi))
         if op is None:
             op = f"{{{lo},}}" if hi is None else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
@@ -144,7 +152,7 @@ class _Emitter:
     def rule(self, node: Node, prec: int) -> str:
         plan = self.plan
         if isinstance(node, Ref) and self.is_terminal(node.name):
-            return self.names[node.name] + ("?" if plan.nullable(node) else "")
+            return self.terminal_ref(node)
         if plan.is_regular(node) and plan.single_char(node) is not None:
             return self.term(plan.resolve(node), prec)
         if plan.is_unit(node):
