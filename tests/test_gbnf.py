@@ -526,7 +526,8 @@ def test_random_grammars_exhaustive(seed: int) -> None:
 
 def test_conversion_names_and_edge_cases() -> None:
     text = (
-        'root ::= fooBar foo-bar 1x "\\x00\\"\\\\/é😀" [\\x00-\\x1f/] ( "a" | ) rule2 <[5]> !<[6]>\n'
+        'root ::= fooBar foo-bar 1x "\\x00\\"\\\\/é😀" [\\x00-\\x1f/] ( "a" | ) rule2'
+        " <[5]> !<[6]>\n"
         'fooBar ::= "x" root | "y"\nfoo-bar ::= [^\\]\\[\\-]\n1x ::= "q"?\nrule2 ::= \n'
     )
     lark_text = gbnf_to_lark(text)
