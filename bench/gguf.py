@@ -40,8 +40,9 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    gc.collect()
+def _timed(fn: Callable[[], object], collect: bool = True) -> float:
+    if collect:  # gguf-py's reader holds ~10^6 small arrays: a full collection costs ~1 s
+        gc.collect()
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
@@ -91,12 +92,16 @@ def bench_model(name: str, path: Path, repeats: int) -> dict:
         order = ["lexguide", "gguf-py"] if r % 2 == 0 else ["gguf-py", "lexguide"]
         for engine in order:
             spent: dict[str, float] = defaultdict(float)
+            gc.collect()
+            gc.disable()  # no collector pauses inside either engine's pass
             for info, ref in pairs:
                 if engine == "lexguide":
-                    t = _timed(lambda: ours.dequantize(info.name))
+                    t = _timed(lambda: ours.dequantize(info.name), collect=False)
                 else:
-                    t = _timed(lambda: gguf.quants.dequantize(ref.data, ref.tensor_type))
+                    t = _timed(lambda: gguf.quants.dequantize(ref.data, ref.tensor_type),
+                               collect=False)
                 spent[info.ggml_type.name] += t
+            gc.enable()
             for tname, t in spent.items():
                 by_type[tname][engine].append(t)
             print(f"[bench]   dequantize pass {r + 1} {engine}: {sum(spent.values()):.2f}s", flush=True)

@@ -56,6 +56,13 @@ def test_valid_handmade_file_opens():
         assert f.dequantize("w").tolist() == [[1.0, -2.0]]
 
 
+def test_version_2_has_the_same_layout():
+    data = gguf_bytes([ARCH], [tinfo("w", (2, 1))], struct.pack("<2f", 1.0, -2.0), version=2)
+    with open_gguf(data) as f:
+        assert f.version == 2 and f.metadata["general.architecture"] == "llama"
+        assert f.dequantize("w").tolist() == [[1.0, -2.0]]
+
+
 @pytest.mark.parametrize(
     "data, offset, message",
     [

@@ -35,9 +35,6 @@ _CHUNK_ELEMENTS = 1 << 17
 
 Kernel = Callable[[np.ndarray, np.ndarray], None]
 
-_NIBBLE_SHIFTS = np.array([0, 4], dtype=np.uint8).reshape(1, 2, 1)
-_CRUMB_SHIFTS = np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)
-_BIT_SHIFTS = np.arange(8, dtype=np.uint8).reshape(1, 8, 1)
 _IQ4NL_VALUES = np.array(
     [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=F32
 )
@@ -64,35 +61,49 @@ def _f16(blocks: np.ndarray, offset: int) -> np.ndarray:
     return column.view("<f2").astype(F32)[:, None]
 
 
-_LOW_NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
 _LITTLE_ENDIAN = sys.byteorder == "little"
+_BYTE_LANES = 0x0101010101010101
+
+
+def _fields(x: np.ndarray, shifts: tuple[int, ...], mask: int) -> np.ndarray:
+    """(n, k) bytes -> (n, len(shifts), k) uint8 with ``(x >> shifts[i]) & mask`` at [:, i].
+
+    Why not one broadcast ``x[:, None] >> shifts``: with rows this short numpy spends its
+    time in per-row loop calls. Here each byte field is extracted from 8-byte words (the
+    shifted-in neighbour bits are masked off), iterating the transposed arrays in C order so
+    every ufunc call runs one long strided loop per word column instead of one per row.
+    """
+    n, k = x.shape
+    if k % 8 or not _LITTLE_ENDIAN:
+        shift_col = np.array(shifts, dtype=np.uint8).reshape(1, -1, 1)
+        return (x[:, None, :] >> shift_col) & np.uint8(mask)
+    words = np.ascontiguousarray(x).view(np.uint64).T  # (k/8, n)
+    out = np.empty((n, len(shifts), k // 8), dtype=np.uint64)
+    lane_mask = np.uint64(mask * _BYTE_LANES)
+    for i, shift in enumerate(shifts):
+        field = out[:, i].T
+        if shift:
+            np.right_shift(words, np.uint64(shift), out=field, order="C")
+            np.bitwise_and(field, lane_mask, out=field, order="C")
+        else:
+            np.bitwise_and(words, lane_mask, out=field, order="C")
+    return out.view(np.uint8).reshape(n, len(shifts), k)
 
 
 def _nibbles(qs: np.ndarray) -> np.ndarray:
-    """(n, k) bytes -> (n, 2, k) uint8: low nibbles then high nibbles.
-
-    Works on 8-byte words (k a multiple of 8) so each numpy call sees k/8 elements per row
-    instead of broadcasting a shift over tiny rows.
-    """
-    n, k = qs.shape
-    if k % 8 or not _LITTLE_ENDIAN:
-        return (qs[:, None, :] >> _NIBBLE_SHIFTS) & np.uint8(0x0F)
-    words = np.ascontiguousarray(qs).view(np.uint64)
-    out = np.empty((n, 2, k // 8), dtype=np.uint64)
-    np.bitwise_and(words, _LOW_NIBBLES, out=out[:, 0])
-    np.right_shift(words, np.uint64(4), out=out[:, 1])
-    out[:, 1] &= _LOW_NIBBLES
-    return out.view(np.uint8).reshape(n, 2, k)
+    """(n, k) bytes -> (n, 2, k) uint8: low nibbles then high nibbles."""
+    return _fields(qs, (0, 4), 0x0F)
 
 
 def _bits(qh: np.ndarray) -> np.ndarray:
     """(n, k) bytes -> (n, 8, k) uint8: bit b of byte j at [:, b, j]."""
-    return (qh[:, None, :] >> _BIT_SHIFTS) & np.uint8(1)
+    return _fields(qh, (0, 1, 2, 3, 4, 5, 6, 7), 1)
 
 
 def _crumbs(qs: np.ndarray, groups: int) -> np.ndarray:
     """(n, groups*32) bytes -> (n, groups, 4, 32) uint8 of 2-bit fields, shift 2·j at [:, :, j]."""
-    return (qs.reshape(len(qs), groups, 1, 32) >> _CRUMB_SHIFTS) & np.uint8(3)
+    n = len(qs)
+    return _fields(qs.reshape(n * groups, 32), (0, 2, 4, 6), 3).reshape(n, groups, 4, 32)
 
 
 def _k4_scale_min(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -165,7 +176,7 @@ def _deq_q3_k(b: np.ndarray, out: np.ndarray) -> None:
     n = len(b)
     s = b[:, 96:108]
     low4 = _nibbles(s[:, 0:8]).reshape(n, 16)
-    high2 = (s[:, None, 8:12] >> (_CRUMB_SHIFTS.reshape(1, 4, 1))) & np.uint8(3)
+    high2 = _fields(s[:, 8:12], (0, 2, 4, 6), 3)  # (n, 4, 4): [k div 4, k mod 4]
     sc = (low4 | (high2.reshape(n, 16) << np.uint8(4))).view(np.int8)
     sc -= np.int8(32)
     dl = _f16(b, 108) * sc.astype(F32)
