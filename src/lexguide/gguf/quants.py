@@ -12,6 +12,7 @@ Public entry points: :func:`dequantize`, :func:`quantize`, :data:`DEQUANTIZABLE_
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Callable
 
@@ -307,6 +308,8 @@ DEQUANTIZABLE_TYPES: frozenset[GGMLType] = frozenset(
 
 
 def _as_type(ggml_type: int | str | GGMLType) -> GGMLType:
+    if type(ggml_type) is GGMLType:
+        return ggml_type
     if isinstance(ggml_type, str):
         try:
             return GGMLType[ggml_type.upper()]
@@ -345,7 +348,7 @@ def _resolve_shape(
         raise GGUFError(
             f"{name}: row length {inner} is not a multiple of the block size {traits.block_size}"
         )
-    n_elements = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    n_elements = math.prod(shape)
     expected = n_elements // traits.block_size * traits.type_size
     if expected != data.size:
         raise GGUFError(
