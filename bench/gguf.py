@@ -30,8 +30,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -96,9 +96,9 @@ def bench_model(name: str, path: Path, repeats: int) -> dict:
             gc.disable()  # no collector pauses inside either engine's pass
             for info, ref in pairs:
                 if engine == "lexguide":
-                    t = _timed(lambda: ours.dequantize(info.name), collect=False)
+                    t = _timed(lambda info=info: ours.dequantize(info.name), collect=False)
                 else:
-                    t = _timed(lambda: gguf.quants.dequantize(ref.data, ref.tensor_type),
+                    t = _timed(lambda ref=ref: gguf.quants.dequantize(ref.data, ref.tensor_type),
                                collect=False)
                 spent[info.ggml_type.name] += t
             gc.enable()

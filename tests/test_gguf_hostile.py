@@ -14,8 +14,8 @@ from lexguide.errors import GGUFError
 from lexguide.gguf import open_gguf, write_gguf
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 def s(text: str | bytes) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lexguide.gguf import GGMLType, dequantize, open_gguf
+from lexguide.gguf import dequantize, open_gguf
 
 gguf = pytest.importorskip("gguf")
 

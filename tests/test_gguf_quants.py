@@ -156,6 +156,6 @@ def test_type_table_matches_gguf_py():
 
 
 def test_supported_sets_cover_the_issue_list():
-    required = "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K".split()
+    required = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K"]
     assert {GGMLType[n] for n in required} <= DEQUANTIZABLE_TYPES
     assert {GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1} <= QUANTIZABLE_TYPES

@@ -11,8 +11,8 @@ from lexguide.errors import GGUFError
 from lexguide.gguf.strings import _chain_doubling, read_string_array
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def encode(items: list[bytes], prefix: bytes = b"", suffix: bytes = b"") -> bytes:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from lexguide.errors import GGUFError
-from lexguide.gguf import GGMLType, GGUFValueType as V, dequantize, open_gguf, quantize, write_gguf
+from lexguide.gguf import GGMLType, dequantize, open_gguf, quantize, write_gguf
+from lexguide.gguf import GGUFValueType as V
 
 SPEC_EXAMPLE = bytes.fromhex(  # spec/gguf.md §1 "Worked example", 168 bytes
     "47475546" "03000000" "0100000000000000" "0200000000000000"

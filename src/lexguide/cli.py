@@ -11,14 +11,15 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from lexguide.errors import LexguideError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 _ARRAY_HEAD = 8  # items shown of a long metadata array
 _TEXT_WIDTH = 96  # characters shown of a long string in text output

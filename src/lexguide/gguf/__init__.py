@@ -12,17 +12,17 @@ from lexguide.gguf.reader import GGUFFile, TensorInfo, open_gguf
 from lexguide.gguf.writer import TensorSource, write_gguf
 
 __all__ = [
-    "GGUFFile",
-    "TensorInfo",
-    "GGMLType",
-    "GGUFValueType",
-    "TypeTraits",
-    "type_traits",
-    "open_gguf",
-    "write_gguf",
-    "TensorSource",
-    "dequantize",
-    "quantize",
     "DEQUANTIZABLE_TYPES",
     "QUANTIZABLE_TYPES",
+    "GGMLType",
+    "GGUFFile",
+    "GGUFValueType",
+    "TensorInfo",
+    "TensorSource",
+    "TypeTraits",
+    "dequantize",
+    "open_gguf",
+    "quantize",
+    "type_traits",
+    "write_gguf",
 ]

@@ -12,21 +12,21 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "GGUF_MAGIC",
+    "ELEMENT_DTYPES",
     "GGUF_DEFAULT_ALIGNMENT",
+    "GGUF_MAGIC",
     "GGUF_SUPPORTED_VERSIONS",
-    "MAX_STRING_BYTES",
+    "LLAMA_FTYPE_NAMES",
     "MAX_ARRAY_ELEMENTS",
-    "MAX_TENSOR_NAME_BYTES",
     "MAX_DIMS",
-    "GGUFValueType",
-    "GGMLType",
-    "TypeTraits",
-    "TYPE_TRAITS",
+    "MAX_STRING_BYTES",
+    "MAX_TENSOR_NAME_BYTES",
     "REMOVED_TYPES",
     "SCALAR_VALUE_DTYPES",
-    "ELEMENT_DTYPES",
-    "LLAMA_FTYPE_NAMES",
+    "TYPE_TRAITS",
+    "GGMLType",
+    "GGUFValueType",
+    "TypeTraits",
     "type_traits",
 ]
 

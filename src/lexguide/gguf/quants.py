@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -23,10 +23,10 @@ from lexguide.errors import GGUFError
 from lexguide.gguf.constants import ELEMENT_DTYPES, GGMLType, TypeTraits, type_traits
 
 __all__ = [
-    "dequantize",
-    "quantize",
     "DEQUANTIZABLE_TYPES",
     "QUANTIZABLE_TYPES",
+    "dequantize",
+    "quantize",
 ]
 
 F32 = np.float32

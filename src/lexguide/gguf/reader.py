@@ -12,9 +12,10 @@ import math
 import mmap
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +39,8 @@ from lexguide.gguf.quants import dequantize as _dequantize
 from lexguide.gguf.strings import decode_value_bytes, read_string_array
 
 __all__ = ["GGUFFile", "TensorInfo", "open_gguf"]
+
+_FileT = TypeVar("_FileT", bound="GGUFFile")
 
 _MAX_NESTING = 8
 _INT64_MAX = (1 << 63) - 1
@@ -85,10 +88,11 @@ class TensorInfo:
 class _Cursor:
     """Bounds-checked little-endian reads from the file buffer; errors carry the offset."""
 
-    __slots__ = ("buf", "pos", "size")
+    __slots__ = ("buf", "mv", "pos", "size")
 
     def __init__(self, buf: np.ndarray) -> None:
         self.buf = buf
+        self.mv = buf.data
         self.pos = 0
         self.size = len(buf)
 
@@ -102,7 +106,7 @@ class _Cursor:
         return pos
 
     def scalar(self, fmt: str, size: int, what: str) -> Any:
-        return struct.unpack_from(fmt, self.buf, self.need(size, what))[0]
+        return struct.unpack_from(fmt, self.mv, self.need(size, what))[0]
 
     def u32(self, what: str) -> int:
         return self.scalar("<I", 4, what)
@@ -293,7 +297,7 @@ class GGUFFile:
             if n_dims > MAX_DIMS:
                 raise GGUFError(f"{what} has {n_dims} dimensions (at most {MAX_DIMS})", dims_pos)
             ne_pos = cur.need(8 * n_dims, f"{what} dimensions")
-            ne = struct.unpack_from(f"<{n_dims}q", cur.buf, ne_pos)
+            ne = struct.unpack_from(f"<{n_dims}q", cur.mv, ne_pos)
             type_pos = cur.pos
             type_id = cur.u32(f"{what} type")
             offset_pos = cur.pos
@@ -399,7 +403,7 @@ class GGUFFile:
                 pass  # raw views are still alive; the mapping closes when they are freed
             self._mmap = None
 
-    def __enter__(self) -> GGUFFile:
+    def __enter__(self: _FileT) -> _FileT:  # noqa: PYI019 (typing.Self needs 3.11)
         return self
 
     def __exit__(self, *exc: object) -> None:

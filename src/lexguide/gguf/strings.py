@@ -25,7 +25,7 @@ import numpy as np
 from lexguide.errors import GGUFError
 from lexguide.gguf.constants import MAX_STRING_BYTES
 
-__all__ = ["read_string_array", "decode_value_bytes"]
+__all__ = ["decode_value_bytes", "read_string_array"]
 
 _SEPARATOR = "\udcff"  # what byte 0xFF becomes under surrogateescape
 # Bytes scanned per step: bounds the memory of the candidate arrays on hostile inputs.
@@ -115,7 +115,7 @@ def _record_starts(
         index = count - remaining
         if pos + 8 > size:
             raise GGUFError(f"truncated: {what}[{index}] length needs 8 bytes", pos)
-        (first,) = struct.unpack_from("<Q", buf, pos)
+        (first,) = struct.unpack_from("<Q", buf.data, pos)
         if first > MAX_STRING_BYTES:
             raise GGUFError(f"{what}[{index}] has absurd length {first} (limit 1 GiB)", pos)
         if pos + 8 + first > size:

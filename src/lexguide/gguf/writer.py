@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import os
 import struct
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence, Union
+from typing import Any
 
 import numpy as np
 
@@ -29,13 +30,13 @@ from lexguide.gguf.constants import (
 )
 from lexguide.gguf.quants import quantize
 
-__all__ = ["write_gguf", "TensorSource"]
+__all__ = ["TensorSource", "write_gguf"]
 
 V = GGUFValueType
 #: A tensor to write: a typed array (F32/F16/F64/I8/I16/I32/I64 from its dtype), ``(array,
 #: type)`` (numeric data is converted/quantised to ``type``; a uint8 array is always taken as
 #: already-encoded rows shaped like ``GGUFFile.raw``), or ``(encoded_uint8, type, shape)``.
-TensorSource = Union[np.ndarray, tuple]
+TensorSource = np.ndarray | tuple
 
 _DTYPE_TO_GGML = {dt.newbyteorder("="): t for t, dt in ELEMENT_DTYPES.items()}
 _DTYPE_TO_VALUE = {dt.newbyteorder("="): t for t, dt in SCALAR_VALUE_DTYPES.items()}
@@ -246,7 +247,7 @@ def write_gguf(
         with open(tmp, "wb") as fh:
             fh.write(header)
             for data in blobs:
-                fh.write(memoryview(data))
+                fh.write(data.data)
                 fh.write(bytes((-data.nbytes) % alignment))
         os.replace(tmp, path)
     except OSError as e:
