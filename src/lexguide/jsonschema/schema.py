@@ -319,6 +319,8 @@ class Intersector:
         from lexguide.grammar import rx
         from lexguide.jsonschema.pattern import pattern_rx
 
+        if not o.pattern_properties:
+            return o.additional
         body = _json_body(name)
         matching = [s for p, s in o.pattern_properties if rx.matches(pattern_rx(p), body)]
         if not matching:
