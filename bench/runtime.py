@@ -4,7 +4,8 @@
 For each real model (SmolLM2-135M Q4_1, Gemma-3-270M Q4_K_M) and weight mode (eager, lazy),
 a fresh worker process (so peak RSS is its own) measures:
 
-* load time and peak RSS after load and after generating (``ru_maxrss``), file size;
+* load time and peak RSS (``ru_maxrss``) after load, after plain generation, and at the end
+  (after constrained generation, i.e. with the grammar engine's tables), file size;
 * prompt evaluation tok/s (a P-token prompt) with 1 and 2 BLAS threads;
 * generation tok/s (greedy, N tokens) with 1 and 2 BLAS threads for the decode matvecs;
 * constrained generation tok/s (a JSON Schema forcing a long integer array) vs unconstrained
@@ -70,6 +71,7 @@ def _lexguide(path: str, mode: str, p: int, n: int) -> dict:
         c = model.generate(prompt, max_tokens=n, temperature=0)
         out[f"gen_tok_s_{threads}t"] = c.timings.generation_tok_s
         out[f"gen_tokens_{threads}t"] = c.timings.generated_tokens
+    out["rss_gen_mb"] = _rss_mb()  # before the grammar engine adds its tables
     if mode == "eager":  # the numpy ceiling: the same matvecs, nothing else, one thread
         out["bare_chain_tok_s_1t"] = _bare_chain(model)
         out["gen_vs_bare_1t"] = out["gen_tok_s_1t"] / out["bare_chain_tok_s_1t"]
@@ -162,10 +164,11 @@ def _fmt(v, spec=".1f") -> str:
 
 
 def render(results: dict) -> str:
-    rows = [("| model | weights | load s | RSS load MB | RSS peak MB | file MB | prompt tok/s 1t / 2t "
-            "| gen tok/s 1t / 2t | constrained tok/s | overhead | mask ms/tok | llama.cpp prompt / gen "
+    rows = [("| model | weights | load s | RSS load MB | RSS gen MB | RSS peak MB | file MB | prompt tok/s 1t / 2t "
+            "| gen tok/s 1t / 2t | constrained tok/s | overhead | mask ms/tok "
+            "| bare matvec chain tok/s 1t | gen 1t / bare | llama.cpp prompt / gen "
             "| ratio prompt / gen |"),
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (name, mode), r in results.items():
         lg, peer = r["lexguide"], r.get("peer", {})
         pp, pg = peer.get("prompt_tok_s_2t"), peer.get("gen_tok_s_2t")
@@ -174,7 +177,8 @@ def render(results: dict) -> str:
         ratio = (f"{best_p / pp:.2f} / {best_g / pg:.2f}" if pp and pg else "n/a")
         peer_cell = f"{_fmt(pp)} / {_fmt(pg)}" if pp else (peer.get("status", "—") if mode == "eager" else "—")
         rows.append(
-            f"| {name} | {mode} | {lg['load_s']:.2f} | {lg['rss_load_mb']:.0f} | {lg['rss_peak_mb']:.0f} "
+            f"| {name} | {mode} | {lg['load_s']:.2f} | {lg['rss_load_mb']:.0f} "
+            f"| {lg.get('rss_gen_mb', 0):.0f} | {lg['rss_peak_mb']:.0f} "
             f"| {lg['file_mb']:.0f} | {lg['prompt_tok_s_1t']:.1f} / {lg['prompt_tok_s_2t']:.1f} "
             f"| {lg['gen_tok_s_1t']:.1f} / {lg['gen_tok_s_2t']:.1f} | {lg['constrained_tok_s']:.1f} "
             f"| {_fmt(lg['constrained_overhead'] * 100 if lg['constrained_overhead'] is not None else None, '+.1f')}% "

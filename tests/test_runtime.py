@@ -183,6 +183,7 @@ def test_streaming_equals_non_streaming_and_stop_strings(smollm2):
     assert chunks[-1].finish_reason == "length" and chunks[-1].timings is not None
     cut = smollm2.generate("The capital of France is", max_tokens=6, temperature=0, stop=["s."])
     assert cut.text == " Pari" and cut.finish_reason == "stop"
+    assert cut.timings.generation_s > 0 and cut.timings.generated_tokens == len(cut.token_ids)
     streamed = list(smollm2.generate("The capital of France is", max_tokens=6, temperature=0,
                                      stop=["s."], stream=True))
     assert "".join(c.text for c in streamed) == " Pari"

@@ -445,6 +445,7 @@ class Model:
             history.append(token)
             n_gen += 1
             timings.generated_tokens = n_gen
+            timings.generation_s = time.perf_counter() - t_gen  # also right if a stop string ends it
             pending = [token]
             yield [token], None
             if matcher is not None:
