@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -15,21 +14,14 @@ from lexguide.grammar.lexparser import ParseState
 
 __all__ = ["Matcher", "apply_mask", "engine_for"]
 
-_ENGINES_LOCK = threading.Lock()
 MAX_FORCED_BYTES = 512
+#: grammars whose mask caches a tokenizer keeps (the oldest are dropped past this)
+MAX_ENGINES = 256
 
 
 def engine_for(grammar: Grammar, info: TokenizerInfo) -> MaskEngine:
     """The shared :class:`MaskEngine` of (grammar, tokenizer), created on first use."""
-    key = id(grammar)
-    entry = info._compiled.get(key)
-    if entry is None or entry[0] is not grammar:
-        with _ENGINES_LOCK:
-            entry = info._compiled.get(key)
-            if entry is None or entry[0] is not grammar:
-                entry = (grammar, MaskEngine(grammar, info))
-                info._compiled[key] = entry
-    return entry[1]
+    return info.attached(info._compiled, grammar, lambda: MaskEngine(grammar, info), MAX_ENGINES)
 
 
 class Matcher:

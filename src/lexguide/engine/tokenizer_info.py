@@ -9,6 +9,7 @@ byte position (see DESIGN.md, "Mask computation").
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -48,7 +49,7 @@ class TokenizerInfo:
         if self.vocab_size == 0:
             raise TokenizerError("empty vocabulary")
         self.token_bytes: list[bytes] = [
-            b if type(b) is bytes else bytes(b) for b in token_bytes  # noqa: E721 (exact type)
+            b if type(b) is bytes else bytes(b) for b in token_bytes  # exact type: no copy
         ]
         self.eos_ids = frozenset(int(i) for i in eos_ids)
         self.special_ids = frozenset(int(i) for i in special_ids) | self.eos_ids
@@ -59,8 +60,9 @@ class TokenizerInfo:
         self.encode = encode
         self.n_words = (self.vocab_size + 31) // 32
         self._build_arrays()
-        self._compiled: dict[int, object] = {}  # id(grammar) -> (grammar, MaskEngine)
+        self._compiled: dict[int, tuple] = {}  # id(grammar) -> (grammar, MaskEngine)
         self._walkers: dict[int, tuple] = {}  # id(lexer DFA) -> (dfa, VocabWalker)
+        self._lock = threading.Lock()
 
     @classmethod
     def from_token_bytes(
@@ -127,6 +129,21 @@ class TokenizerInfo:
                 table[self.token_bytes[i]] = i
             self._ids_by_bytes = table
         return self._ids_by_bytes
+
+    def attached(self, table: dict, owner: object, factory: Callable[[], object], max_entries: int):
+        """Per-tokenizer state belonging to ``owner`` (a grammar, a lexer DFA), created on first
+        use, kept for the ``max_entries`` most recently created owners."""
+        key = id(owner)
+        entry = table.get(key)
+        if entry is None or entry[0] is not owner:
+            with self._lock:
+                entry = table.get(key)
+                if entry is None or entry[0] is not owner:
+                    entry = (owner, factory())
+                    table[key] = entry
+                    while len(table) > max_entries:
+                        del table[next(iter(table))]
+        return entry[1]
 
     def mask_from_ids(self, token_ids: np.ndarray) -> np.ndarray:
         """A packed uint32 bitmask (``ceil(V/32)`` words) with the given token ids set."""

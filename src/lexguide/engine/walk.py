@@ -56,7 +56,7 @@ class FirstBytes(NamedTuple):
     mask: np.ndarray  # bool[256]
 
 
-Rows = Union[np.ndarray, FirstBytes]
+Rows = Union[np.ndarray, FirstBytes]  # noqa: UP007 (a runtime alias, Python 3.10)
 
 
 class Group(NamedTuple):
@@ -476,19 +476,6 @@ def _split_by_state(states: np.ndarray, rows: np.ndarray):
         yield int(s[0]), r
 
 
-_WALKERS_LOCK = threading.Lock()
-
-
 def walker_for(lexer, info: TokenizerInfo) -> VocabWalker:
     """The shared :class:`VocabWalker` of (lexer DFA, tokenizer)."""
-    key = id(lexer)
-    entry = info._walkers.get(key)
-    if entry is None or entry[0] is not lexer:
-        with _WALKERS_LOCK:
-            entry = info._walkers.get(key)
-            if entry is None or entry[0] is not lexer:
-                entry = (lexer, VocabWalker(lexer, info))
-                info._walkers[key] = entry
-                while len(info._walkers) > _MAX_WALKERS:  # rotated-out DFAs: drop the oldest
-                    del info._walkers[next(iter(info._walkers))]
-    return entry[1]
+    return info.attached(info._walkers, lexer, lambda: VocabWalker(lexer, info), _MAX_WALKERS)
