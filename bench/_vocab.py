@@ -16,11 +16,12 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["Vocab", "VocabError", "VOCABS", "load_vocab", "peer_token_bytes"]
+__all__ = ["VOCABS", "Vocab", "VocabError", "load_vocab", "peer_token_bytes"]
 
 VOCABS = ("smollm2", "gemma3", "llama3")
 
@@ -132,7 +133,7 @@ def _make_encoder(spec: tuple[str, str] | None) -> Callable[[str], list[int]]:
         return _gguf_encoder(Tokenizer.from_gguf(arg))
     if kind == "quicktok":
         try:
-            import quicktok  # type: ignore[import-not-found]
+            import quicktok  # type: ignore[import-not-found,import-untyped,unused-ignore]
         except ImportError as e:
             raise VocabError(f"{arg} encode needs quicktok: {e}") from e
         return quicktok.get_encoding(arg).encode_ordinary

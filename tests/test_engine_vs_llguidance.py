@@ -28,7 +28,7 @@ import pytest
 
 llg = pytest.importorskip("llguidance")
 
-from lexguide import Grammar, Matcher, TokenizerInfo  # noqa: E402
+from lexguide import Grammar, Matcher, TokenizerInfo
 
 DATA = Path(__file__).parent / "data" / "grammars"
 CASES_PATH = Path("/work/shared/corpora/llguidance-cases.jsonl")

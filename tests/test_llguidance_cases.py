@@ -12,7 +12,7 @@ tokenizers (SmolLM2 49k byte-level BPE, Gemma 3 262k SentencePiece) and the byte
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +49,7 @@ STRINGS = [
 CASE_IDS = [pytest.param(i, id=_case_id(i)) for i in range(len(RECORDS))]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _grammar(i: int) -> Grammar:
     """One compiled grammar per record, shared by all its strings (so mask caches are shared)."""
     rec = RECORDS[i]
@@ -62,7 +62,7 @@ def _grammar(i: int) -> Grammar:
         pytest.skip(f"JSON schema compiler unavailable: {e}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _info(model: str):
     from lexguide import Tokenizer, TokenizerInfo
     from lexguide.model_files import ModelNotInstalled, gemma3_path, smollm2_path
