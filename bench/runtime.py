@@ -21,6 +21,7 @@ The machine is shared: the load average is printed with the results.
 
     python bench/runtime.py --quick        # P=64, N=16, lazy with N=4 (a few minutes)
     python bench/runtime.py                # P=256, N=64
+    python bench/runtime.py --no-constrained   # without the grammar engine
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def _prompt_ids(model, n: int, salt: int) -> list[int]:
     return ids[:n]
 
 
-def _lexguide(path: str, mode: str, p: int, n: int) -> dict:
+def _lexguide(path: str, mode: str, p: int, n: int, constrained: bool = True) -> dict:
     from lexguide.runtime import Model
 
     out: dict = {"file_mb": os.path.getsize(path) / 2**20}
@@ -76,6 +77,10 @@ def _lexguide(path: str, mode: str, p: int, n: int) -> dict:
         out["bare_chain_tok_s_1t"] = _bare_chain(model)
         out["gen_vs_bare_1t"] = out["gen_tok_s_1t"] / out["bare_chain_tok_s_1t"]
     model.decode_threads = 1
+    if not constrained:
+        out.update(free_tok_s=None, constrained_tok_s=None, constrained_forced=None,
+                   mask_ms_per_token=None, constrained_overhead=None, rss_peak_mb=_rss_mb())
+        return out
     cons_prompt = model.tokenizer.encode("A list of numbers:")
     model.reset()
     free = model.generate(cons_prompt, max_tokens=n, temperature=0)
@@ -139,7 +144,7 @@ def _peer(path: str, p: int, n: int) -> dict:
 
 def worker(args: argparse.Namespace) -> int:
     n = args.lazy_tokens if args.mode == "lazy" else args.tokens
-    result = {"lexguide": _lexguide(args.path, args.mode, args.prompt, n)}
+    result = {"lexguide": _lexguide(args.path, args.mode, args.prompt, n, not args.no_constrained)}
     if args.mode == "eager":
         result["peer"] = _peer(args.path, args.prompt, args.tokens)
     print(json.dumps(result))
@@ -175,14 +180,16 @@ def render(results: dict) -> str:
         best_p = max(lg["prompt_tok_s_1t"], lg["prompt_tok_s_2t"])
         best_g = max(lg["gen_tok_s_1t"], lg["gen_tok_s_2t"])
         ratio = (f"{best_p / pp:.2f} / {best_g / pg:.2f}" if pp and pg else "n/a")
+        overhead = lg["constrained_overhead"]
+        overhead = overhead * 100 if overhead is not None else None
         peer_cell = f"{_fmt(pp)} / {_fmt(pg)}" if pp else (peer.get("status", "—") if mode == "eager" else "—")
         rows.append(
             f"| {name} | {mode} | {lg['load_s']:.2f} | {lg['rss_load_mb']:.0f} "
             f"| {lg.get('rss_gen_mb', 0):.0f} | {lg['rss_peak_mb']:.0f} "
             f"| {lg['file_mb']:.0f} | {lg['prompt_tok_s_1t']:.1f} / {lg['prompt_tok_s_2t']:.1f} "
-            f"| {lg['gen_tok_s_1t']:.1f} / {lg['gen_tok_s_2t']:.1f} | {lg['constrained_tok_s']:.1f} "
-            f"| {_fmt(lg['constrained_overhead'] * 100 if lg['constrained_overhead'] is not None else None, '+.1f')}% "
-            f"| {lg['mask_ms_per_token']:.2f} | {_fmt(lg.get('bare_chain_tok_s_1t'))} "
+            f"| {lg['gen_tok_s_1t']:.1f} / {lg['gen_tok_s_2t']:.1f} | {_fmt(lg['constrained_tok_s'])} "
+            f"| {_fmt(overhead, '+.1f')}% "
+            f"| {_fmt(lg['mask_ms_per_token'], '.2f')} | {_fmt(lg.get('bare_chain_tok_s_1t'))} "
             f"| {_fmt(lg.get('gen_vs_bare_1t'), '.2f')} | {peer_cell} | {ratio} |"
         )
     return "\n".join(rows)
@@ -195,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="smollm2,gemma3", help="comma list: smollm2,gemma3")
     ap.add_argument("--modes", default="eager,lazy", help="comma list: eager,lazy")
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "lexguide-bench-runtime.json"))
+    ap.add_argument("--no-constrained", action="store_true",
+                    help="skip the constrained-generation measurement")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
@@ -215,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench] {name} {mode} ...", file=sys.stderr, flush=True)
             cmd = [sys.executable, __file__, "--worker", "--path", path, "--mode", mode,
                    "--prompt", str(p), "--tokens", str(n), "--lazy-tokens", str(lazy_n)]
+            if args.no_constrained:
+                cmd.append("--no-constrained")
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode:
                 print(proc.stderr, file=sys.stderr)

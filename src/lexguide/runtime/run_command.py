@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     prompt = _read(args.file, "prompt file") if args.file is not None else (args.prompt or "")
     constraint = _constraint(args)
     model = Model.from_gguf(args.model, weights=args.weights, n_ctx=args.ctx_size,
-                            n_threads=args.threads, decode_threads=args.threads,
+                            n_threads=args.threads, decode_threads=args.decode_threads,
                             progress=True if args.verbose else None)
     if args.verbose:
         print(f"{model}  (loaded in {model.load_s:.2f} s)", file=sys.stderr)
@@ -126,6 +126,8 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("-c", "--ctx-size", type=int, default=None,
                    help="context size (default: min(training context, 4096))")
     p.add_argument("-t", "--threads", type=int, default=None,
-                   help="threads for prompt evaluation and decoding (default: available cores)")
+                   help="threads for prompt evaluation (default: available cores)")
+    p.add_argument("--decode-threads", type=int, default=1,
+                   help="threads for decoding (default 1: decode is memory-bound)")
     p.add_argument("-v", "--verbose", action="store_true", help="progress bar and model summary")
     p.set_defaults(handler=run)
