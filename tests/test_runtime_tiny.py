@@ -198,7 +198,10 @@ def test_kv_cache_decode_and_chunked_prefill_equal_full_recompute(tmp_path, monk
 
 
 @pytest.mark.parametrize("threads", [2, 3])
-def test_row_split_threads_equal_single_thread(tmp_path, threads):
+def test_row_split_threads_equal_single_thread(tmp_path, monkeypatch, threads):
+    from lexguide.runtime import weights
+
+    monkeypatch.setattr(weights, "SPLIT_MIN_DECODE", 0)  # split the tiny decode matvecs too
     tf, _ = build(tmp_path, "llama")
     one = tf.forward(IDS, tf.new_cache(16), logits="all")
     c1 = tf.new_cache(16)

@@ -12,9 +12,9 @@ The generation loop (one step = one forward + one sampled token):
 
 A grammar failure (empty mask, rejected token, dead end) raises :class:`MatcherError`; the loop
 never continues unconstrained. BLAS runs single-threaded; projections are split into row blocks
-over ``n_threads`` Python threads for prefill and ``decode_threads`` (default 1) for decode (see
-``weights.RowSplitter``): OpenBLAS's own threads busy-wait and were 2-5x slower than one thread
-on decode shapes on this shared 2-core machine.
+over ``n_threads`` Python threads for prefill and ``decode_threads`` for the big decode
+matvecs (see ``weights.RowSplitter``): OpenBLAS's own threads busy-wait and were 2-5x slower
+than one thread on decode shapes on this shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -183,9 +183,10 @@ class Model:
         ``weights="eager"`` dequantizes to float32 at load (fast generation, ~4 bytes per
         parameter); ``"lazy"`` keeps the quantized weights mapped (memory ≈ file size, slower).
         ``n_ctx`` defaults to min(training context, 4096). ``n_threads`` (prompt evaluation)
-        defaults to the available cores (at most 8), ``decode_threads`` to 1: decode is
-        memory-bound and a second thread measured slower on an idle 2-core machine (faster
-        only when the machine is oversubscribed; see ``bench/runtime.py``). Raises :class:`ModelError` for an
+        and ``decode_threads`` default to the available cores (at most 8); in decode only the
+        big matrices (the output projection) are split over threads, which measured faster
+        on this 2-core machine while splitting the small layer matvecs was slower
+        (``weights.SPLIT_MIN_DECODE``, ``bench/runtime.py``). Raises :class:`ModelError` for an
         unsupported architecture or missing tensors, ``GGUFError`` for a malformed file.
         """
         from lexguide.gguf import open_gguf
@@ -209,7 +210,7 @@ class Model:
         if n_threads is None:
             n_threads = min(_available_cores(), 8)
         if decode_threads is None:
-            decode_threads = 1
+            decode_threads = n_threads
         return cls(Transformer(config, w), tokenizer, gguf.metadata, n_ctx=n_ctx,
                    n_threads=max(1, n_threads), decode_threads=max(1, decode_threads),
                    load_s=time.perf_counter() - t0, path=Path(path))

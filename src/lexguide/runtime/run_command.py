@@ -127,7 +127,7 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
                    help="context size (default: min(training context, 4096))")
     p.add_argument("-t", "--threads", type=int, default=None,
                    help="threads for prompt evaluation (default: available cores)")
-    p.add_argument("--decode-threads", type=int, default=1,
-                   help="threads for decoding (default 1: decode is memory-bound)")
+    p.add_argument("--decode-threads", type=int, default=None,
+                   help="threads for the big decode matvecs (default: as -t)")
     p.add_argument("-v", "--verbose", action="store_true", help="progress bar and model summary")
     p.set_defaults(handler=run)
