@@ -62,7 +62,7 @@ class TokenizerInfo:
         self._build_arrays()
         self._compiled: dict[int, tuple] = {}  # id(grammar) -> (grammar, MaskEngine)
         self._walkers: dict[int, tuple] = {}  # id(lexer DFA) -> (dfa, VocabWalker)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # factories may attach more state (engine -> walker)
 
     @classmethod
     def from_token_bytes(
