@@ -321,10 +321,50 @@ class GrammarBuilder:
         return GrammarIR(
             lexemes=tuple(self._lexemes),
             nonterminals=tuple(self._names),
-            rules=tuple(self._rules),
+            rules=self._productive_rules(top, start),
             start=top,
             skips=tuple(self._skips),
             options=self.options,
+        )
+
+
+    def _productive_rules(self, top: int, start: int) -> tuple[Rule, ...]:
+        """The rules whose symbols can all derive some input (worklist fixpoint).
+
+        A rule through an unproductive symbol (a lexeme matching nothing, a nonterminal that
+        never completes) would let a matcher enter a prefix that leads nowhere; dropping it
+        keeps masks exact. If nothing is productive the grammar matches no input: only
+        ``top -> start`` is kept, with ``start`` ruleless.
+        """
+        from lexguide.grammar import rx
+
+        productive: set[int] = {
+            lexeme_sym(i)
+            for i, lx in enumerate(self._lexemes)
+            if lx.token_set is not None or lx.rx != rx.NOTHING
+        }
+        missing = [sum(1 for x in r.rhs if x not in productive) for r in self._rules]
+        waiting: dict[int, list[int]] = {}
+        todo: list[int] = []
+        for i, r in enumerate(self._rules):
+            if missing[i] == 0:
+                todo.append(i)
+            for x in set(r.rhs):
+                if x not in productive:
+                    waiting.setdefault(x, []).append(i)
+        while todo:
+            lhs = self._rules[todo.pop()].lhs
+            if lhs in productive:
+                continue
+            productive.add(lhs)
+            for i in waiting.get(lhs, ()):
+                missing[i] -= sum(1 for x in self._rules[i].rhs if x == lhs)
+                if missing[i] == 0:
+                    todo.append(i)
+        if top not in productive:
+            return (Rule(top, (start,)),)
+        return tuple(
+            r for r in self._rules if r.lhs in productive and all(x in productive for x in r.rhs)
         )
 
 
