@@ -6,6 +6,7 @@ Natural text repeats its words, so caching per piece makes most pieces cost one 
 from __future__ import annotations
 
 import heapq
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 __all__ = ["CachedPieceEncoder", "merge_by_priority"]
@@ -13,7 +14,7 @@ __all__ = ["CachedPieceEncoder", "merge_by_priority"]
 _CACHE_LIMIT = 200_000
 
 
-class CachedPieceEncoder:
+class CachedPieceEncoder(ABC):
     """Subclasses provide ``split(text) -> list[str]`` and ``_encode_piece(piece) -> tuple``.
 
     The cache is a plain dict, cleared when it reaches 200k entries; concurrent use from
@@ -22,11 +23,13 @@ class CachedPieceEncoder:
 
     cache: dict[str, tuple[int, ...]]
 
-    def split(self, text: str) -> list[str]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def split(self, text: str) -> list[str]:
+        """The pieces of ``text`` that are encoded independently (pre-tokenization)."""
 
-    def _encode_piece(self, piece: str) -> tuple[int, ...]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _encode_piece(self, piece: str) -> tuple[int, ...]:
+        """The token ids of one piece."""
 
     def encode_text(self, text: str, out: list[int]) -> None:
         """Append the ids of raw text ``text`` (no special tokens) to ``out`` (mutates ``out``)."""
