@@ -67,25 +67,29 @@ def _brute_force(m: Matcher) -> set[int]:
     return allowed
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_mask_equals_brute_force_on_random_grammars(seed):
-    rng = random.Random(seed)
-    grammar = _random_grammar(rng)
-    m = Matcher(grammar, INFO)
-    for _ in range(12):
+def _walk_randomly_checking_masks(grammar: Grammar, info: TokenizerInfo, rng, steps: int) -> None:
+    """Consume random allowed tokens; at every step the mask and the allowed bytes must equal
+    brute force over the vocabulary and over all 256 bytes."""
+    m = Matcher(grammar, info)
+    lp = m._lp
+    for _ in range(steps):
         mask_ids = _mask_ids(m.compute_mask())
         expected = _brute_force(m)
-        if m._lp.chain_limit_hits:
+        if lp.chain_limit_hits:
             return  # endless empty lexemes: both paths cut the chain, at different depths
         assert mask_ids == expected
-        lp = m._lp
         by_byte = [lp.advance_byte(m.state, b) is not None for b in range(256)]
         assert lp.allowed_bytes(m.state).tolist() == by_byte
         choices = sorted(mask_ids - {0})
         if not choices:
             break
-        t = rng.choice(choices)
-        m.consume(t)
+        m.consume(rng.choice(choices))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mask_equals_brute_force_on_random_grammars(seed):
+    rng = random.Random(seed)
+    _walk_randomly_checking_masks(_random_grammar(rng), INFO, rng, steps=12)
 
 
 def test_consume_rejects_and_leaves_state():
@@ -149,18 +153,7 @@ def test_mask_with_class_deduplicated_walks(seed, monkeypatch):
     monkeypatch.setattr(walk_module, "VIEW_AFTER_REQUESTS", 1)
     info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
     rng = random.Random(seed)
-    grammar = _random_grammar(rng)
-    m = Matcher(grammar, info)
-    for _ in range(10):
-        mask_ids = _mask_ids(m.compute_mask())
-        expected = _brute_force(m)
-        if m._lp.chain_limit_hits:
-            return
-        assert mask_ids == expected
-        choices = sorted(mask_ids - {0})
-        if not choices:
-            break
-        m.consume(rng.choice(choices))
+    _walk_randomly_checking_masks(_random_grammar(rng), info, rng, steps=10)
 
 
 def test_class_deduplicated_walk_is_used(monkeypatch):
