@@ -8,16 +8,16 @@ import it without creating a cycle.
 from __future__ import annotations
 
 __all__ = [
-    "LexguideError",
     "GGUFError",
-    "TokenizerError",
     "GrammarError",
+    "LexguideError",
+    "LimitExceeded",
+    "MatcherError",
+    "ModelError",
     "RegexError",
     "SchemaError",
-    "MatcherError",
     "TokenRejected",
-    "LimitExceeded",
-    "ModelError",
+    "TokenizerError",
 ]
 
 
@@ -133,7 +133,7 @@ class TokenRejected(MatcherError):
 class LimitExceeded(LexguideError):
     """A documented resource limit was hit; ``limit`` names it (e.g. ``max_dfa_states``)."""
 
-    def __init__(self, limit: str, value: int | float, message: str = "") -> None:
+    def __init__(self, limit: str, value: float, message: str = "") -> None:
         self.limit = limit
         self.value = value
         super().__init__(message or f"resource limit {limit}={value} exceeded")

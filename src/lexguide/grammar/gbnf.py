@@ -22,6 +22,12 @@ from __future__ import annotations
 
 from lexguide.errors import GrammarError, LimitExceeded
 from lexguide.grammar import rx
+from lexguide.grammar.gbnf_lexemes import (
+    CodepointClasses,
+    PositionAutomaton,
+    TooBig,
+    find_conflicts,
+)
 from lexguide.grammar.gbnf_parser import (
     Alt,
     Chars,
@@ -37,15 +43,9 @@ from lexguide.grammar.gbnf_parser import (
     nullable_rules,
     parse_gbnf,
 )
-from lexguide.grammar.gbnf_lexemes import (
-    CodepointClasses,
-    PositionAutomaton,
-    TooBig,
-    find_conflicts,
-)
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, lexeme_index
 
-__all__ = ["compile_gbnf", "gbnf_to_lark", "plan_gbnf", "GbnfPlan"]
+__all__ = ["GbnfPlan", "compile_gbnf", "gbnf_to_lark", "plan_gbnf"]
 
 #: A fragment whose position automaton is bigger is not made a lexeme (it stays exact as rules;
 #: only speed is lost).

@@ -16,16 +16,16 @@ lexemes can never be extended (UTF-8 is prefix-free), so only multi-character Z 
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from lexguide.grammar.ir import GrammarIR, Rule, is_lexeme, lexeme_index
 
 __all__ = [
+    "MAX_PRODUCT_STATES",
     "CodepointClasses",
     "PositionAutomaton",
     "TooBig",
     "find_conflicts",
-    "MAX_PRODUCT_STATES",
 ]
 
 #: A conflict search visiting more position pairs gives up and reports a conflict (the
@@ -104,7 +104,7 @@ class PositionAutomaton:
     bytes of the characters that may come after ``p``.
     """
 
-    __slots__ = ("cls", "first", "last", "follow", "nullable", "multi", "next_lead", "key")
+    __slots__ = ("cls", "first", "follow", "key", "last", "multi", "next_lead", "nullable")
 
     def __init__(self) -> None:
         self.cls: list[int] = []
@@ -116,7 +116,7 @@ class PositionAutomaton:
         self.next_lead: list[int] = []
         self.key = 0  # the lexeme's rx id: equal keys, equal languages
 
-    def finish(self, classes: CodepointClasses) -> "PositionAutomaton":
+    def finish(self, classes: CodepointClasses) -> PositionAutomaton:
         self.multi = any(self.follow)
         leads = classes.leads
         self.next_lead = []

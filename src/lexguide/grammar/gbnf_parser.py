@@ -20,20 +20,20 @@ from lexguide.grammar.ir import TokenSet
 from lexguide.grammar.unicode_tables import negate, normalize
 
 __all__ = [
-    "Chars",
-    "Lit",
-    "Ref",
-    "Seq",
-    "Alt",
-    "Rep",
-    "Tok",
-    "Node",
-    "RuleDef",
-    "GbnfGrammar",
-    "parse_gbnf",
-    "check_grammar",
     "MAX_CODEPOINT",
     "MAX_REPETITION",
+    "Alt",
+    "Chars",
+    "GbnfGrammar",
+    "Lit",
+    "Node",
+    "Ref",
+    "Rep",
+    "RuleDef",
+    "Seq",
+    "Tok",
+    "check_grammar",
+    "parse_gbnf",
 ]
 
 MAX_CODEPOINT = 0x10FFFF
@@ -72,12 +72,12 @@ class Ref:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Seq:
-    items: tuple["Node", ...]
+    items: tuple[Node, ...]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Alt:
-    items: tuple["Node", ...]
+    items: tuple[Node, ...]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -85,7 +85,7 @@ class Rep:
     """``item{lo,hi}``; ``hi=None`` is unbounded (``*``, ``+``, ``?`` are ``{0,}``, ``{1,}``,
     ``{0,1}``)."""
 
-    item: "Node"
+    item: Node
     lo: int
     hi: int | None
 

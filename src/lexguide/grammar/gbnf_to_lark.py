@@ -80,7 +80,7 @@ def _base_name(name: str) -> str:
 
 
 class _Emitter:
-    def __init__(self, plan: "GbnfPlan") -> None:
+    def __init__(self, plan: GbnfPlan) -> None:
         self.plan = plan
         self.g = plan.g
         self.used: set[str] = {"start"}
@@ -216,6 +216,6 @@ class _Emitter:
         return "\n".join(out).rstrip() + "\n"
 
 
-def emit_lark(plan: "GbnfPlan") -> str:
+def emit_lark(plan: GbnfPlan) -> str:
     """Lark-variant text for ``plan`` (rules in definition order, root renamed ``start``)."""
     return _Emitter(plan).emit()

@@ -15,23 +15,23 @@ Lexeme classes: each lexeme belongs to a class with its own skip (``%ignore``) r
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from lexguide.errors import GrammarError
 
 __all__ = [
-    "Lexeme",
-    "TokenSet",
-    "Rule",
-    "GrammarOptions",
-    "GrammarIR",
     "GrammarBuilder",
-    "lexeme_sym",
+    "GrammarIR",
+    "GrammarOptions",
+    "Lexeme",
+    "Rule",
+    "TokenSet",
     "is_lexeme",
-    "lexeme_index",
-    "set_json_schema_compiler",
     "json_schema_compiler",
+    "lexeme_index",
+    "lexeme_sym",
+    "set_json_schema_compiler",
 ]
 
 

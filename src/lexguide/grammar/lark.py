@@ -15,7 +15,7 @@ from lexguide.grammar.ir import GrammarIR
 from lexguide.grammar.lark_compiler import COMMON_REGEXES, LarkCompiler
 from lexguide.grammar.lark_parser import parse_lark
 
-__all__ = ["compile_lark", "COMMON_REGEXES"]
+__all__ = ["COMMON_REGEXES", "compile_lark"]
 
 
 def compile_lark(text: str) -> GrammarIR:

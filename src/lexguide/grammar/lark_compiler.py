@@ -16,18 +16,35 @@ lexeme class with its own skip regex (§8.5).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from lexguide.errors import GrammarError, LimitExceeded, RegexError, SchemaError
 from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, GrammarOptions, TokenSet
 from lexguide.grammar.lark_parser import (
-    Atom, CharRange, Expansions, Expr, GrammarRef, Group, JsonValue, Literal, Name, NestedLark,
-    ParsedLark, RegexExt, RegexLit, RuleDef, SpecialToken, TermDef, Unsupported, Value,
+    Atom,
+    CharRange,
+    Expansions,
+    Expr,
+    GrammarRef,
+    Group,
+    JsonValue,
+    Literal,
+    Name,
+    NestedLark,
+    ParsedLark,
+    RegexExt,
+    RegexLit,
+    RuleDef,
+    SpecialToken,
+    TermDef,
+    Unsupported,
+    Value,
 )  # fmt: skip
 
-__all__ = ["LarkCompiler", "COMMON_REGEXES", "chunk_words", "substring_rx"]
+__all__ = ["COMMON_REGEXES", "LarkCompiler", "chunk_words", "substring_rx"]
 
 _FLOAT = r"(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+"
 _NUMBER = rf"[0-9]+|{_FLOAT}"

@@ -18,7 +18,7 @@ from typing import Any
 
 from lexguide.errors import GrammarError
 
-__all__ = ["Kind", "Token", "lex_lark", "decode_string"]
+__all__ = ["Kind", "Token", "decode_string", "lex_lark"]
 
 
 class Kind(Enum):

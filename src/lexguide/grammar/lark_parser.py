@@ -14,10 +14,31 @@ from lexguide.errors import GrammarError
 from lexguide.grammar.lark_lexer import Kind, Token, decode_string, lex_lark
 
 __all__ = [
-    "Literal", "RegexLit", "CharRange", "Name", "SpecialToken", "GrammarRef", "JsonValue",
-    "RegexExt", "NestedLark", "Unsupported", "Value", "Group", "Atom", "Expr", "Alias",
-    "Expansions", "RuleDef", "TermDef", "Ignore", "Import", "Options", "ParsedLark",
-    "parse_lark", "MAX_NESTING", "MAX_GROUP_DEPTH",
+    "MAX_GROUP_DEPTH",
+    "MAX_NESTING",
+    "Alias",
+    "Atom",
+    "CharRange",
+    "Expansions",
+    "Expr",
+    "GrammarRef",
+    "Group",
+    "Ignore",
+    "Import",
+    "JsonValue",
+    "Literal",
+    "Name",
+    "NestedLark",
+    "Options",
+    "ParsedLark",
+    "RegexExt",
+    "RegexLit",
+    "RuleDef",
+    "SpecialToken",
+    "TermDef",
+    "Unsupported",
+    "Value",
+    "parse_lark",
 ]  # fmt: skip
 
 MAX_NESTING = 30  # %lark inside %lark (llguidance's limit)
@@ -86,7 +107,7 @@ class RegexExt:
 
 @dataclass(frozen=True, slots=True)
 class NestedLark:
-    grammar: "ParsedLark"
+    grammar: ParsedLark
     offset: int
 
 
@@ -109,14 +130,14 @@ Value = Union[
 class Group:
     """``( ... )``, or ``[ ... ]`` when ``optional``."""
 
-    body: "Expansions"
+    body: Expansions
     optional: bool
     offset: int
 
 
 @dataclass(frozen=True, slots=True)
 class Atom:
-    inner: Union[Group, Value]
+    inner: Group | Value
     negated: bool  # prefix "~": complement (terminal algebra)
     offset: int
 
