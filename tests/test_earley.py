@@ -128,3 +128,12 @@ def test_skip_of_one_nested_class_commits_to_it():
     g = Grammar.from_lark('start: a | b\na: %lark{start: "q" "1"\n%ignore " "}\nb: %lark{start: "q" "2"}')
     assert g.validate("q1") and g.validate("q2") and g.validate("q 1")
     assert not g.validate("q 2")
+
+
+def test_lexer_never_enters_a_state_with_an_empty_language():
+    # (bc)* & (bcbc)*b is empty but not syntactically NOTHING: "a" must not be admitted
+    g = Grammar.from_lark('start: A "x"\nA: "a" ( /(bc)*/ & /(bcbc)*b/ ) | "q"')
+    assert g.validate("qx")
+    lp = g.lexparser
+    assert lp.advance_byte(lp.initial, ord("a")) is None
+    assert lp.allowed_bytes(lp.initial).tolist() == [b == ord("q") for b in range(256)]

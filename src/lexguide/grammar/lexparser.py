@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lexguide.grammar.earley import DEAD_SET, EarleyParser
+from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarIR
 from lexguide.grammar.lexer import LexerDFA
 
@@ -62,6 +63,60 @@ class SharedLexerDFA(LexerDFA):
                     self._any_lazy = self._any_lazy or bool(lazy)
                     self._lexeme_ids[key] = gid
         return gid
+
+
+    def _compute_row(self, s: int) -> None:
+        """Fill row ``s``; successors whose language is empty become DEAD.
+
+        Smart constructors do not always reduce an empty language to ``NOTHING`` (``&`` and
+        ``~`` can hide it), and a lexer that enters such a state can never end its lexeme:
+        a mask would admit a prefix that leads nowhere.
+        """
+        if self._has_row[s]:
+            return
+        super()._compute_row(s)
+        row = self.table[s]
+        for t in set(row.tolist()):
+            if t != 0 and not any(_nonempty(x) for _, x in self._states[t]):
+                row[row == t] = 0
+
+
+#: nodes explored before a language is assumed non-empty (a bound, never a wrong "empty")
+NONEMPTY_BUDGET = 5_000
+_nonempty_memo: dict[int, bool] = {}
+
+
+def _nonempty(node: int) -> bool:
+    """Whether regex ``node`` matches some byte string: search its derivatives for a nullable
+    one (breadth first, memoised; past :data:`NONEMPTY_BUDGET` nodes, assume yes)."""
+    hit = _nonempty_memo.get(node)
+    if hit is not None:
+        return hit
+    seen = {node}
+    frontier = [node]
+    result = False
+    while frontier and not result:
+        if len(seen) > NONEMPTY_BUDGET:
+            result = True
+            break
+        nxt = []
+        for x in frontier:
+            if rx.nullable(x) or _nonempty_memo.get(x):
+                result = True
+                break
+            _, reps = rx.partition_arrays(rx.partition_of([x]))
+            for b in reps:
+                d = rx.derivative(x, b)
+                if d != rx.NOTHING and d not in seen:
+                    seen.add(d)
+                    nxt.append(d)
+        frontier = nxt
+    if result:
+        _nonempty_memo[node] = True
+    else:
+        for x in seen:  # every node reached has an empty language too
+            _nonempty_memo[x] = False
+    return result
 
 
 #: a new shared DFA is started (for grammars compiled from then on) past this many states
