@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lexguide.grammar.earley import DEAD_SET, EarleyParser
 from lexguide.grammar import rx
+from lexguide.grammar.earley import DEAD_SET, EarleyParser
 from lexguide.grammar.ir import GrammarIR
 from lexguide.grammar.lexer import LexerDFA
 
