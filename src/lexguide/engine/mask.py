@@ -1,19 +1,16 @@
-"""Token masks: walk the vocabulary through the lexer DFA with numpy, split by lexeme boundary.
+"""Token masks for one grammar over one vocabulary: the parser's part of the computation.
 
 For a parse state ``(set_id, lexer_state, pending)`` a token is allowed iff feeding its bytes
-keeps the parse alive. The walk runs all candidate tokens in lock step, one gather
-``table[states, bytes[:, j]]`` per byte position, and classifies each token:
+keeps the parse alive. The vocabulary walks (``walk.py``) say, per lexer state and without the
+parser, which tokens stay inside the current lexeme and which end it at byte ``j`` with the
+lexemes ``acc`` accepting. Here the parser decides each such group: ``finish_accepted`` gives
+the next Earley set and lexer restart (memoised), and the group's continuation from that
+restart is another cached walk node, collected recursively. The mask is the union of the
+collected nodes' allowed tokens, plus the special tokens the parser expects, plus EOS iff the
+grammar is complete.
 
-* it stays inside the current lexeme to its last byte → allowed; this part depends only on the
-  lexer state, so it is computed once per lexer state and cached (``_LexerWalk``);
-* at byte ``j`` the lexeme ends (no alive lexeme takes the byte, and the state before accepts;
-  or a lazy lexeme accepts) → the token crosses a boundary. Tokens are grouped by
-  ``(j, state before)``: the parser advances once per group (memoised per Earley set), and only
-  the group's remaining bytes are walked from the new lexer state, recursively.
-
-Full masks are memoised per ``(set_id, lexer_state, pending)``: the canonical Earley sets make
-repeated structure (list items, nested objects) hit the cache. Candidates are pruned by first
-byte so a lexer state that admits few first bytes walks few tokens.
+Full masks are memoised per parse state (LRU, bounded in bytes): the canonical Earley sets make
+repeated structure (list items, nested objects) hit the cache, and a hit costs one dict lookup.
 """
 
 from __future__ import annotations
