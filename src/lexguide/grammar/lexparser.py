@@ -227,29 +227,40 @@ class LexParser:
         return result
 
     # -- stepping -------------------------------------------------------------------------
-    def advance_byte(self, state: ParseState, byte: int) -> ParseState | None:
-        """The state after one byte, or ``None`` if the byte is not allowed."""
-        set_id, lstate, pending = state
-        lexer = self.lexer
-        if not pending and lstate != 0 and lexer.accepts_lazy(lstate):
-            # a lazy lexeme that matches the empty string ends before any byte
+    def _restarts(self, set_id: int, lstate: int, pending: bool):
+        """The (set, lexer state) pairs a next byte may start from: the given one, then each
+        one reached by ending the current (possibly empty) lexeme, while it accepts.
+
+        A lazy lexeme matching the empty string ends before any byte. Stops at a cycle of
+        empty lexemes, and past ``_MAX_EMPTY_LEXEMES`` of them (counted in
+        ``chain_limit_hits``).
+        """
+        if not pending and lstate != 0 and self.lexer.accepts_lazy(lstate):
             set_id, lstate = self.finish_lexeme(set_id, lstate)
             if set_id == DEAD_SET:
-                return None
-        nxt = lexer.next(lstate, byte) if lstate != 0 else 0
+                return
         seen: set[tuple[int, int]] = set()
-        while nxt == 0:
-            # the byte extends no alive lexeme: end the current one (possibly empty) first
-            if lstate == 0 or not lexer.accepting(lstate) or (set_id, lstate) in seen:
-                return None  # nothing to end, or a cycle of empty lexemes
+        while True:
+            yield set_id, lstate
+            if lstate == 0 or not self.lexer.accepting(lstate) or (set_id, lstate) in seen:
+                return
             seen.add((set_id, lstate))
             if len(seen) > _MAX_EMPTY_LEXEMES:
                 self.chain_limit_hits += 1
-                return None
+                return
             set_id, lstate = self.finish_lexeme(set_id, lstate)
             if set_id == DEAD_SET:
-                return None
+                return
+
+    def advance_byte(self, state: ParseState, byte: int) -> ParseState | None:
+        """The state after one byte, or ``None`` if the byte is not allowed."""
+        lexer = self.lexer
+        for set_id, lstate in self._restarts(*state):
             nxt = lexer.next(lstate, byte) if lstate != 0 else 0
+            if nxt != 0:
+                break
+        else:
+            return None
         if lexer.accepts_lazy(nxt):
             set_id, lstart = self.finish_lexeme(set_id, nxt)
             if set_id == DEAD_SET:
@@ -259,23 +270,12 @@ class LexParser:
 
     def allowed_bytes(self, state: ParseState) -> np.ndarray:
         """bool[256]: the bytes :meth:`advance_byte` accepts from ``state`` (same rules)."""
-        set_id, lstate, pending = state
         lexer = self.lexer
         allowed = np.zeros(256, dtype=bool)
-        if not pending and lstate != 0 and lexer.accepts_lazy(lstate):
-            set_id, lstate = self.finish_lexeme(set_id, lstate)
-            if set_id == DEAD_SET:
-                return allowed
-        seen: set[tuple[int, int]] = set()
-        while lstate != 0 and (set_id, lstate) not in seen:
-            seen.add((set_id, lstate))
-            lexer.ensure_rows(np.array([lstate], dtype=np.int32))
-            allowed |= lexer.table[lstate] > 0
-            if not lexer.accepting(lstate) or len(seen) > _MAX_EMPTY_LEXEMES:
-                break
-            set_id, lstate = self.finish_lexeme(set_id, lstate)
-            if set_id == DEAD_SET:
-                break
+        for _, lstate in self._restarts(*state):
+            if lstate != 0:
+                lexer.ensure_rows(np.array([lstate], dtype=np.int32))
+                allowed |= lexer.table[lstate] > 0
         return allowed
 
     def advance_bytes(self, state: ParseState, data: bytes) -> ParseState | None:
@@ -303,21 +303,12 @@ class LexParser:
         Pending bytes must form a lexeme; lexemes matching the empty string may end too (as
         they may before any byte mid-stream).
         """
-        set_id, lstate, pending = state
-        seen: set[tuple[int, int]] = set()
-        while True:
+        pending = state.pending
+        for set_id, _ in self._restarts(state.set_id, state.lexer_state, True):
             if not pending and self.parser.is_accepting(set_id):
                 return True
-            if lstate == 0 or not self.lexer.accepting(lstate) or (set_id, lstate) in seen:
-                return False
-            seen.add((set_id, lstate))
-            if len(seen) > _MAX_EMPTY_LEXEMES:
-                self.chain_limit_hits += 1
-                return False
-            set_id, lstate = self.finish_lexeme(set_id, lstate)
-            if set_id == DEAD_SET:
-                return False
             pending = False
+        return False
 
     def can_continue(self, state: ParseState) -> bool:
         """Whether any more input (bytes or special tokens) is possible."""
