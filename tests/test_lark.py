@@ -323,7 +323,7 @@ ERRORS = [
     ('start: "a" %if true', "not supported yet", (1, 12)),
     ("start: @foo", "grammar references (@foo) are not supported yet", (1, 8)),
     ("start: @17", "numeric grammar references no longer supported", (1, 8)),
-    ('start: foo\nfoo[stop="b"]: "x"', "stop= is not supported yet", (2, 5)),
+    ('start: foo\nfoo[stop="b"]: "x" bar\nbar: "y"', "unknown name", (2, 20)),
     ('start: "a" ~ 2.5', "expected an integer", (1, 14)),
     ('start: %json {"type": "integer"', "failed to parse %json", (1, 32)),
     ('start: foo\nfoo[max_tokens=3]: "a" bar\nbar: "x"', "only supported on TERMINALS", (2, 24)),

@@ -75,7 +75,9 @@ class MaskEngine:
                 if hi >= info.vocab_size:
                     raise GrammarError(f"Token range end too large: {hi} >= vocab size {info.vocab_size}")
                 ids.update(range(lo, hi + 1))
-            if ts.any:
+            if ts.eos:  # the terminator of a Lark ``stop=""`` rule
+                ids = set(info.eos_ids)
+            elif ts.any:
                 ids = set(range(info.vocab_size)) - info.eos_ids
             elif ts.negated:
                 # EOS/EOG stay reserved for the end of the grammar (as llama.cpp does for !<[N]>)
@@ -137,12 +139,7 @@ class MaskEngine:
     def _special_ids(self, state: ParseState) -> np.ndarray | None:
         if not self._token_lexeme_ids:
             return None
-        set_id, lstate, pending = state
-        if pending:
-            set_id, _ = self.lp.finish_lexeme(set_id, lstate)
-            if set_id == DEAD_SET:
-                return None
-        expected = self.lp.parser.expected(set_id)
+        expected = self.lp.expected_token_lexemes(state)
         parts = [ids for lex, ids in self._token_lexeme_ids.items() if lex in expected]
         return np.concatenate(parts) if parts else None
 

@@ -55,15 +55,19 @@ class TokenSet:
 
     ``ranges`` are inclusive ``(lo, hi)`` id ranges; ``names`` are special-token texts such as
     ``<|eot_id|>`` (looked up among the tokenizer's special tokens); ``negated`` complements the
-    union within ``0..vocab_size-1``; ``any`` is ``<[*]>``.
+    union within ``0..vocab_size-1``; ``any`` is ``<[*]>``; ``eos`` is the tokenizer's EOS/EOG
+    tokens (the terminator of a Lark ``stop=""`` rule).
     """
 
     ranges: tuple[tuple[int, int], ...] = ()
     names: tuple[str, ...] = ()
     negated: bool = False
     any: bool = False
+    eos: bool = False
 
     def describe(self) -> str:
+        if self.eos:
+            return "<EOS>"
         if self.names:
             return "".join(self.names)
         if self.any:
@@ -77,7 +81,13 @@ class Lexeme:
     """One lexeme: a byte regex (``rx`` node id) or a token set (``token_set``).
 
     ``lazy`` lexemes end at their first (shortest) match; greedy ones when the next byte cannot
-    extend them. ``max_tokens`` bounds the LLM tokens spent inside the lexeme.
+    extend them. ``max_tokens`` bounds the LLM tokens spent inside the lexeme (enforced by the
+    engine's ``Matcher``; byte-level validation has no tokens and ignores it).
+
+    ``stop_rx`` (Lark ``stop=V``): ``rx`` is ``body V`` and the bytes matching ``V`` at the end
+    are *hidden* text -- the model produced them, but they are not part of the rule's value;
+    :meth:`split_stop` separates them. ``None`` for every other lexeme (``suffix=`` text is
+    visible).
     """
 
     name: str
@@ -86,6 +96,24 @@ class Lexeme:
     lazy: bool = False
     token_set: TokenSet | None = None
     max_tokens: int | None = None
+    stop_rx: int | None = None
+    body_rx: int | None = None  # with ``stop_rx``: the regex of the visible part
+
+    def split_stop(self, data: bytes) -> tuple[bytes, bytes]:
+        """``(visible, hidden)`` bytes of one match ``data`` of this lexeme.
+
+        For a ``stop=`` lexeme, ``hidden`` is the longest suffix of ``data`` matching the stop
+        regex whose remaining prefix matches the body; otherwise (or when no split exists)
+        ``hidden`` is empty. Pure; costs O(len(data)^2) regex steps.
+        """
+        if self.stop_rx is None or self.body_rx is None:
+            return data, b""
+        from lexguide.grammar import rx as _rx
+
+        for k in range(len(data) + 1):
+            if _rx.matches(self.stop_rx, data[k:]) and _rx.matches(self.body_rx, data[:k]):
+                return data[:k], data[k:]
+        return data, b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +152,7 @@ class GrammarIR:
 class GrammarBuilder:
     """Accumulates lexemes and rules; every front end goes through it.
 
-    Lexemes are deduplicated by ``(rx, class, lazy, token_set, max_tokens)``; helper
+    Lexemes are deduplicated by ``(rx, class, lazy, token_set, max_tokens, stop)``; helper
     nonterminals for EBNF operators are memoised so ``x*`` written twice is one rule.
     """
 
@@ -160,13 +188,21 @@ class GrammarBuilder:
         lexeme_class: int = 0,
         lazy: bool = False,
         max_tokens: int | None = None,
+        stop: tuple[int, int] | None = None,
     ) -> int:
-        """The symbol of a byte-regex lexeme (created on first use)."""
-        key = (rx, lexeme_class, lazy, None, max_tokens)
+        """The symbol of a byte-regex lexeme (created on first use).
+
+        ``stop=(body_rx, stop_rx)`` marks the text matching ``stop_rx`` at the end of ``rx``
+        as hidden (see :class:`Lexeme`); it does not change what the lexeme matches.
+        """
+        key = (rx, lexeme_class, lazy, None, max_tokens, stop)
         idx = self._lexeme_ids.get(key)
         if idx is None:
             idx = len(self._lexemes)
-            self._lexemes.append(Lexeme(name, rx, lexeme_class, lazy, None, max_tokens))
+            body_rx, stop_rx = stop if stop is not None else (None, None)
+            self._lexemes.append(
+                Lexeme(name, rx, lexeme_class, lazy, None, max_tokens, stop_rx, body_rx)
+            )
             self._lexeme_ids[key] = idx
         return lexeme_sym(idx)
 
@@ -174,7 +210,7 @@ class GrammarBuilder:
         """The symbol of a special-token lexeme (matches one token id, no bytes)."""
         from lexguide.grammar import rx as _rx
 
-        key = (None, lexeme_class, False, token_set, None)
+        key = (None, lexeme_class, False, token_set, None, None)
         idx = self._lexeme_ids.get(key)
         if idx is None:
             idx = len(self._lexemes)

@@ -553,12 +553,10 @@ class LarkCompiler:
         rule = scope.parsed.rules[name]
         if rule.parametric:
             raise self.error("parametric rules (name::_) are not supported yet", rule.offset)
-        if rule.stop is not None:
-            raise self.error("stop= is not supported yet (use suffix= or lazy)", rule.stop_offset)
-        if rule.stop_capture is not None and rule.suffix is None:
+        if rule.stop_capture is not None and rule.suffix is None and rule.stop is None:
             raise self.error("stop_capture_name requires stop= or suffix=",
                              rule.stop_capture_offset)  # fmt: skip
-        if rule.lazy or rule.suffix is not None or self._lexeme_attrs(rule):
+        if rule.lazy or rule.suffix is not None or rule.stop is not None or self._lexeme_attrs(rule):
             syms = self._lexeme_rule(scope, rule)
         else:
             nt = self.builder.nonterminal(name)
@@ -586,19 +584,38 @@ class LarkCompiler:
         return True
 
     def _lexeme_rule(self, scope: _Scope, rule: RuleDef) -> tuple[int, ...]:
-        """A rule with ``lazy``/``suffix=``/``max_tokens=``/``temperature=``: one lexeme."""
+        """A rule with ``lazy``/``stop=``/``suffix=``/``max_tokens=``/``temperature=``: one
+        lexeme (spec/lark-syntax.md §8.3, §9).
+
+        ``suffix=V`` and ``stop=V`` both compile to the lazy lexeme ``body V``; ``stop=`` also
+        records ``(body, V)`` so the stop text can be told apart as hidden (the bytes matched
+        are the same). ``stop=""`` is a greedy ``body`` followed by the EOS token-set lexeme:
+        the lexeme can only end where the model emits EOS.
+        """
         try:
             body = self.term_expansions(scope, rule.body)
         except GrammarError as e:
             if rule.max_tokens is None and rule.temperature is None:
                 raise
             raise GrammarError(e.detail + _TERMINAL_HINT, text=self.text, offset=e.offset) from None
+        stop = None
+        eos_stop = False
         if rule.suffix is not None:
             body = rx.concat(body, self.term_value(scope, rule.suffix))
+        elif rule.stop is not None:
+            stop_rx = self.term_value(scope, rule.stop)
+            if stop_rx == rx.EPSILON:
+                eos_stop = True
+            else:
+                stop = (body, stop_rx)
+                body = rx.concat(body, stop_rx)
         if rule.max_tokens == 0:
             return ()
-        lazy = rule.lazy or rule.suffix is not None
+        lazy = rule.lazy or rule.suffix is not None or stop is not None
+        cls = scope.lexeme_class
         sym = self.builder.lexeme(
-            body, rule.name, lexeme_class=scope.lexeme_class, lazy=lazy, max_tokens=rule.max_tokens
+            body, rule.name, lexeme_class=cls, lazy=lazy, max_tokens=rule.max_tokens, stop=stop
         )
+        if eos_stop:
+            return (sym, self.builder.token_lexeme(TokenSet(eos=True), lexeme_class=cls))
         return (sym,)

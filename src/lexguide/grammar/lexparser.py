@@ -166,6 +166,10 @@ class LexParser:
         for local, g in enumerate(self._global):
             self._locals[g] = self._locals.get(g, ()) + (local,)
         self.token_lexemes = frozenset(i for i, lx in enumerate(ir.lexemes) if lx.token_set is not None)
+        # ``stop=""`` terminators: at byte level, the end of the input is the EOS token
+        self.eos_lexemes = frozenset(
+            i for i in self.token_lexemes if ir.lexemes[i].token_set.eos  # type: ignore[union-attr]
+        )
         self._start_cache: dict[tuple[int, int, frozenset[int]], int] = {}
         self._scan_cache: dict[tuple[int, tuple[int, ...]], tuple[int, int]] = {}
         self.chain_limit_hits = 0  # times _MAX_EMPTY_LEXEMES cut a chain of empty lexemes
@@ -285,17 +289,31 @@ class LexParser:
                 return None
         return state
 
-    def advance_token_lexeme(self, state: ParseState, lexemes: frozenset[int]) -> ParseState | None:
-        """Scan a special-token lexeme (any of ``lexemes``); pending bytes must end first."""
+    def _token_sets(self, state: ParseState):
+        """The Earley sets a special token may be scanned from: pending bytes end first, then
+        lexemes matching the empty string may end too (as before a byte)."""
         set_id, lstate, pending = state
         if pending:
             set_id, lstate = self.finish_lexeme(set_id, lstate)
             if set_id == DEAD_SET:
-                return None
-        new_set = self.parser.scan(set_id, lexemes)
-        if new_set == DEAD_SET:
-            return None
-        return ParseState(new_set, self._lexer_start(new_set, _NORMAL), False)
+                return
+        for s, _ in self._restarts(set_id, lstate, False):
+            yield s
+
+    def expected_token_lexemes(self, state: ParseState) -> frozenset[int]:
+        """The special-token lexemes the parser accepts next from ``state``."""
+        out: frozenset[int] = frozenset()
+        for set_id in self._token_sets(state):
+            out |= self.parser.expected(set_id) & self.token_lexemes
+        return out
+
+    def advance_token_lexeme(self, state: ParseState, lexemes: frozenset[int]) -> ParseState | None:
+        """Scan a special-token lexeme (any of ``lexemes``); pending bytes must end first."""
+        for set_id in self._token_sets(state):
+            new_set = self.parser.scan(set_id, lexemes)
+            if new_set != DEAD_SET:
+                return ParseState(new_set, self._lexer_start(new_set, _NORMAL), False)
+        return None
 
     def is_accepting(self, state: ParseState) -> bool:
         """Whether end of input is allowed here (the grammar is complete).
@@ -332,4 +350,11 @@ class LexParser:
     def accepts(self, data: bytes) -> bool:
         """Full-match of ``data`` against the grammar."""
         state = self.advance_bytes(self.initial, data)
-        return state is not None and self.is_accepting(state)
+        if state is None:
+            return False
+        if self.is_accepting(state):
+            return True
+        if self.eos_lexemes:  # a ``stop=""`` lexeme ends at the end of the input (EOS)
+            state = self.advance_token_lexeme(state, self.eos_lexemes)
+            return state is not None and self.is_accepting(state)
+        return False
