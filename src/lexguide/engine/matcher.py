@@ -8,7 +8,7 @@ import numpy as np
 
 from lexguide.engine.mask import MaskEngine
 from lexguide.engine.tokenizer_info import TokenizerInfo
-from lexguide.errors import GrammarError, MatcherError, TokenRejected
+from lexguide.errors import MatcherError, TokenRejected
 from lexguide.grammar.grammar import Grammar
 from lexguide.grammar.lexparser import ParseState
 
@@ -34,18 +34,30 @@ class Matcher:
     ``t & 31`` of word ``t >> 5``): exactly the tokens whose bytes keep the output a valid
     prefix, plus EOS/EOG tokens iff the grammar is complete here. ``consume`` raises
     :class:`TokenRejected` on any other token and leaves the state unchanged.
+
+    Token budgets (``max_tokens=N`` on a Lark lexeme rule): the matcher counts the tokens that
+    contain bytes of the lexeme being read. Once ``N`` were spent, the lexeme takes no more
+    bytes: the next token must end it at its first byte (or be EOS, or a special token, when
+    the grammar allows them after it). The state it must end in is an ordinary parse state
+    whose lexer state cannot extend that lexeme, so masks stay memoised per parse state. When
+    one token is left, tokens that would stay inside the lexeme and leave it unable to end
+    are masked out; a lexeme that still cannot end (one started inside a token that also ended
+    another lexeme) leaves an empty mask, a dead end that ``is_stopped()`` reports while
+    ``is_accepting()`` is false.
     """
 
     def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo) -> None:
-        for lx in grammar.ir.lexemes:
-            if lx.max_tokens is not None:
-                raise GrammarError(f"max_tokens on lexeme {lx.name} is not supported yet")
         self.grammar = grammar
         self.info = tokenizer_info
         self._engine = engine_for(grammar, tokenizer_info)
         self._lp = self._engine.lp
         self._history: list[ParseState] = [self._lp.initial]
         self._stopped = False  # an EOS token was consumed
+        # token budgets: global lexeme -> max_tokens; per history entry, the tokens that hold
+        # bytes of the lexeme being read; budget-restricted masks by (state, count)
+        self._budgets: dict[int, int] = self._lp.budgets
+        self._counts: list[int] = [0]
+        self._budget_masks: dict[tuple[ParseState, int], np.ndarray] = {}
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -70,6 +82,8 @@ class Matcher:
         """Allowed-token bitmask (read-only; cached per parse state, so usually microseconds)."""
         if self._stopped:
             return self.info.mask_from_ids(np.zeros(0, dtype=np.int64))
+        if self._budgets:
+            return self._budget_mask(self.state, self._counts[-1])
         return self._engine.compute_mask(self.state)
 
     def is_allowed(self, token_id: int) -> bool:
@@ -89,6 +103,76 @@ class Matcher:
             return None
         return self._lp.advance_bytes(state, info.token_bytes[token_id])
 
+    def _next_budgeted(self, token_id: int) -> tuple[ParseState, int] | None:
+        """As :meth:`_next_state`, plus the token count of the lexeme being read after it,
+        with spent budgets applied to the state."""
+        state, count = self.state, self._counts[-1]
+        data = self.info.token_bytes[token_id]
+        if self._engine.token_lexemes_of(token_id) or token_id in self.info.special_ids or not data:
+            nxt = self._next_state(token_id)
+            if nxt is None:
+                return None
+            return self._cap(nxt, count if nxt.pending and nxt == state else 0)
+        lp, lexer = self._lp, self._lp.lexer
+        same_lexeme = True  # every byte so far extended the lexeme that was being read
+        for b in data:
+            if same_lexeme and not (state.pending and lexer.next(state.lexer_state, b) != 0):
+                same_lexeme = False
+            nxt = lp.advance_byte(state, b)
+            if nxt is None:
+                return None
+            state = nxt
+        if not state.pending:
+            return state, 0
+        return self._cap(state, count + 1 if same_lexeme else 1)
+
+    def _cap(self, state: ParseState, count: int) -> tuple[ParseState, int]:
+        """``state`` where the lexemes whose budget ``count`` spent take no more bytes."""
+        if not state.pending or state.lexer_state == 0:
+            return state, count
+        lexer = self._lp.lexer
+        budgets = self._budgets
+        lstate = state.lexer_state
+        spent = [g for g in lexer.alive_lexemes(lstate) if budgets.get(g, count + 1) <= count]
+        if not spent:
+            return state, count
+        return ParseState(state.set_id, lexer.without_extensions(lstate, spent), True), count
+
+    def _budget_mask(self, state: ParseState, count: int) -> np.ndarray:
+        """The mask of ``state`` when the next token is the last one of a budgeted lexeme:
+        tokens that would stay inside it and leave it unable to end are removed."""
+        mask = self._engine.compute_mask(state)
+        lstate = state.lexer_state
+        if lstate == 0:
+            return mask
+        count = count if state.pending else 0
+        lexer = self._lp.lexer
+        budgets = self._budgets
+        if not any(budgets.get(g, count + 2) == count + 1 for g in lexer.alive_lexemes(lstate)):
+            return mask
+        key = (state, count)
+        hit = self._budget_masks.get(key)
+        if hit is not None:
+            return hit
+        walker = self._engine.walker
+        rows = walker.root(lstate).rows
+        info = self.info
+        ends = np.full(len(rows), lstate, dtype=np.int32)
+        lengths = info.lengths[rows]
+        for j in range(int(lengths.max(initial=0))):
+            live = lengths > j
+            ends[live] = walker._step(ends[live], info.columns[j].take(rows[live]))
+        bad = [
+            s for s in np.unique(ends).tolist()
+            if self._cap(ParseState(state.set_id, s, True), count + 1)[0].lexer_state == 0
+        ]  # fmt: skip
+        if bad:
+            drop = info.text_ids[rows[np.isin(ends, bad)]].astype(np.int64)
+            mask = mask & ~info.mask_from_ids(drop)
+            mask.flags.writeable = False
+        self._budget_masks[key] = mask
+        return mask
+
     def consume(self, token_id: int) -> None:
         """Advance by one token. Raises ``TokenRejected`` (state unchanged) if not allowed."""
         token_id = int(token_id)
@@ -96,13 +180,20 @@ class Matcher:
             raise TokenRejected(token_id, f"token id {token_id} outside vocabulary")
         if self._stopped:
             raise TokenRejected(token_id, "the matcher has stopped (EOS was consumed)")
-        nxt = self._next_state(token_id)
+        if self._budgets:
+            if not self.is_allowed(token_id):  # the mask holds the budget's look-ahead
+                raise TokenRejected(token_id)
+            step = self._next_budgeted(token_id)
+            nxt, count = step if step is not None else (None, 0)
+        else:
+            nxt, count = self._next_state(token_id), 0
         if nxt is None:
             if token_id in self.info.eos_ids and self._lp.is_accepting(self.state):
                 self._stopped = True
                 return
             raise TokenRejected(token_id)
         self._history.append(nxt)
+        self._counts.append(count)
 
     def consume_tokens(self, token_ids) -> None:
         """Consume several tokens; on rejection the ones before it stay consumed."""
@@ -118,10 +209,12 @@ class Matcher:
             n -= 1
         if n:
             del self._history[-n:]
+            del self._counts[-n:]
 
     def reset(self) -> None:
         """Back to the start of the grammar."""
         del self._history[1:]
+        del self._counts[1:]
         self._stopped = False
 
     def clone(self) -> Matcher:
@@ -130,6 +223,8 @@ class Matcher:
         twin.grammar, twin.info, twin._engine, twin._lp = self.grammar, self.info, self._engine, self._lp
         twin._history = list(self._history)
         twin._stopped = self._stopped
+        twin._budgets, twin._budget_masks = self._budgets, self._budget_masks
+        twin._counts = list(self._counts)
         return twin
 
     # -- forcing --------------------------------------------------------------------------

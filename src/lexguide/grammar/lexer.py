@@ -149,6 +149,27 @@ class LexerDFA:
         """Indices of the lexemes that may still match after ``state`` (or accept at it)."""
         return tuple(i for i, _ in self._states[state])
 
+    def without_extensions(self, state: int, lexemes: Iterable[int]) -> int:
+        """``state`` where ``lexemes`` may still end here but take no more bytes.
+
+        Each listed lexeme's derivative becomes ``EPSILON`` if it accepts here and is dropped
+        otherwise; the other lexemes are unchanged. Returns ``DEAD`` when nothing is left.
+        Interns a new state (may raise ``LimitExceeded``); used for token budgets
+        (``max_tokens``).
+        """
+        capped = frozenset(lexemes)
+        null = rx._null
+        entries = tuple(
+            (i, rx.EPSILON if i in capped else x)
+            for i, x in self._states[state]
+            if i not in capped or null[x]
+        )
+        sid = self._ids.get(entries)
+        if sid is None:
+            with self._lock:
+                sid = self._intern(entries)
+        return sid
+
     def can_extend(self, state: int) -> bool:
         """Is some byte allowed from ``state``? (Computes the row if needed.)"""
         self.ensure_rows(np.array([state], dtype=np.int32))

@@ -47,11 +47,17 @@ class SharedLexerDFA(LexerDFA):
         super().__init__([], [], max_states)
         self.lexeme_rxs = []  # type: ignore[assignment]  # grows: append-only lists
         self.lazy = []  # type: ignore[assignment]
-        self._lexeme_ids: dict[tuple[int, bool], int] = {}
+        self._lexeme_ids: dict[tuple, int] = {}  # (rx, lazy) or (rx, lazy, max_tokens)
 
-    def lexeme_id(self, rx_node: int, lazy: bool) -> int:
-        """The global lexeme of ``(rx_node, lazy)``, registered on first use."""
-        key = (rx_node, bool(lazy))
+    def lexeme_id(self, rx_node: int, lazy: bool, max_tokens: int | None = None) -> int:
+        """The global lexeme of ``(rx_node, lazy, max_tokens)``, registered on first use.
+
+        A token budget gives a lexeme of its own: capping it (``without_extensions``) must not
+        cap an unbudgeted lexeme with the same regex.
+        """
+        key: tuple = (rx_node, bool(lazy))
+        if max_tokens is not None:
+            key += (max_tokens,)
         gid = self._lexeme_ids.get(key)
         if gid is None:
             with self._lock:
@@ -161,7 +167,10 @@ class LexParser:
         self._class_of_skip = {i: cls for cls, i in self.skip_index.items()}
         self.lexer = shared_lexer()
         # local lexeme index <-> global lexeme of the shared DFA (several locals may share one)
-        self._global = [self.lexer.lexeme_id(r, z) for r, z in zip(rxs, lazy)]
+        budgets = [lx.max_tokens for lx in ir.lexemes] + [None] * (len(rxs) - n)
+        self._global = [self.lexer.lexeme_id(r, z, m) for r, z, m in zip(rxs, lazy, budgets)]
+        #: global lexeme -> its ``max_tokens`` (enforced per token by the engine's Matcher)
+        self.budgets = {g: m for g, m in zip(self._global, budgets) if m is not None}
         self._locals: dict[int, tuple[int, ...]] = {}
         for local, g in enumerate(self._global):
             self._locals[g] = self._locals.get(g, ()) + (local,)
