@@ -166,3 +166,67 @@ def test_class_deduplicated_walk_is_used(monkeypatch):
     m.consume(VOCAB.index(b"a"))  # accepting state: every token is a candidate
     assert _mask_ids(m.compute_mask()) == _brute_force(m)
     assert any(v is not None for v in m._engine.walker._views.values())
+
+
+def _force_split_walks(monkeypatch) -> None:
+    """Make every vocabulary walk take the large-vocabulary paths: per-first-byte tails,
+    dominant-walk combination with packed masks, class-deduplicated walks, and walks shared
+    with counter-capped twins (tokens of 3+ bytes patched)."""
+    import lexguide.engine.walk as walk_module
+
+    monkeypatch.setattr(walk_module, "SPLIT_MIN_ROWS", 1)
+    monkeypatch.setattr(walk_module, "VIEW_MIN_ROWS", 1)
+    monkeypatch.setattr(walk_module, "VIEW_AFTER_REQUESTS", 1)
+    monkeypatch.setattr(walk_module, "_SMALL", 0)
+    monkeypatch.setattr(walk_module, "DOMINANT_RATIO", 0)
+    monkeypatch.setattr(walk_module, "CAP_BYTES", 3)
+
+
+@pytest.mark.parametrize("seed", range(60, 80))
+def test_mask_with_split_walks(seed, monkeypatch):
+    """Walks assembled per first byte give the same masks as direct walks."""
+    _force_split_walks(monkeypatch)
+    info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
+    rng = random.Random(seed)
+    _walk_randomly_checking_masks(_random_grammar(rng), info, rng, steps=10)
+
+
+JSON_ALPHABET = b'{}":,ab\\u0'
+
+
+def _json_vocab(seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    toks = [b"<eos>", b"<ctl>"]
+    for n in (1, 2):
+        toks += [bytes(p) for p in itertools.product(JSON_ALPHABET, repeat=n)]
+    toks += [b'"ab"', b'"a', b'ab":', b'":"', b'b":{"', b'\\u0061', b'aab', b'"aab":', b'ab":{', b'"ab":{}']
+    toks += [bytes(rng.choice(JSON_ALPHABET) for _ in range(rng.randint(3, 7))) for _ in range(300)]
+    return list(dict.fromkeys(toks))
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_property_key_masks_equal_brute_force(seed, split, monkeypatch):
+    """Keys that may be a declared name or any other string (the complement of the declared
+    names): the dominant-walk combination patches only the declared names' rows."""
+    if split:
+        _force_split_walks(monkeypatch)
+    vocab = _json_vocab(seed)
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
+    schema = {"type": "object", "properties": {"ab": {"const": 0}, "aab": {"type": "object"}, "b": {},
+                                               "ba": {"type": "string", "maxLength": 6}}}
+    grammar = Grammar.from_json_schema(schema, whitespace="compact")
+    rng = random.Random(seed)
+    m = Matcher(grammar, info)
+    lp = m._lp
+    for _ in range(14):
+        bits = np.unpackbits(m.compute_mask().view(np.uint8), bitorder="little")
+        got = set(np.nonzero(bits[: info.vocab_size])[0].tolist())
+        want = {t for t, tb in enumerate(vocab) if t not in info.special_ids and lp.advance_bytes(m.state, tb) is not None}
+        if m.is_accepting():
+            want.add(0)
+        assert got == want
+        choices = sorted(got - {0})
+        if not choices:
+            break
+        m.consume(rng.choice(choices))

@@ -33,7 +33,6 @@ MASK_CACHE_BYTES = 256 << 20
 
 
 _MAX_EMPTY_CHAIN = 64
-_SMALL = 2048  # below this many ids, set bits directly instead of OR-ing a packed mask
 
 
 class MaskEngine:
@@ -118,9 +117,9 @@ class MaskEngine:
         if lstate != 0:
             self._collect(self.walker.root(lstate), set_id, nodes)
         mask = np.zeros(info.n_words, dtype=np.uint32)
-        small = [n.ids for n in nodes if 0 < len(n.ids) <= _SMALL]
+        small = [n.ids for n in nodes if n.is_small and len(n.ids)]
         for n in nodes:
-            if len(n.ids) > _SMALL:
+            if not n.is_small:
                 mask |= n.packed()
         specials = self._special_ids(state)
         if specials is not None:

@@ -118,7 +118,23 @@ class TokenizerInfo:
         cuts = np.searchsorted(first[by_first], np.arange(257))
         self.rows_by_first = [by_first[cuts[b] : cuts[b + 1]].astype(np.int64) for b in range(256)]
         self.all_rows = np.arange(len(ids), dtype=np.int64)
+        row_of_id = np.full(self.vocab_size, -1, dtype=np.int64)
+        row_of_id[ids] = np.arange(len(ids))
+        self.row_of_id = row_of_id  # token id -> row, -1 for special and empty tokens
         self._ids_by_bytes: dict[bytes, int] | None = None
+        self._first_byte_masks: dict[bytes, np.ndarray] = {}
+
+    def first_byte_mask(self, first: np.ndarray) -> np.ndarray:
+        """Packed mask of the text tokens whose first byte ``b`` has ``first[b]`` (cached)."""
+        key = first.tobytes()
+        hit = self._first_byte_masks.get(key)
+        if hit is None:
+            hit = self.mask_from_ids(self.text_ids[first[self.first_byte]].astype(np.int64))
+            hit.flags.writeable = False
+            if len(self._first_byte_masks) >= 256:
+                self._first_byte_masks.clear()
+            self._first_byte_masks[key] = hit
+        return hit
 
     @property
     def ids_by_bytes(self) -> dict[bytes, int]:

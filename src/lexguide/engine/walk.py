@@ -40,6 +40,14 @@ __all__ = ["VocabWalker", "WalkNode", "walker_for"]
 VIEW_MIN_ROWS = 4096
 #: a partition's view is built when this many node walks asked for it
 VIEW_AFTER_REQUESTS = 2
+#: node walks over at least this many tokens are assembled per first byte (``_split_walk``)
+SPLIT_MIN_ROWS = 4096
+#: node walks share the walk of their counter-capped twin for tokens shorter than this
+#: (``rx.cap_counters``; 379 of Gemma 3's 262k tokens and 54 of SmolLM2's 49k are longer)
+CAP_BYTES = 32
+#: a state's root walk starts from its largest derivative walk when that lists this many
+#: times the rows of all others together (``_combine_dominant``)
+DOMINANT_RATIO = 8
 _MAX_VIEWS = 256
 _MAX_WALKERS = 3
 #: bounds of the walk caches of one tokenizer; past them the cache is dropped and rebuilt on
@@ -48,6 +56,8 @@ MAX_ROOTS = 20_000
 MAX_NODE_WALK_ROWS = 64 << 20  # total rows held by cached per-node walks (~11 bytes each)
 #: states with more alive lexemes than this are walked directly, not combined per lexeme
 _MAX_COMBINED = 30
+#: nodes with at most this many allowed tokens set bits directly instead of OR-ing a mask
+_SMALL = 2048
 
 
 class FirstBytes(NamedTuple):
@@ -67,34 +77,184 @@ class Group(NamedTuple):
 
 class WalkNode:
     """Tokens walked from one lexer (re)start; ``children`` caches continuations per
-    ``(acc, restart state)``."""
+    ``(acc, restart state)``.
 
-    __slots__ = ("_packed", "by_acc", "children", "ids", "info", "rows")
+    The allowed tokens are ``rows`` (explicit) plus, optionally, a packed mask ``extra``
+    (a large set assembled by mask algebra, see :meth:`VocabWalker._combine_dominant`)."""
 
-    def __init__(self, info: TokenizerInfo, rows: np.ndarray, groups: list[Group]) -> None:
+    __slots__ = ("_packed", "_rows", "by_acc", "children", "extra", "ids", "info")
+
+    def __init__(self, info: TokenizerInfo, rows: np.ndarray, groups: list[Group],
+                 extra: np.ndarray | None = None) -> None:
         self.info = info
-        self.rows = rows
+        self._rows = rows
         self.ids = info.text_ids[rows].astype(np.int64)
+        self.extra = extra
         self.by_acc: dict[tuple[int, ...], list[tuple[int, Rows]]] = {}
         for column, acc, grows in groups:
             self.by_acc.setdefault(acc, []).append((column, grows))
         self.children: dict[tuple[tuple[int, ...], int], WalkNode] = {}
         self._packed: np.ndarray | None = None
 
+    @property
+    def is_small(self) -> bool:
+        """Few allowed tokens, all explicit: cheaper to set their bits than OR a mask."""
+        return self.extra is None and len(self.ids) <= _SMALL
+
+    @property
+    def rows(self) -> np.ndarray:
+        """All allowed rows (materialised from ``extra`` on first use)."""
+        if self.extra is not None:
+            ids = np.flatnonzero(np.unpackbits(self.extra.view(np.uint8), bitorder="little"))
+            extra_rows = self.info.row_of_id[ids[ids < self.info.vocab_size]]
+            self._rows = np.concatenate((self._rows, extra_rows[extra_rows >= 0]))
+            self.ids = self.info.text_ids[self._rows].astype(np.int64)
+            self._packed = self.packed()
+            self.extra = None
+        return self._rows
+
     def packed(self) -> np.ndarray:
         """The allowed tokens as a packed bitmask (built on first use)."""
         if self._packed is None:
-            self._packed = self.info.mask_from_ids(self.ids)
+            packed = self.info.mask_from_ids(self.ids) if len(self.ids) else None
+            if self.extra is not None:
+                packed = self.extra.copy() if packed is None else packed | self.extra
+            self._packed = packed if packed is not None else self.info.mask_from_ids(self.ids)
         return self._packed
 
 
-class _NodeWalk(NamedTuple):
-    """Fate of every token under one regex node: rows not listed die at column 0."""
+class _Tail:
+    """The tokens starting with one byte, walked from column 1 under one regex node."""
 
-    rows: np.ndarray  # rows whose first byte the node takes
-    death: np.ndarray  # int16: column of the byte that kills the node; == length if none does
-    acc: np.ndarray  # bool: node accepts the bytes before ``death``
-    nullable: bool  # the node accepts the empty string (fate of unlisted rows)
+    __slots__ = ("_allowed", "_crossing", "acc", "death", "rows")
+
+    def __init__(self, rows: np.ndarray, death: np.ndarray, acc: np.ndarray) -> None:
+        self.rows, self.death, self.acc = rows, death, acc  # rows sorted
+        self._allowed: np.ndarray | None = None
+        self._crossing: tuple[np.ndarray, np.ndarray] | None = None
+
+    def allowed_ids(self, info: TokenizerInfo) -> np.ndarray:
+        if self._allowed is None:
+            rows = self.rows[self.death == info.lengths[self.rows]]
+            self._allowed = info.text_ids[rows].astype(np.int64)
+        return self._allowed
+
+    def crossing(self, info: TokenizerInfo) -> tuple[np.ndarray, np.ndarray]:
+        """Rows that end the lexeme accepting before their last byte, and where."""
+        if self._crossing is None:
+            c = (self.death < info.lengths[self.rows]) & self.acc
+            self._crossing = (self.rows[c], self.death[c])
+        return self._crossing
+
+
+class _NodeWalk:
+    """Fate of every token under one regex node: rows not listed die at column 0.
+
+    Three shapes: flat arrays (``rows`` sorted, ``death``, ``acc``); one cached
+    :class:`_Tail` per first byte (``tails``: byte -> (successor node, tail)), for nodes that
+    take many first bytes; or another node's walk (``base``) with the fates of a few rows
+    replaced (``patch``), for a node with counters that only long tokens can tell from
+    ``base`` (see :func:`rx.cap_counters`). Flat arrays are materialised only if needed.
+    """
+
+    __slots__ = ("_acc", "_death", "_first", "_rows", "_solo", "base", "nullable", "patch", "tails")
+
+    def __init__(self, nullable: bool, rows: np.ndarray | None = None, death: np.ndarray | None = None,
+                 acc: np.ndarray | None = None, tails: dict[int, tuple[int, _Tail]] | None = None,
+                 base: _NodeWalk | None = None, patch: tuple | None = None) -> None:
+        self.nullable = nullable  # the node accepts the empty string (fate of unlisted rows)
+        self.tails = tails
+        self.base, self.patch = base, patch
+        if rows is not None:
+            order = np.argsort(rows, kind="stable")
+            rows, death, acc = rows[order], death[order], acc[order]
+        self._rows, self._death, self._acc = rows, death, acc
+        self._first: np.ndarray | None = None
+        self._solo: tuple | None = None
+
+    def _flatten(self) -> None:
+        if self._rows is not None:
+            return
+        if self.base is not None:
+            b = self.base
+            p_rows, p_death, p_acc = self.patch
+            keep = _without_mask(b.rows, p_rows)
+            taken = p_death > 0
+            rows = np.concatenate((b.rows[keep], p_rows[taken]))
+            death = np.concatenate((b.death[keep], p_death[taken]))
+            acc = np.concatenate((b.acc[keep], p_acc[taken]))
+        else:
+            parts = [t for _, t in self.tails.values()]
+            rows = np.concatenate([t.rows for t in parts])
+            death = np.concatenate([t.death for t in parts])
+            acc = np.concatenate([t.acc for t in parts])
+        order = np.argsort(rows, kind="stable")
+        self._rows, self._death, self._acc = rows[order], death[order], acc[order]
+
+    @property
+    def rows(self) -> np.ndarray:
+        self._flatten()
+        return self._rows
+
+    @property
+    def death(self) -> np.ndarray:  # int16: column of the byte that kills the node; == length if none
+        self._flatten()
+        return self._death
+
+    @property
+    def acc(self) -> np.ndarray:  # bool: the node accepts the bytes before ``death``
+        self._flatten()
+        return self._acc
+
+    def size(self, info: TokenizerInfo) -> int:
+        if self.base is not None:
+            return self.base.size(info)
+        if self.tails is not None:
+            return sum(len(t.rows) for _, t in self.tails.values())
+        return len(self._rows)
+
+    def first_alive(self, info: TokenizerInfo) -> np.ndarray:
+        """bool[256]: the first bytes the node takes."""
+        if self.base is not None:
+            return self.base.first_alive(info)  # one-byte prefixes: the same as the base's
+        if self._first is None:
+            first = np.zeros(256, dtype=bool)
+            if self.tails is not None:
+                first[list(self.tails)] = True
+            else:
+                first[info.first_byte[self._rows]] = True
+            self._first = first
+        return self._first
+
+    def fate(self, info: TokenizerInfo, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(death, acc) of ``rows`` (sorted, distinct) without flattening."""
+        if self.base is not None:
+            death, acc = self.base.fate(info, rows)
+            _gather(*self.patch, rows, death, acc, np.arange(len(rows)))
+            return death, acc
+        death = np.zeros(len(rows), dtype=np.int16)
+        acc = np.full(len(rows), self.nullable, dtype=bool)
+        if self.tails is None:
+            _gather(self._rows, self._death, self._acc, rows, death, acc, np.arange(len(rows)))
+            return death, acc
+        first = info.first_byte[rows]
+        for b in _distinct(first).tolist():
+            hit = self.tails.get(b)
+            if hit is not None:
+                at = np.flatnonzero(first == b)
+                t = hit[1]
+                _gather(t.rows, t.death, t.acc, rows[at], death, acc, at)
+        return death, acc
+
+
+def _gather(rows, death, acc, query, out_death, out_acc, at) -> None:
+    """out[at] = (death, acc) of the ``query`` rows found in sorted ``rows``."""
+    if not len(rows) or not len(query):
+        return
+    pos = np.minimum(np.searchsorted(rows, query), len(rows) - 1)
+    found = rows[pos] == query
+    out_death[at[found]] = death[pos[found]]
+    out_acc[at[found]] = acc[pos[found]]
 
 
 class VocabWalker:
@@ -109,6 +269,8 @@ class VocabWalker:
         self.roots: dict[int, WalkNode] = {}
         self._node_walks: dict[int, _NodeWalk] = {}
         self._node_walk_rows = 0
+        self._tails: dict[tuple[int, int], _Tail] = {}
+        self._group_refs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._views: dict[int, _ClassView | None] = {}
         self._view_requests: dict[int, int] = {}
         self.lock = threading.Lock()
@@ -227,44 +389,28 @@ class VocabWalker:
         self.roots[lexer_state] = node
         return node
 
-    def _combine(self, entries) -> tuple[np.ndarray, list[Group]]:
-        """Root walk of a state from the cached walks of its derivatives (see module doc)."""
+    def _combine(self, entries) -> tuple[np.ndarray, list[Group], np.ndarray | None]:
+        """Root walk of a state from the cached walks of its derivatives (see module doc):
+        (explicit allowed rows, groups, packed mask of further allowed tokens or None)."""
         info = self.info
         walks = [self._node_walk(g, x) for g, x in entries]
         if not walks:
-            return np.zeros(0, dtype=np.int64), []
+            return np.zeros(0, dtype=np.int64), [], None
         # column-0 deaths: tokens whose first byte no derivative takes
         first_alive = np.zeros(256, dtype=bool)
         for w in walks:
-            first_alive[info.first_byte[w.rows]] = True
+            first_alive |= w.first_alive(info)
         acc0 = tuple(g for (g, _), w in zip(entries, walks) if w.nullable)
         groups: list[Group] = [Group(0, acc0, FirstBytes(~first_alive))] if acc0 else []
-        if len(walks) == 1:
-            w = walks[0]
-            rows, death, accbits = w.rows, w.death, w.acc.astype(np.int64)
+        sizes = [w.size(info) for w in walks]
+        big = max(range(len(walks)), key=sizes.__getitem__)
+        if sizes[big] >= SPLIT_MIN_ROWS and (sum(sizes) - sizes[big]) * DOMINANT_RATIO <= sizes[big]:
+            allowed, crossing, extra = self._combine_dominant(walks, big)
         else:
-            member = np.zeros(len(info.lengths), dtype=bool)
-            for w in walks:
-                member[w.rows] = True
-            rows = np.nonzero(member)[0]
-            pos = np.full(len(info.lengths), -1, dtype=np.int64)
-            pos[rows] = np.arange(len(rows))
-            deaths = np.zeros((len(walks), len(rows)), dtype=np.int16)
-            accs = np.zeros((len(walks), len(rows)), dtype=bool)
-            for i, w in enumerate(walks):
-                accs[i] = w.nullable  # rows the node does not list die at column 0
-                deaths[i, pos[w.rows]] = w.death
-                accs[i, pos[w.rows]] = w.acc
-            death = deaths.max(axis=0)
-            accbits = np.zeros(len(rows), dtype=np.int64)
-            for i in range(len(walks)):
-                accbits |= ((deaths[i] == death) & accs[i]).astype(np.int64) << i
-        lengths = info.lengths[rows]
-        survive = death == lengths
-        allowed = rows[survive]
-        crossing = ~survive & (accbits != 0) & (death > 0)
-        if crossing.any():
-            c_rows, c_death, c_bits = rows[crossing], death[crossing], accbits[crossing]
+            allowed, crossing = self._combine_rows(walks)
+            extra = None
+        c_rows, c_death, c_bits = crossing
+        if len(c_rows):
             key = c_death.astype(np.int64) << 32 | c_bits
             order = np.argsort(key, kind="stable")
             key, c_rows = key[order], c_rows[order]
@@ -275,7 +421,115 @@ class VocabWalker:
                 groups.append(Group(column, acc, r))
         # column-0 boundaries of tokens some derivative takes but none keeps alive are
         # impossible: a derivative that takes the first byte has death > 0
-        return allowed, groups
+        return allowed, groups, extra
+
+    def _fates(self, walks: list[_NodeWalk], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Combined fate of ``rows`` (sorted, distinct) under ``walks``: (death, accbits)."""
+        fates = [w.fate(self.info, rows) for w in walks]
+        death = np.max([d for d, _ in fates], axis=0)
+        accbits = np.zeros(len(rows), dtype=np.int64)
+        for i, (d, a) in enumerate(fates):
+            accbits |= ((d == death) & a).astype(np.int64) << i
+        return death, accbits
+
+    def _combine_rows(self, walks: list[_NodeWalk]):
+        """General combination over the union of the walks' rows."""
+        if len(walks) == 1:
+            w = walks[0]
+            rows, death, accbits = w.rows, w.death, w.acc.astype(np.int64)
+        else:
+            rows = _distinct(np.concatenate([w.rows for w in walks]), np.int64)
+            death, accbits = self._fates(walks, rows)
+        survive = death == self.info.lengths[rows]
+        crossing = ~survive & (accbits != 0) & (death > 0)
+        return rows[survive], (rows[crossing], death[crossing], accbits[crossing])
+
+    def _combine_dominant(self, walks: list[_NodeWalk], big: int):
+        """Combination when one walk lists most rows (a property key that may be any string
+        or a declared name): that walk's own results, as a packed mask and its few crossing
+        rows, with only the rows the other walks list recomputed."""
+        info = self.info
+        d = walks[big]
+        solo, c_rows_d, c_death_d = self._solo(d)
+        others = [w.rows for i, w in enumerate(walks) if i != big]
+        patch = _distinct(np.concatenate(others), np.int64) if others else np.zeros(0, np.int64)
+        death, accbits = self._fates(walks, patch)
+        survive = death == info.lengths[patch]
+        # a row the dominant walk keeps alive stays alive combined (the state dies at the
+        # latest of its derivatives), so its mask needs no clearing; its crossing rows in
+        # the patch are replaced by the combined fate
+        keep = _without_mask(c_rows_d, patch)
+        cross = ~survive & (accbits != 0) & (death > 0)
+        crossing = (np.concatenate((c_rows_d[keep], patch[cross])),
+                    np.concatenate((c_death_d[keep], death[cross])),
+                    np.concatenate((np.full(int(keep.sum()), 1 << big, dtype=np.int64), accbits[cross])))
+        return patch[survive], crossing, solo
+
+    def _solo(self, w: _NodeWalk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A walk as a state of its own: (packed allowed mask, crossing rows sorted, their
+        death columns); cached on the walk, read-only. For a split walk the mask is assembled
+        per successor node from a reference mask of that node (see :meth:`_successor_mask`)."""
+        if w._solo is None:
+            w._solo = self._solo_uncached(w)
+            w._solo[0].flags.writeable = False
+        return w._solo
+
+    def _solo_uncached(self, w: _NodeWalk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        info = self.info
+        if w.base is not None:
+            packed, c_rows, c_death = self._solo(w.base)
+            p_rows, p_death, p_acc = w.patch
+            packed = packed.copy()
+            ids = info.text_ids[p_rows].astype(np.int64)
+            _clear_bits(packed, ids)
+            survive = p_death == info.lengths[p_rows]
+            _set_bits(packed, ids[survive])
+            keep = _without_mask(c_rows, p_rows)
+            c = ~survive & p_acc & (p_death > 0)
+            c_rows = np.concatenate((c_rows[keep], p_rows[c]))
+            c_death = np.concatenate((c_death[keep], p_death[c]))
+        elif w.tails is None:
+            survive = w.death == info.lengths[w.rows]
+            packed = info.mask_from_ids(info.text_ids[w.rows[survive]].astype(np.int64))
+            c = ~survive & w.acc
+            return packed, w.rows[c], w.death[c]
+        else:
+            by_node: dict[int, list[int]] = {}
+            for b, (node, _) in w.tails.items():
+                by_node.setdefault(node, []).append(b)
+            packed = None
+            for node, byts in by_node.items():
+                part = self._successor_mask(node, byts, w.tails)
+                packed = part if packed is None else np.bitwise_or(packed, part, out=packed)
+            crossings = [t.crossing(info) for _, t in w.tails.values()]
+            c_rows = np.concatenate([c[0] for c in crossings])
+            c_death = np.concatenate([c[1] for c in crossings])
+        order = np.argsort(c_rows, kind="stable")
+        return packed, c_rows[order], c_death[order]
+
+    def _successor_mask(self, node: int, byts: list[int], tails: dict[int, tuple[int, _Tail]]) -> np.ndarray:
+        """Packed allowed tokens of the tails of ``node`` for first bytes ``byts`` (a new
+        array). Tails are per (node, byte), so this is a reference mask of the node with
+        whole first-byte buckets removed or added: keys with different prefixes differ only
+        in the few bytes that continue a declared name."""
+        info = self.info
+        want = np.zeros(256, dtype=bool)
+        want[byts] = True
+        ref = self._group_refs.get(node)
+        if ref is None:
+            packed = info.mask_from_ids(np.concatenate([tails[b][1].allowed_ids(info) for b in byts]))
+            self._group_refs[node] = (want, packed)
+            return packed.copy()
+        ref_want, ref_packed = ref
+        out = ref_packed.copy()
+        drop = np.flatnonzero(ref_want & ~want)
+        if len(drop):
+            rows = np.concatenate([info.rows_by_first[b] for b in drop.tolist()])
+            _clear_bits(out, info.text_ids[rows].astype(np.int64))
+        add = np.flatnonzero(want & ~ref_want)
+        if len(add):
+            _set_bits(out, np.concatenate([tails[b][1].allowed_ids(info) for b in add.tolist()]))
+        return out
 
     def _node_walk(self, gid: int, node: int) -> _NodeWalk:
         """Fate of every token under the single derivative ``node`` (cached per node)."""
@@ -288,28 +542,96 @@ class VocabWalker:
         self._grow_state_props()
         alive = self._alive_first_bytes(state)
         rows = self._rows_by_first(alive)
-        view = self._view(gid) if len(rows) >= VIEW_MIN_ROWS else None
-        if view is not None:
-            # walking every class string covers the unlisted rows too: they die at column 0
-            death_r, acc_r = self._death_walk(state, view.reps)
-            rows = self.info.all_rows
-            death, acc = death_r[view.inverse], acc_r[view.inverse]
+        nullable = bool(rx.nullable(node))
+        capped = rx.cap_counters(node, CAP_BYTES) if len(rows) >= SPLIT_MIN_ROWS else node
+        if capped != node:
+            # tokens shorter than CAP_BYTES cannot tell the node from its capped twin, whose
+            # walk is shared by all counter positions: walk only the long tokens
+            base = self._node_walk(gid, capped)
+            n_long = int(self.info.n_active[CAP_BYTES - 1]) if CAP_BYTES <= self.info.max_len else 0
+            long_rows = self.info.all_rows[:n_long]
+            long_rows = long_rows[alive[self.info.first_byte[long_rows]]]
+            death, acc = self._death_walk(state, long_rows, 0)
+            result = _NodeWalk(nullable, base=base, patch=(long_rows, death, acc))
+            n = len(long_rows)
+        elif len(rows) >= SPLIT_MIN_ROWS:
+            result = _NodeWalk(nullable, tails=self._split_walk(state))
+            n = 0
         else:
-            death, acc = self._death_walk(state, rows)
-        taken = death > 0
-        if not taken.all():
-            rows, death, acc = rows[taken], death[taken], acc[taken]
-        result = _NodeWalk(rows, death, acc, bool(rx.nullable(node)))
-        self._node_walk_rows += len(rows)
+            death, acc = self._walk_deduped(node, state, rows, 0)
+            taken = death > 0
+            if not taken.all():
+                rows, death, acc = rows[taken], death[taken], acc[taken]
+            result = _NodeWalk(nullable, rows, death, acc)
+            n = len(rows)
+        self._node_walk_rows += n
         if self._node_walk_rows > MAX_NODE_WALK_ROWS:
             self._node_walks.clear()
-            self._node_walk_rows = len(rows)
+            self._tails.clear()
+            self._group_refs.clear()
+            self._node_walk_rows = n
         self._node_walks[node] = result
         return result
 
-    def _death_walk(self, state: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _split_walk(self, state: int) -> dict[int, tuple[int, _Tail]]:
+        """A node walk as one tail per first byte, from the walks of the byte's successor.
+
+        The successor on byte ``b`` decides the fate of every token starting with ``b``, and
+        successors repeat across nodes: inside a property key that must not spell a declared
+        name, every byte that leaves the declared names leads to the plain-string node,
+        whatever the prefix and whatever the object. So tails are cached per ``(successor
+        node, first byte)`` and a new key prefix walks only the buckets of the bytes that
+        continue a declared name.
+        """
+        lexer = self.lexer
+        succ = lexer.table[state]
+        self._grow_state_props()
+        by_first = self.info.rows_by_first
+        tails: dict[int, tuple[int, _Tail]] = {}
+        missing: dict[int, list[int]] = {}
+        for b in np.flatnonzero(succ > 0).tolist():
+            if not len(by_first[b]):
+                continue
+            t = int(succ[b])
+            node = lexer.state_key(t)[0][1]
+            hit = self._tails.get((node, b))
+            if hit is not None:
+                tails[b] = (node, hit)
+            else:
+                missing.setdefault(t, []).append(b)
+        for t, byts in missing.items():
+            node = lexer.state_key(t)[0][1]
+            buckets = [by_first[b] for b in byts]
+            rows = np.concatenate(buckets) if len(buckets) > 1 else buckets[0]
+            death, acc = self._walk_deduped(node, t, rows, 1)
+            start = 0
+            for b, bucket in zip(byts, buckets):
+                end = start + len(bucket)
+                tail = _Tail(bucket, death[start:end], acc[start:end])
+                self._tails[(node, b)] = tail
+                self._node_walk_rows += len(bucket)
+                tails[b] = (node, tail)
+                start = end
+        return tails
+
+    def _walk_deduped(self, node: int, state: int, rows: np.ndarray, column: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_death_walk`, walking one token per class string when ``rows`` are many."""
+        view = self._view(node) if len(rows) >= VIEW_MIN_ROWS else None
+        if view is None:
+            return self._death_walk(state, rows, column)
+        inv = view.inverse[rows]
+        present = np.zeros(len(view.reps), dtype=bool)
+        present[inv] = True
+        distinct = np.flatnonzero(present)
+        death_r, acc_r = self._death_walk(state, view.reps[distinct], column)
+        slot = np.cumsum(present) - 1
+        back = slot[inv]
+        return death_r[back], acc_r[back]
+
+    def _death_walk(self, state: int, rows: np.ndarray, column: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Per row: the column of the byte that kills ``state`` (== length if none) and
-        whether the state before that byte accepts. For states without lazy lexemes."""
+        whether the state before that byte accepts. ``state`` is the state after the first
+        ``column`` bytes. For states without lazy lexemes."""
         info = self.info
         columns, lengths = info.columns, info.lengths
         n = len(rows)
@@ -318,8 +640,15 @@ class VocabWalker:
         idx = np.arange(n)
         cur = rows
         states = np.full(n, state, dtype=np.int32)
-        j = 0
+        j = column
         while len(idx):
+            done = lengths[cur] == j
+            if done.any():
+                death[idx[done]] = j
+                keep = ~done
+                idx, cur, states = idx[keep], cur[keep], states[keep]
+                if not len(idx):
+                    break
             nxt = self._step(states, columns[j].take(cur))
             died = nxt == 0
             if died.any():
@@ -328,20 +657,16 @@ class VocabWalker:
                 live = ~died
                 idx, cur, nxt = idx[live], cur[live], nxt[live]
             j += 1
-            done = lengths[cur] == j
-            if done.any():
-                death[idx[done]] = j
-                keep = ~done
-                idx, cur, nxt = idx[keep], cur[keep], nxt[keep]
             states = nxt
         return death, acc
 
-    def _view(self, gid: int) -> _ClassView | None:
-        """Tokens deduplicated by class string under the deep partition of lexeme ``gid``'s
-        regex, valid for all its derivatives (so a string with a length counter builds one
-        view for all its counter states). Built on the second request of a partition: a first
-        one walks directly, since building costs about one walk."""
-        pid = rx.deep_partition([self.lexer.lexeme_rxs[gid]])
+    def _view(self, node: int) -> _ClassView | None:
+        """Tokens deduplicated by class string under the deep partition of ``node``, valid
+        for all its derivatives (so a string with a length counter builds one view for all
+        its counter states, and every plain JSON string shares one). Built on the second
+        request of a partition: a first one walks directly, since building costs about one
+        walk."""
+        pid = rx.deep_partition([node])
         if pid in self._views:
             return self._views[pid]
         n = self._view_requests.get(pid, 0) + 1
@@ -367,14 +692,17 @@ class VocabWalker:
             return child
         info = self.info
         allowed: list[np.ndarray] = []
+        extra: np.ndarray | None = None
         groups: list[Group] = []
         self._grow_state_props()
         for column, rows in node.by_acc[acc]:
             if isinstance(rows, FirstBytes):
                 # tokens that end the lexeme before their first byte: the restart state's
                 # root walk (cached), restricted to them
-                ok, sub = self._restrict(self.root(lstart), rows)
+                ok, ok_extra, sub = self._restrict(self.root(lstart), rows)
                 allowed.append(ok)
+                if ok_extra is not None:
+                    extra = ok_extra if extra is None else extra | ok_extra
                 groups.extend(sub)
                 continue
             at_end = info.lengths[rows] == column  # bytes end exactly at a lazy finish
@@ -390,15 +718,20 @@ class VocabWalker:
             allowed.append(ok)
             groups.extend(sub)
         rows_ok = np.concatenate(allowed) if allowed else np.zeros(0, np.int64)
-        child = WalkNode(info, rows_ok, groups)
+        child = WalkNode(info, rows_ok, groups, extra)
         node.children[key] = child
         return child
 
-    def _restrict(self, node: WalkNode, rows: FirstBytes) -> tuple[np.ndarray, list[Group]]:
-        """``node``'s results restricted to the tokens whose first byte is in ``rows``."""
+    def _restrict(self, node: WalkNode, rows: FirstBytes):
+        """``node``'s results restricted to the tokens whose first byte is in ``rows``:
+        (explicit allowed rows, packed allowed mask or None, groups)."""
         member_first = rows.mask
         first = self.info.first_byte
-        ok = node.rows[member_first[first[node.rows]]]
+        explicit = node._rows
+        ok = explicit[member_first[first[explicit]]]
+        extra = None
+        if node.extra is not None:
+            extra = node.extra & self.info.first_byte_mask(member_first)
         groups = []
         for acc, parts in node.by_acc.items():
             for column, grows in parts:
@@ -411,7 +744,7 @@ class VocabWalker:
                     if not len(keep):
                         continue
                 groups.append(Group(column, acc, keep))
-        return ok, groups
+        return ok, extra, groups
 
 
 # -- byte-class deduplication -------------------------------------------------------------
@@ -454,12 +787,36 @@ class _ClassView:
         return cls(reps.astype(np.int64), inverse.astype(np.int64))
 
 
-def _distinct(states: np.ndarray) -> np.ndarray:
+def _distinct(values: np.ndarray, dtype=np.int32) -> np.ndarray:
     """Sorted distinct values (numpy's hash-based ``unique`` is slow on this machine's numpy)."""
-    s = np.sort(states)
+    s = np.sort(values)
     if len(s) > 1:
         s = s[np.concatenate(([True], s[1:] != s[:-1]))]
-    return s.astype(np.int32)
+    return s.astype(dtype, copy=False)
+
+
+def _without_mask(sorted_rows: np.ndarray, drop: np.ndarray) -> np.ndarray:
+    """bool per element of ``sorted_rows``: not in ``drop``."""
+    keep = np.ones(len(sorted_rows), dtype=bool)
+    if len(drop) and len(sorted_rows):
+        pos = np.searchsorted(sorted_rows, drop)
+        valid = pos < len(sorted_rows)
+        pos = pos[valid]
+        keep[pos[sorted_rows[pos] == drop[valid]]] = False
+    return keep
+
+
+def _without(sorted_rows: np.ndarray, drop: np.ndarray) -> np.ndarray:
+    """``sorted_rows`` minus the values in ``drop``."""
+    return sorted_rows[_without_mask(sorted_rows, drop)] if len(drop) else sorted_rows
+
+
+def _clear_bits(packed: np.ndarray, ids: np.ndarray) -> None:
+    np.bitwise_and.at(packed, ids >> 5, ~np.left_shift(1, ids & 31).astype(np.uint32))
+
+
+def _set_bits(packed: np.ndarray, ids: np.ndarray) -> None:
+    np.bitwise_or.at(packed, ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
 
 
 def _split_by_state(states: np.ndarray, rows: np.ndarray):

@@ -110,9 +110,10 @@ def _intern_partition(labels: bytes, reps: bytes | None = None) -> int:
     pid = _part_ids.get(labels)
     if pid is None:
         if reps is None:
-            lab = np.frombuffer(labels, dtype=np.uint8)
-            _, first = np.unique(lab, return_index=True)
-            reps = first.astype(np.uint8)[lab].tobytes()
+            first: dict[int, int] = {}
+            for b, lab in enumerate(labels):
+                first.setdefault(lab, b)
+            reps = bytes(first[lab] for lab in labels)
         with _lock:
             pid = _part_ids.get(labels)
             if pid is None:
@@ -135,11 +136,7 @@ def _refine(p: int, q: int) -> int:
     key = (p, q) if p < q else (q, p)
     r = _refine_memo.get(key)
     if r is None:
-        key2 = (np.frombuffer(_part_labels[p], dtype=np.uint8).astype(np.uint16) << 8) | (
-            np.frombuffer(_part_labels[q], dtype=np.uint8)
-        )
-        _, first, inv = np.unique(key2, return_index=True, return_inverse=True)
-        r = _intern_partition(_rank_labels(first, inv))
+        r = _intern_partition(_labels_by_first_use(zip(_part_labels[p], _part_labels[q])))
         _refine_memo[key] = r
     return r
 
@@ -247,9 +244,7 @@ def partition_of(nodes: Iterable[int]) -> int:
     key = tuple(sorted(pids))
     r = _multi_memo.get(key)
     if r is None:
-        mat = np.stack([np.frombuffer(_part_labels[p], dtype=np.uint8) for p in key], axis=1)
-        _, first, inv = np.unique(mat, axis=0, return_index=True, return_inverse=True)
-        r = _intern_partition(_rank_labels(first, inv))
+        r = _intern_partition(_labels_by_first_use(zip(*(_part_labels[p] for p in key))))
         _multi_memo[key] = r
     return r
 
@@ -285,16 +280,62 @@ def deep_partition(nodes: Iterable[int]) -> int:
     return result
 
 
+_cap_memo: dict[tuple[int, int], int] = {}
+
+
+def cap_counters(x: int, k: int) -> int:
+    """``x`` with its counted repetitions loosened where no string shorter than ``k`` bytes
+    can tell the difference: ``X{lo,hi}`` with ``hi >= k`` becomes ``X{min(lo, k),}``.
+
+    For every byte string of fewer than ``k`` bytes, the result matches it iff ``x`` does and
+    can extend it iff ``x`` can (each repetition of a non-nullable ``X`` takes a byte, so such
+    a string neither exceeds ``hi`` nor reaches a capped ``lo``). Under ``&`` and ``~`` an
+    extension of any length matters, so those subterms are left as they are. Walks of tokens
+    shorter than ``k`` therefore see the same deaths and acceptances, and a string with
+    ``maxLength: 100`` shares one walk for all its counter positions from ``k`` on.
+    Memoised; iterative.
+    """
+    hit = _cap_memo.get((x, k))
+    if hit is not None:
+        return hit
+    stack = [(x, False)]
+    while stack:
+        y, expanded = stack.pop()
+        if (y, k) in _cap_memo:
+            continue
+        kind = _kind[y]
+        if kind in (K_AND, K_NOT) or kind <= K_BYTES:
+            _cap_memo[(y, k)] = y
+            continue
+        if not expanded:
+            stack.append((y, True))
+            stack.extend((c, False) for c in _children(y) if (c, k) not in _cap_memo)
+            continue
+        a = _args[y]
+        if kind == K_CONCAT:
+            r = concat(_cap_memo[(a[0], k)], _cap_memo[(a[1], k)])
+        elif kind == K_ALT:
+            r = alt(*[_cap_memo[(c, k)] for c in a])
+        elif kind == K_STAR:
+            r = star(_cap_memo[(a[0], k)])
+        else:  # K_REPEAT
+            c, lo, hi = a
+            inner = _cap_memo[(c, k)]
+            r = repeat(inner, min(lo, k), None) if hi < 0 or hi >= k else repeat(inner, lo, hi)
+        _cap_memo[(y, k)] = r
+    return _cap_memo[(x, k)]
+
+
 def partition_labels(pid: int) -> bytes:
     """The 256 class labels of partition ``pid`` (byte 0 has label 0; labels by first use)."""
     return _part_labels[pid]
 
 
-def _rank_labels(first: np.ndarray, inv: np.ndarray) -> bytes:
-    """Labels numbered by first occurrence, from ``np.unique`` outputs."""
-    rank = np.empty(len(first), dtype=np.uint8)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.uint8)
-    return rank[inv.reshape(-1)].tobytes()
+def _labels_by_first_use(keys: Iterable) -> bytes:
+    """Normalised labels of 256 hashable keys: equal keys share a label, numbered by first
+    occurrence. (Pure Python: numpy's ``unique`` costs ~0.3 ms per call on this numpy.)"""
+    seen: dict = {}
+    return bytes(seen.setdefault(k, len(seen)) for k in keys)
 
 
 # -- smart constructors ---------------------------------------------------------------------
