@@ -204,8 +204,9 @@ class Model:
             config = ModelConfig.from_metadata(gguf.metadata, n_vocab=tokenizer.vocab_size)
         mode = WeightMode(weights) if isinstance(weights, str) else weights
         w = load_weights(gguf, config, mode, progress=progress)
-        if mode is WeightMode.EAGER:
-            gguf.close()  # everything was copied out; lazy keeps the mapping alive via views
+        # eager copied everything out, lazy maps the file itself: the parser's map (and the
+        # metadata pages it touched) can go
+        gguf.close()
         n_ctx = min(config.ctx_train, _DEFAULT_N_CTX) if n_ctx is None else int(n_ctx)
         if n_threads is None:
             n_threads = min(_available_cores(), 8)
