@@ -90,29 +90,56 @@ def _rope_tables(base: float, freq_scale: float, n_rot: int, n_ctx: int,
     return np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
 
 
-def _apply_rope(x: F32, cos: F32, sin: F32, n_rot: int, mode: RopeMode) -> None:
-    """Rotate x (T, H, hd) in place; cos/sin (T, n_rot/2) for the T positions."""
+def _rope_pairs(n_rot: int, head_dim: int, mode: RopeMode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the rotated pairs sit in a head: (first elements, second elements, partner index).
+
+    ``partner[i]`` is the other element of i's pair (i itself past ``n_rot``), so a rotation is
+    ``x' = x·c + x[..., partner]·s`` with ``s = -sin`` on first and ``+sin`` on second elements.
+    """
     half = n_rot // 2
     if mode is RopeMode.NEOX:
-        a, b = x[..., :half], x[..., half:n_rot]
+        first, second = np.arange(half), np.arange(half, n_rot)
     else:
-        a, b = x[..., 0:n_rot:2], x[..., 1:n_rot:2]
-    c = cos[:, None, :]
-    s = sin[:, None, :]
-    a0 = a.copy()
-    a *= c
-    a -= b * s
-    b *= c
-    b += a0 * s
+        first, second = np.arange(0, n_rot, 2), np.arange(1, n_rot, 2)
+    partner = np.arange(head_dim)
+    partner[first], partner[second] = second, first
+    return first, second, partner
 
 
-def _gelu_tanh(x: F32) -> F32:
-    y = 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * x * x * x)))
-    return y.astype(np.float32, copy=False)
+def _rotation(cos: F32, sin: F32, first: np.ndarray, second: np.ndarray,
+              head_dim: int) -> tuple[F32, F32]:
+    """Full-width factors (T, 1, hd) of a rotation from cos/sin (T, n_rot/2); 1 and 0 past n_rot.
+
+    Bit-identical to rotating pairs (a, b) → (a·cos − b·sin, b·cos + a·sin): ``b·(−sin)`` is
+    ``−(b·sin)`` exactly."""
+    c = np.ones((cos.shape[0], head_dim), dtype=np.float32)
+    s = np.zeros((cos.shape[0], head_dim), dtype=np.float32)
+    c[:, first] = cos
+    c[:, second] = cos
+    s[:, first] = -sin
+    s[:, second] = sin
+    return c[:, None, :], s[:, None, :]
 
 
-def _silu(x: F32) -> F32:
-    return (x / (1.0 + np.exp(-x))).astype(np.float32, copy=False)
+def _gelu_tanh_(x: F32) -> None:
+    """x ← 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) in place (ggml's GELU-tanh)."""
+    t = x * np.float32(0.044715)
+    t *= x
+    t *= x
+    t += x
+    t *= np.float32(0.7978845608)
+    np.tanh(t, out=t)
+    t += np.float32(1.0)
+    x *= np.float32(0.5)
+    x *= t
+
+
+def _silu_(x: F32) -> None:
+    """x ← x / (1 + exp(−x)) in place."""
+    t = np.negative(x)
+    np.exp(t, out=t)
+    t += np.float32(1.0)
+    np.divide(x, t, out=x)
 
 
 class Transformer:
@@ -127,7 +154,16 @@ class Transformer:
         self.weights = weights
         self._rope: dict[tuple[float, float], tuple[F32, F32]] = {}
         self._rope_ctx = 0
-        self._act = _gelu_tanh if config.activation is Activation.GELU_TANH else _silu
+        self._act = _gelu_tanh_ if config.activation is Activation.GELU_TANH else _silu_
+        self._pairs = _rope_pairs(config.n_rot, config.head_dim, config.rope_mode)
+        self._rope_keys = [config.rope_of(il) for il in range(config.n_layer)]
+        # q and k heads are normalised (qk_norm) and rotated together: one weight row per head
+        self._qk_norms: list[F32 | None] = [
+            None if lw.q_norm is None or lw.k_norm is None else np.concatenate([
+                np.broadcast_to(lw.q_norm, (config.n_head, config.head_dim)),
+                np.broadcast_to(lw.k_norm, (config.n_head_kv, config.head_dim))])
+            for lw in weights.layers
+        ]
         self._splitter: RowSplitter | None = None
         self._rows: RowSplitter | None = None  # the splitter when threads > 1, else None
         self.local_layers = [config.is_local_layer(il) for il in range(config.n_layer)]
@@ -156,17 +192,23 @@ class Transformer:
         """A fresh KV cache of ``n_ctx`` positions (memory is committed only as it is used)."""
         return KVCache(self.config, n_ctx)
 
-    def _tables(self, il: int, n_ctx: int) -> tuple[F32, F32]:
+    def _rotations(self, pos0: int, n_total: int, n_ctx: int) -> dict[tuple[float, float], tuple[F32, F32]]:
+        """Rotation factors of positions pos0..n_total-1 for each RoPE (base, scale) in use."""
         if n_ctx > self._rope_ctx:
             self._rope.clear()
             self._rope_ctx = n_ctx
-        key = self.config.rope_of(il)
-        tables = self._rope.get(key)
-        if tables is None:
-            tables = _rope_tables(key[0], key[1], self.config.n_rot, self._rope_ctx,
-                                  self.weights.rope_freqs)
-            self._rope[key] = tables
-        return tables
+        first, second, _ = self._pairs
+        out = {}
+        for key in set(self._rope_keys):
+            tables = self._rope.get(key)
+            if tables is None:
+                tables = _rope_tables(key[0], key[1], self.config.n_rot, self._rope_ctx,
+                                      self.weights.rope_freqs)
+                self._rope[key] = tables
+            cos, sin = tables
+            out[key] = _rotation(cos[pos0:n_total], sin[pos0:n_total], first, second,
+                                 self.config.head_dim)
+        return out
 
     def forward(self, tokens: npt.ArrayLike, cache: KVCache, *,
                 logits: str | npt.ArrayLike = "last") -> F32:
@@ -242,39 +284,41 @@ class Transformer:
         w = self.weights
         pos0 = cache.n
         n_total = pos0 + ids.size
-        x = w.token_embd(ids)
+        x = w.token_embd(ids)  # (T, n_embd), a fresh array the layers update in place
         if c.embed_scale != 1.0:
             x *= np.float32(c.embed_scale)
+        rotations = self._rotations(pos0, n_total, cache.n_ctx)
+        keys = self._rope_keys
         for il, lw in enumerate(w.layers):
-            x = self._layer(il, lw, x, cache, pos0, n_total)
+            self._layer(il, lw, x, cache, pos0, n_total, rotations[keys[il]])
         cache.n = n_total
         return rms_norm(x, w.output_norm, c.rms_eps)
 
     def _layer(self, il: int, lw: LayerWeights, x: F32, cache: KVCache, pos0: int,
-               n_total: int) -> F32:
+               n_total: int, rotation: tuple[F32, F32]) -> None:
+        """One block on x (T, n_embd), updated in place; appends this layer's keys and values."""
         c = self.config
         eps = c.rms_eps
         T = x.shape[0]
         hd, n_kv = c.head_dim, c.n_head_kv
-        g = c.n_head // n_kv
+        n_q = c.n_head
+        g = n_q // n_kv
 
         h = rms_norm(x, lw.attn_norm, eps)
         rows = self._rows
-        q, k, v = lw.qkv(h, rows)
-        q = q.reshape(T, c.n_head, hd)
-        k = k.reshape(T, n_kv, hd)
-        if lw.q_norm is not None:
-            q = rms_norm(q, lw.q_norm, eps)
-            k = rms_norm(k, lw.k_norm, eps)
-        else:
-            q = q.copy()  # q/k are views of the fused projection; rope writes in place
-            k = k.copy()
-        cos, sin = self._tables(il, cache.n_ctx)
-        _apply_rope(q, cos[pos0:n_total], sin[pos0:n_total], c.n_rot, c.rope_mode)
-        _apply_rope(k, cos[pos0:n_total], sin[pos0:n_total], c.n_rot, c.rope_mode)
-
-        cache.k[il, :, pos0:n_total] = k.transpose(1, 0, 2)
-        cache.v[il, :, pos0:n_total] = v.reshape(T, n_kv, hd).transpose(1, 0, 2)
+        qkv = lw.qkv.matmul(h, rows)  # (T, (n_head + 2·n_kv)·hd), fresh: rotated in place
+        qk = qkv[:, :(n_q + n_kv) * hd].reshape(T, n_q + n_kv, hd)
+        qk_norm = self._qk_norms[il]
+        if qk_norm is not None:
+            qk = rms_norm(qk, qk_norm, eps)
+        rc, rs = rotation  # (T, 1, hd) each
+        partner = qk[..., self._pairs[2]]
+        partner *= rs
+        qk *= rc
+        qk += partner
+        q = qk[:, :n_q]  # (T, n_head, hd)
+        cache.k[il, :, pos0:n_total] = qk[:, n_q:].transpose(1, 0, 2)
+        cache.v[il, :, pos0:n_total] = qkv[:, (n_q + n_kv) * hd:].reshape(T, n_kv, hd).transpose(1, 0, 2)
 
         # visible keys: causal, and within the window for sliding-window layers
         window = c.sliding_window if self.local_layers[il] else 0
@@ -296,18 +340,18 @@ class Transformer:
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
         att = scores @ vals  # (n_kv, g·T, hd)
-        att = att.reshape(n_kv, g, T, hd).transpose(2, 0, 1, 3).reshape(T, c.n_head * hd)
-        (a,) = lw.wo(np.ascontiguousarray(att), rows)
+        att = att.reshape(n_kv, g, T, hd).transpose(2, 0, 1, 3).reshape(T, n_q * hd)
+        a = lw.wo.matmul(att, rows)  # (T, n_embd)
         if lw.post_attn_norm is not None:
             a = rms_norm(a, lw.post_attn_norm, eps)
-        x = x + a
+        x += a
 
         h = rms_norm(x, lw.ffn_norm, eps)
-        gate, up = lw.gate_up(h, rows)
-        f = self._act(gate)
-        f *= up
-        (f,) = lw.down(f, rows)
+        gate_up = lw.gate_up.matmul(h, rows)  # (T, 2·n_ff), fresh
+        gate = gate_up[:, :c.n_ff]
+        self._act(gate)
+        gate *= gate_up[:, c.n_ff:]
+        f = lw.down.matmul(gate, rows)  # (T, n_embd)
         if lw.post_ffn_norm is not None:
             f = rms_norm(f, lw.post_ffn_norm, eps)
         x += f
-        return x

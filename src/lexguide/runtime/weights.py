@@ -205,10 +205,10 @@ class Projection:
         self.bias = bias  # (sum(sizes),) or None
         self.n_out = int(sum(sizes))
 
-    def __call__(self, x: F32, rows: RowSplitter | None = None) -> list[F32]:
-        """x (T, n_in) → [ (T, size_i) ... ]. Costs one matvec/matmul per part (one when eager);
-        with a ``RowSplitter`` the product runs on several threads (a single row only for
-        matrices of at least ``SPLIT_MIN_DECODE`` elements)."""
+    def matmul(self, x: F32, rows: RowSplitter | None = None) -> F32:
+        """x (T, n_in) → a fresh (T, n_out) array, all parts side by side. Costs one matvec or
+        matmul per part (one when eager); with a ``RowSplitter`` the product runs on several
+        threads (a single row only for matrices of at least ``SPLIT_MIN_DECODE`` elements)."""
         if self.dense is not None:
             if rows is not None and (x.shape[0] > 1 or self.dense.size >= SPLIT_MIN_DECODE):
                 y = rows.matmul(self.dense, x)
@@ -221,10 +221,12 @@ class Projection:
                 else self.parts[0].matmul(x)
         if self.bias is not None:
             y += self.bias
-        if not self.splits:
-            return [y]
-        bounds = self._bounds
-        return [y[:, lo:hi] for lo, hi in bounds]
+        return y
+
+    def __call__(self, x: F32, rows: RowSplitter | None = None) -> list[F32]:
+        """x (T, n_in) → [ (T, size_i) ... ]: :meth:`matmul` split into the parts (views)."""
+        y = self.matmul(x, rows)
+        return [y[:, lo:hi] for lo, hi in self._bounds]
 
     def rows(self, ids: np.ndarray, x: F32) -> F32:
         """Only output rows ``ids`` of a single-part projection: x (T, n_in) → (T, len(ids))."""
