@@ -42,6 +42,8 @@ VIEW_MIN_ROWS = 4096
 VIEW_AFTER_REQUESTS = 2
 #: node walks over at least this many tokens are assembled per first byte (``_split_walk``)
 SPLIT_MIN_ROWS = 4096
+#: walks of at most this many rows run byte by byte in Python (``_walk_small``)
+SMALL_WALK_ROWS = 48
 #: node walks share the walk of their counter-capped twin for tokens shorter than this
 #: (``rx.cap_counters``; 379 of Gemma 3's 262k tokens and 54 of SmolLM2's 49k are longer)
 CAP_BYTES = 32
@@ -54,6 +56,7 @@ _MAX_WALKERS = 3
 #: demand (walks are deterministic, so this only costs time)
 MAX_ROOTS = 20_000
 MAX_NODE_WALK_ROWS = 64 << 20  # total rows held by cached per-node walks (~11 bytes each)
+MAX_SHARED_CHILD_BYTES = 64 << 20  # signature bytes of continuations shared across parents
 #: states with more alive lexemes than this are walked directly, not combined per lexeme
 _MAX_COMBINED = 30
 #: nodes with at most this many allowed tokens set bits directly instead of OR-ing a mask
@@ -206,6 +209,10 @@ class _NodeWalk:
         self._flatten()
         return self._acc
 
+    def significant(self) -> np.ndarray:
+        """Rows that outlive column 1 or accept before dying (the others die at column 1)."""
+        return self.rows[(self.death >= 2) | self.acc]
+
     def size(self, info: TokenizerInfo) -> int:
         if self.base is not None:
             return self.base.size(info)
@@ -271,6 +278,10 @@ class VocabWalker:
         self._node_walk_rows = 0
         self._tails: dict[tuple[int, int], _Tail] = {}
         self._group_refs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._shared_children: dict[tuple, WalkNode] = {}
+        self._py_rows: dict[int, list[int]] = {}
+        self._text_ids: list[int] | None = None
+        self._shared_bytes = 0
         self._views: dict[int, _ClassView | None] = {}
         self._view_requests: dict[int, int] = {}
         self.lock = threading.Lock()
@@ -325,6 +336,8 @@ class VocabWalker:
 
         Returns (rows allowed without leaving the lexeme, boundary groups).
         """
+        if len(rows) <= SMALL_WALK_ROWS:
+            return self._walk_small(state, rows, column)
         info = self.info
         columns, lengths = info.columns, info.lengths
         accepting = self.lexer.accepting
@@ -360,6 +373,44 @@ class VocabWalker:
             states = nxt
         allowed = np.concatenate(inside) if inside else np.zeros(0, dtype=np.int64)
         return allowed, groups
+
+    def _walk_small(self, state: int, rows: np.ndarray, column: int) -> tuple[np.ndarray, list[Group]]:
+        """:meth:`walk` for a few rows, byte by byte in Python: numpy's per-call overhead
+        (about ten calls per column) costs more than the work for a handful of tokens."""
+        if self._text_ids is None:
+            self._text_ids = self.info.text_ids.tolist()
+        token_bytes, text_ids = self.info.token_bytes, self._text_ids
+        py_row = self._py_row
+        allowed: list[int] = []
+        ends: dict[tuple[int, int], list[int]] = {}
+        for r in rows.tolist():
+            data = token_bytes[text_ids[r]]
+            s = state
+            for j in range(column, len(data)):
+                nxt = py_row(s)[data[j]]
+                if nxt == 0:
+                    if self._acc[s]:
+                        ends.setdefault((j, s), []).append(r)
+                    break
+                if self._lazy[nxt]:
+                    ends.setdefault((j + 1, nxt), []).append(r)
+                    break
+                s = nxt
+            else:
+                allowed.append(r)
+        accepting = self.lexer.accepting
+        groups = [Group(j, accepting(s), np.array(rs, dtype=np.int64)) for (j, s), rs in ends.items()]
+        return np.array(allowed, dtype=np.int64), groups
+
+    def _py_row(self, state: int) -> list[int]:
+        """The DFA row of ``state`` as a Python list (computed on demand, cached)."""
+        row = self._py_rows.get(state)
+        if row is None:
+            self.lexer.ensure_rows(np.array([state], dtype=np.int32))
+            row = self.lexer.table[state].tolist()
+            self._grow_state_props()
+            self._py_rows[state] = row
+        return row
 
     # -- root walks -----------------------------------------------------------------------
     def root(self, lexer_state: int) -> WalkNode:
@@ -451,7 +502,16 @@ class VocabWalker:
         info = self.info
         d = walks[big]
         solo, c_rows_d, c_death_d = self._solo(d)
-        others = [w.rows for i, w in enumerate(walks) if i != big]
+        # a row another derivative kills at column 1 without accepting cannot change the
+        # dominant walk's verdict when that walk takes the row's first byte (it then dies at
+        # column 1 or later, and the combined state dies at the latest of them)
+        d_first = d.first_alive(info)
+        others = []
+        for i, w in enumerate(walks):
+            if i != big:
+                others.append(w.significant())
+                if (w.first_alive(info) & ~d_first).any():
+                    others.append(w.rows[~d_first[info.first_byte[w.rows]]])
         patch = _distinct(np.concatenate(others), np.int64) if others else np.zeros(0, np.int64)
         death, accbits = self._fates(walks, patch)
         survive = death == info.lengths[patch]
@@ -690,12 +750,33 @@ class VocabWalker:
         child = node.children.get(key)
         if child is not None:
             return child
+        # the same tokens continued from the same restart, under another parent (a new root
+        # for a new lexer state often ends lexemes on the same tokens): walked once
+        groups_in = node.by_acc[acc]
+        signature = (lstart, tuple((c, r.mask.tobytes() if isinstance(r, FirstBytes) else r.tobytes())
+                                   for c, r in groups_in))
+        child = self._shared_children.get(signature)
+        if child is not None:
+            node.children[key] = child
+            return child
+        child = self._continue(groups_in, lstart)
+        node.children[key] = child
+        size = sum(len(b) for _, b in signature[1])
+        self._shared_bytes += size
+        if self._shared_bytes > MAX_SHARED_CHILD_BYTES:
+            self._shared_children.clear()
+            self._shared_bytes = size
+        self._shared_children[signature] = child
+        return child
+
+    def _continue(self, groups_in: list[tuple[int, Rows]], lstart: int) -> WalkNode:
+        """The walk node continuing ``groups_in`` from lexer restart ``lstart``."""
         info = self.info
         allowed: list[np.ndarray] = []
         extra: np.ndarray | None = None
         groups: list[Group] = []
         self._grow_state_props()
-        for column, rows in node.by_acc[acc]:
+        for column, rows in groups_in:
             if isinstance(rows, FirstBytes):
                 # tokens that end the lexeme before their first byte: the restart state's
                 # root walk (cached), restricted to them
@@ -718,9 +799,7 @@ class VocabWalker:
             allowed.append(ok)
             groups.extend(sub)
         rows_ok = np.concatenate(allowed) if allowed else np.zeros(0, np.int64)
-        child = WalkNode(info, rows_ok, groups, extra)
-        node.children[key] = child
-        return child
+        return WalkNode(info, rows_ok, groups, extra)
 
     def _restrict(self, node: WalkNode, rows: FirstBytes):
         """``node``'s results restricted to the tokens whose first byte is in ``rows``:

@@ -32,17 +32,43 @@ DEFAULT_MAX_SETS = 200_000
 DEFAULT_MAX_ITEMS_PER_SET = 200_000
 
 
+class _Predictions:
+    """The items predicted in a set (origin ``SELF``) for one set of predicted nonterminals.
+
+    They depend only on which nonterminals are predicted, not on the kernel, so sets that
+    predict the same nonterminals (every statement of a C-like program predicts the whole
+    expression grammar) share one block instead of each re-deriving hundreds of items.
+    """
+
+    __slots__ = ("expected", "n_items", "waiting")
+
+    def __init__(self, waiting: dict[int, list[int]], n_items: int) -> None:
+        self.waiting = waiting  # symbol -> dotted rules (origin SELF) whose next symbol it is
+        self.n_items = n_items
+        self.expected = frozenset(lexeme_index(s) for s in waiting if s < 0)
+
+
 class _EarleySet:
-    __slots__ = ("accepting", "expected", "items", "last_classes", "scans", "waiting")
+    __slots__ = ("accepting", "expected", "last_classes", "n_items", "predictions", "scans", "waiting")
 
     def __init__(self) -> None:
-        self.items: list[tuple[int, int]] = []
-        # symbol -> items (dotted_rule, origin) whose next symbol it is
+        self.n_items = 0
+        # symbol -> items (dotted_rule, origin) whose next symbol it is; origin is never SELF
+        # here: predicted items live in ``predictions``
         self.waiting: dict[int, list[tuple[int, int]]] = {}
+        self.predictions: _Predictions | None = None
         self.expected: frozenset[int] = frozenset()  # lexeme indices that some item expects
         self.accepting = False
         self.scans: dict[frozenset[int], int] = {}
         self.last_classes: frozenset[int] = frozenset()  # lexeme classes of the lexeme just scanned
+
+    def waiting_for(self, sym: int, set_id: int) -> list[tuple[int, int]]:
+        """Items waiting for ``sym``, predicted ones with their origin resolved to ``set_id``."""
+        own = self.waiting.get(sym, [])
+        pred = self.predictions.waiting.get(sym) if self.predictions is not None else None
+        if not pred:
+            return own
+        return own + [(dr, set_id) for dr in pred]
 
 
 class EarleyParser:
@@ -74,7 +100,10 @@ class EarleyParser:
         self._sets: list[_EarleySet] = []
         self._by_kernel: dict[frozenset[tuple[int, int]], int] = {}
         self._by_signature: dict[tuple, int] = {}
-        self._lock = threading.Lock()
+        self._predicts: dict[int, frozenset[int]] = {}  # nonterminal -> nonterminals it predicts
+        self._nt_items: dict[int, list[tuple[int, int]]] = {}  # nonterminal -> (symbol, dr)
+        self._predictions: dict[frozenset[int], _Predictions] = {}
+        self._lock = threading.RLock()
         self.initial = self._intern(frozenset([(self._start_dr, ROOT)]))
 
     def _compute_nullable(self) -> set[int]:
@@ -119,8 +148,8 @@ class EarleyParser:
             return hit
         kernel = set()
         for lex in key:
-            for dr, origin in eset.waiting.get(-1 - lex, ()):
-                kernel.add((dr + 1, set_id if origin == SELF else origin))
+            for dr, origin in eset.waiting_for(-1 - lex, set_id):
+                kernel.add((dr + 1, origin))
         result = self._intern(frozenset(kernel)) if kernel else DEAD_SET
         eset.scans[key] = result
         return result
@@ -147,6 +176,7 @@ class EarleyParser:
             # acceptance) behave identically, whatever their kernels. Share their id.
             signature = (
                 frozenset(it for items in eset.waiting.values() for it in items),
+                id(eset.predictions),
                 eset.accepting,
                 eset.last_classes,
             )
@@ -167,9 +197,10 @@ class EarleyParser:
         return frozenset(classes)
 
     def _closure(self, kernel: frozenset[tuple[int, int]]) -> _EarleySet:
+        """Completion and nullable advances of the kernel's items; predictions are one shared
+        :class:`_Predictions` block per set of predicted nonterminals."""
         dr_next = self._dr_next
         dr_lhs = self._dr_lhs
-        rules_of = self._rules_of
         nullable = self._nullable
         sets = self._sets
         eset = _EarleySet()
@@ -177,34 +208,80 @@ class EarleyParser:
         seen: set[tuple[int, int]] = set()
         predicted: set[int] = set()
         todo = list(kernel)
-        items = eset.items
         while todo:
             item = todo.pop()
             if item in seen:
                 continue
             seen.add(item)
-            items.append(item)
-            if len(items) > DEFAULT_MAX_ITEMS_PER_SET:
+            if len(seen) > DEFAULT_MAX_ITEMS_PER_SET:
                 raise LimitExceeded("max_items_per_set", DEFAULT_MAX_ITEMS_PER_SET)
             dr, origin = item
             sym = dr_next[dr]
             if sym is None:
                 # completion: advance the items of the origin set that wait for our lhs
                 if origin >= 0:
-                    lhs = dr_lhs[dr]
-                    for pdr, porigin in sets[origin].waiting.get(lhs, ()):
-                        todo.append((pdr + 1, origin if porigin == SELF else porigin))
+                    todo.extend((pdr + 1, porigin) for pdr, porigin in sets[origin].waiting_for(dr_lhs[dr], origin))
                 elif origin == ROOT:
                     eset.accepting = True
-                # origin SELF: covered by the nullable advance at prediction time
                 continue
             waiting.setdefault(sym, []).append(item)
             if sym >= 0:
                 if sym not in predicted:
-                    predicted.add(sym)
-                    for first in rules_of.get(sym, ()):
-                        todo.append((first, SELF))
+                    predicted |= self._predicted_by(sym)
                 if sym in nullable:
                     todo.append((dr + 1, origin))
-        eset.expected = frozenset(lexeme_index(s) for s in waiting if s < 0)
+        preds = self._predictions_for(frozenset(predicted))
+        eset.predictions = preds
+        eset.n_items = len(seen) + preds.n_items
+        if eset.n_items > DEFAULT_MAX_ITEMS_PER_SET:
+            raise LimitExceeded("max_items_per_set", DEFAULT_MAX_ITEMS_PER_SET)
+        eset.expected = frozenset(lexeme_index(s) for s in waiting if s < 0) | preds.expected
         return eset
+
+    def _predicted_by(self, nt: int) -> frozenset[int]:
+        """Nonterminals predicted, transitively, when ``nt`` is (memoised)."""
+        hit = self._predicts.get(nt)
+        if hit is None:
+            found = {nt}
+            todo = [nt]
+            while todo:
+                for _, dr in self._items_of(todo.pop()):
+                    sym = self._dr_next[dr]
+                    if sym is not None and sym >= 0 and sym not in found:
+                        found.add(sym)
+                        todo.append(sym)
+            hit = frozenset(found)
+            self._predicts[nt] = hit
+        return hit
+
+    def _items_of(self, nt: int) -> list[tuple[int, int]]:
+        """``(next symbol, dotted rule)`` of the items predicting ``nt`` adds to a set: each
+        rule at its start and past every nullable prefix (Aycock–Horspool); completed ones
+        are left out (the nullable advance of the waiting item covers them)."""
+        hit = self._nt_items.get(nt)
+        if hit is None:
+            hit = []
+            for dr in self._rules_of.get(nt, ()):
+                while True:
+                    sym = self._dr_next[dr]
+                    if sym is None:
+                        break
+                    hit.append((sym, dr))
+                    if sym < 0 or sym not in self._nullable:
+                        break
+                    dr += 1
+            self._nt_items[nt] = hit
+        return hit
+
+    def _predictions_for(self, nts: frozenset[int]) -> _Predictions:
+        hit = self._predictions.get(nts)
+        if hit is None:
+            waiting: dict[int, list[int]] = {}
+            n = 0
+            for nt in sorted(nts):
+                for sym, dr in self._items_of(nt):
+                    waiting.setdefault(sym, []).append(dr)
+                    n += 1
+            hit = _Predictions(waiting, n)
+            self._predictions[nts] = hit
+        return hit
