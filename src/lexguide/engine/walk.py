@@ -42,6 +42,8 @@ VIEW_MIN_ROWS = 4096
 VIEW_AFTER_REQUESTS = 2
 #: node walks over at least this many tokens are assembled per first byte (``_split_walk``)
 SPLIT_MIN_ROWS = 4096
+#: combined fates of more rows than this go through a dense row -> position map
+_DENSE_FATES = 4096
 #: walks of at most this many rows run byte by byte in Python (``_walk_small``)
 SMALL_WALK_ROWS = 48
 #: node walks share the walk of their counter-capped twin for tokens shorter than this
@@ -232,6 +234,27 @@ class _NodeWalk:
                 first[info.first_byte[self._rows]] = True
             self._first = first
         return self._first
+
+    def scatter(self, info: TokenizerInfo, pos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(death, acc) at positions ``pos[row]`` of ``n`` slots (rows with ``pos < 0`` are
+        outside the query), unlisted slots dying at column 0."""
+        death = np.zeros(n, dtype=np.int16)
+        acc = np.full(n, self.nullable, dtype=bool)
+        if self.base is not None:
+            death, acc = self.base.scatter(info, pos, n)
+            parts = [self.patch]
+        elif self.tails is not None:
+            parts = [(t.rows, t.death, t.acc) for _, t in self.tails.values()]
+        else:
+            parts = [(self._rows, self._death, self._acc)]
+        for rows, d, a in parts:
+            at = pos[rows]
+            ok = at >= 0
+            if not ok.all():
+                at, d, a = at[ok], d[ok], a[ok]
+            death[at] = d
+            acc[at] = a
+        return death, acc
 
     def fate(self, info: TokenizerInfo, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(death, acc) of ``rows`` (sorted, distinct) without flattening."""
@@ -476,7 +499,13 @@ class VocabWalker:
 
     def _fates(self, walks: list[_NodeWalk], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Combined fate of ``rows`` (sorted, distinct) under ``walks``: (death, accbits)."""
-        fates = [w.fate(self.info, rows) for w in walks]
+        if len(rows) > _DENSE_FATES:
+            # many rows: scatter every walk through one row -> position map
+            pos = np.full(len(self.info.lengths), -1, dtype=np.int64)
+            pos[rows] = np.arange(len(rows))
+            fates = [w.scatter(self.info, pos, len(rows)) for w in walks]
+        else:
+            fates = [w.fate(self.info, rows) for w in walks]
         death = np.max([d for d, _ in fates], axis=0)
         accbits = np.zeros(len(rows), dtype=np.int64)
         for i, (d, a) in enumerate(fates):
