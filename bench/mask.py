@@ -127,6 +127,12 @@ class LexguideAdapter:
         return lexguide.__version__
 
     def setup(self) -> None:
+        # import the front ends here, as the peers import their extension modules in setup:
+        # the first grammar's compile time should not include Python module loading
+        import lexguide.grammar.gbnf  # noqa: F401
+        import lexguide.grammar.lark  # noqa: F401
+        import lexguide.jsonschema  # noqa: F401
+
         self.info = self.vocab.tokenizer_info()
 
     def compile(self, fmt: str, text: str, variant: str) -> Any:
