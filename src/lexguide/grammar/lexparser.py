@@ -98,6 +98,8 @@ def _nonempty(node: int) -> bool:
     hit = _nonempty_memo.get(node)
     if hit is not None:
         return hit
+    if not rx.has_boolean(node):
+        return node != rx.NOTHING
     seen = {node}
     frontier = [node]
     result = False

@@ -91,6 +91,7 @@ _part: list[int] = []  # partition id per node
 _weight: list[int] = []  # product of nested counted-repetition bounds
 _cons: dict[tuple, int] = {}
 _first: list[int] = []  # bytes that may start a match (over-approximation), 256-bit masks
+_boolean: list[bool] = []  # the node has an ``&`` or ``~`` subterm
 _alt_index: dict[int, dict[int, tuple[int, ...]]] = {}  # big ALT -> byte -> live children
 _ALT_INDEX_MIN = 16
 
@@ -165,6 +166,14 @@ def _first_of(kind: int, args: tuple) -> int:
     return 0
 
 
+def _children_of(k: int, a: tuple) -> tuple[int, ...]:
+    if k in (K_CONCAT, K_ALT, K_AND, K_NOT, K_STAR):
+        return a
+    if k == K_REPEAT:
+        return (a[0],)
+    return ()
+
+
 def _mk(kind: int, args: tuple, null: bool, part: int, weight: int = 1) -> int:
     key = (kind, args)
     x = _cons.get(key)
@@ -188,6 +197,7 @@ def _mk(kind: int, args: tuple, null: bool, part: int, weight: int = 1) -> int:
         _part.append(part)
         _weight.append(weight)
         _first.append(_first_of(kind, args))
+        _boolean.append(kind in (K_AND, K_NOT) or any(_boolean[c] for c in _children_of(kind, args)))
         _cons[key] = x
     return x
 
@@ -720,12 +730,13 @@ def export_nodes(roots: Sequence[int]) -> tuple[tuple, ...]:
 
 
 def _children(x: int) -> tuple[int, ...]:
-    k, a = _kind[x], _args[x]
-    if k in (K_CONCAT, K_ALT, K_AND, K_NOT, K_STAR):
-        return a
-    if k == K_REPEAT:
-        return (a[0],)
-    return ()
+    return _children_of(_kind[x], _args[x])
+
+
+def has_boolean(x: int) -> bool:
+    """Does ``x`` contain ``&`` or ``~``? Without them a node other than ``NOTHING`` always
+    matches some string (the smart constructors fold every empty positive regex)."""
+    return _boolean[x]
 
 
 def import_nodes(data: tuple[tuple, ...]) -> list[int]:
