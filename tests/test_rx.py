@@ -279,3 +279,36 @@ def test_deep_partition_classes_are_interchangeable(x: int, samples: list[bytes]
     # the deep partition refines the node's own partition
     for b in range(256):
         assert labels[first_of[deep[b]]] == labels[b]
+
+
+def _viable(x: int, data: bytes) -> bool:
+    for b in data:
+        x = rx.derivative(x, b)
+        if x == rx.NOTHING:
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["a{0,40}b", "(ab|c){3,50}", "x(a{2,9}|b{5,})c{0,100}", "[ab]{10,20}", "(a{0,30}b){2,40}", "a{50}|b",
+     "(a{7,}|b){1,60}c?"],
+)
+def test_capped_counters_agree_on_short_strings(pattern: str) -> None:
+    """cap_counters keeps membership and viability of every string shorter than k bytes."""
+    x = rx.from_regex(pattern)
+    k = 6
+    capped = rx.cap_counters(x, k)
+    assert capped != x  # every pattern here has a counter that no short string can tell
+    for n in range(k):
+        for t in itertools.product(b"abcx", repeat=n):
+            s = bytes(t)
+            assert rx.matches(capped, s) == rx.matches(x, s), s
+            assert _viable(capped, s) == _viable(x, s), s
+
+
+def test_capped_counters_leave_boolean_subterms() -> None:
+    """Under & and ~ a long extension matters: those subterms are not capped."""
+    x = rx.complement(rx.from_regex("a{0,40}"))
+    assert rx.cap_counters(x, 6) == x
+    assert rx.has_boolean(x) and not rx.has_boolean(rx.from_regex("a{0,40}"))
