@@ -13,11 +13,18 @@ a fresh worker process (so peak RSS is its own) measures:
   the constrained rate, so the matcher gets no credit for skipped forwards);
 * the numpy ceiling: a bare chain of the model's own decode matvecs (nothing else, one
   thread), timed in the same worker — "gen 1t / bare" is how close the decoder gets to it;
-* the peer, llama-cpp-python (llama.cpp), when importable: same prompt and token counts,
-  2 threads. It is not built here (a ~7 min source build); without it the column says n/a.
+* the peer, llama-cpp-python (llama.cpp), when importable, in its own worker process per model
+  (so its RSS is its own and a crash costs only its column): load time, peak RSS, prompt eval
+  tok/s (the same P-token prompt), generation tok/s (same prompt and N, greedy) and
+  grammar-constrained generation (the same JSON Schema through llama.cpp's schema → GBNF
+  conversion, ``LlamaGrammar.from_json_schema``) vs unconstrained, 2 threads. It is not
+  installed by default (a ~7 min source build: ``pip install llama-cpp-python``); without it
+  its columns say so.
 
-Runs alternate lexguide and peer inside one worker per model; ratios are taken within the run.
-The machine is shared: the load average is printed with the results.
+Generation speed, for both engines, is the steady streaming rate: (tokens − 1) / time from the
+first streamed token to the last (the first token's time is prompt evaluation), greedy. Engines
+run one after the other per model (lexguide eager, llama.cpp, lexguide lazy); ratios compare
+figures of the same run. The machine is shared: the load average is printed with the results.
 
     python bench/runtime.py --quick        # P=64, N=16, lazy with N=4 (a few minutes)
     python bench/runtime.py                # P=256, N=64
@@ -27,6 +34,7 @@ The machine is shared: the load average is printed with the results.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -39,6 +47,8 @@ from pathlib import Path
 
 SCHEMA = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 999},
           "minItems": 200}
+GEN_PROMPT = "Once upon a time, in a small village, there lived"
+CONSTRAINED_PROMPT = "A list of numbers:"
 
 
 def _rss_mb() -> float:
@@ -51,7 +61,25 @@ def _prompt_ids(model, n: int, salt: int) -> list[int]:
     return ids[:n]
 
 
-def _lexguide(path: str, mode: str, p: int, n: int, constrained: bool = True) -> dict:
+def _steady_rate(batches, n: int) -> tuple[float, int]:
+    """(tokens − 1) / seconds from the first streamed token to the last, and the token count.
+
+    ``batches`` yields lists of token ids (empty lists are ignored); at most ``n`` are taken."""
+    count, t_first, t_last = 0, 0.0, 0.0
+    for batch in batches:
+        if not batch:
+            continue
+        t_last = time.perf_counter()
+        if not count:
+            t_first = t_last
+        count += len(batch)
+        if count >= n:
+            break
+    return ((count - 1) / (t_last - t_first) if count > 1 and t_last > t_first else 0.0), count
+
+
+def _lexguide(path: str, mode: str, p: int, n: int, constrained: bool = True,
+              repeat: int = 1) -> dict:
     from lexguide.runtime import Model
 
     out: dict = {"file_mb": os.path.getsize(path) / 2**20}
@@ -61,17 +89,22 @@ def _lexguide(path: str, mode: str, p: int, n: int, constrained: bool = True) ->
     out["rss_load_mb"] = _rss_mb()
     for threads in (1, 2):
         model.n_threads = threads
-        model.reset()
-        c = model.generate(_prompt_ids(model, p, threads), max_tokens=1, temperature=0)
-        out[f"prompt_tok_s_{threads}t"] = c.timings.prompt_tok_s
+        best = 0.0
+        for _ in range(repeat):
+            model.reset()
+            c = model.generate(_prompt_ids(model, p, threads), max_tokens=1, temperature=0)
+            best = max(best, c.timings.prompt_tok_s)
+        out[f"prompt_tok_s_{threads}t"] = best
     model.n_threads = 2
-    prompt = model.tokenizer.encode("Once upon a time, in a small village, there lived")
+    prompt = model.tokenizer.encode(GEN_PROMPT)
     for threads in (1, 2):
         model.decode_threads = threads
-        model.reset()
-        c = model.generate(prompt, max_tokens=n, temperature=0)
-        out[f"gen_tok_s_{threads}t"] = c.timings.generation_tok_s
-        out[f"gen_tokens_{threads}t"] = c.timings.generated_tokens
+        runs = []
+        for _ in range(repeat):
+            model.reset()
+            stream = model.generate(prompt, max_tokens=n, temperature=0, stream=True)
+            runs.append(_steady_rate((c.token_ids for c in stream), n))
+        out[f"gen_tok_s_{threads}t"], out[f"gen_tokens_{threads}t"] = max(runs)
     out["rss_gen_mb"] = _rss_mb()  # before the grammar engine adds its tables
     if mode == "eager":  # the numpy ceiling: the same matvecs, nothing else, one thread
         out["bare_chain_tok_s_1t"] = _bare_chain(model)
@@ -81,7 +114,7 @@ def _lexguide(path: str, mode: str, p: int, n: int, constrained: bool = True) ->
         out.update(free_tok_s=None, constrained_tok_s=None, constrained_forced=None,
                    mask_ms_per_token=None, constrained_overhead=None, rss_peak_mb=_rss_mb())
         return out
-    cons_prompt = model.tokenizer.encode("A list of numbers:")
+    cons_prompt = model.tokenizer.encode(CONSTRAINED_PROMPT)
     model.reset()
     free = model.generate(cons_prompt, max_tokens=n, temperature=0)
     model.reset()
@@ -92,9 +125,13 @@ def _lexguide(path: str, mode: str, p: int, n: int, constrained: bool = True) ->
     out["constrained_tok_s"] = sampled / t.generation_s if t.generation_s else 0.0
     out["constrained_forced"] = t.forced_tokens
     out["mask_ms_per_token"] = t.mask_ms_per_token
-    out["constrained_overhead"] = 1 - out["constrained_tok_s"] / out["free_tok_s"] if out["free_tok_s"] else None
+    out["constrained_overhead"] = _overhead(out["constrained_tok_s"], out["free_tok_s"])
     out["rss_peak_mb"] = _rss_mb()
     return out
+
+
+def _overhead(constrained: float | None, free: float | None) -> float | None:
+    return 1 - constrained / free if constrained is not None and free else None
 
 
 def _bare_chain(model, repeats: int = 5) -> float:
@@ -115,40 +152,80 @@ def _bare_chain(model, repeats: int = 5) -> float:
     return repeats / (time.perf_counter() - t0)
 
 
-def _peer(path: str, p: int, n: int) -> dict:
+def _peer(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1) -> dict:
+    """llama-cpp-python on the same file: 2 threads, the same prompts, token counts and schema."""
     try:
-        from llama_cpp import Llama  # type: ignore[import-not-found]
-    except ImportError:
-        return {"status": "llama-cpp-python not installed"}
+        from llama_cpp import Llama, LlamaGrammar  # type: ignore[import-not-found]
+    except ImportError as e:
+        return {"status": f"llama-cpp-python not importable ({e})"}
+    import llama_cpp
+
     t0 = time.perf_counter()
-    llm = Llama(model_path=path, n_ctx=max(512, p + 4 * n + 64), n_threads=2, verbose=False)
-    out: dict = {"load_s": time.perf_counter() - t0}
-    ids = llm.tokenize(" ".join(f"item 2-{i} is a word" for i in range(p)).encode())[:p]
-    llm.reset()
-    t0 = time.perf_counter()
-    llm.eval(ids)
-    out["prompt_tok_s_2t"] = len(ids) / (time.perf_counter() - t0)
-    prompt = llm.tokenize(b"Once upon a time, in a small village, there lived")
-    llm.reset()
-    t0 = time.perf_counter()
-    llm.eval(prompt)
-    prompt_s = time.perf_counter() - t0
-    llm.reset()
-    t0 = time.perf_counter()
-    c = llm.create_completion(prompt, max_tokens=n, temperature=0.0, top_k=1)
-    total = time.perf_counter() - t0
-    done = c["usage"]["completion_tokens"]
-    out["gen_tok_s_2t"] = done / max(total - prompt_s, 1e-9)
+    llm = Llama(model_path=path, n_ctx=max(512, p + 4 * n + 64), n_threads=2, n_threads_batch=2,
+                n_batch=512, verbose=False)
+    out: dict = {"version": llama_cpp.__version__, "load_s": time.perf_counter() - t0,
+                 "rss_load_mb": _rss_mb()}
+    text = " ".join(f"item 2-{i} is a word" for i in range(p))
+    ids = llm.tokenize(text.encode())[:p]
+    llm.eval(ids[:8])  # warm-up: the first eval allocates llama.cpp's compute graph
+    best = 0.0
+    for _ in range(repeat):
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(ids)
+        best = max(best, len(ids) / (time.perf_counter() - t0))
+    out["prompt_tok_s_2t"] = best
+
+    def generate(prompt: str, grammar=None) -> tuple[float, int]:
+        tokens = llm.tokenize(prompt.encode())
+
+        def once() -> tuple[float, int]:
+            stream = llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, reset=True,
+                                  grammar=grammar)
+            return _steady_rate(([t] for t in stream), n)
+
+        return max(once() for _ in range(repeat))
+
+    out["gen_tok_s_2t"], out["gen_tokens_2t"] = generate(GEN_PROMPT)
+    out["rss_gen_mb"] = _rss_mb()
+    if constrained:
+        t0 = time.perf_counter()
+        grammar = LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False)
+        out["grammar_compile_s"] = time.perf_counter() - t0
+        out["free_tok_s"], _ = generate(CONSTRAINED_PROMPT)
+        out["constrained_tok_s"], out["constrained_tokens"] = generate(CONSTRAINED_PROMPT, grammar)
+        out["constrained_overhead"] = _overhead(out["constrained_tok_s"], out["free_tok_s"])
+    out["rss_peak_mb"] = _rss_mb()
     return out
 
 
 def worker(args: argparse.Namespace) -> int:
-    n = args.lazy_tokens if args.mode == "lazy" else args.tokens
-    result = {"lexguide": _lexguide(args.path, args.mode, args.prompt, n, not args.no_constrained)}
-    if args.mode == "eager":
-        result["peer"] = _peer(args.path, args.prompt, args.tokens)
+    constrained = not args.no_constrained
+    if args.engine == "llama_cpp":
+        result = _peer(args.path, args.prompt, args.tokens, constrained, args.repeat)
+    else:
+        n = args.lazy_tokens if args.mode == "lazy" else args.tokens
+        result = _lexguide(args.path, args.mode, args.prompt, n, constrained, args.repeat)
     print(json.dumps(result))
     return 0
+
+
+def _run_worker(args: argparse.Namespace, path: str, engine: str, mode: str,
+                sizes: tuple[int, int, int]) -> dict:
+    """One measurement in a fresh process; a failing peer becomes a status, lexguide's raises."""
+    p, n, lazy_n = sizes
+    cmd = [sys.executable, __file__, "--worker", "--engine", engine, "--path", path,
+           "--mode", mode, "--prompt", str(p), "--tokens", str(n), "--lazy-tokens", str(lazy_n),
+           "--repeat", str(args.repeat)]
+    if args.no_constrained:
+        cmd.append("--no-constrained")
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode == 0:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    if engine == "lexguide":
+        raise RuntimeError(f"lexguide worker failed:\n{proc.stderr}")
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"status": f"worker failed (exit {proc.returncode}): {tail}"}
 
 
 def _models(names: list[str]) -> dict[str, str]:
@@ -169,28 +246,52 @@ def _fmt(v, spec=".1f") -> str:
 
 
 def render(results: dict) -> str:
-    rows = [("| model | weights | load s | RSS load MB | RSS gen MB | RSS peak MB | file MB | prompt tok/s 1t / 2t "
-            "| gen tok/s 1t / 2t | constrained tok/s | overhead | mask ms/tok "
-            "| bare matvec chain tok/s 1t | gen 1t / bare | llama.cpp prompt / gen "
-            "| ratio prompt / gen |"),
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (name, mode), r in results.items():
-        lg, peer = r["lexguide"], r.get("peer", {})
-        pp, pg = peer.get("prompt_tok_s_2t"), peer.get("gen_tok_s_2t")
-        best_p = max(lg["prompt_tok_s_1t"], lg["prompt_tok_s_2t"])
-        best_g = max(lg["gen_tok_s_1t"], lg["gen_tok_s_2t"])
-        ratio = (f"{best_p / pp:.2f} / {best_g / pg:.2f}" if pp and pg else "n/a")
+    """The lexguide table: one row per (model, weights)."""
+    rows = [("| model | weights | load s | RSS load MB | RSS gen MB | RSS peak MB | file MB "
+             "| peak / file | prompt tok/s 1t / 2t | gen tok/s 1t / 2t | constrained tok/s "
+             "| overhead | mask ms/tok | bare matvec chain tok/s 1t | gen 1t / bare |"),
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (name, mode), lg in results.items():
         overhead = lg["constrained_overhead"]
-        overhead = overhead * 100 if overhead is not None else None
-        peer_cell = f"{_fmt(pp)} / {_fmt(pg)}" if pp else (peer.get("status", "—") if mode == "eager" else "—")
         rows.append(
             f"| {name} | {mode} | {lg['load_s']:.2f} | {lg['rss_load_mb']:.0f} "
-            f"| {lg.get('rss_gen_mb', 0):.0f} | {lg['rss_peak_mb']:.0f} "
-            f"| {lg['file_mb']:.0f} | {lg['prompt_tok_s_1t']:.1f} / {lg['prompt_tok_s_2t']:.1f} "
+            f"| {lg.get('rss_gen_mb', 0):.0f} | {lg['rss_peak_mb']:.0f} | {lg['file_mb']:.0f} "
+            f"| {lg['rss_peak_mb'] / lg['file_mb']:.2f} "
+            f"| {lg['prompt_tok_s_1t']:.1f} / {lg['prompt_tok_s_2t']:.1f} "
             f"| {lg['gen_tok_s_1t']:.1f} / {lg['gen_tok_s_2t']:.1f} | {_fmt(lg['constrained_tok_s'])} "
-            f"| {_fmt(overhead, '+.1f')}% "
+            f"| {_fmt(None if overhead is None else 100 * overhead, '+.1f')}% "
             f"| {_fmt(lg['mask_ms_per_token'], '.2f')} | {_fmt(lg.get('bare_chain_tok_s_1t'))} "
-            f"| {_fmt(lg.get('gen_vs_bare_1t'), '.2f')} | {peer_cell} | {ratio} |"
+            f"| {_fmt(lg.get('gen_vs_bare_1t'), '.2f')} |"
+        )
+    return "\n".join(rows)
+
+
+def render_peers(results: dict, peers: dict) -> str:
+    """lexguide (eager, best of 1 and 2 threads) vs llama.cpp (2 threads), ratios lexguide/peer."""
+    rows = [("| model | prompt tok/s lexguide / llama.cpp | ratio | gen tok/s lexguide / llama.cpp "
+             "| ratio | constrained overhead lexguide / llama.cpp | RSS peak MB lexguide eager, "
+             "lazy / llama.cpp | load s lexguide eager / llama.cpp |"),
+            "|---|---|---|---|---|---|---|---|"]
+    for name, peer in peers.items():
+        lg = results.get((name, "eager"))
+        lazy = results.get((name, "lazy"))
+        if lg is None:
+            continue
+        if "status" in peer:
+            rows.append(f"| {name} | {peer['status']} | | | | | | |")
+            continue
+        best_p = max(lg["prompt_tok_s_1t"], lg["prompt_tok_s_2t"])
+        best_g = max(lg["gen_tok_s_1t"], lg["gen_tok_s_2t"])
+        pp, pg = peer["prompt_tok_s_2t"], peer["gen_tok_s_2t"]
+        lo, po = lg["constrained_overhead"], peer.get("constrained_overhead")
+        lazy_rss = f"{lazy['rss_peak_mb']:.0f}" if lazy else "n/a"
+        rows.append(
+            f"| {name} | {best_p:.1f} / {pp:.1f} | {best_p / pp:.2f} | {best_g:.1f} / {pg:.1f} "
+            f"| {best_g / pg:.2f} "
+            f"| {_fmt(None if lo is None else 100 * lo, '+.1f')}% / "
+            f"{_fmt(None if po is None else 100 * po, '+.1f')}% "
+            f"| {lg['rss_peak_mb']:.0f}, {lazy_rss} / {peer['rss_peak_mb']:.0f} "
+            f"| {lg['load_s']:.2f} / {peer['load_s']:.2f} |"
         )
     return "\n".join(rows)
 
@@ -204,7 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "lexguide-bench-runtime.json"))
     ap.add_argument("--no-constrained", action="store_true",
                     help="skip the constrained-generation measurement")
+    ap.add_argument("--no-peer", action="store_true", help="skip llama-cpp-python even if installed")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="repeat each speed measurement, keep the best (both engines)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--engine", default="lexguide", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--prompt", type=int, default=256, help=argparse.SUPPRESS)
@@ -213,31 +318,37 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)
-    p, n, lazy_n = (64, 16, 4) if args.quick else (256, 64, 8)
+    sizes = (64, 16, 4) if args.quick else (256, 64, 8)
     models = _models([m.strip() for m in args.models.split(",") if m.strip()])
     if not models:
         print("no model installed (see /work/shared/models.md)", file=sys.stderr)
         return 2
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    has_peer = importlib.util.find_spec("llama_cpp") is not None and not args.no_peer
     results: dict = {}
+    peers: dict = {}
     for name, path in models.items():
-        for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
-            print(f"[bench] {name} {mode} ...", file=sys.stderr, flush=True)
-            cmd = [sys.executable, __file__, "--worker", "--path", path, "--mode", mode,
-                   "--prompt", str(p), "--tokens", str(n), "--lazy-tokens", str(lazy_n)]
-            if args.no_constrained:
-                cmd.append("--no-constrained")
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if proc.returncode:
-                print(proc.stderr, file=sys.stderr)
-                return 1
-            results[(name, mode)] = json.loads(proc.stdout.strip().splitlines()[-1])
+        for mode in modes:
+            print(f"[bench] {name} lexguide {mode} ...", file=sys.stderr, flush=True)
+            results[(name, mode)] = _run_worker(args, path, "lexguide", mode, sizes)
+            if mode == modes[0]:  # the peer right after lexguide's first mode
+                if has_peer:
+                    print(f"[bench] {name} llama.cpp ...", file=sys.stderr, flush=True)
+                    peers[name] = _run_worker(args, path, "llama_cpp", "eager", sizes)
+                else:
+                    peers[name] = {"status": "llama-cpp-python not installed" if not args.no_peer
+                                   else "skipped (--no-peer)"}
+    p, n, lazy_n = sizes
     meta = {"prompt_tokens": p, "gen_tokens": n, "lazy_gen_tokens": lazy_n,
             "python": sys.version.split()[0], "platform": platform.platform(),
             "nproc": os.cpu_count(), "loadavg_end": os.getloadavg()}
     print(render(results))
+    print()
+    print(render_peers(results, peers))
     print(f"\nload average at the end: {meta['loadavg_end']} on {meta['nproc']} cores")
     Path(args.out).write_text(json.dumps(
-        {"meta": meta, "results": {f"{k[0]}/{k[1]}": v for k, v in results.items()}}, indent=1))
+        {"meta": meta, "results": {f"{k[0]}/{k[1]}": v for k, v in results.items()},
+         "llama_cpp": peers}, indent=1))
     print(f"[bench] wrote {args.out}")
     return 0
 
