@@ -341,7 +341,7 @@ class Transformer:
         scores /= scores.sum(axis=-1, keepdims=True)
         att = scores @ vals  # (n_kv, g·T, hd)
         att = att.reshape(n_kv, g, T, hd).transpose(2, 0, 1, 3).reshape(T, n_q * hd)
-        a = lw.wo.matmul(att, rows)  # (T, n_embd)
+        a = lw.wo.matmul(np.ascontiguousarray(att, dtype=np.float32), rows)  # (T, n_embd)
         if lw.post_attn_norm is not None:
             a = rms_norm(a, lw.post_attn_norm, eps)
         x += a
