@@ -168,10 +168,11 @@ def test_class_deduplicated_walk_is_used(monkeypatch):
     assert any(v is not None for v in m._engine.walker._views.values())
 
 
-def _force_split_walks(monkeypatch) -> None:
-    """Make every vocabulary walk take the large-vocabulary paths: per-first-byte tails,
-    dominant-walk combination with packed masks, class-deduplicated walks, and walks shared
-    with counter-capped twins (tokens of 3+ bytes patched)."""
+def _force_split_walks(monkeypatch, trie: bool = False) -> None:
+    """Make every vocabulary walk take the large-vocabulary paths: per-first-byte tails
+    (over the token prefix tree with ``trie``, else class-deduplicated), dominant-walk
+    combination with packed masks, and walks shared with counter-capped twins (tokens of 3+
+    bytes patched)."""
     import lexguide.engine.walk as walk_module
 
     monkeypatch.setattr(walk_module, "SPLIT_MIN_ROWS", 1)
@@ -180,12 +181,14 @@ def _force_split_walks(monkeypatch) -> None:
     monkeypatch.setattr(walk_module, "_SMALL", 0)
     monkeypatch.setattr(walk_module, "DOMINANT_RATIO", 0)
     monkeypatch.setattr(walk_module, "CAP_BYTES", 3)
+    monkeypatch.setattr(walk_module, "TRIE_MIN_ROWS", 1 if trie else 10**9)
 
 
+@pytest.mark.parametrize("trie", [False, True])
 @pytest.mark.parametrize("seed", range(60, 80))
-def test_mask_with_split_walks(seed, monkeypatch):
+def test_mask_with_split_walks(seed, trie, monkeypatch):
     """Walks assembled per first byte give the same masks as direct walks."""
-    _force_split_walks(monkeypatch)
+    _force_split_walks(monkeypatch, trie)
     info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
     rng = random.Random(seed)
     _walk_randomly_checking_masks(_random_grammar(rng), info, rng, steps=10)
@@ -204,13 +207,13 @@ def _json_vocab(seed: int) -> list[bytes]:
     return list(dict.fromkeys(toks))
 
 
-@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("split", [False, True, "trie"])
 @pytest.mark.parametrize("seed", range(6))
 def test_property_key_masks_equal_brute_force(seed, split, monkeypatch):
     """Keys that may be a declared name or any other string (the complement of the declared
     names): the dominant-walk combination patches only the declared names' rows."""
     if split:
-        _force_split_walks(monkeypatch)
+        _force_split_walks(monkeypatch, trie=split == "trie")
     vocab = _json_vocab(seed)
     info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
     schema = {"type": "object", "properties": {"ab": {"const": 0}, "aab": {"type": "object"}, "b": {},

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from lexguide.engine.trie import TokenTrie
 from lexguide.errors import TokenizerError
 
 __all__ = ["TokenizerInfo"]
@@ -103,7 +104,7 @@ class TokenizerInfo:
         # column-major: column j holds byte j of every token, so a walk step is a 1-D take
         columns = np.zeros((max_len, len(ids)), dtype=np.uint8)
         row_of_byte = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
-        starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)[:-1]])
+        starts = np.cumsum(lengths, dtype=np.int64) - lengths
         col_of_byte = np.arange(len(joined), dtype=np.int64) - np.repeat(starts, lengths)
         columns[col_of_byte, row_of_byte] = joined
         self.text_ids = ids  # row -> token id
@@ -123,6 +124,14 @@ class TokenizerInfo:
         self.row_of_id = row_of_id  # token id -> row, -1 for special and empty tokens
         self._ids_by_bytes: dict[bytes, int] | None = None
         self._first_byte_masks: dict[bytes, np.ndarray] = {}
+        # built here, with the rest of the preprocessing (Gemma 3's 262k tokens: ~0.2 s),
+        # rather than inside the first mask that needs it
+        self._trie = TokenTrie(ids, lengths, columns)
+
+    @property
+    def trie(self) -> TokenTrie:
+        """The text tokens as a prefix tree, for walks over whole first-byte buckets."""
+        return self._trie
 
     def first_byte_mask(self, first: np.ndarray) -> np.ndarray:
         """Packed mask of the text tokens whose first byte ``b`` has ``first[b]`` (cached)."""

@@ -45,6 +45,8 @@ VIEW_AFTER_REQUESTS = 2
 VIEW_MAX_CLASSES = 24
 #: node walks over at least this many tokens are assembled per first byte (``_split_walk``)
 SPLIT_MIN_ROWS = 4096
+#: tails of at least this many tokens are walked over the token prefix tree (``trie.py``)
+TRIE_MIN_ROWS = 2048
 #: combined fates of more rows than this go through a dense row -> position map
 _DENSE_FATES = 4096
 #: walks of at most this many rows run byte by byte in Python (``_walk_small``)
@@ -343,6 +345,10 @@ class VocabWalker:
         if lexer.n_states > self._n_props:
             self._grow_state_props()
         return nxt
+
+    def _acc_of(self, states: np.ndarray) -> np.ndarray:
+        """Whether each lexer state accepts (states already stepped through :meth:`_step`)."""
+        return self._acc[states]
 
     def _alive_first_bytes(self, state: int) -> np.ndarray:
         self.lexer.ensure_rows(np.array([state], dtype=np.int32))
@@ -695,7 +701,13 @@ class VocabWalker:
             node = lexer.state_key(t)[0][1]
             buckets = [by_first[b] for b in byts]
             rows = np.concatenate(buckets) if len(buckets) > 1 else buckets[0]
-            death, acc = self._walk_deduped(node, t, rows, 1)
+            if len(rows) >= TRIE_MIN_ROWS:
+                # many tokens: walk their distinct prefixes, then read each row's fate
+                death_at, acc_at = self.info.trie.death_walk(byts, t, self._step, self._acc_of)
+                at = self.info.trie.position[rows]
+                death, acc = death_at[at], acc_at[at]
+            else:
+                death, acc = self._walk_deduped(node, t, rows, 1)
             start = 0
             for b, bucket in zip(byts, buckets):
                 end = start + len(bucket)

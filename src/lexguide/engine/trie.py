@@ -1,0 +1,128 @@
+"""The text tokens as a prefix tree, level by level, for walks that share prefixes.
+
+A walk over whole first-byte buckets (``walk.VocabWalker._split_walk``) steps every token
+through the lexer DFA byte by byte. Tokens with a common prefix take the same steps: walking
+the tree of distinct prefixes instead does about 3.3x less work (SmolLM2: 100,297 prefixes
+for 332,150 token bytes; Gemma 3: 587,920 for 1,965,214), and a prefix whose state dies
+settles every token below it at once.
+
+Tokens are numbered in lexicographic order (*positions*), so the tokens below a prefix are one
+range of positions. Level ``d`` holds the prefixes of ``d`` bytes in that order, each with its
+last byte, its range, and the range of its children on level ``d + 1``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+__all__ = ["TokenTrie"]
+
+
+class _Level(NamedTuple):
+    byte: np.ndarray  # uint8: last byte of each prefix
+    lo: np.ndarray  # int64: first position below the prefix
+    hi: np.ndarray  # int64: one past the last
+    child_lo: np.ndarray  # int64: first child on the next level (== child_hi: none)
+    child_hi: np.ndarray
+
+
+class TokenTrie:
+    """Prefix tree of a :class:`~lexguide.engine.tokenizer_info.TokenizerInfo`'s text rows."""
+
+    def __init__(self, text_ids: np.ndarray, lengths: np.ndarray, columns: np.ndarray) -> None:
+        n = len(text_ids)
+        # lexicographic order by sorting fixed-width zero-padded byte strings; rows come sorted
+        # by decreasing length, so a stable sort of them reversed puts "a" before "a\x00"
+        rev = np.arange(n - 1, -1, -1)
+        keys = np.ascontiguousarray(columns[:, rev].T).view(f"S{columns.shape[0]}").ravel()
+        lex = rev[np.argsort(keys, kind="stable")].astype(np.int64)
+        self.row_at = lex  # position -> row
+        self.position = np.empty(n, dtype=np.int64)  # row -> position
+        self.position[lex] = np.arange(n)
+        self.lengths = lengths[lex]  # position -> byte length
+        max_len = int(lengths.max()) if n else 0
+        levels: list[dict] = []
+        node_at = np.zeros(n, dtype=np.int64)  # position -> prefix node on the previous level
+        for d in range(1, max_len + 1):
+            pos = np.flatnonzero(self.lengths >= d)
+            byte = columns[d - 1][lex[pos]]
+            parent = node_at[pos] if d > 1 else np.zeros(len(pos), dtype=np.int64)
+            new = np.ones(len(pos), dtype=bool)
+            new[1:] = (parent[1:] != parent[:-1]) | (byte[1:] != byte[:-1])
+            starts = np.flatnonzero(new)
+            ends = np.append(starts[1:], len(pos)) - 1
+            node_at[pos] = np.cumsum(new) - 1
+            level = {"byte": byte[starts], "lo": pos[starts], "hi": pos[ends] + 1, "parent": parent[starts]}
+            if levels:  # children of the previous level: contiguous, in parent order
+                prev = levels[-1]
+                n_prev = len(prev["lo"])
+                prev["child_lo"] = np.searchsorted(level["parent"], np.arange(n_prev), side="left")
+                prev["child_hi"] = np.searchsorted(level["parent"], np.arange(n_prev), side="right")
+            levels.append(level)
+        if levels:
+            last = levels[-1]
+            last["child_lo"] = last["child_hi"] = np.zeros(len(last["lo"]), dtype=np.int64)
+        self.levels = [_Level(lv["byte"], lv["lo"], lv["hi"], lv["child_lo"], lv["child_hi"]) for lv in levels]
+        # first byte -> its node on level 1 (-1: no token starts with it)
+        self.first_node = np.full(256, -1, dtype=np.int64)
+        if levels:
+            self.first_node[self.levels[0].byte] = np.arange(len(self.levels[0].byte))
+
+    def death_walk(self, first_bytes: list[int], state: int, step: Callable, accepts: Callable
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """Walk the tokens starting with ``first_bytes`` from column 1, in lexer ``state``
+        (the state after their first byte). ``step(states, bytes)`` is the DFA transition
+        (0 = dead) and ``accepts(states)`` whether each state accepts.
+
+        Returns ``(death, acc)`` indexed by position for all tokens (only those below the given
+        first bytes are meaningful): the column of the byte that kills the state (== length if
+        none does) and whether the state before it accepts.
+        """
+        death = self.lengths.astype(np.int16)
+        acc = np.zeros(len(death), dtype=bool)
+        nodes = self.first_node[np.asarray(first_bytes, dtype=np.int64)]
+        nodes = nodes[nodes >= 0]
+        states = np.full(len(nodes), state, dtype=np.int32)
+        dead_lo: list[np.ndarray] = []
+        dead_hi: list[np.ndarray] = []
+        dead_col: list[int] = []
+        dead_acc: list[np.ndarray] = []
+        for d in range(1, len(self.levels)):
+            if not len(nodes):
+                break
+            level, below = self.levels[d - 1], self.levels[d]
+            clo, chi = level.child_lo[nodes], level.child_hi[nodes]
+            counts = chi - clo
+            keep = counts > 0
+            if not keep.all():
+                clo, counts, states = clo[keep], counts[keep], states[keep]
+            if not len(counts):
+                break
+            total = int(counts.sum())
+            offsets = np.cumsum(counts) - counts
+            parent = np.repeat(np.arange(len(counts)), counts)
+            children = np.arange(total) - offsets[parent] + clo[parent]
+            parent_states = states[parent]
+            nxt = step(parent_states, below.byte[children])
+            died = nxt == 0
+            if died.any():
+                gone = children[died]
+                dead_lo.append(below.lo[gone])
+                dead_hi.append(below.hi[gone])
+                dead_col.append(d)
+                dead_acc.append(accepts(parent_states[died]))
+                live = ~died
+                children, nxt = children[live], nxt[live]
+            nodes, states = children, nxt
+        if dead_lo:
+            lo, hi = np.concatenate(dead_lo), np.concatenate(dead_hi)
+            sizes = hi - lo
+            col = np.repeat(np.array(dead_col, dtype=np.int16), [len(x) for x in dead_lo])
+            accs = np.concatenate(dead_acc)
+            which = np.repeat(np.arange(len(lo)), sizes)
+            at = np.arange(int(sizes.sum())) - (np.cumsum(sizes) - sizes)[which] + lo[which]
+            death[at] = col[which]
+            acc[at] = accs[which]
+        return death, acc
