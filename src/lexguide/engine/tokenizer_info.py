@@ -49,9 +49,11 @@ class TokenizerInfo:
         self.vocab_size = len(token_bytes)
         if self.vocab_size == 0:
             raise TokenizerError("empty vocabulary")
-        self.token_bytes: list[bytes] = [
+        # a tuple (of bytes) is untracked by the garbage collector: a list this long would be
+        # traversed by every full collection
+        self.token_bytes: tuple[bytes, ...] = tuple(
             b if type(b) is bytes else bytes(b) for b in token_bytes  # exact type: no copy
-        ]
+        )
         self.eos_ids = frozenset(int(i) for i in eos_ids)
         self.special_ids = frozenset(int(i) for i in special_ids) | self.eos_ids
         for i in self.eos_ids | self.special_ids:

@@ -13,7 +13,8 @@ last byte, its range, and the range of its children on level ``d + 1``.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 

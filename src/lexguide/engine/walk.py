@@ -308,7 +308,7 @@ class VocabWalker:
         self._group_refs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._shared_children: dict[tuple, WalkNode] = {}
         self._py_rows: dict[int, list[int]] = {}
-        self._text_ids: list[int] | None = None
+        self._text_ids: tuple[int, ...] | None = None
         self._shared_bytes = 0
         self._views: dict[int, _ClassView | None] = {}
         self._view_requests: dict[int, int] = {}
@@ -410,7 +410,7 @@ class VocabWalker:
         """:meth:`walk` for a few rows, byte by byte in Python: numpy's per-call overhead
         (about ten calls per column) costs more than the work for a handful of tokens."""
         if self._text_ids is None:
-            self._text_ids = self.info.text_ids.tolist()
+            self._text_ids = tuple(self.info.text_ids.tolist())
         token_bytes, text_ids = self.info.token_bytes, self._text_ids
         py_row = self._py_row
         allowed: list[int] = []

@@ -20,6 +20,7 @@ than one thread on decode shapes on this shared 2-core machine.
 from __future__ import annotations
 
 import codecs
+import gc
 import os
 import threading
 import time
@@ -167,7 +168,7 @@ class Model:
         self._cached_ids: list[int] = []
         self._lock = threading.RLock()
         self._blas = _BlasThreads()
-        self._token_bytes = tokenizer.all_token_bytes()
+        self._token_bytes = tuple(tokenizer.all_token_bytes())  # untracked by the GC
         self._eog = np.zeros(self.config.n_vocab, dtype=bool)
         self._eog[[t for t in tokenizer.eog_ids if t < self.config.n_vocab]] = True
         self._tokenizer_info: Any = None
@@ -212,9 +213,15 @@ class Model:
             n_threads = min(_available_cores(), 8)
         if decode_threads is None:
             decode_threads = n_threads
-        return cls(Transformer(config, w), tokenizer, gguf.metadata, n_ctx=n_ctx,
-                   n_threads=max(1, n_threads), decode_threads=max(1, decode_threads),
-                   load_s=time.perf_counter() - t0, path=Path(path))
+        model = cls(Transformer(config, w), tokenizer, gguf.metadata, n_ctx=n_ctx,
+                    n_threads=max(1, n_threads), decode_threads=max(1, decode_threads),
+                    load_s=time.perf_counter() - t0, path=Path(path))
+        # Everything alive now lives as long as the model. Freezing it keeps the cyclic
+        # garbage collector from re-scanning it in every full collection during generation
+        # (~15 ms each here; the grammar engine's caches trigger them): measured on the C-like
+        # grammar's cold masks, 964 -> 794 ms. Reference counting still frees these objects.
+        gc.freeze()
+        return model
 
     def reset(self) -> None:
         """Forget the cached context, so the next call evaluates its whole prompt (mutates)."""

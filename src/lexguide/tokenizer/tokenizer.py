@@ -67,7 +67,7 @@ class Tokenizer:
         self._special_user = SpecialMatcher(
             [(texts[i], i) for i in cand if not attrs[i] & _PARSE_SPECIAL], lstrip, rstrip
         )
-        self._token_bytes: list[bytes] | None = None
+        self._token_bytes: tuple[bytes, ...] | None = None
 
     # ----------------------------------------------------------------------------- construction
     @classmethod
@@ -108,9 +108,11 @@ class Tokenizer:
         """Whether ``token_id`` is a control/unknown token (in ``special_ids``)."""
         return self._check_id(token_id) in self.special_ids
 
-    def _bytes(self) -> list[bytes]:
+    def _bytes(self) -> tuple[bytes, ...]:
         if self._token_bytes is None:
-            self._token_bytes = self._vocab.compute_token_bytes()
+            # a tuple of bytes is untracked by the garbage collector; a 262k-entry list would
+            # be traversed by every full collection (~5 ms each)
+            self._token_bytes = tuple(self._vocab.compute_token_bytes())
         return self._token_bytes
 
     def _check_id(self, token_id: Any) -> int:

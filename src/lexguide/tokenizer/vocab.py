@@ -110,10 +110,10 @@ class Vocab:
 
     model: str
     pre: str
-    texts: list[str]
+    texts: tuple[str, ...]  # tuples: the garbage collector need not traverse them
     attrs: npt.NDArray[np.int32]
     scores: npt.NDArray[np.float32]
-    merges: list[str] | None
+    merges: tuple[str, ...] | None
     special: dict[str, int]
     eog_ids: frozenset[int]
     add_bos: bool
@@ -305,7 +305,8 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
     eog = _post_process(texts, attrs, special)
     _strip_rules(md, pre, texts, attrs)
     return Vocab(
-        model=model, pre=pre, texts=texts, attrs=attrs, scores=scores, merges=merges,
+        model=model, pre=pre, texts=tuple(texts), attrs=attrs, scores=scores,
+        merges=tuple(merges) if merges is not None else None,
         special=special, eog_ids=eog, add_bos=add_bos, add_eos=add_eos, add_sep=add_sep,
         add_space_prefix=add_space_prefix,
     )
