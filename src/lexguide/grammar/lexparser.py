@@ -83,7 +83,9 @@ class SharedLexerDFA(LexerDFA):
         super()._compute_row(s)
         row = self.table[s]
         for t in set(row.tolist()):
-            if t != 0 and not any(_nonempty(x) for _, x in self._states[t]):
+            # regexes without & or ~ answer at once: try them before searching the others
+            if t != 0 and not any(_nonempty(x) for x in sorted((x for _, x in self._states[t]),
+                                                                   key=rx.has_boolean)):
                 row[row == t] = 0
 
 
@@ -102,22 +104,26 @@ def _nonempty(node: int) -> bool:
         return node != rx.NOTHING
     seen = {node}
     frontier = [node]
-    result = False
+    result = rx.nullable(node)
     while frontier and not result:
         if len(seen) > NONEMPTY_BUDGET:
             result = True
             break
         nxt = []
         for x in frontier:
-            if rx.nullable(x) or _nonempty_memo.get(x):
-                result = True
-                break
             _, reps = rx.partition_arrays(rx.partition_of([x]))
             for b in reps:
                 d = rx.derivative(x, b)
-                if d != rx.NOTHING and d not in seen:
-                    seen.add(d)
-                    nxt.append(d)
+                if d == rx.NOTHING or d in seen:
+                    continue
+                # stop at the first derivative known to match something
+                if rx.nullable(d) or _nonempty_memo.get(d) or not rx.has_boolean(d):
+                    result = True
+                    break
+                seen.add(d)
+                nxt.append(d)
+            if result:
+                break
         frontier = nxt
     if result:
         _nonempty_memo[node] = True
