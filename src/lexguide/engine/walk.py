@@ -936,10 +936,6 @@ def _without_mask(sorted_rows: np.ndarray, drop: np.ndarray) -> np.ndarray:
     return keep
 
 
-def _without(sorted_rows: np.ndarray, drop: np.ndarray) -> np.ndarray:
-    """``sorted_rows`` minus the values in ``drop``."""
-    return sorted_rows[_without_mask(sorted_rows, drop)] if len(drop) else sorted_rows
-
 
 def _clear_bits(packed: np.ndarray, ids: np.ndarray) -> None:
     np.bitwise_and.at(packed, ids >> 5, ~np.left_shift(1, ids & 31).astype(np.uint32))
