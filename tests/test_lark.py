@@ -321,7 +321,7 @@ ERRORS = [
     ('start: foo{x}\nfoo: "a"', "template usage not supported yet", (1, 8)),
     ('start: foo::_\nfoo::_: "a"', "not supported yet", (1, 8)),
     ('start: "a" %if true', "not supported yet", (1, 12)),
-    ("start: @foo", "grammar references (@foo) are not supported yet", (1, 8)),
+    ("start: @foo", "grammar reference @foo outside a grammar list", (1, 8)),
     ("start: @17", "numeric grammar references no longer supported", (1, 8)),
     ('start: foo\nfoo[stop="b"]: "x" bar\nbar: "y"', "unknown name", (2, 20)),
     ('start: "a" ~ 2.5', "expected an integer", (1, 14)),

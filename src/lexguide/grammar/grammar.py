@@ -65,10 +65,25 @@ class Grammar:
         return cls(builder.build(sym), "regex")
 
     @classmethod
+    def from_llguidance(cls, spec: dict[str, Any] | str) -> Grammar:
+        """llguidance's grammar input: a grammar list ``{"grammars": [...]}`` (dict or JSON
+        text; entries are Lark text or JSON Schemas, ``@name`` refers between them) or, for
+        text not starting with ``{``, one Lark-variant grammar. Raises ``GrammarError``."""
+        if isinstance(spec, str) and not spec.lstrip().startswith("{"):
+            return cls.from_lark(spec)
+        from lexguide.grammar.lark import compile_grammar_list
+
+        return cls(compile_grammar_list(spec), "lark")
+
+    @classmethod
     def parse(cls, text: str) -> Grammar:
-        """Route by format: text starting with ``%llguidance`` is the Lark variant, else GBNF."""
-        if text.lstrip().startswith(LLGUIDANCE_MARKER):
+        """Route by format: text starting with ``%llguidance`` is the Lark variant, text
+        starting with ``{`` a grammar list (:meth:`from_llguidance`), anything else GBNF."""
+        stripped = text.lstrip()
+        if stripped.startswith(LLGUIDANCE_MARKER):
             return cls.from_lark(text)
+        if stripped.startswith("{"):
+            return cls.from_llguidance(text)
         return cls.from_gbnf(text)
 
     # -- use ------------------------------------------------------------------------------

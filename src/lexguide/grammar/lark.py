@@ -10,21 +10,28 @@ passes: :mod:`lark_lexer` (text → tokens), :mod:`lark_parser` (tokens → AST)
 
 from __future__ import annotations
 
+import json
+import re
+from typing import Any
+
 from lexguide.errors import GrammarError
 from lexguide.grammar.ir import GrammarIR
-from lexguide.grammar.lark_compiler import COMMON_REGEXES, LarkCompiler
+from lexguide.grammar.lark_compiler import COMMON_REGEXES, GrammarEntry, LarkCompiler
 from lexguide.grammar.lark_parser import parse_lark
 
-__all__ = ["COMMON_REGEXES", "compile_lark"]
+__all__ = ["COMMON_REGEXES", "compile_grammar_list", "compile_lark"]
+
+_ENTRY_KEYS = ("name", "lark_grammar", "json_schema")
+_NAME = re.compile(r"[a-zA-Z0-9_-]+")
 
 
 def compile_lark(text: str) -> GrammarIR:
     """Compile llguidance Lark-variant grammar ``text`` to the grammar IR.
 
     Pure (builds fresh regex nodes in the process-wide ``rx`` store); cost is linear in the
-    size of the grammar plus regex construction. Unsupported features (``stop=``, parametric
-    rules, ``@grammar`` references, templates, ``%override``, ``%declare``) raise
-    :class:`~lexguide.errors.GrammarError` saying so.
+    size of the grammar plus regex construction. Unsupported features (parametric rules,
+    templates, ``%override``, ``%declare``) raise :class:`~lexguide.errors.GrammarError` saying
+    so; ``@name`` references need a grammar list (:func:`compile_grammar_list`).
 
     Raises
     ------
@@ -36,4 +43,61 @@ def compile_lark(text: str) -> GrammarIR:
     try:
         return LarkCompiler(text).compile(parse_lark(text))
     except RecursionError:  # the nesting limits make this unreachable in practice
+        raise GrammarError("grammar is nested too deeply to compile") from None
+
+
+def compile_grammar_list(spec: dict[str, Any] | str) -> GrammarIR:
+    """Compile a grammar list ``{"grammars": [entry, ...]}`` (spec/lark-syntax.md §14).
+
+    Each entry has an optional ``"name"`` and exactly one of ``"lark_grammar"`` (text) or
+    ``"json_schema"`` (a schema). Entry 0 is the top level; ``@name`` in a Lark entry refers to
+    another entry, recursively if need be. ``spec`` may be the JSON text. Raises
+    :class:`~lexguide.errors.GrammarError` (JSON position, or line:col inside an entry).
+    """
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as e:
+            raise GrammarError(f"grammar list is not valid JSON: {e.msg}", text=e.doc, offset=e.pos) from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("grammars"), list) or not spec["grammars"]:
+        raise GrammarError('a grammar list is a JSON object {"grammars": [entry, ...]} with at '
+                           "least one entry")  # fmt: skip
+    for key in spec:
+        if key == "max_tokens":
+            raise GrammarError("max_tokens on a whole grammar list is not supported; limit the "
+                               "generation length instead (max_tokens / -n)")  # fmt: skip
+        if key != "grammars":
+            raise GrammarError(f"unknown key {key!r} in the grammar list (expected 'grammars')")
+    entries: list[GrammarEntry] = []
+    by_name: dict[str, GrammarEntry] = {}
+    for i, raw in enumerate(spec["grammars"]):
+        where = f"grammars[{i}]"
+        if not isinstance(raw, dict):
+            raise GrammarError(f"{where} must be an object")
+        unknown = [k for k in raw if k not in _ENTRY_KEYS]
+        if unknown:
+            raise GrammarError(f"{where}: unknown key {unknown[0]!r} (expected one of {', '.join(_ENTRY_KEYS)})")
+        if ("lark_grammar" in raw) == ("json_schema" in raw):
+            raise GrammarError(f"{where} needs exactly one of 'lark_grammar' and 'json_schema'")
+        name = raw.get("name")
+        if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
+            raise GrammarError(f"{where}: name must be letters, digits, '_' or '-', got {name!r}")
+        if name is not None and name in by_name:
+            raise GrammarError(f"{where}: duplicate grammar name {name!r}")
+        lark = raw.get("lark_grammar")
+        if "lark_grammar" in raw and not isinstance(lark, str):
+            raise GrammarError(f"{where}: 'lark_grammar' must be a string")
+        entry = GrammarEntry(name, lark, raw.get("json_schema"))
+        entries.append(entry)
+        if name is not None:
+            by_name[name] = entry
+    top = entries[0]
+    if top.lark is None:
+        from lexguide.grammar.ir import GrammarBuilder, json_schema_compiler
+
+        builder = GrammarBuilder()
+        return builder.build(json_schema_compiler()(builder, top.json_schema, lexeme_class=0))
+    try:
+        return LarkCompiler(top.lark, grammars=by_name, name=top.name).compile(parse_lark(top.lark))
+    except RecursionError:
         raise GrammarError("grammar is nested too deeply to compile") from None

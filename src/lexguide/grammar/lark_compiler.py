@@ -42,6 +42,7 @@ from lexguide.grammar.lark_parser import (
     TermDef,
     Unsupported,
     Value,
+    parse_lark,
 )  # fmt: skip
 
 __all__ = ["COMMON_REGEXES", "LarkCompiler", "chunk_words", "substring_rx"]
@@ -140,16 +141,42 @@ class _Scope:
     rule_syms: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
-class LarkCompiler:
-    """Compile one parsed grammar text into a :class:`GrammarIR` (single use)."""
+@dataclass(frozen=True)
+class GrammarEntry:
+    """One grammar of a grammar list (spec/lark-syntax.md §14): Lark text or a JSON Schema."""
 
-    def __init__(self, text: str) -> None:
+    name: str | None
+    lark: str | None = None
+    json_schema: Any = None
+
+
+class LarkCompiler:
+    """Compile one parsed grammar text into a :class:`GrammarIR` (single use).
+
+    With ``grammars`` (a grammar list's entries by name), ``@name`` in a rule refers to
+    another entry: a Lark entry is compiled by a child compiler into the same builder (its
+    errors point into its own text), a JSON entry as ``%json``. Each referenced entry becomes
+    one nonterminal, so grammars may refer to each other recursively.
+    """
+
+    def __init__(self, text: str, *, grammars: dict[str, GrammarEntry] | None = None,
+                 name: str | None = None, parent: LarkCompiler | None = None) -> None:
         self.text = text
-        self.builder = GrammarBuilder()
-        self.options = GrammarOptions()
+        self.name = name
         self._pending: list[tuple[_Scope, RuleDef, int]] = []
         self._json_skip: int | None = None
-        self._top_skip: int | None = None
+        if parent is None:
+            self.builder = GrammarBuilder()
+            self.options = GrammarOptions()
+            self._top_skip: int | None = None
+            self.grammars = grammars
+            self._refs: dict[str, int] = {}
+        else:
+            self.builder = parent.builder
+            self.options = parent.options
+            self._top_skip = parent._top_skip
+            self.grammars = parent.grammars
+            self._refs = parent._refs
 
     # -- errors ---------------------------------------------------------------------------
     def error(self, message: str, offset: int | None) -> GrammarError:
@@ -171,13 +198,52 @@ class LarkCompiler:
         self.options = self._parse_options(parsed)
         self.builder.options = self.options
         start = self._open_scope(parsed, None)
+        if self.name is not None and self.grammars is not None:
+            # other grammars of the list may refer to this one
+            nt = self.builder.nonterminal(f"@{self.name}")
+            self.builder.rule(nt, start)
+            self._refs[self.name] = nt
+        self._drain()
+        if not start:
+            start = (self.builder.empty(),)
+        return self.builder.build(start[0] if len(start) == 1 else self.builder.seq(start))
+
+    def _drain(self) -> None:
+        """Compile the bodies of the rules referenced so far (they may reference more)."""
         while self._pending:
             scope, rule, nt = self._pending.pop()
             for alt in self.rule_expansions(scope, rule.body):
                 self.builder.rule(nt, alt)
-        if not start:
-            start = (self.builder.empty(),)
-        return self.builder.build(start[0] if len(start) == 1 else self.builder.seq(start))
+
+    def _grammar_ref(self, v: GrammarRef) -> int:
+        """``@name``: the nonterminal of another grammar of the list (compiled once)."""
+        if v.name.isdigit():
+            raise self.error("numeric grammar references no longer supported", v.offset)
+        if self.grammars is None:
+            raise self.error(f"grammar reference @{v.name} outside a grammar list: @name refers "
+                             'to an entry of {"grammars": [...]} (Grammar.from_llguidance)',
+                             v.offset)  # fmt: skip
+        entry = self.grammars.get(v.name)
+        if entry is None:
+            known = ", ".join(f"@{n}" for n in self.grammars) or "none"
+            raise self.error(f"unknown grammar @{v.name} (named grammars: {known})", v.offset)
+        nt = self._refs.get(v.name)
+        if nt is not None:
+            return nt
+        nt = self.builder.nonterminal(f"@{v.name}")
+        self._refs[v.name] = nt
+        if entry.lark is None:
+            self.builder.rule(nt, [self._json(JsonValue(entry.json_schema, v.offset))])
+            return nt
+        child = LarkCompiler(entry.lark, name=v.name, parent=self)
+        try:
+            syms = child._open_scope(parse_lark(entry.lark), 0)
+            child._drain()
+        except GrammarError as e:
+            raise GrammarError(f"in grammar @{v.name}: {e.detail}", text=entry.lark, offset=e.offset,
+                               line=e.line, col=e.col) from None
+        self.builder.rule(nt, list(syms))
+        return nt
 
     def _parse_options(self, parsed: ParsedLark) -> GrammarOptions:
         merged: dict[str, Any] = {}
@@ -302,9 +368,7 @@ class LarkCompiler:
 
     def _unsupported(self, v: Value) -> int:
         if isinstance(v, GrammarRef):
-            if v.name.isdigit():
-                raise self.error("numeric grammar references no longer supported", v.offset)
-            raise self.error(f"grammar references (@{v.name}) are not supported yet", v.offset)
+            raise self.error(f"grammar references (@{v.name}) cannot be used in terminals", v.offset)
         assert isinstance(v, Unsupported)
         raise self.error(v.message, v.offset)
 
@@ -494,6 +558,8 @@ class LarkCompiler:
             return (self._json(v),)
         if isinstance(v, NestedLark):
             return self._open_scope(v.grammar, v.offset)
+        if isinstance(v, GrammarRef):
+            return (self._grammar_ref(v),)
         self._unsupported(v)
         raise AssertionError("unreachable")
 

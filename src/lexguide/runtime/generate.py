@@ -264,7 +264,7 @@ class Model:
         """Continue ``prompt`` (text, or token ids used as given).
 
         ``grammar`` is a :class:`lexguide.Grammar` or grammar text (``%llguidance`` → Lark
-        variant, else GBNF); ``json_schema`` a schema (dict or JSON text). With either, every
+        variant, ``{`` → llguidance grammar list, else GBNF); ``json_schema`` a schema (dict or JSON text). With either, every
         token is checked by a matcher and the output is a prefix of the language — complete
         unless ``max_tokens`` ran out (``finish_reason == "length"``). ``sampler`` overrides
         the individual sampling arguments; ``matcher`` is a ready ``lexguide.Matcher`` (or an

@@ -46,7 +46,7 @@ def _constraint(args: argparse.Namespace) -> dict[str, Any]:
     from lexguide.grammar import Grammar
 
     text = args.grammar if args.grammar is not None else _read(args.grammar_file, "grammar file")
-    return {"grammar": Grammar.parse(text)}  # "%llguidance" → Lark variant, else GBNF
+    return {"grammar": Grammar.parse(text)}  # "%llguidance" → Lark, "{" → grammar list, else GBNF
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,7 +104,8 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("-j", "--json-schema", metavar="SCHEMA", help="JSON Schema (JSON text)")
     p.add_argument("--json-schema-file", type=Path, metavar="FILE", help="JSON Schema file")
     p.add_argument("--grammar", metavar="TEXT",
-                   help="grammar: GBNF, or the Lark variant when it starts with %%llguidance")
+                   help="grammar: GBNF, or the Lark variant when it starts with %%llguidance, "
+                        "or an llguidance grammar list when it starts with {")
     p.add_argument("--grammar-file", type=Path, metavar="FILE", help="grammar file")
     p.add_argument("--temp", type=float, default=0.8, help="temperature; 0 = greedy (default 0.8)")
     p.add_argument("--top-k", type=int, default=40, help="top-k, 0 = off (default 40)")
