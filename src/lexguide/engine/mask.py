@@ -96,11 +96,16 @@ class MaskEngine:
             new_set, lstart = self.lp.finish_accepted(set_id, acc)
             if new_set == DEAD_SET:
                 continue
-            # the same tokens at the same columns in the same states: a cycle of empty lexemes
-            key = (new_set, lstart, acc, tuple((c, _size(r)) for c, r in groups))
-            if key in path:
-                continue
-            self._collect(self.walker.child(node, acc, lstart), new_set, out, path + (key,))
+            sub = path
+            if self.lexer.accepting(lstart):
+                # a lexeme of the restart matches the empty string: the same tokens may come
+                # back at the same columns in the same states, a cycle of empty lexemes. (A
+                # cycle through a restart that takes a byte cannot close: columns only grow.)
+                key = (new_set, lstart, acc, tuple((c, _size(r)) for c, r in groups))
+                if key in path:
+                    continue
+                sub = path + (key,)
+            self._collect(self.walker.child(node, acc, lstart), new_set, out, sub)
 
     # -- public ---------------------------------------------------------------------------
     def compute_mask(self, state: ParseState) -> np.ndarray:
