@@ -64,6 +64,8 @@ _MAX_WALKERS = 3
 MAX_ROOTS = 20_000
 MAX_NODE_WALK_ROWS = 64 << 20  # total rows held by cached per-node walks (~11 bytes each)
 MAX_SHARED_CHILD_BYTES = 64 << 20  # signature bytes of continuations shared across parents
+MAX_PY_ROWS = 20_000  # DFA rows kept as Python lists for small walks (~2 KiB each)
+MAX_GROUP_REFS = 2_048  # reference masks of successor nodes (one packed mask each)
 #: states with more alive lexemes than this are walked directly, not combined per lexeme
 _MAX_COMBINED = 30
 #: nodes with at most this many allowed tokens set bits directly instead of OR-ing a mask
@@ -441,6 +443,8 @@ class VocabWalker:
             self.lexer.ensure_rows(np.array([state], dtype=np.int32))
             row = self.lexer.table[state].tolist()
             self._grow_state_props()
+            if len(self._py_rows) >= MAX_PY_ROWS:
+                self._py_rows.clear()
             self._py_rows[state] = row
         return row
 
@@ -616,6 +620,8 @@ class VocabWalker:
         ref = self._group_refs.get(node)
         if ref is None:
             packed = info.mask_from_ids(np.concatenate([tails[b][1].allowed_ids(info) for b in byts]))
+            if len(self._group_refs) >= MAX_GROUP_REFS:
+                self._group_refs.clear()
             self._group_refs[node] = (want, packed)
             return packed.copy()
         ref_want, ref_packed = ref
