@@ -146,3 +146,22 @@ def test_max_tokens_stops_an_incomplete_constrained_output(smollm2):
     out = smollm2.generate("Hi", json_schema={"type": "string", "minLength": 40},
                            max_tokens=3, temperature=0)
     assert out.finish_reason == "length" and len(out.token_ids) == 3
+
+
+def test_repeated_schema_reuses_the_compiled_grammar(smollm2):
+    """A schema (or grammar text) seen again is not recompiled: its memoised masks serve the
+    next request. Equal dicts hit the cache; a different property order is another schema."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}},
+              "required": ["n"]}
+    smollm2._grammars.clear()
+    first = smollm2._matcher(None, schema)
+    again = smollm2._matcher(None, json.loads(json.dumps(schema)))
+    assert again.grammar is first.grammar and again._engine is first._engine
+    reordered = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
+                 "required": ["n"]}
+    assert smollm2._matcher(None, reordered).grammar is not first.grammar
+    text = '%llguidance {}\nstart: "yes" | "no"'
+    assert smollm2._matcher(text, None).grammar is smollm2._matcher(text, None).grammar
+    out = smollm2.generate("Answer: ", json_schema=schema, max_tokens=24, temperature=0)
+    assert out.finish_reason in ("stop", "length")
+    assert len(smollm2._grammars) == 3

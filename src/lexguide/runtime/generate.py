@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import codecs
 import gc
+import json
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,7 @@ __all__ = ["Completion", "CompletionChunk", "Model", "Timings"]
 # Project only the allowed rows of the output matrix when at most this fraction is allowed.
 _SPARSE_FRACTION = 0.25
 _DEFAULT_N_CTX = 4096
+_GRAMMAR_CACHE = 32  # compiled grammars kept per model (schemas and grammar texts)
 
 
 @dataclass(slots=True)
@@ -172,6 +175,7 @@ class Model:
         self._eog = np.zeros(self.config.n_vocab, dtype=bool)
         self._eog[[t for t in tokenizer.eog_ids if t < self.config.n_vocab]] = True
         self._tokenizer_info: Any = None
+        self._grammars: OrderedDict[tuple[str, str], Any] = OrderedDict()
 
     # ----------------------------------------------------------------------------- loading
     @classmethod
@@ -347,15 +351,30 @@ class Model:
         if grammar is not None and json_schema is not None:
             raise ModelError("pass either grammar= or json_schema=, not both")
         from lexguide.engine import Matcher
+
+        g = grammar if grammar is not None and not isinstance(grammar, str) else self._compiled(grammar, json_schema)
+        return Matcher(g, self.tokenizer_info)
+
+    def _compiled(self, text: str | None, json_schema: Any) -> Any:
+        """The Grammar of a schema or grammar text, from a small per-model cache: a server
+        answering many requests with one schema compiles it once, and the masks memoised for
+        it serve every request (after the first, a mask is a dict lookup)."""
         from lexguide.grammar import Grammar
 
-        if json_schema is not None:
-            g = Grammar.from_json_schema(json_schema)
-        elif isinstance(grammar, str):
-            g = Grammar.parse(grammar)
-        else:
-            g = grammar
-        return Matcher(g, self.tokenizer_info)
+        try:
+            key = ("text", text) if json_schema is None else (
+                "json", json_schema if isinstance(json_schema, str) else json.dumps(json_schema))
+        except (TypeError, ValueError):  # not JSON-serialisable: compile (and fail) uncached
+            return Grammar.from_json_schema(json_schema)
+        g = self._grammars.get(key)
+        if g is not None:
+            self._grammars.move_to_end(key)
+            return g
+        g = Grammar.from_json_schema(json_schema) if json_schema is not None else Grammar.parse(text)
+        self._grammars[key] = g
+        if len(self._grammars) > _GRAMMAR_CACHE:
+            self._grammars.popitem(last=False)
+        return g
 
     def _chunks(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any, max_tokens: int,
                 stops: list[str]) -> Iterator[CompletionChunk]:
