@@ -273,3 +273,13 @@ def test_mutated_real_headers_raise_only_gguf_error(real_header, edits):
     finally:
         for pos, old in reversed(saved):
             data[pos : pos + len(old)] = old
+
+
+@pytest.mark.parametrize("shape", [(2**62, 0), (0, 2**62), (2**40, 2**30, 0)])
+def test_empty_shape_with_a_huge_dimension_is_a_gguf_error(shape):
+    """numpy refuses such shapes even when empty; a tensor claiming one must fail as GGUFError
+    (found by the mutation test above: a dimension zeroed, another made huge)."""
+    from lexguide.gguf.quants import dequantize
+
+    with pytest.raises(GGUFError, match="too large"):
+        dequantize(np.zeros(0, np.uint8), "F32", shape=shape)

@@ -343,6 +343,10 @@ def _resolve_shape(
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
         raise GGUFError(f"{name}: negative dimension in shape {shape}")
+    # numpy refuses any dimension (or product of non-zero dimensions) past its address space,
+    # even when another dimension is 0 and the array would be empty
+    if math.prod(s for s in shape if s) * 4 >= 1 << 63:  # float32 output
+        raise GGUFError(f"{name}: shape {shape} is too large to hold in memory")
     inner = shape[-1] if shape else 1
     if inner % traits.block_size:
         raise GGUFError(
