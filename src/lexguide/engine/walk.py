@@ -20,8 +20,13 @@ so a token's fate is fixed by the column at which each derivative dies (the stat
 latest of them) and whether it accepted just before. Those per-derivative columns are cached
 per regex node, which is hash-consed: "inside a JSON string" is walked once, then reused by
 every state that contains it (a property key that may also be any other string, a string in
-another schema...). Large per-node walks first deduplicate tokens by their class string under
-the byte partition of the node (262k tokens → a few hundred for a JSON string body).
+another schema...). A node that takes many first bytes is assembled from *tails*, one per
+first byte, cached per (successor node, byte) and walked over the token prefix tree
+(``trie.py``); counters no short token can tell apart are capped (``rx.cap_counters``); a
+state dominated by one derivative starts from that derivative's packed mask and recomputes
+only the rows the others list. Continuations are shared across parents by (restart state,
+rows), and walks of a few rows run byte by byte in Python. ``docs/engine.md`` has the
+measurements behind each of these.
 """
 
 from __future__ import annotations
