@@ -19,7 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from lexguide.engine.tokenizer_info import TokenizerInfo
+from lexguide.engine.tokenizer_info import TokenizerInfo, set_bits
 from lexguide.engine.walk import FirstBytes, WalkNode, walker_for
 from lexguide.errors import GrammarError
 from lexguide.grammar.earley import DEAD_SET
@@ -133,7 +133,7 @@ class MaskEngine:
             small.append(self._eos)
         if small:
             ids = np.concatenate(small)
-            np.bitwise_or.at(mask, ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
+            set_bits(mask, ids)
         mask.flags.writeable = False
         self._masks[state] = mask
         if len(self._masks) > self.max_cached_masks:

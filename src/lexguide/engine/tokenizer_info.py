@@ -180,3 +180,13 @@ class TokenizerInfo:
 
     def __repr__(self) -> str:
         return f"TokenizerInfo(vocab_size={self.vocab_size}, eos={sorted(self.eos_ids)})"
+
+
+def set_bits(packed: np.ndarray, ids: np.ndarray) -> None:
+    """Set the bits of token ``ids`` (int64) in a packed uint32 mask, in place."""
+    np.bitwise_or.at(packed, ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
+
+
+def clear_bits(packed: np.ndarray, ids: np.ndarray) -> None:
+    """Clear the bits of token ``ids`` (int64) in a packed uint32 mask, in place."""
+    np.bitwise_and.at(packed, ids >> 5, ~np.left_shift(1, ids & 31).astype(np.uint32))

@@ -94,17 +94,7 @@ class TokenTrie:
             if not len(nodes):
                 break
             level, below = self.levels[d - 1], self.levels[d]
-            clo, chi = level.child_lo[nodes], level.child_hi[nodes]
-            counts = chi - clo
-            keep = counts > 0
-            if not keep.all():
-                clo, counts, states = clo[keep], counts[keep], states[keep]
-            if not len(counts):
-                break
-            total = int(counts.sum())
-            offsets = np.cumsum(counts) - counts
-            parent = np.repeat(np.arange(len(counts)), counts)
-            children = np.arange(total) - offsets[parent] + clo[parent]
+            children, parent = _ranges(level.child_lo[nodes], level.child_hi[nodes])
             parent_states = states[parent]
             nxt = step(parent_states, below.byte[children])
             died = nxt == 0
@@ -118,12 +108,15 @@ class TokenTrie:
                 children, nxt = children[live], nxt[live]
             nodes, states = children, nxt
         if dead_lo:
-            lo, hi = np.concatenate(dead_lo), np.concatenate(dead_hi)
-            sizes = hi - lo
             col = np.repeat(np.array(dead_col, dtype=np.int16), [len(x) for x in dead_lo])
-            accs = np.concatenate(dead_acc)
-            which = np.repeat(np.arange(len(lo)), sizes)
-            at = np.arange(int(sizes.sum())) - (np.cumsum(sizes) - sizes)[which] + lo[which]
+            at, which = _ranges(np.concatenate(dead_lo), np.concatenate(dead_hi))
             death[at] = col[which]
-            acc[at] = accs[which]
+            acc[at] = np.concatenate(dead_acc)[which]
         return death, acc
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The integers of the ranges ``[lo[i], hi[i])`` in order, and the range ``i`` of each."""
+    sizes = hi - lo
+    which = np.repeat(np.arange(len(lo)), sizes)
+    return np.arange(int(sizes.sum())) - (np.cumsum(sizes) - sizes)[which] + lo[which], which

@@ -36,7 +36,7 @@ from typing import NamedTuple, Union
 
 import numpy as np
 
-from lexguide.engine.tokenizer_info import TokenizerInfo
+from lexguide.engine.tokenizer_info import TokenizerInfo, clear_bits, set_bits
 from lexguide.grammar import rx
 
 __all__ = ["VocabWalker", "WalkNode", "walker_for"]
@@ -141,7 +141,8 @@ class WalkNode:
 
 
 class _Tail:
-    """The tokens starting with one byte, walked from column 1 under one regex node."""
+    """Tokens walked under one regex node (those starting with one byte, from column 1, for a
+    tail), with the products a state's walk is assembled from."""
 
     __slots__ = ("_allowed", "_crossing", "acc", "death", "rows")
 
@@ -588,18 +589,16 @@ class VocabWalker:
             p_rows, p_death, p_acc = w.patch
             packed = packed.copy()
             ids = info.text_ids[p_rows].astype(np.int64)
-            _clear_bits(packed, ids)
+            clear_bits(packed, ids)
             survive = p_death == info.lengths[p_rows]
-            _set_bits(packed, ids[survive])
+            set_bits(packed, ids[survive])
             keep = _without_mask(c_rows, p_rows)
             c = ~survive & p_acc & (p_death > 0)
             c_rows = np.concatenate((c_rows[keep], p_rows[c]))
             c_death = np.concatenate((c_death[keep], p_death[c]))
-        elif w.tails is None:
-            survive = w.death == info.lengths[w.rows]
-            packed = info.mask_from_ids(info.text_ids[w.rows[survive]].astype(np.int64))
-            c = ~survive & w.acc
-            return packed, w.rows[c], w.death[c]
+        elif w.tails is None:  # one flat walk reads like one tail (rows sorted)
+            flat = _Tail(w.rows, w.death, w.acc)
+            return info.mask_from_ids(flat.allowed_ids(info)), *flat.crossing(info)
         else:
             by_node: dict[int, list[int]] = {}
             for b, (node, _) in w.tails.items():
@@ -634,10 +633,10 @@ class VocabWalker:
         drop = np.flatnonzero(ref_want & ~want)
         if len(drop):
             rows = np.concatenate([info.rows_by_first[b] for b in drop.tolist()])
-            _clear_bits(out, info.text_ids[rows].astype(np.int64))
+            clear_bits(out, info.text_ids[rows].astype(np.int64))
         add = np.flatnonzero(want & ~ref_want)
         if len(add):
-            _set_bits(out, np.concatenate([tails[b][1].allowed_ids(info) for b in add.tolist()]))
+            set_bits(out, np.concatenate([tails[b][1].allowed_ids(info) for b in add.tolist()]))
         return out
 
     def _node_walk(self, gid: int, node: int) -> _NodeWalk:
@@ -946,14 +945,6 @@ def _without_mask(sorted_rows: np.ndarray, drop: np.ndarray) -> np.ndarray:
         keep[pos[sorted_rows[pos] == drop[valid]]] = False
     return keep
 
-
-
-def _clear_bits(packed: np.ndarray, ids: np.ndarray) -> None:
-    np.bitwise_and.at(packed, ids >> 5, ~np.left_shift(1, ids & 31).astype(np.uint32))
-
-
-def _set_bits(packed: np.ndarray, ids: np.ndarray) -> None:
-    np.bitwise_or.at(packed, ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
 
 
 def _split_by_state(states: np.ndarray, rows: np.ndarray):
