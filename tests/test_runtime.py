@@ -223,6 +223,22 @@ def test_cli_run_constrained(smollm2_file, capsys):
     assert "finish: stop" in err and "tok/s" in err
 
 
+def test_cli_run_prints_captures(smollm2_file, capsys):
+    import json
+
+    from lexguide.cli import main
+
+    grammar = '%llguidance {}\nstart: "(" num ")"\nnum[capture]: /[0-9]{1,3}/\n'
+    rc = main(["run", "-m", str(smollm2_file), "-p", "Number:", "--grammar", grammar, "--temp", "0",
+               "-n", "8", "-t", "1", "-c", "64", "--captures"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    line = next(x for x in err.splitlines() if x.startswith("captures: "))
+    assert json.loads(line[len("captures: "):]) == [["num", out.strip()[1:-1]]]
+    assert main(["run", "-m", str(smollm2_file), "-p", "x", "-j", "{}", "--captures"]) == 1
+    assert "--captures needs a grammar" in capsys.readouterr().err
+
+
 def test_cli_run_errors(smollm2_file, capsys):
     from lexguide.cli import main
 

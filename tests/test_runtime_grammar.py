@@ -70,6 +70,14 @@ def test_regex_grammar(smollm2):
         assert re.fullmatch(r"[0-9]{3}-[a-z]{2}", out.text) and out.finish_reason == "stop"
 
 
+def test_completion_reports_captures(smollm2):
+    grammar = '%llguidance {}\nstart: "(" num "," word ")"\nnum[capture]: /[0-9]{1,3}/\nword[capture="w"]: /[a-z]{1,6}/\n'
+    out = smollm2.generate("Pair:", grammar=grammar, max_tokens=20, temperature=1.0, seed=3)
+    assert out.finish_reason == "stop", out.text
+    m = re.fullmatch(r"\(([0-9]{1,3}),([a-z]{1,6})\)", out.text)
+    assert m and out.captures == [("num", m.group(1)), ("w", m.group(2))]
+
+
 # ------------------------------------------------------------------ scripted matcher contract
 def _mask(n_vocab, ids):
     mask = np.zeros((n_vocab + 31) // 32, dtype=np.uint32)

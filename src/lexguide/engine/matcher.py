@@ -52,6 +52,7 @@ class Matcher:
         self._engine = engine_for(grammar, tokenizer_info)
         self._lp = self._engine.lp
         self._history: list[ParseState] = [self._lp.initial]
+        self._tokens: list[int] = []  # consumed tokens (EOS excluded), for captures()
         self._stopped = False  # an EOS token was consumed
         # token budgets: global lexeme -> max_tokens; per history entry, the tokens that hold
         # bytes of the lexeme being read; budget-restricted masks by (state, count)
@@ -193,6 +194,7 @@ class Matcher:
                 return
             raise TokenRejected(token_id)
         self._history.append(nxt)
+        self._tokens.append(token_id)
         self._counts.append(count)
 
     def consume_tokens(self, token_ids) -> None:
@@ -209,11 +211,13 @@ class Matcher:
             n -= 1
         if n:
             del self._history[-n:]
+            del self._tokens[-n:]
             del self._counts[-n:]
 
     def reset(self) -> None:
         """Back to the start of the grammar."""
         del self._history[1:]
+        del self._tokens[:]
         del self._counts[1:]
         self._stopped = False
 
@@ -222,10 +226,39 @@ class Matcher:
         twin = Matcher.__new__(Matcher)
         twin.grammar, twin.info, twin._engine, twin._lp = self.grammar, self.info, self._engine, self._lp
         twin._history = list(self._history)
+        twin._tokens = list(self._tokens)
         twin._stopped = self._stopped
         twin._budgets, twin._budget_masks = self._budgets, self._budget_masks
         twin._counts = list(self._counts)
         return twin
+
+    # -- captures -------------------------------------------------------------------------
+    def captures(self) -> list[tuple[str, bytes]]:
+        """``(name, bytes)`` of the Lark ``capture``/``stop_capture`` rules in the output so
+        far, ordered by end position (see :mod:`lexguide.grammar.captures`).
+
+        Once the output is complete (EOS consumed, or nothing but EOS can follow) the last
+        lexeme counts as ended; before that, only rules a parse of the prefix has completed
+        are reported. Computed on demand by replaying the consumed tokens (cost grows with the
+        output); ``[]`` at once for grammars without captures.
+        """
+        lp = self._lp
+        if not lp.ir.has_captures:
+            return []
+        from lexguide.grammar.captures import captures
+
+        pieces: list = []
+        data = bytearray()
+        for before, after, token_id in zip(self._history, self._history[1:], self._tokens):
+            lexemes = self._engine.token_lexemes_of(token_id)
+            if lexemes and lp.advance_token_lexeme(before, lexemes) is not None:
+                pieces.append((lexemes, after))
+            else:
+                piece = self.info.token_bytes[token_id]
+                pieces.append((piece, after))
+                data += piece
+        final = self._stopped or (lp.is_accepting(self.state) and not lp.can_continue(self.state))
+        return captures(lp, bytes(data), pieces, final)
 
     # -- forcing --------------------------------------------------------------------------
     def forced_bytes(self) -> bytes:

@@ -101,6 +101,23 @@ class Grammar:
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         return self.lexparser.accepts(data)
 
+    def captures(self, text: str | bytes) -> list[tuple[str, bytes]]:
+        """``(name, bytes)`` of the Lark ``capture``/``stop_capture`` rules in a complete
+        sentence ``text``, ordered by end position (see :mod:`lexguide.grammar.captures`).
+
+        Raises :class:`~lexguide.errors.MatcherError` if ``text`` does not match the grammar.
+        """
+        from lexguide.grammar.captures import captures
+
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        lp = self.lexparser
+        pieces: list = [(data, None)]
+        if lp.eos_lexemes:  # a ``stop=""`` lexeme ends at the end of the input (the EOS)
+            state = lp.advance_bytes(lp.initial, data)
+            if state is not None and not lp.is_accepting(state):
+                pieces.append((lp.eos_lexemes, None))
+        return captures(lp, data, pieces, final=True)
+
     def __repr__(self) -> str:
         return (
             f"Grammar(source={self.source!r}, lexemes={len(self.ir.lexemes)}, "

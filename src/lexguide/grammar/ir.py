@@ -87,7 +87,10 @@ class Lexeme:
     ``stop_rx`` (Lark ``stop=V``): ``rx`` is ``body V`` and the bytes matching ``V`` at the end
     are *hidden* text -- the model produced them, but they are not part of the rule's value;
     :meth:`split_stop` separates them. ``None`` for every other lexeme (``suffix=`` text is
-    visible).
+    visible). ``suffix_rx`` (Lark ``suffix=V``) records the same split for a visible tail.
+
+    ``capture`` names the lexeme's value (its bytes without the stop/suffix tail) and
+    ``stop_capture`` the tail, for :mod:`lexguide.grammar.captures`.
     """
 
     name: str
@@ -97,7 +100,10 @@ class Lexeme:
     token_set: TokenSet | None = None
     max_tokens: int | None = None
     stop_rx: int | None = None
-    body_rx: int | None = None  # with ``stop_rx``: the regex of the visible part
+    body_rx: int | None = None  # with ``stop_rx``/``suffix_rx``: the regex of the value part
+    suffix_rx: int | None = None
+    capture: str | None = None
+    stop_capture: str | None = None
 
     def split_stop(self, data: bytes) -> tuple[bytes, bytes]:
         """``(visible, hidden)`` bytes of one match ``data`` of this lexeme.
@@ -106,12 +112,20 @@ class Lexeme:
         regex whose remaining prefix matches the body; otherwise (or when no split exists)
         ``hidden`` is empty. Pure; costs O(len(data)^2) regex steps.
         """
-        if self.stop_rx is None or self.body_rx is None:
+        if self.stop_rx is None:
+            return data, b""
+        return self.split_tail(data)
+
+    def split_tail(self, data: bytes) -> tuple[bytes, bytes]:
+        """``(value, tail)`` of one match ``data``: the tail is the ``stop=``/``suffix=`` text
+        (the longest suffix matching it whose prefix matches the body; empty if none)."""
+        tail_rx = self.stop_rx if self.stop_rx is not None else self.suffix_rx
+        if tail_rx is None or self.body_rx is None:
             return data, b""
         from lexguide.grammar import rx as _rx
 
         for k in range(len(data) + 1):
-            if _rx.matches(self.stop_rx, data[k:]) and _rx.matches(self.body_rx, data[:k]):
+            if _rx.matches(tail_rx, data[k:]) and _rx.matches(self.body_rx, data[:k]):
                 return data[:k], data[k:]
         return data, b""
 
@@ -142,6 +156,14 @@ class GrammarIR:
     start: int
     skips: tuple[int | None, ...]  # per lexeme class: skip regex node id, or None
     options: GrammarOptions = field(default_factory=GrammarOptions)
+    captures: tuple[tuple[int, str], ...] = ()  # (nonterminal, capture name)
+
+    @property
+    def has_captures(self) -> bool:
+        """Whether any rule or lexeme reports its value (Lark ``capture``/``stop_capture``)."""
+        return bool(self.captures) or any(
+            lx.capture is not None or lx.stop_capture is not None for lx in self.lexemes
+        )
 
     def symbol_name(self, sym: int) -> str:
         if is_lexeme(sym):
@@ -164,6 +186,7 @@ class GrammarBuilder:
         self._rule_set: set[Rule] = set()
         self._helpers: dict[tuple, int] = {}
         self._skips: list[int | None] = [None]
+        self._captures: dict[int, str] = {}
         self.options = GrammarOptions()
 
     # -- lexeme classes -------------------------------------------------------------------
@@ -189,19 +212,28 @@ class GrammarBuilder:
         lazy: bool = False,
         max_tokens: int | None = None,
         stop: tuple[int, int] | None = None,
+        suffix: tuple[int, int] | None = None,
+        capture: str | None = None,
+        stop_capture: str | None = None,
     ) -> int:
         """The symbol of a byte-regex lexeme (created on first use).
 
         ``stop=(body_rx, stop_rx)`` marks the text matching ``stop_rx`` at the end of ``rx``
-        as hidden (see :class:`Lexeme`); it does not change what the lexeme matches.
+        as hidden (see :class:`Lexeme`), ``suffix=(body_rx, suffix_rx)`` as a visible tail;
+        neither changes what the lexeme matches. ``capture``/``stop_capture`` name its value
+        and its tail.
         """
-        key = (rx, lexeme_class, lazy, None, max_tokens, stop)
+        key = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture, stop_capture)
         idx = self._lexeme_ids.get(key)
         if idx is None:
             idx = len(self._lexemes)
             body_rx, stop_rx = stop if stop is not None else (None, None)
+            suffix_rx = None
+            if suffix is not None:
+                body_rx, suffix_rx = suffix
             self._lexemes.append(
-                Lexeme(name, rx, lexeme_class, lazy, None, max_tokens, stop_rx, body_rx)
+                Lexeme(name, rx, lexeme_class, lazy, None, max_tokens, stop_rx, body_rx,
+                       suffix_rx, capture, stop_capture)
             )
             self._lexeme_ids[key] = idx
         return lexeme_sym(idx)
@@ -224,6 +256,10 @@ class GrammarBuilder:
         """A fresh nonterminal named ``name`` (names need not be unique)."""
         self._names.append(name)
         return len(self._names) - 1
+
+    def capture(self, nonterminal: int, name: str) -> None:
+        """Report the bytes each completion of ``nonterminal`` spans under ``name``."""
+        self._captures[nonterminal] = name
 
     def rule(self, lhs: int, rhs: Sequence[int]) -> None:
         """Add ``lhs -> rhs`` (duplicates are ignored)."""
@@ -361,6 +397,7 @@ class GrammarBuilder:
             start=top,
             skips=tuple(self._skips),
             options=self.options,
+            captures=tuple(sorted(self._captures.items())),
         )
 
 

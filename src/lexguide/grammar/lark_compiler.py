@@ -626,6 +626,8 @@ class LarkCompiler:
             syms = self._lexeme_rule(scope, rule)
         else:
             nt = self.builder.nonterminal(name)
+            if rule.capture is not None:
+                self.builder.capture(nt, rule.capture)
             self._pending.append((scope, rule, nt))
             syms = (nt,)
         scope.rule_syms[name] = syms
@@ -664,10 +666,12 @@ class LarkCompiler:
             if rule.max_tokens is None and rule.temperature is None:
                 raise
             raise GrammarError(e.detail + _TERMINAL_HINT, text=self.text, offset=e.offset) from None
-        stop = None
+        stop = suffix = None
         eos_stop = False
         if rule.suffix is not None:
-            body = rx.concat(body, self.term_value(scope, rule.suffix))
+            suffix_rx = self.term_value(scope, rule.suffix)
+            suffix = (body, suffix_rx)
+            body = rx.concat(body, suffix_rx)
         elif rule.stop is not None:
             stop_rx = self.term_value(scope, rule.stop)
             if stop_rx == rx.EPSILON:
@@ -680,8 +684,9 @@ class LarkCompiler:
         lazy = rule.lazy or rule.suffix is not None or stop is not None
         cls = scope.lexeme_class
         sym = self.builder.lexeme(
-            body, rule.name, lexeme_class=cls, lazy=lazy, max_tokens=rule.max_tokens, stop=stop
-        )
+            body, rule.name, lexeme_class=cls, lazy=lazy, max_tokens=rule.max_tokens, stop=stop,
+            suffix=suffix, capture=rule.capture, stop_capture=rule.stop_capture,
+        )  # fmt: skip
         if eos_stop:
             return (sym, self.builder.token_lexeme(TokenSet(eos=True), lexeme_class=cls))
         return (sym,)

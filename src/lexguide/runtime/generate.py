@@ -103,6 +103,8 @@ class Completion:
     ``token_ids`` are the generated tokens (an end-of-generation token is not included; a
     stop string's tokens are); ``finish_reason`` is ``"stop"`` (EOG token, stop string, or
     a complete grammar) or ``"length"`` (``max_tokens`` or the context size reached).
+    ``captures`` lists the grammar's Lark ``capture`` values, ``(name, text)`` in output order
+    (:meth:`lexguide.Matcher.captures`).
     """
 
     text: str
@@ -110,6 +112,7 @@ class Completion:
     finish_reason: str
     timings: Timings = field(default_factory=Timings)
     prompt_token_ids: list[int] = field(default_factory=list)
+    captures: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -309,8 +312,11 @@ class Model:
         for last in chunks:
             text.append(last.text)
             token_ids.extend(last.token_ids)
+        captures = []
+        if getattr(matcher, "captures", None) is not None:  # duck-typed matchers may lack it
+            captures = [(name, value.decode("utf-8", "replace")) for name, value in matcher.captures()]
         return Completion("".join(text), token_ids, last.finish_reason or "length",
-                          last.timings or Timings(), list(ids))
+                          last.timings or Timings(), list(ids), captures)
 
     def chat(self, messages: Sequence[Mapping[str, Any]], *, chat_template: str | None = None,
              add_generation_prompt: bool = True, **kwargs: Any) -> Completion | Iterator[CompletionChunk]:

@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         raise ModelError("give either -p/--prompt or -f/--file, not both")
     prompt = _read(args.file, "prompt file") if args.file is not None else (args.prompt or "")
     constraint = _constraint(args)
+    if args.captures and "grammar" not in constraint:
+        raise ModelError("--captures needs a grammar (--grammar/--grammar-file) with capture rules")
     model = Model.from_gguf(args.model, weights=args.weights, n_ctx=args.ctx_size,
                             n_threads=args.threads, decode_threads=args.decode_threads,
                             progress=True if args.verbose else None)
@@ -67,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         min_p=args.min_p, repeat_penalty=args.repeat_penalty, repeat_last_n=args.repeat_last_n,
         seed=args.seed, stop=args.stop or None, stream=True, **constraint,
     )
+    matcher = None
+    if args.captures:  # keep the matcher to read its captures after the stream
+        matcher = model._matcher(kwargs.pop("grammar"), None)
+        kwargs["matcher"] = matcher
     if args.chat:
         stream = model.chat([{"role": "user", "content": prompt}], **kwargs)
     else:
@@ -85,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     if last is not None and last.timings is not None:
         print(f"\nfinish: {last.finish_reason}", file=sys.stderr)
         print(last.timings.summary(), file=sys.stderr)
+    if matcher is not None:
+        caps = [[name, value.decode("utf-8", "replace")] for name, value in matcher.captures()]
+        print("captures: " + json.dumps(caps, ensure_ascii=False), file=sys.stderr)
     return 0
 
 
@@ -130,5 +139,8 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
                    help="threads for prompt evaluation (default: available cores)")
     p.add_argument("--decode-threads", type=int, default=None,
                    help="threads for the big decode matvecs (default: as -t)")
+    p.add_argument("--captures", action="store_true",
+                   help="after the output, print the grammar's capture rules' values as JSON "
+                        "[[name, value], ...] to stderr")
     p.add_argument("-v", "--verbose", action="store_true", help="progress bar and model summary")
     p.set_defaults(handler=run)
