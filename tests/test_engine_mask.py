@@ -207,18 +207,31 @@ def _json_vocab(seed: int) -> list[bytes]:
     return list(dict.fromkeys(toks))
 
 
+KEY_SCHEMAS = [
+    {"type": "object", "properties": {"ab": {"const": 0}, "aab": {"type": "object"}, "b": {},
+                                      "ba": {"type": "string", "maxLength": 6}}},
+    # names that are prefixes of each other, need escapes, or are empty
+    {"type": "object", "properties": {"a": {"const": 0}, "a\"b": {}, "": {"type": "object"},
+                                      "ab\\": {"type": "array"}}},
+]
+
+
+@pytest.mark.parametrize("negation", [True, False])
 @pytest.mark.parametrize("split", [False, True, "trie"])
+@pytest.mark.parametrize("schema", [0, 1])
 @pytest.mark.parametrize("seed", range(6))
-def test_property_key_masks_equal_brute_force(seed, split, monkeypatch):
+def test_property_key_masks_equal_brute_force(seed, schema, split, negation, monkeypatch):
     """Keys that may be a declared name or any other string (the complement of the declared
-    names): the dominant-walk combination patches only the declared names' rows."""
+    names): the dominant-walk combination patches only the declared names' rows, and the
+    tails of such keys start from the plain string's tails (``_negation_tail``)."""
+    import lexguide.engine.walk as walk_module
+
+    monkeypatch.setattr(walk_module, "NEGATION_TAILS", negation)
     if split:
         _force_split_walks(monkeypatch, trie=split == "trie")
     vocab = _json_vocab(seed)
     info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
-    schema = {"type": "object", "properties": {"ab": {"const": 0}, "aab": {"type": "object"}, "b": {},
-                                               "ba": {"type": "string", "maxLength": 6}}}
-    grammar = Grammar.from_json_schema(schema, whitespace="compact")
+    grammar = Grammar.from_json_schema(KEY_SCHEMAS[schema], whitespace="compact")
     rng = random.Random(seed)
     m = Matcher(grammar, info)
     lp = m._lp
@@ -248,3 +261,53 @@ def test_mask_with_numpy_or_python_walks(seed, small_rows, monkeypatch):
     info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
     rng = random.Random(seed)
     _walk_randomly_checking_masks(_random_grammar(rng), info, rng, steps=10)
+
+
+def test_negation_tails_are_taken(monkeypatch):
+    """The key masks above exercise ``_negation_tail``, not only its fallback."""
+    import lexguide.engine.walk as walk_module
+
+    _force_split_walks(monkeypatch, trie=True)
+    taken = []
+    original = walk_module.VocabWalker._negation_tail
+
+    def spy(self, *args):
+        tail = original(self, *args)
+        taken.append(tail is not None)
+        return tail
+
+    monkeypatch.setattr(walk_module.VocabWalker, "_negation_tail", spy)
+    vocab = _json_vocab(0) + [b'{"zz']  # a fresh token: the walker cache holds no key walk yet
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
+    m = Matcher(Grammar.from_json_schema(KEY_SCHEMAS[0], whitespace="compact"), info)
+    m.consume(vocab.index(b'{"'))
+    m.compute_mask()
+    assert any(taken)
+
+
+@pytest.mark.parametrize("negation", [True, False])
+def test_a_declared_name_is_no_other_key_after_its_turn(negation, monkeypatch):
+    """After ``"ab"`` was written, the key position accepts any other string but not "ab"
+    again: tokens spelling ``ab"`` must be masked even where every key walk is split."""
+    import lexguide.engine.walk as walk_module
+
+    monkeypatch.setattr(walk_module, "NEGATION_TAILS", negation)
+    _force_split_walks(monkeypatch, trie=True)
+    vocab = _json_vocab(1) + [b'ab"', b'ab":', b'ab":1', b'ab":"', b'aab"', b'abb":']
+    vocab = list(dict.fromkeys(vocab))
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
+    schema = {"type": "object", "properties": {"ab": {"const": 0}, "b": {"type": "integer"}}}
+    m = Matcher(Grammar.from_json_schema(schema, whitespace="compact"), info)
+    for piece in (b'{"', b'ab":', b"0", b',"'):
+        m.consume(vocab.index(piece))
+    got = _mask_ids_of(m.compute_mask(), info)
+    want = {t for t, tb in enumerate(vocab) if t not in info.special_ids
+            and m._lp.advance_bytes(m.state, tb) is not None}
+    assert got == want
+    assert vocab.index(b'ab"') not in got and vocab.index(b'ab":1') not in got
+    assert vocab.index(b'abb":') in got and vocab.index(b'aab"') in got
+
+
+def _mask_ids_of(mask: np.ndarray, info: TokenizerInfo) -> set[int]:
+    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")
+    return set(np.nonzero(bits[: info.vocab_size])[0].tolist())

@@ -68,3 +68,40 @@ def test_trie_walk_equals_row_walk(pattern, seed):
         dead = want_death < info.lengths[rows]
         assert (acc[at][dead] == want_acc[dead]).all()
     assert walked
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_common_prefix_is_exact(seed):
+    vocab = _vocab(seed)
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0])
+    trie = info.trie
+    data = [vocab[i] for i in info.text_ids[trie.row_at].tolist()]
+    rng = random.Random(seed)
+    for _ in range(40):
+        lit = bytes(rng.choice(ALPHABET) for _ in range(rng.randint(1, 10)))
+        got = trie.common_prefix(lit, np.arange(len(data)))
+        want = [next((k for k in range(min(len(x), len(lit))) if x[k] != lit[k]), min(len(x), len(lit)))
+                for x in data]
+        assert got.tolist() == want, lit
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_literal_walk_equals_row_walk(seed):
+    """Literal nodes (keys, enum values) are walked off the prefix tree without lexer rows."""
+    vocab = _vocab(seed)
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0])
+    lexer = shared_lexer()
+    walker = walker_for(lexer, info)
+    rng = random.Random(seed)
+    lits = [bytes(rng.choice(ALPHABET) for _ in range(rng.randint(1, 10))) for _ in range(30)]
+    for lit in [b"a", b"a\x00", b"ab\xff"] + lits:
+        node = rx.literal(lit)
+        fast = walker._literal_walk(lit)
+        state = lexer._intern(((lexer.lexeme_id(node, False), node),))
+        walker._grow_state_props()
+        rows = walker._rows_by_first(walker._alive_first_bytes(state))
+        death, acc = walker._death_walk(state, rows, 0)
+        taken = death > 0
+        assert fast.rows.tolist() == rows[taken].tolist(), lit
+        assert fast.death.tolist() == death[taken].tolist(), lit
+        assert fast.acc.tolist() == acc[taken].tolist(), lit

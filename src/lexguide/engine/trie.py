@@ -71,6 +71,37 @@ class TokenTrie:
         if levels:
             self.first_node[self.levels[0].byte] = np.arange(len(self.levels[0].byte))
 
+    def prefix_ranges(self, data: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """Position ranges ``[lo[d], hi[d])`` of the tokens starting with ``data[:d + 1]``, for
+        every ``d`` such that some token does (nested: ``lo`` rises, ``hi`` falls)."""
+        los: list[int] = []
+        his: list[int] = []
+        node = int(self.first_node[data[0]]) if data else -1
+        d = 0
+        while node >= 0:
+            level = self.levels[d]
+            los.append(int(level.lo[node]))
+            his.append(int(level.hi[node]))
+            d += 1
+            if d == len(data) or d == len(self.levels):
+                break
+            lo, hi = int(level.child_lo[node]), int(level.child_hi[node])
+            below = self.levels[d].byte
+            k = lo + int(np.searchsorted(below[lo:hi], data[d]))
+            node = k if k < hi and below[k] == data[d] else -1
+        return np.array(los, dtype=np.int64), np.array(his, dtype=np.int64)
+
+    def common_prefix(self, data: bytes, positions: np.ndarray) -> np.ndarray:
+        """Per position: the length of the longest common prefix of its token and ``data``.
+
+        The tokens sharing ``d`` bytes with ``data`` are one position range, and the ranges
+        nest; so the length is how many ranges hold the position -- two binary searches.
+        """
+        lo, hi = self.prefix_ranges(data)
+        a = np.searchsorted(lo, positions, side="right")
+        b = np.searchsorted(-hi, -positions, side="left")
+        return np.minimum(a, b)
+
     def death_walk(self, first_bytes: list[int], state: int, step: Callable, accepts: Callable
                    ) -> tuple[np.ndarray, np.ndarray]:
         """Walk the tokens starting with ``first_bytes`` from column 1, in lexer ``state``

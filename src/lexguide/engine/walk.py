@@ -50,6 +50,10 @@ VIEW_AFTER_REQUESTS = 2
 VIEW_MAX_CLASSES = 24
 #: node walks over at least this many tokens are assembled per first byte (``_split_walk``)
 SPLIT_MIN_ROWS = 4096
+#: tails of ``(A & ~B) rest`` nodes start from the tail of ``A rest`` (``_negation_tail``)
+NEGATION_TAILS = True
+#: ... when ``B`` has at most this many (literal, first byte of rest) pairs
+MAX_NEGATION_PREFIXES = 4096
 #: tails of at least this many tokens are walked over the token prefix tree (``trie.py``)
 TRIE_MIN_ROWS = 2048
 #: combined fates of more rows than this go through a dense row -> position map
@@ -644,6 +648,11 @@ class VocabWalker:
         hit = self._node_walks.get(node)
         if hit is not None:
             return hit
+        lit = rx.literal_bytes(node)
+        if lit is not None:
+            result = self._literal_walk(lit)
+            self._cache_node_walk(node, result, len(result.rows))
+            return result
         lexer = self.lexer
         with lexer._lock:
             state = lexer._intern(((gid, node),))
@@ -672,6 +681,10 @@ class VocabWalker:
                 rows, death, acc = rows[taken], death[taken], acc[taken]
             result = _NodeWalk(nullable, rows, death, acc)
             n = len(rows)
+        self._cache_node_walk(node, result, n)
+        return result
+
+    def _cache_node_walk(self, node: int, result: _NodeWalk, n: int) -> None:
         self._node_walk_rows += n
         if self._node_walk_rows > MAX_NODE_WALK_ROWS:
             self._node_walks.clear()
@@ -679,7 +692,18 @@ class VocabWalker:
             self._group_refs.clear()
             self._node_walk_rows = n
         self._node_walks[node] = result
-        return result
+
+    def _literal_walk(self, lit: bytes) -> _NodeWalk:
+        """The walk of a literal (a property name, an enum value...) read off the prefix tree,
+        with no lexer rows: a token dies at the first byte it differs from the literal, or
+        just past the literal, which then accepts."""
+        info = self.info
+        if not lit:
+            return _NodeWalk(True, np.zeros(0, np.int64), np.zeros(0, np.int16), np.zeros(0, bool))
+        rows = info.rows_by_first[lit[0]]
+        death = info.trie.common_prefix(lit, info.trie.position[rows]).astype(np.int16)
+        acc = (death == len(lit)) & (info.lengths[rows] > len(lit))
+        return _NodeWalk(False, rows, death, acc)
 
     def _split_walk(self, state: int) -> dict[int, tuple[int, _Tail]]:
         """A node walk as one tail per first byte, from the walks of the byte's successor.
@@ -709,24 +733,108 @@ class VocabWalker:
                 missing.setdefault(t, []).append(b)
         for t, byts in missing.items():
             node = lexer.state_key(t)[0][1]
-            buckets = [by_first[b] for b in byts]
-            rows = np.concatenate(buckets) if len(buckets) > 1 else buckets[0]
-            if len(rows) >= TRIE_MIN_ROWS:
-                # many tokens: walk their distinct prefixes, then read each row's fate
-                death_at, acc_at = self.info.trie.death_walk(byts, t, self._step, self._acc_of)
-                at = self.info.trie.position[rows]
-                death, acc = death_at[at], acc_at[at]
-            else:
-                death, acc = self._walk_deduped(node, t, rows, 1)
-            start = 0
-            for b, bucket in zip(byts, buckets):
-                end = start + len(bucket)
-                tail = _Tail(bucket, death[start:end], acc[start:end])
-                self._tails[(node, b)] = tail
-                self._node_walk_rows += len(bucket)
+            for b, tail in self._tails_for(t, byts).items():
                 tails[b] = (node, tail)
-                start = end
         return tails
+
+    def _tails_for(self, t: int, byts: list[int]) -> dict[int, _Tail]:
+        """The tails (tokens starting with each of ``byts``, walked from column 1 in the
+        single-lexeme state ``t`` they all lead to); computed and cached per (node, byte)."""
+        gid, node = self.lexer.state_key(t)[0]
+        out: dict[int, _Tail] = {}
+        todo = []
+        for b in byts:
+            hit = self._tails.get((node, b))
+            if hit is not None:
+                out[b] = hit
+            else:
+                todo.append(b)
+        if not todo:
+            return out
+        by_first = self.info.rows_by_first
+        split = rx.split_negation(node) if NEGATION_TAILS and rx.has_boolean(node) else None
+        if split is not None:
+            rest = []
+            for b in todo:
+                tail = self._negation_tail(gid, split, b)
+                if tail is None:
+                    rest.append(b)
+                else:
+                    out[b] = self._cache_tail(node, b, tail)
+            todo = rest
+            if not todo:
+                return out
+        buckets = [by_first[b] for b in todo]
+        rows = np.concatenate(buckets) if len(buckets) > 1 else buckets[0]
+        if len(rows) >= TRIE_MIN_ROWS:
+            # many tokens: walk their distinct prefixes, then read each row's fate
+            death_at, acc_at = self.info.trie.death_walk(todo, t, self._step, self._acc_of)
+            at = self.info.trie.position[rows]
+            death, acc = death_at[at], acc_at[at]
+        else:
+            death, acc = self._walk_deduped(node, t, rows, 1)
+        start = 0
+        for b, bucket in zip(todo, buckets):
+            end = start + len(bucket)
+            out[b] = self._cache_tail(node, b, _Tail(bucket, death[start:end], acc[start:end]))
+            start = end
+        return out
+
+    def _cache_tail(self, node: int, b: int, tail: _Tail) -> _Tail:
+        self._tails[(node, b)] = tail
+        self._node_walk_rows += len(tail.rows)
+        return tail
+
+    def _negation_tail(self, gid: int, split: tuple[int, int, int], b: int) -> _Tail | None:
+        """The tail for byte ``b`` of a node ``(A & ~B) rest`` where ``B`` is a few literals
+        (a property key that must not spell a declared name): the tail of ``A rest`` --
+        shared by every object, A being "any string" -- with one change, read off the prefix
+        tree without lexer rows: a token that spells a literal of ``B`` and then starts
+        ``rest`` dies there, not accepting. None when the shape does not allow it (then the
+        bucket is walked as usual).
+
+        Why only those tokens: ``~B`` rejects nothing but the literals themselves, so the two
+        nodes part only where the intersection would end on one, and it ends only where
+        ``rest`` begins -- which, checked per literal, ``A`` cannot continue into.
+        """
+        A, neg, rest = split
+        lits = rx.literal_set(neg)
+        if lits is None or rest == rx.EPSILON:
+            return None
+        q = rx.first_bytes(rest)
+        qs = [x for x in range(256) if q >> x & 1]
+        if len(qs) * len(lits) > MAX_NEGATION_PREFIXES:
+            return None
+        for u in lits:
+            a = A
+            for x in u:
+                a = rx.derivative(a, x)
+                if a == rx.NOTHING:
+                    break
+            if a != rx.NOTHING and rx.first_bytes(a) & q:
+                return None  # A could go on with a byte that starts rest
+        lexer, trie = self.lexer, self.info.trie
+        with lexer._lock:
+            pos_state = lexer._intern(((gid, rx.concat(A, rest)),))
+        self._grow_state_props()
+        base = self._tails_for(pos_state, [b])[b]
+        bucket = base.rows
+        death = acc = None
+        for u in lits:
+            for x in qs:
+                prefix = bytes((b,)) + u + bytes((x,))
+                lo, hi = trie.prefix_ranges(prefix)
+                if len(lo) < len(prefix):
+                    continue  # no token spells it
+                idx = np.searchsorted(bucket, trie.row_at[lo[-1] : hi[-1]])
+                column = len(prefix) - 1
+                idx = idx[base.death[idx] > column]  # the others die no later under both
+                if len(idx):
+                    if death is None:
+                        death, acc = base.death.copy(), base.acc.copy()
+                    death[idx] = column
+                    acc[idx] = False
+        return base if death is None else _Tail(bucket, death, acc)
 
     def _walk_deduped(self, node: int, state: int, rows: np.ndarray, column: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_death_walk`, walking one token per class string when ``rows`` are many."""

@@ -194,11 +194,43 @@ class LexerDFA:
 
     # -- transitions -------------------------------------------------------------------------
     def next(self, state: int, byte: int) -> int:
-        """Successor of ``state`` on ``byte`` (computes the row when missing)."""
-        if state >= self._has_row.shape[0] or not self._has_row[state]:
-            with self._lock:
-                self._compute_row(state)
-        return int(self.table[state, byte])
+        """Successor of ``state`` on ``byte``.
+
+        Computes that one transition when the row is missing (a matcher consuming text steps
+        through states no vocabulary walk needs whole rows of: one derivative per lexeme
+        instead of one per byte class) and stores it in ``table``; the row stays incomplete
+        until :meth:`ensure_rows` fills it.
+        """
+        if state < self._has_row.shape[0]:
+            t = int(self.table[state, byte])
+            if t >= 0:
+                return t
+        if not 0 <= state < len(self._states):
+            raise IndexError(f"no lexer state {state}")
+        with self._lock:
+            t = self._transition(state, byte)
+            self.table[state, byte] = t
+        return t
+
+    def _transition(self, s: int, b: int) -> int:
+        """The successor of ``s`` on ``b`` alone (as :meth:`_compute_row` would set it)."""
+        entries = self._states[s]
+        null = rx._null
+        if self._any_lazy:
+            lazy = self.lazy
+            entries = tuple((i, x) for i, x in entries if not (lazy[i] and null[x]))
+        part, preps, nothing = rx._part, rx._part_reps, rx.NOTHING
+        dget = rx._dmemo.get
+        nxt = []
+        for i, x in entries:
+            d = dget((x << 8) | preps[part[x]][b])
+            if d is None:
+                d = rx.derivative(x, b)
+            if d != nothing:
+                nxt.append((i, d))
+        key = tuple(nxt)
+        t = self._ids.get(key)
+        return self._intern(key) if t is None else t
 
     def ensure_rows(self, states: npt.NDArray[np.integer]) -> None:
         """Compute every missing row among ``states`` (mutates ``table``; may reallocate it)."""

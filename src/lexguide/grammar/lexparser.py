@@ -48,6 +48,7 @@ class SharedLexerDFA(LexerDFA):
         self.lexeme_rxs = []  # type: ignore[assignment]  # grows: append-only lists
         self.lazy = []  # type: ignore[assignment]
         self._lexeme_ids: dict[tuple, int] = {}  # (rx, lazy) or (rx, lazy, max_tokens)
+        self._live: dict[int, bool] = {}  # state -> its language is not empty (memo)
 
     def lexeme_id(self, rx_node: int, lazy: bool, max_tokens: int | None = None) -> int:
         """The global lexeme of ``(rx_node, lazy, max_tokens)``, registered on first use.
@@ -83,10 +84,22 @@ class SharedLexerDFA(LexerDFA):
         super()._compute_row(s)
         row = self.table[s]
         for t in set(row.tolist()):
-            # regexes without & or ~ answer at once: try them before searching the others
-            if t != 0 and not any(_nonempty(x) for x in sorted((x for _, x in self._states[t]),
-                                                                   key=rx.has_boolean)):
+            if not self._is_live(t):
                 row[row == t] = 0
+
+    def _transition(self, s: int, b: int) -> int:
+        t = super()._transition(s, b)
+        return t if self._is_live(t) else 0
+
+    def _is_live(self, t: int) -> bool:
+        """Whether state ``t``'s language is not empty (memoised)."""
+        ok = self._live.get(t)
+        if ok is None:
+            # regexes without & or ~ answer at once: try them before searching the others
+            ok = t == 0 or any(_nonempty(x) for x in sorted((x for _, x in self._states[t]),
+                                                            key=rx.has_boolean))
+            self._live[t] = ok
+        return ok
 
 
 #: nodes explored before a language is assumed non-empty (a bound, never a wrong "empty")

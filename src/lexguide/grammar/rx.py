@@ -385,6 +385,101 @@ def literal(data: bytes) -> int:
     return concat(*[_bytes_mask(1 << b) for b in data])
 
 
+_literal_memo: dict[int, bytes | None] = {}
+
+
+def literal_bytes(x: int) -> bytes | None:
+    """The one byte string ``x`` matches, if ``x`` is a literal (a chain of single bytes, or
+    EPSILON); None otherwise. Memoised; O(length) on first call."""
+    hit = _literal_memo.get(x, False)
+    if hit is not False:
+        return hit  # type: ignore[return-value]
+    out = bytearray()
+    y = x
+    while y != EPSILON:
+        k = _kind[y]
+        if k == K_CONCAT:
+            h, y = _args[y]
+        elif k == K_BYTES:
+            h, y = y, EPSILON
+        else:
+            out = None  # type: ignore[assignment]
+            break
+        if _kind[h] != K_BYTES:
+            out = None  # type: ignore[assignment]
+            break
+        m = _args[h][0]
+        if m & (m - 1):
+            out = None  # type: ignore[assignment]
+            break
+        out.append(m.bit_length() - 1)
+    result = bytes(out) if out is not None else None
+    with _lock:
+        _literal_memo[x] = result
+    return result
+
+
+def split_negation(x: int) -> tuple[int, int, int] | None:
+    """``(A, B, rest)`` for a node ``(A & ~B1 & ~B2 ...) rest`` (``rest`` may be EPSILON) whose
+    negated conjuncts all start here; ``B`` is ``B1 | B2 ...`` and ``A`` the intersection of
+    the other conjuncts. None for any other shape."""
+    head, rest = (_args[x] if _kind[x] == K_CONCAT else (x, EPSILON))
+    if _kind[head] != K_AND:
+        return None
+    negs = [_args[c][0] for c in _args[head] if _kind[c] == K_NOT]
+    pos = [c for c in _args[head] if _kind[c] != K_NOT]
+    if not negs or not pos:
+        return None
+    return intersect(*pos), alt(*negs), rest
+
+
+def first_bytes(x: int) -> int:
+    """Over-approximation of the bytes ``x`` may start with (a 256-bit mask)."""
+    return _first[x]
+
+
+_alphabet_memo: dict[int, int] = {}
+
+
+def alphabet(x: int) -> int:
+    """Over-approximation of the bytes that occur anywhere in a match of ``x`` (256-bit mask;
+    everything under a complement). Memoised."""
+    hit = _alphabet_memo.get(x)
+    if hit is not None:
+        return hit
+    k = _kind[x]
+    if k == K_BYTES:
+        m = _args[x][0]
+    elif k in (K_NOTHING, K_EPS):
+        m = 0
+    elif k == K_NOT:
+        m = _FULL
+    elif k in (K_CONCAT, K_ALT, K_AND):
+        m = 0
+        for c in _args[x]:
+            m |= alphabet(c)
+    else:  # K_STAR, K_REPEAT
+        m = alphabet(_args[x][0])
+    _alphabet_memo[x] = m
+    return m
+
+
+def literal_set(x: int, limit: int = 256) -> list[bytes] | None:
+    """The byte strings of ``x`` if it is a union of at most ``limit`` literals, else None."""
+    one = literal_bytes(x)
+    if one is not None:
+        return [one]
+    if _kind[x] != K_ALT or len(_args[x]) > limit:
+        return None
+    out = []
+    for c in _args[x]:
+        lit = literal_bytes(c)
+        if lit is None:
+            return None
+        out.append(lit)
+    return out
+
+
 def concat(*xs: int) -> int:
     """Concatenation (right-nested, EPSILON removed, NOTHING absorbing).
 
