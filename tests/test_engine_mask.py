@@ -311,3 +311,19 @@ def test_a_declared_name_is_no_other_key_after_its_turn(negation, monkeypatch):
 def _mask_ids_of(mask: np.ndarray, info: TokenizerInfo) -> set[int]:
     bits = np.unpackbits(mask.view(np.uint8), bitorder="little")
     return set(np.nonzero(bits[: info.vocab_size])[0].tolist())
+
+
+@pytest.mark.parametrize("transitions", [True, False])
+@pytest.mark.parametrize("pattern", ["[ab0]{0,30},", "[ab0]{0,12},", "[ab0]{2,7},", "([ab]{0,20}0){1,2},"])
+@pytest.mark.parametrize("seed", range(3))
+def test_counter_walks_equal_brute_force(seed, pattern, transitions, monkeypatch):
+    """Counters capped at CAP_BYTES: long tokens are patched (one transition at a time, or by
+    whole rows), and not at all where no token is long enough to tell (``_indistinct_below``)."""
+    import lexguide.engine.walk as walk_module
+
+    _force_split_walks(monkeypatch)
+    monkeypatch.setattr(walk_module, "TRANSITION_WALK_ROWS", 256 if transitions else 0)
+    info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
+    rng = random.Random(seed)
+    grammar = Grammar.from_lark(f"start: X+\nX: /{pattern}/")
+    _walk_randomly_checking_masks(grammar, info, rng, steps=12)

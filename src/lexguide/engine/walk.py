@@ -52,6 +52,8 @@ VIEW_MAX_CLASSES = 24
 SPLIT_MIN_ROWS = 4096
 #: tails of ``(A & ~B) rest`` nodes start from the tail of ``A rest`` (``_negation_tail``)
 NEGATION_TAILS = True
+#: counter patches of at most this many long tokens step one lexer transition at a time
+TRANSITION_WALK_ROWS = 256
 #: ... when ``B`` has at most this many (literal, first byte of rest) pairs
 MAX_NEGATION_PREFIXES = 4096
 #: tails of at least this many tokens are walked over the token prefix tree (``trie.py``)
@@ -665,10 +667,14 @@ class VocabWalker:
             # tokens shorter than CAP_BYTES cannot tell the node from its capped twin, whose
             # walk is shared by all counter positions: walk only the long tokens
             base = self._node_walk(gid, capped)
-            n_long = int(self.info.n_active[CAP_BYTES - 1]) if CAP_BYTES <= self.info.max_len else 0
+            k = self._indistinct_below(node, capped)
+            n_long = int(self.info.n_active[k - 1]) if k <= self.info.max_len else 0
             long_rows = self.info.all_rows[:n_long]
             long_rows = long_rows[alive[self.info.first_byte[long_rows]]]
-            death, acc = self._death_walk(state, long_rows, 0)
+            if len(long_rows) <= TRANSITION_WALK_ROWS:
+                death, acc = self._transition_walk(state, long_rows)
+            else:
+                death, acc = self._death_walk(state, long_rows, 0)
             result = _NodeWalk(nullable, base=base, patch=(long_rows, death, acc))
             n = len(long_rows)
         elif len(rows) >= SPLIT_MIN_ROWS:
@@ -683,6 +689,39 @@ class VocabWalker:
             n = len(rows)
         self._cache_node_walk(node, result, n)
         return result
+
+    def _transition_walk(self, state: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_death_walk` from column 0 for a few long tokens, one lexer transition at a
+        time: the states they pass (a length counter counting down) are new and seen by no
+        other token, so whole DFA rows (one derivative per byte class) would be wasted."""
+        lexer, token_bytes, text_ids = self.lexer, self.info.token_bytes, self.info.text_ids
+        nxt, accepting = lexer.next, lexer.accepting
+        death = np.empty(len(rows), dtype=np.int16)
+        acc = np.zeros(len(rows), dtype=bool)
+        for i, r in enumerate(rows.tolist()):
+            s = state
+            data = token_bytes[text_ids[r]]
+            for j, b in enumerate(data):
+                t = nxt(s, b)
+                if t == 0:
+                    death[i] = j
+                    acc[i] = bool(accepting(s))
+                    break
+                s = t
+            else:
+                death[i] = len(data)
+        self._grow_state_props()
+        return death, acc
+
+    def _indistinct_below(self, node: int, capped: int) -> int:
+        """A length ``k >= CAP_BYTES`` such that no token shorter than ``k`` tells ``node``
+        from ``capped`` (its counters capped at CAP_BYTES): the largest of a few candidates
+        for which capping at ``k`` gives the same node. Past the longest token, the capped
+        walk is exact for every token (a string with ``maxLength: 140`` at its start)."""
+        for k in (self.info.max_len + 1, 64, 48, 40):
+            if k > CAP_BYTES and rx.cap_counters(node, k) == capped:
+                return k
+        return CAP_BYTES
 
     def _cache_node_walk(self, node: int, result: _NodeWalk, n: int) -> None:
         self._node_walk_rows += n

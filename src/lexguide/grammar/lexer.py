@@ -7,7 +7,7 @@ is the same node in every grammar, so callers can cache per-state work by the st
 
 Rows of the transition table are computed on demand, one derivative per *byte class* of the
 state (the common refinement of its nodes' byte partitions), and written to ``table`` with one
-numpy gather. Lazy lexemes (spec section 8.3) end at their first match: once a lazy lexeme's
+numpy gather; :meth:`LexerDFA.next` fills single transitions of rows not yet computed. Lazy lexemes (spec section 8.3) end at their first match: once a lazy lexeme's
 node is nullable it is not carried into successor states.
 
 Limit: ``max_states`` (default :data:`DEFAULT_MAX_STATES`) -- building more states raises
