@@ -327,3 +327,28 @@ def test_counter_walks_equal_brute_force(seed, pattern, transitions, monkeypatch
     rng = random.Random(seed)
     grammar = Grammar.from_lark(f"start: X+\nX: /{pattern}/")
     _walk_randomly_checking_masks(grammar, info, rng, steps=12)
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("n_keys", [40, 70, 130])
+def test_key_masks_with_many_declared_names(n_keys, split, monkeypatch):
+    """More declared names than one word of accepting bits (62 per int64): a crossing token
+    must name the exact key it ends (its value decides what may follow)."""
+    if split:
+        _force_split_walks(monkeypatch, trie=True)
+    alphabet = b'k0123456789":,{}'
+    rng = random.Random(n_keys)
+    vocab = [b"<eos>", b"<ctl>"] + [bytes([c]) for c in alphabet]
+    vocab += [b'k%02d":' % i for i in range(0, n_keys, 3)] + [b'%d":' % i for i in range(10)]
+    vocab += [b'k%d' % i for i in range(10)] + [b'":1', b'":"', b',"k', b'{"']
+    vocab += [bytes(rng.choice(alphabet) for _ in range(rng.randint(2, 6))) for _ in range(200)]
+    vocab = list(dict.fromkeys(vocab))
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
+    props = {f"k{i:02d}": ({"const": i} if i % 2 else {"type": "string"}) for i in range(n_keys)}
+    m = Matcher(Grammar.from_json_schema({"type": "object", "properties": props}, whitespace="compact"), info)
+    lp = m._lp
+    for piece in (b'{"', b"k", b"0"):
+        got = _mask_ids_of(m.compute_mask(), info)
+        want = {t for t, tb in enumerate(vocab) if t not in info.special_ids and lp.advance_bytes(m.state, tb) is not None}
+        assert got == want
+        m.consume(vocab.index(piece))

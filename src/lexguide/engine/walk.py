@@ -78,7 +78,9 @@ MAX_SHARED_CHILD_BYTES = 64 << 20  # signature bytes of continuations shared acr
 MAX_PY_ROWS = 20_000  # DFA rows kept as Python lists for small walks (~2 KiB each)
 MAX_GROUP_REFS = 2_048  # reference masks of successor nodes (one packed mask each)
 #: states with more alive lexemes than this are walked directly, not combined per lexeme
+#: (literals, walked off the prefix tree, are counted apart: an object's declared names)
 _MAX_COMBINED = 30
+_MAX_COMBINED_LITERALS = 1024
 #: nodes with at most this many allowed tokens set bits directly instead of OR-ing a mask
 _SMALL = 2048
 
@@ -473,7 +475,8 @@ class VocabWalker:
             # a lazy lexeme matching the empty string ends before the token's first byte
             acc = self.lexer.accepting(lexer_state)
             node = WalkNode(self.info, np.zeros(0, np.int64), [Group(0, acc, FirstBytes(np.ones(256, bool)))])
-        elif any(lazy[g] for g, _ in entries) or len(entries) > _MAX_COMBINED:
+        elif any(lazy[g] for g, _ in entries) or len(entries) > _MAX_COMBINED_LITERALS or sum(
+                rx.literal_bytes(x) is None for _, x in entries) > _MAX_COMBINED:
             alive = self._alive_first_bytes(lexer_state)
             allowed, groups = self.walk(lexer_state, self._rows_by_first(alive), 0)
             groups = [g for g in groups if g.column > 0]
@@ -503,20 +506,30 @@ class VocabWalker:
         groups: list[Group] = [Group(0, acc0, FirstBytes(~first_alive))] if acc0 else []
         sizes = [w.size(info) for w in walks]
         big = max(range(len(walks)), key=sizes.__getitem__)
-        if sizes[big] >= SPLIT_MIN_ROWS and (sum(sizes) - sizes[big]) * DOMINANT_RATIO <= sizes[big]:
-            allowed, crossing, extra = self._combine_dominant(walks, big)
+        patch = None
+        if sizes[big] >= SPLIT_MIN_ROWS and (sum(sizes) - sizes[big]) * DOMINANT_RATIO > sizes[big]:
+            # the others list many rows, but most may die at column 1 (declared names list
+            # every token of their first letter): judge by the rows that need recomputing
+            patch = self._dominant_patch(walks, big)
+            if len(patch) * DOMINANT_RATIO > sizes[big]:
+                patch = None
+        if sizes[big] >= SPLIT_MIN_ROWS and (
+                patch is not None or (sum(sizes) - sizes[big]) * DOMINANT_RATIO <= sizes[big]):
+            allowed, crossing, extra = self._combine_dominant(walks, big, patch)
         else:
             allowed, crossing = self._combine_rows(walks)
             extra = None
         c_rows, c_death, c_bits = crossing
         if len(c_rows):
-            key = c_death.astype(np.int64) << 32 | c_bits
-            order = np.argsort(key, kind="stable")
-            key, c_rows = key[order], c_rows[order]
-            cuts = np.nonzero(np.diff(key))[0] + 1
-            for k, r in zip(np.split(key, cuts), np.split(c_rows, cuts)):
-                column, bits = int(k[0] >> 32), int(k[0] & 0xFFFFFFFF)
-                acc = tuple(g for i, (g, _) in enumerate(entries) if bits >> i & 1)
+            # group the crossing rows by (column, accepting derivatives)
+            keys = np.vstack((c_death.astype(np.int64)[None, :], c_bits))
+            order = np.lexsort(keys)
+            keys, c_rows = keys[:, order], c_rows[order]
+            cuts = np.flatnonzero((keys[:, 1:] != keys[:, :-1]).any(axis=0)) + 1
+            for start, r in zip(np.concatenate(([0], cuts)).tolist(), np.split(c_rows, cuts)):
+                column, words = int(keys[0, start]), keys[1:, start].tolist()
+                acc = tuple(g for i, (g, _) in enumerate(entries)
+                            if words[i // _BITS] >> (i % _BITS) & 1)
                 groups.append(Group(column, acc, r))
         # column-0 boundaries of tokens some derivative takes but none keeps alive are
         # impossible: a derivative that takes the first byte has death > 0
@@ -532,51 +545,60 @@ class VocabWalker:
         else:
             fates = [w.fate(self.info, rows) for w in walks]
         death = np.max([d for d, _ in fates], axis=0)
-        accbits = np.zeros(len(rows), dtype=np.int64)
+        accbits = np.zeros((_words(len(walks)), len(rows)), dtype=np.int64)
         for i, (d, a) in enumerate(fates):
-            accbits |= ((d == death) & a).astype(np.int64) << i
+            accbits[i // _BITS] |= ((d == death) & a).astype(np.int64) << (i % _BITS)
         return death, accbits
 
     def _combine_rows(self, walks: list[_NodeWalk]):
         """General combination over the union of the walks' rows."""
         if len(walks) == 1:
             w = walks[0]
-            rows, death, accbits = w.rows, w.death, w.acc.astype(np.int64)
+            rows, death, accbits = w.rows, w.death, w.acc.astype(np.int64)[None, :]
         else:
             rows = _distinct(np.concatenate([w.rows for w in walks]), np.int64)
             death, accbits = self._fates(walks, rows)
         survive = death == self.info.lengths[rows]
-        crossing = ~survive & (accbits != 0) & (death > 0)
-        return rows[survive], (rows[crossing], death[crossing], accbits[crossing])
+        crossing = ~survive & accbits.any(axis=0) & (death > 0)
+        return rows[survive], (rows[crossing], death[crossing], accbits[:, crossing])
 
-    def _combine_dominant(self, walks: list[_NodeWalk], big: int):
-        """Combination when one walk lists most rows (a property key that may be any string
-        or a declared name): that walk's own results, as a packed mask and its few crossing
-        rows, with only the rows the other walks list recomputed."""
+    def _dominant_patch(self, walks: list[_NodeWalk], big: int) -> np.ndarray:
+        """The rows whose fate the walks other than ``walks[big]`` may change (sorted).
+
+        A row another derivative kills at column 1 without accepting cannot change the
+        dominant walk's verdict when that walk takes the row's first byte (it then dies at
+        column 1 or later, and the combined state dies at the latest of them)."""
         info = self.info
-        d = walks[big]
-        solo, c_rows_d, c_death_d = self._solo(d)
-        # a row another derivative kills at column 1 without accepting cannot change the
-        # dominant walk's verdict when that walk takes the row's first byte (it then dies at
-        # column 1 or later, and the combined state dies at the latest of them)
-        d_first = d.first_alive(info)
+        d_first = walks[big].first_alive(info)
         others = []
         for i, w in enumerate(walks):
             if i != big:
                 others.append(w.significant())
                 if (w.first_alive(info) & ~d_first).any():
                     others.append(w.rows[~d_first[info.first_byte[w.rows]]])
-        patch = _distinct(np.concatenate(others), np.int64) if others else np.zeros(0, np.int64)
+        return _distinct(np.concatenate(others), np.int64) if others else np.zeros(0, np.int64)
+
+    def _combine_dominant(self, walks: list[_NodeWalk], big: int, patch: np.ndarray | None = None):
+        """Combination when one walk lists most rows (a property key that may be any string
+        or a declared name): that walk's own results, as a packed mask and its few crossing
+        rows, with only the rows the other walks may change recomputed."""
+        info = self.info
+        d = walks[big]
+        solo, c_rows_d, c_death_d = self._solo(d)
+        if patch is None:
+            patch = self._dominant_patch(walks, big)
         death, accbits = self._fates(walks, patch)
         survive = death == info.lengths[patch]
         # a row the dominant walk keeps alive stays alive combined (the state dies at the
         # latest of its derivatives), so its mask needs no clearing; its crossing rows in
         # the patch are replaced by the combined fate
         keep = _without_mask(c_rows_d, patch)
-        cross = ~survive & (accbits != 0) & (death > 0)
+        cross = ~survive & accbits.any(axis=0) & (death > 0)
+        dominant_bits = np.zeros((len(accbits), int(keep.sum())), dtype=np.int64)
+        dominant_bits[big // _BITS] = 1 << (big % _BITS)
         crossing = (np.concatenate((c_rows_d[keep], patch[cross])),
                     np.concatenate((c_death_d[keep], death[cross])),
-                    np.concatenate((np.full(int(keep.sum()), 1 << big, dtype=np.int64), accbits[cross])))
+                    np.concatenate((dominant_bits, accbits[:, cross]), axis=1))
         return patch[survive], crossing, solo
 
     def _solo(self, w: _NodeWalk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1072,6 +1094,14 @@ class _ClassView:
             if not (labels[col[:k]] == labels[col[mapped[:k]]]).all():
                 return None
         return cls(reps.astype(np.int64), inverse.astype(np.int64))
+
+
+_BITS = 62  # derivatives per int64 word of accepting bits
+
+
+def _words(n: int) -> int:
+    """int64 words holding one accepting bit per derivative of ``n``."""
+    return max(1, (n + _BITS - 1) // _BITS)
 
 
 def _distinct(values: np.ndarray, dtype=np.int32) -> np.ndarray:
