@@ -352,3 +352,12 @@ def test_key_masks_with_many_declared_names(n_keys, split, monkeypatch):
         want = {t for t, tb in enumerate(vocab) if t not in info.special_ids and lp.advance_bytes(m.state, tb) is not None}
         assert got == want
         m.consume(vocab.index(piece))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mask_of_parametric_grammar_equals_brute_force(seed):
+    grammar = Grammar.from_lark(
+        'start: p::0\np::_: "" %if is_ones([0:3])\n | "a" p::set_bit(0) %if bit_clear(0)\n'
+        ' | "b" p::set_bit(1) %if bit_clear(1)\n | "0" p::set_bit(2) %if bit_clear(2)\n'
+        ' | " " p::_ %if bit_count_lt([0:3], 2)')
+    _walk_randomly_checking_masks(grammar, INFO, random.Random(seed), steps=8)

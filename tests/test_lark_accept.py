@@ -155,6 +155,18 @@ DIFF_GRAMMARS = [
     ('%llguidance {"ignore_once": true}\n%ignore /[ ]{1,2}/\nstart: "a"+', "a ", ["a  a a"]),
     ('start: foo "!"\nfoo[lazy]: /[0-9]+[a-z]/', "1a!", ["11a!"]),
     ('N: /[a-z]+/ & ~/(?s:.*)ab(?s:.*)/\nstart: N "."', "ab.", ["ba."]),
+    # parametric rules (§13): permutations, counters, every function and condition
+    ('start: perm::0x0\nperm::_: "" %if is_ones([0:3])\n | "a" perm::set_bit(0) %if bit_clear(0)\n'
+     ' | "b" perm::set_bit(1) %if bit_clear(1)\n | "c" perm::set_bit(2) %if bit_clear(2)', "abc",
+     ["abc", "cab", "bca"]),
+    ('start: a::0\na::_: "a" a::incr([0:3]) %if lt([0:3], 5) | b::_\n'
+     'b::_: "" %if is_zeros([0:3]) | "b" b::decr([0:3]) %if ne([0:3], 0)', "ab",
+     ["aabb", "ab", "", "aaaaabbbbb"]),
+    ('start: x::0xff\nx::_: "a" x::bit_and(0x0f) %if gt([0:8], 15)\n'
+     ' | "b" x::clear_bit(0) %if and(bit_set(0), not(bit_set(7)))\n'
+     ' | "c" x::bit_or(0x80) %if or(bit_count_le([0:8], 2), eq([0:8], 0x0e))\n'
+     ' | "d" x::decr(_) %if bit_count_gt([0:4], 1)\n | "" %if bit_count_eq([4:8], 1)', "abcd",
+     ["abc", "adc", "dacd", "abdbc"]),
 ]
 
 
@@ -294,3 +306,26 @@ def test_mutated_grammar_texts_error_like_llguidance(seed):
         assert bool(ours) == bool(theirs), (text, ours, theirs)
         outcomes.add(bool(ours))
     assert outcomes == {True, False}  # the sample holds both valid and invalid texts
+
+
+def test_parametric_rules_instantiate_reachable_values_only():
+    """Each field at most once, in any order, at least the first two (§13): one nonterminal per
+    reachable bit set, not per 64-bit value."""
+    g = Grammar.from_lark(
+        '%ignore " "\nstart: "{" fields::0 "}"\n'
+        'fields::_: "" %if is_ones([0:2])\n'
+        ' | "a" fields::set_bit(0) %if bit_clear(0)\n'
+        ' | "b" fields::set_bit(1) %if bit_clear(1)\n'
+        ' | "c" fields::set_bit(2) %if bit_clear(2)\n'
+        ' | "d" fields::set_bit(3) %if bit_clear(3)\n')
+    assert all(g.validate(s) for s in ["{ab}", "{ba}", "{dcab}", "{ a c b }"])
+    assert not any(g.validate(s) for s in ["{}", "{a}", "{aab}", "{abca}", "{cd}"])
+    assert sum(n.startswith("fields::") for n in g.ir.nonterminals) == 16
+
+
+def test_captures_of_parametric_rules():
+    g = Grammar.from_lark('start: n::0\nn::_[capture="v"]: "x" n::incr([0:2]) %if lt([0:2], 2) '
+                          '| "" %if eq([0:2], 2)')
+    assert g.validate("xx") and not g.validate("x") and not g.validate("xxx")
+    # every instance reports under the rule's name, inner ones first
+    assert g.captures("xx") == [("v", b""), ("v", b"x"), ("v", b"xx")]

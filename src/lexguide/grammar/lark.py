@@ -29,9 +29,10 @@ def compile_lark(text: str) -> GrammarIR:
     """Compile llguidance Lark-variant grammar ``text`` to the grammar IR.
 
     Pure (builds fresh regex nodes in the process-wide ``rx`` store); cost is linear in the
-    size of the grammar plus regex construction. Unsupported features (parametric rules,
-    templates, ``%override``, ``%declare``) raise :class:`~lexguide.errors.GrammarError` saying
-    so; ``@name`` references need a grammar list (:func:`compile_grammar_list`).
+    size of the grammar plus regex construction, and of the parameter values parametric rules
+    reach. Unsupported features (templates, priorities, ``%override``, ``%declare``) raise
+    :class:`~lexguide.errors.GrammarError` saying so; ``@name`` references need a grammar list
+    (:func:`compile_grammar_list`).
 
     Raises
     ------

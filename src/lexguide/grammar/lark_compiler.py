@@ -34,6 +34,7 @@ from lexguide.grammar.lark_parser import (
     Literal,
     Name,
     NestedLark,
+    ParamRef,
     ParsedLark,
     RegexExt,
     RegexLit,
@@ -139,6 +140,27 @@ class _Scope:
     term_rx: dict[str, int] = field(default_factory=dict)
     in_progress: set[str] = field(default_factory=set)
     rule_syms: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    param_syms: dict[tuple[str, int], int] = field(default_factory=dict)  # (rule, p) -> nt
+
+
+#: bound on the instances (rule, parameter value) of parametric rules in one grammar
+MAX_PARAM_INSTANCES = 10_000
+
+
+def _uses_param(exps: Expansions) -> bool:
+    """Whether a rule body reads its parameter: a ``%if`` guard, or ``name::expr`` with an
+    expression of ``_``."""
+    for alias in exps.alternatives:
+        if alias.condition is not None:
+            return True
+        for conj in alias.conjuncts:
+            for e in conj:
+                inner = e.atom.inner
+                if isinstance(inner, Group) and _uses_param(inner.body):
+                    return True
+                if isinstance(inner, ParamRef) and inner.param.uses_param:
+                    return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -163,8 +185,10 @@ class LarkCompiler:
                  name: str | None = None, parent: LarkCompiler | None = None) -> None:
         self.text = text
         self.name = name
-        self._pending: list[tuple[_Scope, RuleDef, int]] = []
+        self._pending: list[tuple[_Scope, RuleDef, int, int | None]] = []
         self._json_skip: int | None = None
+        self._param: int | None = None  # the parameter of the parametric rule being compiled
+        self._n_instances = 0
         if parent is None:
             self.builder = GrammarBuilder()
             self.options = GrammarOptions()
@@ -211,9 +235,13 @@ class LarkCompiler:
     def _drain(self) -> None:
         """Compile the bodies of the rules referenced so far (they may reference more)."""
         while self._pending:
-            scope, rule, nt = self._pending.pop()
-            for alt in self.rule_expansions(scope, rule.body):
-                self.builder.rule(nt, alt)
+            scope, rule, nt, param = self._pending.pop()
+            self._param = param
+            try:
+                for alt in self.rule_expansions(scope, rule.body):
+                    self.builder.rule(nt, alt)
+            finally:
+                self._param = None
 
     def _grammar_ref(self, v: GrammarRef) -> int:
         """``@name``: the nonterminal of another grammar of the list (compiled once)."""
@@ -302,8 +330,8 @@ class LarkCompiler:
         alts = []
         for alias in exps.alternatives:
             if alias.condition_offset is not None:
-                raise self.error("%if conditions (parametric grammars) are not supported yet",
-                                 alias.condition_offset)  # fmt: skip
+                raise self.error("%if conditions are only allowed in parametric rules, not in "
+                                 "terminals", alias.condition_offset)  # fmt: skip
             parts = [
                 rx.concat(*[self.term_expr(scope, e) for e in conj]) for conj in alias.conjuncts
             ]
@@ -364,6 +392,9 @@ class LarkCompiler:
             raise self.error("%json literals cannot be used in terminals", v.offset)
         if isinstance(v, NestedLark):
             raise self.error("%lark grammars cannot be used in terminals", v.offset)
+        if isinstance(v, ParamRef):
+            raise self.error(f"parametric rules ({v.name}::...) cannot be used in terminals",
+                             v.offset)  # fmt: skip
         return self._unsupported(v)
 
     def _unsupported(self, v: Value) -> int:
@@ -441,9 +472,12 @@ class LarkCompiler:
                     "UPPERCASE",
                     alias.offset,
                 )
-            if alias.condition_offset is not None:
-                raise self.error("%if conditions (parametric grammars) are not supported yet",
-                                 alias.condition_offset)  # fmt: skip
+            if alias.condition is not None:
+                if self._param is None:
+                    raise self.error("%if conditions are only allowed in parametric rules "
+                                     "(name::_)", alias.condition_offset)  # fmt: skip
+                if not alias.condition.holds(self._param):
+                    continue
             syms: list[int] = []
             for e in alias.conjuncts[0]:
                 syms.extend(self.rule_expr(scope, e))
@@ -546,6 +580,8 @@ class LarkCompiler:
             if v.name in scope.parsed.rules:
                 return self.rule_ref(scope, v.name, v.offset)
             return (b.lexeme(self.terminal(scope, v.name, v.offset), v.name, lexeme_class=cls),)
+        if isinstance(v, ParamRef):
+            return (self.param_ref(scope, v),)
         if isinstance(v, Literal) and v.text == "":
             return ()
         if isinstance(v, (Literal, RegexLit, CharRange)):
@@ -618,7 +654,11 @@ class LarkCompiler:
             return syms
         rule = scope.parsed.rules[name]
         if rule.parametric:
-            raise self.error("parametric rules (name::_) are not supported yet", rule.offset)
+            raise self.error(f"parametric rule {name!r} needs a parameter: {name}::0, "
+                             f"{name}::_ ...", offset)  # fmt: skip
+        if _uses_param(rule.body):
+            raise self.error(f"rule {name!r} uses a parameter (_ or %if) but is not "
+                             f"parametric: declare it as {name}::_", rule.offset)  # fmt: skip
         if rule.stop_capture is not None and rule.suffix is None and rule.stop is None:
             raise self.error("stop_capture_name requires stop= or suffix=",
                              rule.stop_capture_offset)  # fmt: skip
@@ -628,10 +668,44 @@ class LarkCompiler:
             nt = self.builder.nonterminal(name)
             if rule.capture is not None:
                 self.builder.capture(nt, rule.capture)
-            self._pending.append((scope, rule, nt))
+            self._pending.append((scope, rule, nt, None))
             syms = (nt,)
         scope.rule_syms[name] = syms
         return syms
+
+    def param_ref(self, scope: _Scope, v: ParamRef) -> int:
+        """``name::expr``: the nonterminal of rule ``name`` for the parameter value ``expr``
+        evaluates to. Instances are made for every value reached from the grammar's
+        constants (spec/lark-syntax.md §13), at most :data:`MAX_PARAM_INSTANCES`."""
+        rule = scope.parsed.rules.get(v.name)
+        if rule is None:
+            raise self.error(f'rule "{v.name}" not found', v.offset)
+        if not rule.parametric:
+            raise self.error(f"rule {v.name!r} is not parametric (declare it as {v.name}::_)",
+                             v.offset)  # fmt: skip
+        if v.param.uses_param and self._param is None:
+            raise self.error("the parameter _ is only defined inside a parametric rule (name::_)",
+                             v.param.offset)  # fmt: skip
+        value = v.param.evaluate(self._param if self._param is not None else 0)
+        nt = scope.param_syms.get((v.name, value))
+        if nt is None:
+            if rule.lazy or rule.stop is not None or rule.suffix is not None or (
+                    rule.max_tokens is not None or rule.temperature is not None):
+                raise self.error("parametric rules cannot have lazy, stop=, suffix=, "
+                                 "max_tokens= or temperature=", rule.attrs_offset)  # fmt: skip
+            if not _uses_param(rule.body):
+                raise self.error(f"parametric rule {v.name!r} does not use its parameter "
+                                 "(no _ and no %if in its body)", rule.offset)  # fmt: skip
+            self._n_instances += 1
+            if self._n_instances > MAX_PARAM_INSTANCES:
+                raise self.error(f"parametric rules reach more than {MAX_PARAM_INSTANCES} "
+                                 f"parameter values (at {v.name}::{value:#x})", v.offset)  # fmt: skip
+            nt = self.builder.nonterminal(f"{v.name}::{value:#x}")
+            if rule.capture is not None:
+                self.builder.capture(nt, rule.capture)
+            scope.param_syms[(v.name, value)] = nt
+            self._pending.append((scope, rule, nt, value))
+        return nt
 
     def _lexeme_attrs(self, rule: RuleDef) -> bool:
         """Whether ``max_tokens``/``temperature`` turn the rule into a lexeme."""

@@ -113,15 +113,102 @@ class NestedLark:
 
 @dataclass(frozen=True, slots=True)
 class Unsupported:
-    """A construct that parses but cannot be compiled (templates, parametric references)."""
+    """A construct that parses but cannot be compiled (template uses)."""
 
     message: str
     offset: int
 
 
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ParamExpr:
+    """The parameter passed by ``name::expr`` (spec/lark-syntax.md §13): a constant, ``_``
+    (the caller's parameter) or a function of it. ``args`` are ints or ``(lo, hi)`` bit ranges."""
+
+    func: str  # "const", "_", "set_bit", "clear_bit", "bit_and", "bit_or", "incr", "decr"
+    args: tuple
+    offset: int
+
+    @property
+    def uses_param(self) -> bool:
+        return self.func != "const"
+
+    def evaluate(self, p: int) -> int:
+        f, a = self.func, self.args
+        if f == "const":
+            return a[0]
+        if f == "_":
+            return p
+        if f == "set_bit":
+            return p | 1 << a[0]
+        if f == "clear_bit":
+            return p & ~(1 << a[0]) & _MASK64
+        if f == "bit_and":
+            return p & a[0]
+        if f == "bit_or":
+            return p | a[0]
+        (lo, hi), = a  # incr / decr: saturating, on the bit field [lo:hi]
+        width = (1 << (hi - lo)) - 1
+        field = p >> lo & width
+        field = min(field + 1, width) if f == "incr" else max(field - 1, 0)
+        return (p & ~(width << lo) & _MASK64) | field << lo
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A ``%if`` guard on an alternative of a parametric rule (§13)."""
+
+    func: str
+    args: tuple  # ints, (lo, hi) bit ranges, or Conditions for and/or/not
+    offset: int
+
+    def holds(self, p: int) -> bool:
+        f, a = self.func, self.args
+        if f == "true":
+            return True
+        if f == "and":
+            return a[0].holds(p) and a[1].holds(p)
+        if f == "or":
+            return a[0].holds(p) or a[1].holds(p)
+        if f == "not":
+            return not a[0].holds(p)
+        if f in ("bit_set", "bit_clear"):
+            return bool(p >> a[0] & 1) == (f == "bit_set")
+        lo, hi = a[0]
+        width = (1 << (hi - lo)) - 1
+        field = p >> lo & width
+        if f == "is_ones":
+            return field == width
+        if f == "is_zeros":
+            return field == 0
+        if f.startswith("bit_count_"):
+            return _COMPARE[f[len("bit_count_"):]](bin(field).count("1"), a[1])
+        return _COMPARE[f](field, a[1])
+
+
+_COMPARE = {"eq": int.__eq__, "ne": int.__ne__, "lt": int.__lt__, "le": int.__le__,
+            "gt": int.__gt__, "ge": int.__ge__}
+# name -> argument kinds: "n" an int, "r" a bit range, "c" a condition
+_PARAM_FUNCS = {"set_bit": "n", "clear_bit": "n", "bit_and": "n", "bit_or": "n", "incr": "r", "decr": "r"}
+_CONDITIONS = {"true": "", "bit_set": "n", "bit_clear": "n", "is_ones": "r", "is_zeros": "r",
+               "and": "cc", "or": "cc", "not": "c",
+               **{op: "rn" for op in _COMPARE}, **{f"bit_count_{op}": "rn" for op in _COMPARE}}
+
+
+@dataclass(frozen=True, slots=True)
+class ParamRef:
+    """``name::expr``: a parametric rule instantiated with a parameter value."""
+
+    name: str
+    param: ParamExpr
+    offset: int
+
+
 Value = Union[
     Literal, RegexLit, CharRange, Name, SpecialToken, GrammarRef, JsonValue, RegexExt,
-    NestedLark, Unsupported,
+    NestedLark, Unsupported, ParamRef,
 ]  # fmt: skip
 
 
@@ -157,6 +244,7 @@ class Alias:
     conjuncts: tuple[tuple[Expr, ...], ...]
     offset: int
     condition_offset: int | None = None  # "%if" guard (parametric grammars)
+    condition: Condition | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,25 +550,95 @@ class _Parser:
         if self.punct("->"):
             self.take()
             self.expect(Kind.RULE, what="alias name")  # tree shaping only: ignored
-        cond = None
+        cond_offset = cond = None
         if self.at(Kind.KEYWORD, "%if"):
-            cond = self.take().offset
-            self.skip_condition()
-        return Alias(tuple(conjuncts), offset, cond)
+            cond_offset = self.take().offset
+            cond = self.condition()
+        return Alias(tuple(conjuncts), offset, cond_offset, cond)
 
-    def skip_condition(self) -> None:
-        """Skip a ``%if`` condition (balanced parentheses); it is rejected at compile time."""
-        level = 0
-        while not self.at(Kind.EOF):
-            if self.punct("("):
-                level += 1
-            elif self.punct(")"):
-                if level == 0:
-                    return
-                level -= 1
-            elif level == 0 and (self.at(Kind.NEWLINE) or self.punct("|")):
-                return
+    # -- parametric rules (§13) -------------------------------------------------------------
+    def _int(self) -> int:
+        tok = self.peek()
+        if tok.kind is Kind.HEX:
             self.take()
+            return int(tok.text, 16)
+        if tok.kind is Kind.NUMBER and tok.text.isdigit():
+            self.take()
+            value = int(tok.text)
+            if value > _MASK64:
+                raise self.error("parameter value does not fit in 64 bits", tok.offset)
+            return value
+        raise self.error(f"Expected an unsigned number, found {tok.describe()}", tok.offset)
+
+    def _bit(self) -> int:
+        tok = self.peek()
+        k = self._int()
+        if k >= 64:
+            raise self.error(f"bit index {k} out of range 0..63", tok.offset)
+        return k
+
+    def _bit_range(self) -> tuple[int, int]:
+        """``[x:y]`` (bits x to y-1) or ``_`` (all 64 bits)."""
+        tok = self.peek()
+        if self.punct("_"):
+            self.take()
+            return (0, 64)
+        self.expect_punct("[")
+        lo = self._int()
+        self.expect_punct(":")
+        hi = self._int()
+        self.expect_punct("]")
+        if not lo < hi <= 64:
+            raise self.error(f"bit range [{lo}:{hi}] must have 0 <= x < y <= 64", tok.offset)
+        return (lo, hi)
+
+    def _call_args(self, kinds: str, what: str) -> tuple:
+        args: list = []
+        self.expect_punct("(")
+        for i, kind in enumerate(kinds):
+            if i:
+                self.expect_punct(",")
+            if kind == "n":
+                args.append(self._int())
+            elif kind == "r":
+                args.append(self._bit_range())
+            else:
+                args.append(self.condition())
+        if not self.punct(")"):
+            raise self.error(f"{what} takes {len(kinds)} argument(s)")
+        self.take()
+        return tuple(args)
+
+    def param_expr(self) -> ParamExpr:
+        """The parameter after ``name::``: ``_``, a number, or a function call."""
+        tok = self.peek()
+        if self.punct("_"):
+            self.take()
+            return ParamExpr("_", (), tok.offset)
+        if tok.kind in (Kind.NUMBER, Kind.HEX):
+            return ParamExpr("const", (self._int(),), tok.offset)
+        if tok.kind is Kind.RULE and tok.text in _PARAM_FUNCS:
+            self.take()
+            kinds = _PARAM_FUNCS[tok.text]
+            args = self._call_args(kinds, tok.text)
+            if kinds == "n" and tok.text in ("set_bit", "clear_bit") and args[0] >= 64:
+                raise self.error(f"bit index {args[0]} out of range 0..63", tok.offset)
+            return ParamExpr(tok.text, args, tok.offset)
+        known = ", ".join(sorted(_PARAM_FUNCS))
+        raise self.error(f"Expected a parameter (_, a number, or one of {known}), found "
+                         f"{tok.describe()}", tok.offset)  # fmt: skip
+
+    def condition(self) -> Condition:
+        tok = self.peek()
+        if tok.kind is Kind.RULE and tok.text in _CONDITIONS:
+            self.take()
+            kinds = _CONDITIONS[tok.text]
+            args = self._call_args(kinds, tok.text) if kinds else ()
+            if tok.text in ("bit_set", "bit_clear") and args[0] >= 64:
+                raise self.error(f"bit index {args[0]} out of range 0..63", tok.offset)
+            return Condition(tok.text, args, tok.offset)
+        raise self.error(f"unknown %if condition {tok.text!r}" if tok.kind is Kind.RULE
+                         else f"Expected a condition, found {tok.describe()}", tok.offset)
 
     def expansion(self, depth: int) -> tuple[Expr, ...]:
         exprs = []
@@ -579,9 +737,7 @@ class _Parser:
             self.take()
             if self.punct("::"):
                 self.take()
-                self.skip_param_expr()
-                msg = "parametric rules (name::param) are not supported yet"
-                return Unsupported(msg, tok.offset)
+                return ParamRef(tok.text, self.param_expr(), tok.offset)
             # "{," and "{12" start a repetition; "{anything else" is a Lark template use
             if self.punct("{") and not (self.punct(",", 1) or self.at(Kind.NUMBER, k=1)):
                 self.take()
@@ -591,20 +747,6 @@ class _Parser:
                 return Unsupported("template usage not supported yet", tok.offset)
             return Name(tok.text, tok.offset)
         raise self.error(f"Expected value, found {tok.describe()}")
-
-    def skip_param_expr(self) -> None:
-        """Skip a parametric argument: ``_``, a number, or ``fn(...)``."""
-        self.take()
-        if self.punct("("):
-            level = 0
-            while not self.at(Kind.EOF):
-                t = self.take()
-                if t.is_(Kind.PUNCT, "("):
-                    level += 1
-                elif t.is_(Kind.PUNCT, ")"):
-                    level -= 1
-                    if level == 0:
-                        return
 
 
 def parse_lark(text: str) -> ParsedLark:
