@@ -178,6 +178,7 @@ def masks_in_process(vocab_path: Path, limit: int, seed: int) -> dict:
     from lexguide.errors import LexguideError
     from lexguide.grammar.grammar import Grammar
     from lexguide.tokenizer import Tokenizer
+    import lexguide.jsonschema  # noqa: F401  (imported before timing, as llguidance is)
 
     spec = iu.spec_from_file_location("bench_peers", HARNESS)
     peers = iu.module_from_spec(spec)

@@ -251,13 +251,10 @@ def test_property_key_masks_equal_brute_force(seed, schema, split, negation, mon
 @pytest.mark.parametrize("small_rows", [0, 10**9])
 @pytest.mark.parametrize("seed", range(80, 90))
 def test_mask_with_numpy_or_python_walks(seed, small_rows, monkeypatch):
-    """The byte-by-byte Python walk for few rows and the vectorised walk agree (and so do
-    the two ways of combining per-lexeme fates)."""
+    """The byte-by-byte Python walk for few rows and the vectorised walk agree."""
     import lexguide.engine.walk as walk_module
 
     monkeypatch.setattr(walk_module, "SMALL_WALK_ROWS", small_rows)
-    if small_rows == 0:  # and combine fates through the dense position map
-        monkeypatch.setattr(walk_module, "_DENSE_FATES", 0)
     info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
     rng = random.Random(seed)
     _walk_randomly_checking_masks(_random_grammar(rng), info, rng, steps=10)

@@ -52,13 +52,15 @@ VIEW_MAX_CLASSES = 24
 SPLIT_MIN_ROWS = 4096
 #: tails of ``(A & ~B) rest`` nodes start from the tail of ``A rest`` (``_negation_tail``)
 NEGATION_TAILS = True
+#: unions of at most this many literals (enums) are walked off the prefix tree
+MAX_LITERAL_SET = 512
 #: counter patches of at most this many long tokens step one lexer transition at a time
 TRANSITION_WALK_ROWS = 256
 #: ... when ``B`` has at most this many (literal, first byte of rest) pairs
 MAX_NEGATION_PREFIXES = 4096
 #: tails of at least this many tokens are walked over the token prefix tree (``trie.py``)
 TRIE_MIN_ROWS = 2048
-#: combined fates of more rows than this go through a dense row -> position map
+#: combined fates of more rows than this read split walks through a dense row -> slot map
 _DENSE_FATES = 4096
 #: walks of at most this many rows run byte by byte in Python (``_walk_small``)
 SMALL_WALK_ROWS = 48
@@ -183,7 +185,8 @@ class _NodeWalk:
     ``base`` (see :func:`rx.cap_counters`). Flat arrays are materialised only if needed.
     """
 
-    __slots__ = ("_acc", "_death", "_first", "_rows", "_solo", "base", "nullable", "patch", "tails")
+    __slots__ = ("_acc", "_death", "_first", "_rows", "_significant", "_solo", "base", "nullable",
+                 "patch", "tails")
 
     def __init__(self, nullable: bool, rows: np.ndarray | None = None, death: np.ndarray | None = None,
                  acc: np.ndarray | None = None, tails: dict[int, tuple[int, _Tail]] | None = None,
@@ -197,6 +200,7 @@ class _NodeWalk:
         self._rows, self._death, self._acc = rows, death, acc
         self._first: np.ndarray | None = None
         self._solo: tuple | None = None
+        self._significant: tuple | None = None
 
     def _flatten(self) -> None:
         if self._rows is not None:
@@ -234,7 +238,14 @@ class _NodeWalk:
 
     def significant(self) -> np.ndarray:
         """Rows that outlive column 1 or accept before dying (the others die at column 1)."""
-        return self.rows[(self.death >= 2) | self.acc]
+        return self.significant_fates()[0]
+
+    def significant_fates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, death, acc) of the significant rows (cached)."""
+        if self._significant is None:
+            keep = (self.death >= 2) | self.acc
+            self._significant = (self.rows[keep], self.death[keep], self.acc[keep])
+        return self._significant
 
     def size(self, info: TokenizerInfo) -> int:
         if self.base is not None:
@@ -522,12 +533,23 @@ class VocabWalker:
         c_rows, c_death, c_bits = crossing
         if len(c_rows):
             # group the crossing rows by (column, accepting derivatives)
-            keys = np.vstack((c_death.astype(np.int64)[None, :], c_bits))
-            order = np.lexsort(keys)
-            keys, c_rows = keys[:, order], c_rows[order]
-            cuts = np.flatnonzero((keys[:, 1:] != keys[:, :-1]).any(axis=0)) + 1
+            if len(entries) <= 31:  # one sort key: column << 32 | bits
+                key = c_death.astype(np.int64) << 32 | c_bits[0]
+                order = np.argsort(key, kind="stable")
+                keys = key[order][None, :]
+                cuts = np.flatnonzero(np.diff(keys[0])) + 1
+            else:
+                keys = np.vstack((c_death.astype(np.int64)[None, :], c_bits))
+                order = np.lexsort(keys)
+                keys = keys[:, order]
+                cuts = np.flatnonzero((keys[:, 1:] != keys[:, :-1]).any(axis=0)) + 1
+            c_rows = c_rows[order]
             for start, r in zip(np.concatenate(([0], cuts)).tolist(), np.split(c_rows, cuts)):
-                column, words = int(keys[0, start]), keys[1:, start].tolist()
+                if len(keys) == 1:
+                    k = int(keys[0, start])
+                    column, words = k >> 32, [k & 0xFFFFFFFF]
+                else:
+                    column, words = int(keys[0, start]), keys[1:, start].tolist()
                 acc = tuple(g for i, (g, _) in enumerate(entries)
                             if words[i // _BITS] >> (i % _BITS) & 1)
                 groups.append(Group(column, acc, r))
@@ -536,18 +558,41 @@ class VocabWalker:
         return allowed, groups, extra
 
     def _fates(self, walks: list[_NodeWalk], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Combined fate of ``rows`` (sorted, distinct) under ``walks``: (death, accbits)."""
-        if len(rows) > _DENSE_FATES:
-            # many rows: scatter every walk through one row -> position map
-            pos = np.full(len(self.info.lengths), -1, dtype=np.int64)
-            pos[rows] = np.arange(len(rows))
-            fates = [w.scatter(self.info, pos, len(rows)) for w in walks]
-        else:
-            fates = [w.fate(self.info, rows) for w in walks]
-        death = np.max([d for d, _ in fates], axis=0)
-        accbits = np.zeros((_words(len(walks)), len(rows)), dtype=np.int64)
-        for i, (d, a) in enumerate(fates):
-            accbits[i // _BITS] |= ((d == death) & a).astype(np.int64) << (i % _BITS)
+        """Combined fate of ``rows`` (sorted, distinct, each taken by some walk, so dying at
+        column 1 at the earliest) under ``walks``: (death, accbits).
+
+        A flat walk contributes only its significant rows: the others die at column 1 without
+        accepting, which changes nothing here -- so forty declared names, each listing every
+        token of its first letter, cost their few rows that follow the name."""
+        n = len(rows)
+        death = np.ones(n, dtype=np.int16)
+        parts: list[tuple[np.ndarray | None, np.ndarray, np.ndarray] | None] = []
+        pos = None
+        for w in walks:
+            if w.tails is None and w.base is None:
+                s_rows, s_death, s_acc = w.significant_fates()
+                idx = np.minimum(np.searchsorted(rows, s_rows), max(n - 1, 0))
+                found = rows[idx] == s_rows if n else np.zeros(len(s_rows), dtype=bool)
+                idx, s_death, s_acc = idx[found], s_death[found], s_acc[found]
+                death[idx] = np.maximum(death[idx], s_death)
+                parts.append((idx, s_death, s_acc))
+            else:
+                if n > _DENSE_FATES:  # many rows: scatter the walk through a row -> slot map
+                    if pos is None:
+                        pos = np.full(len(self.info.lengths), -1, dtype=np.int64)
+                        pos[rows] = np.arange(n)
+                    d, a = w.scatter(self.info, pos, n)
+                else:
+                    d, a = w.fate(self.info, rows)
+                np.maximum(death, d, out=death)
+                parts.append((None, d, a))
+        accbits = np.zeros((_words(len(walks)), n), dtype=np.int64)
+        for i, (idx, d, a) in enumerate(parts):
+            bit = np.int64(1) << np.int64(i % _BITS)
+            if idx is None:
+                accbits[i // _BITS] |= ((d == death) & a).astype(np.int64) * bit
+            else:
+                accbits[i // _BITS][idx[(d == death[idx]) & a]] |= bit
         return death, accbits
 
     def _combine_rows(self, walks: list[_NodeWalk]):
@@ -673,8 +718,9 @@ class VocabWalker:
         if hit is not None:
             return hit
         lit = rx.literal_bytes(node)
-        if lit is not None:
-            result = self._literal_walk(lit)
+        lits = None if lit is not None else rx.literal_set(node, MAX_LITERAL_SET)
+        if lit is not None or lits is not None:
+            result = self._literal_walk(lit) if lit is not None else self._literal_set_walk(lits)
             self._cache_node_walk(node, result, len(result.rows))
             return result
         lexer = self.lexer
@@ -734,6 +780,33 @@ class VocabWalker:
                 death[i] = len(data)
         self._grow_state_props()
         return death, acc
+
+    def _literal_set_walk(self, lits: list[bytes]) -> _NodeWalk:
+        """The walk of a union of literals (an enum): a token dies where it leaves the last
+        literal it follows (the longest common prefix with any of them), accepting if the
+        bytes before are one of them."""
+        info, trie = self.info, self.info.trie
+        by_first: dict[int, list[bytes]] = {}
+        for u in lits:
+            if u:
+                by_first.setdefault(u[0], []).append(u)
+        parts = []
+        for b, us in sorted(by_first.items()):
+            rows = info.rows_by_first[b]
+            if not len(rows):
+                continue
+            pos, lengths = trie.position[rows], info.lengths[rows]
+            death = np.zeros(len(rows), dtype=np.int64)
+            acc = np.zeros(len(rows), dtype=bool)
+            for u in us:
+                lcp = trie.common_prefix(u, pos)
+                spelled = (lcp == len(u)) & (lengths > lcp)  # the token spells u, then goes on
+                acc = np.where(lcp > death, spelled, acc | (spelled & (lcp == death)))
+                death = np.maximum(death, lcp)
+            parts.append((rows, death.astype(np.int16), acc))
+        if not parts:
+            return _NodeWalk(b"" in lits, np.zeros(0, np.int64), np.zeros(0, np.int16), np.zeros(0, bool))
+        return _NodeWalk(b"" in lits, *(np.concatenate(x) for x in zip(*parts)))
 
     def _indistinct_below(self, node: int, capped: int) -> int:
         """A length ``k >= CAP_BYTES`` such that no token shorter than ``k`` tells ``node``
