@@ -96,7 +96,7 @@ def test_literal_walk_equals_row_walk(seed):
     lits = [bytes(rng.choice(ALPHABET) for _ in range(rng.randint(1, 10))) for _ in range(30)]
     for lit in [b"a", b"a\x00", b"ab\xff"] + lits:
         node = rx.literal(lit)
-        fast = walker._literal_walk(lit)
+        fast = walker._literal_set_walk([lit])
         state = lexer._intern(((lexer.lexeme_id(node, False), node),))
         walker._grow_state_props()
         rows = walker._rows_by_first(walker._alive_first_bytes(state))

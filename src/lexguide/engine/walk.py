@@ -720,7 +720,7 @@ class VocabWalker:
         lit = rx.literal_bytes(node)
         lits = None if lit is not None else rx.literal_set(node, MAX_LITERAL_SET)
         if lit is not None or lits is not None:
-            result = self._literal_walk(lit) if lit is not None else self._literal_set_walk(lits)
+            result = self._literal_set_walk([lit] if lit is not None else lits)
             self._cache_node_walk(node, result, len(result.rows))
             return result
         lexer = self.lexer
@@ -782,9 +782,10 @@ class VocabWalker:
         return death, acc
 
     def _literal_set_walk(self, lits: list[bytes]) -> _NodeWalk:
-        """The walk of a union of literals (an enum): a token dies where it leaves the last
-        literal it follows (the longest common prefix with any of them), accepting if the
-        bytes before are one of them."""
+        """The walk of a literal (a property name, an enum value...) or a union of them, read
+        off the prefix tree with no lexer rows: a token dies where it leaves the last literal
+        it follows (its longest common prefix with any of them), accepting if the bytes
+        before are one of them."""
         info, trie = self.info, self.info.trie
         by_first: dict[int, list[bytes]] = {}
         for u in lits:
@@ -826,18 +827,6 @@ class VocabWalker:
             self._group_refs.clear()
             self._node_walk_rows = n
         self._node_walks[node] = result
-
-    def _literal_walk(self, lit: bytes) -> _NodeWalk:
-        """The walk of a literal (a property name, an enum value...) read off the prefix tree,
-        with no lexer rows: a token dies at the first byte it differs from the literal, or
-        just past the literal, which then accepts."""
-        info = self.info
-        if not lit:
-            return _NodeWalk(True, np.zeros(0, np.int64), np.zeros(0, np.int16), np.zeros(0, bool))
-        rows = info.rows_by_first[lit[0]]
-        death = info.trie.common_prefix(lit, info.trie.position[rows]).astype(np.int16)
-        acc = (death == len(lit)) & (info.lengths[rows] > len(lit))
-        return _NodeWalk(False, rows, death, acc)
 
     def _split_walk(self, state: int) -> dict[int, tuple[int, _Tail]]:
         """A node walk as one tail per first byte, from the walks of the byte's successor.

@@ -178,6 +178,9 @@ def _parse(lp: LexParser, spans: list[Span], final: bool
     completions ``(nonterminal, start, end)`` (positions are span indices)."""
     p = lp.parser
     dr_next, dr_lhs, rules_of = p._dr_next, p._dr_lhs, p._rules_of
+    rule_ends: dict[int, list[int]] = {}  # nonterminal -> the completed item of each rule
+    for rule, first in zip(lp.ir.rules, p._rule_first_dr):
+        rule_ends.setdefault(rule.lhs, []).append(first + len(rule.rhs))
     n = len(spans)
     sets: list[set[tuple[int, int]]] = []
     # completed[k][nt] = origins j of completed nt items in set k
@@ -243,22 +246,18 @@ def _parse(lp: LexParser, spans: list[Span], final: bool
         seen.add((dr, origin, k))
         if dr_next[dr] is None:
             used_completions.add((dr_lhs[dr], origin, k))
-        if dr == 0 or dr_lhs[dr - 1] != dr_lhs[dr] or dr_next[dr - 1] is None:
-            continue  # dot at the start of its rule
+        if dr == 0 or dr_next[dr - 1] is None:
+            continue  # dot at the start of its rule (the dotted rule before ends another)
         prev, sym = dr - 1, dr_next[dr - 1]
         if is_lexeme(sym):
-            if k > origin and (prev, origin) in sets[k - 1] and sym in {lexeme_sym(i) for i in spans[k - 1].lexemes}:
-                used_lexemes.add((k - 1, lexeme_index(sym)))
+            lex = lexeme_index(sym)
+            if k > origin and (prev, origin) in sets[k - 1] and lex in spans[k - 1].lexemes:
+                used_lexemes.add((k - 1, lex))
                 stack.append((prev, origin, k - 1))
             continue
         for m in completed[k].get(sym, ()):
             if origin <= m <= k and (prev, origin) in sets[m]:
-                for cdr in rules_of.get(sym, ()):
-                    # the completed items of sym in set k starting at m
-                    last = cdr
-                    while dr_next[last] is not None:
-                        last += 1
-                    if (last, m) in sets[k]:
-                        stack.append((last, m, k))
+                # the completed items of sym in set k starting at m
+                stack.extend((end, m, k) for end in rule_ends.get(sym, ()) if (end, m) in sets[k])
                 stack.append((prev, origin, m))
     return used_lexemes, used_completions

@@ -214,11 +214,18 @@ class LexerDFA:
 
     def _transition(self, s: int, b: int) -> int:
         """The successor of ``s`` on ``b`` alone (as :meth:`_compute_row` would set it)."""
+        return self._successor(self._stepping_entries(s), b)
+
+    def _stepping_entries(self, s: int) -> State:
+        """The entries of ``s`` that take bytes: a lazy lexeme that matched has ended."""
         entries = self._states[s]
-        null = rx._null
         if self._any_lazy:
-            lazy = self.lazy
+            lazy, null = self.lazy, rx._null
             entries = tuple((i, x) for i, x in entries if not (lazy[i] and null[x]))
+        return entries
+
+    def _successor(self, entries: State, b: int) -> int:
+        """The state of the derivatives of ``entries`` on byte ``b`` (interned)."""
         part, preps, nothing = rx._part, rx._part_reps, rx.NOTHING
         dget = rx._dmemo.get
         nxt = []
@@ -274,34 +281,13 @@ class LexerDFA:
             raise IndexError(f"no lexer state {s}")
         if self._has_row[s]:
             return
-        entries = self._states[s]
-        null = rx._null
-        if self._any_lazy:
-            lazy = self.lazy
-            entries = tuple((i, x) for i, x in entries if not (lazy[i] and null[x]))
-        part = rx._part
+        entries = self._stepping_entries(s)
         if len(entries) == 1:
-            pid = part[entries[0][1]]
+            pid = rx._part[entries[0][1]]
         else:
             pid = rx.partition_of(x for _, x in entries)
         labels, reps = rx.partition_arrays(pid)
-        dget = rx._dmemo.get
-        preps = rx._part_reps
-        deriv = rx.derivative
-        nothing = rx.NOTHING
-        ids_get = self._ids.get
-        targets = []
-        for b in reps:
-            nxt = []
-            for i, x in entries:
-                d = dget((x << 8) | preps[part[x]][b])
-                if d is None:
-                    d = deriv(x, b)
-                if d != nothing:
-                    nxt.append((i, d))
-            key = tuple(nxt)
-            t = ids_get(key)
-            targets.append(self._intern(key) if t is None else t)
+        targets = [self._successor(entries, b) for b in reps]
         if len(targets) == 1:
             self.table[s] = targets[0]
         else:
