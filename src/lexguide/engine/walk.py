@@ -787,6 +787,11 @@ class VocabWalker:
         it follows (its longest common prefix with any of them), accepting if the bytes
         before are one of them."""
         info, trie = self.info, self.info.trie
+        if len(lits) == 1 and lits[0]:  # one literal: its common prefix is the death column
+            lit = lits[0]
+            rows = info.rows_by_first[lit[0]]
+            death = trie.common_prefix(lit, trie.position[rows]).astype(np.int16)
+            return _NodeWalk(False, rows, death, (death == len(lit)) & (info.lengths[rows] > len(lit)))
         by_first: dict[int, list[bytes]] = {}
         for u in lits:
             if u:

@@ -214,7 +214,7 @@ class LexerDFA:
 
     def _transition(self, s: int, b: int) -> int:
         """The successor of ``s`` on ``b`` alone (as :meth:`_compute_row` would set it)."""
-        return self._successor(self._stepping_entries(s), b)
+        return self._successors(self._stepping_entries(s), (b,))[0]
 
     def _stepping_entries(self, s: int) -> State:
         """The entries of ``s`` that take bytes: a lazy lexeme that matched has ended."""
@@ -224,20 +224,23 @@ class LexerDFA:
             entries = tuple((i, x) for i, x in entries if not (lazy[i] and null[x]))
         return entries
 
-    def _successor(self, entries: State, b: int) -> int:
-        """The state of the derivatives of ``entries`` on byte ``b`` (interned)."""
+    def _successors(self, entries: State, byts) -> list[int]:
+        """The states of the derivatives of ``entries`` on each of ``byts`` (interned)."""
         part, preps, nothing = rx._part, rx._part_reps, rx.NOTHING
-        dget = rx._dmemo.get
-        nxt = []
-        for i, x in entries:
-            d = dget((x << 8) | preps[part[x]][b])
-            if d is None:
-                d = rx.derivative(x, b)
-            if d != nothing:
-                nxt.append((i, d))
-        key = tuple(nxt)
-        t = self._ids.get(key)
-        return self._intern(key) if t is None else t
+        dget, deriv, ids_get = rx._dmemo.get, rx.derivative, self._ids.get
+        targets = []
+        for b in byts:
+            nxt = []
+            for i, x in entries:
+                d = dget((x << 8) | preps[part[x]][b])
+                if d is None:
+                    d = deriv(x, b)
+                if d != nothing:
+                    nxt.append((i, d))
+            key = tuple(nxt)
+            t = ids_get(key)
+            targets.append(self._intern(key) if t is None else t)
+        return targets
 
     def ensure_rows(self, states: npt.NDArray[np.integer]) -> None:
         """Compute every missing row among ``states`` (mutates ``table``; may reallocate it)."""
@@ -287,7 +290,7 @@ class LexerDFA:
         else:
             pid = rx.partition_of(x for _, x in entries)
         labels, reps = rx.partition_arrays(pid)
-        targets = [self._successor(entries, b) for b in reps]
+        targets = self._successors(entries, reps)
         if len(targets) == 1:
             self.table[s] = targets[0]
         else:
