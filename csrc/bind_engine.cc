@@ -1,6 +1,402 @@
-// Bindings of the engine core (regex nodes, lexer DFA, Earley parser, token trie, masks).
+// Bindings of the engine core: argument checks, GIL release around work, buffers without
+// copies. No logic lives here (see csrc/engine/*.h). Parse states cross as (set, lexer, pending).
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "engine/lexparser.h"
+#include "engine/mask.h"
 
 namespace nb = nanobind;
+using namespace lexguide;
 
-void bind_engine(nb::module_& m) {}
+namespace {
+
+using State = std::tuple<int32_t, uint32_t, bool>;
+using MaskArray = nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>>;
+using OutRow = nb::ndarray<uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using OutRows = nb::ndarray<uint32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+ParseState to_state(const State& s) {
+  if (std::get<0>(s) < 0) throw std::invalid_argument("not a live parse state");
+  return ParseState{std::get<0>(s), std::get<1>(s), std::get<2>(s)};
+}
+std::optional<State> from_state(const std::optional<ParseState>& s) {
+  if (!s) return std::nullopt;
+  return State{s->set_id, s->lexer_state, s->pending};
+}
+
+// A vocabulary plus the walkers of the DFAs grammars on it use (one per shared DFA).
+struct VocabHandle {
+  std::shared_ptr<const Vocab> vocab;
+  std::mutex mu;
+  std::vector<std::pair<std::weak_ptr<LexerDFA>, std::shared_ptr<Walker>>> walkers;
+
+  std::shared_ptr<Walker> walker_for(const std::shared_ptr<LexerDFA>& dfa) {
+    std::lock_guard<std::mutex> g(mu);
+    for (auto it = walkers.begin(); it != walkers.end();) {
+      auto live = it->first.lock();
+      if (!live) {
+        it = walkers.erase(it);
+        continue;
+      }
+      if (live == dfa) return it->second;
+      ++it;
+    }
+    auto w = std::make_shared<Walker>(vocab, dfa);
+    walkers.emplace_back(dfa, w);
+    return w;
+  }
+};
+
+struct LexParserHandle {
+  std::shared_ptr<LexParser> lp;
+};
+
+struct MaskEngineHandle {
+  std::shared_ptr<MaskEngine> engine;
+  uint32_t n_words;
+};
+
+void check_node(NodeId x) {
+  if (x >= regex_store().n_nodes()) throw std::out_of_range("unknown regex node");
+}
+
+void check_lexer_state(LexParser& lp, uint32_t s) {
+  if (s >= lp.lexer().n_states()) throw std::out_of_range("unknown lexer state");
+}
+
+void check_state(LexParser& lp, const State& st) {
+  if (std::get<0>(st) < 0 || uint32_t(std::get<0>(st)) >= lp.parser().n_sets())
+    throw std::out_of_range("unknown parser set");
+  check_lexer_state(lp, std::get<1>(st));
+}
+
+MaskArray to_numpy(const std::vector<uint32_t>& words) {
+  auto* data = new uint32_t[words.size()];
+  std::memcpy(data, words.data(), words.size() * 4);
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<uint32_t*>(p); });
+  return MaskArray(data, {words.size()}, owner);
+}
+
+}  // namespace
+
+void bind_engine(nb::module_& m) {
+  // C++ errors become the package's typed errors
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const LimitError& e) {
+      nb::gil_scoped_acquire gil;
+      nb::object cls = nb::module_::import_("lexguide.errors").attr("LimitExceeded");
+      nb::object err = cls(e.limit, e.value, e.what());
+      PyErr_SetObject(cls.ptr(), err.ptr());
+    }
+  });
+
+  m.def(
+      "regex_import",
+      [](const std::vector<uint32_t>& flat, const std::vector<uint32_t>& roots) {
+        std::lock_guard<std::recursive_mutex> g(store_mutex());
+        return regex_store().import_nodes(flat, roots);
+      },
+      "Rebuild exported regex DAGs in the core's store; returns the roots' core node ids.");
+  m.def("regex_matches", [](NodeId x, nb::bytes data) {
+    check_node(x);
+    std::lock_guard<std::recursive_mutex> g(store_mutex());
+    return regex_store().matches(x, reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+  });
+  m.def("regex_n_nodes", []() {
+    std::lock_guard<std::recursive_mutex> g(store_mutex());
+    return regex_store().n_nodes();
+  });
+
+  nb::class_<VocabHandle>(m, "Vocab")
+      .def(
+          "__init__",
+          [](VocabHandle* self, const std::vector<nb::bytes>& tokens, const std::vector<uint32_t>& eos,
+             const std::vector<uint32_t>& special) {
+            std::vector<std::string> bytes;
+            bytes.reserve(tokens.size());
+            for (auto& t : tokens) bytes.emplace_back(t.c_str(), t.size());
+            new (self) VocabHandle();
+            nb::gil_scoped_release nogil;
+            self->vocab = std::make_shared<Vocab>(std::move(bytes), eos, special);
+          },
+          nb::arg("token_bytes"), nb::arg("eos_ids"), nb::arg("special_ids"))
+      .def_prop_ro("n_tokens", [](VocabHandle& v) { return v.vocab->n_tokens(); })
+      .def_prop_ro("n_words", [](VocabHandle& v) { return v.vocab->n_words(); })
+      .def_prop_ro("n_trie_nodes", [](VocabHandle& v) { return v.vocab->trie().n_nodes(); })
+      .def_prop_ro("memory_bytes", [](VocabHandle& v) { return v.vocab->memory_bytes(); });
+
+  nb::class_<LexParserHandle>(m, "LexParser")
+      .def(
+          "__init__",
+          [](LexParserHandle* self, int32_t n_nonterminals, int32_t start, const std::vector<int32_t>& lhs,
+             const std::vector<std::vector<int32_t>>& rhs, const std::vector<std::tuple<uint32_t, int32_t, bool, int64_t, bool, bool>>& lexemes,
+             const std::vector<int64_t>& skips, bool allow_initial_skip, bool ignore_once) {
+            GrammarRules g;
+            g.n_nonterminals = n_nonterminals;
+            g.start = start;
+            g.lhs = lhs;
+            g.rhs = rhs;
+            std::vector<LexemeSpec> specs;
+            for (auto& [rx, cls, lazy, budget, tok, eos] : lexemes) {
+              check_node(rx);
+              if (cls < 0 || size_t(cls) >= skips.size()) throw std::invalid_argument("bad lexeme class");
+              specs.push_back(LexemeSpec{rx, cls, lazy, budget, tok, eos});
+              g.lexeme_class.push_back(cls);
+            }
+            std::vector<NodeId> sk;
+            for (int64_t s : skips) {
+              if (s >= 0) check_node(NodeId(s));
+              sk.push_back(s < 0 ? 0xFFFFFFFFu : NodeId(s));
+            }
+            new (self) LexParserHandle();
+            nb::gil_scoped_release nogil;
+            self->lp = std::make_shared<LexParser>(std::move(g), std::move(specs), std::move(sk),
+                                                   GrammarOptionsCore{allow_initial_skip, ignore_once});
+          })
+      .def_prop_ro("initial", [](LexParserHandle& h) {
+        ParseState s = h.lp->initial();
+        return State{s.set_id, s.lexer_state, s.pending};
+      })
+      .def("advance_byte",
+           [](LexParserHandle& h, const State& st, uint32_t b) {
+             check_state(*h.lp, st);
+             if (b > 255) throw std::invalid_argument("byte out of range");
+             return from_state(h.lp->advance_byte(to_state(st), b));
+           })
+      .def("advance_bytes",
+           [](LexParserHandle& h, const State& st, nb::bytes data) {
+             check_state(*h.lp, st);
+             return from_state(h.lp->advance_bytes(to_state(st), reinterpret_cast<const uint8_t*>(data.c_str()), data.size()));
+           })
+      .def("advance_token_lexeme",
+           [](LexParserHandle& h, const State& st, std::vector<int32_t> lexemes) {
+             check_state(*h.lp, st);
+             std::sort(lexemes.begin(), lexemes.end());
+             for (int32_t l : lexemes)
+               if (l < 0 || size_t(l) >= h.lp->n_lexemes()) throw std::out_of_range("lexeme index out of range");
+             return from_state(h.lp->advance_token_lexeme(to_state(st), lexemes));
+           })
+      .def("expected_token_lexemes",
+           [](LexParserHandle& h, const State& st) {
+             check_state(*h.lp, st);
+             return h.lp->expected_token_lexemes(to_state(st));
+           })
+      .def("allowed_bytes",
+           [](LexParserHandle& h, const State& st) {
+             check_state(*h.lp, st);
+             bool out[256];
+             h.lp->allowed_bytes(to_state(st), out);
+             std::string r(256, '\0');
+             for (int i = 0; i < 256; i++) r[i] = out[i] ? 1 : 0;
+             return nb::bytes(r.data(), r.size());
+           })
+      .def("is_accepting",
+           [](LexParserHandle& h, const State& st) {
+             check_state(*h.lp, st);
+             return h.lp->is_accepting(to_state(st));
+           })
+      .def("can_continue",
+           [](LexParserHandle& h, const State& st) {
+             check_state(*h.lp, st);
+             return h.lp->can_continue(to_state(st));
+           })
+      .def("accepts",
+           [](LexParserHandle& h, nb::bytes data) {
+             std::string d(data.c_str(), data.size());
+             nb::gil_scoped_release nogil;
+             return h.lp->accepts(reinterpret_cast<const uint8_t*>(d.data()), d.size());
+           })
+      .def("finish",
+           [](LexParserHandle& h, int32_t set_id, uint32_t s) {
+             check_state(*h.lp, State{set_id, s, false});
+             std::lock_guard<std::recursive_mutex> g(h.lp->mu());
+             return h.lp->finish(set_id, s);
+           })
+      .def("finish_accepted",
+           [](LexParserHandle& h, int32_t set_id, const std::vector<uint32_t>& accepting) {
+             check_state(*h.lp, State{set_id, 0, false});
+             std::lock_guard<std::recursive_mutex> g(h.lp->mu());
+             return h.lp->finish_accepted(set_id, accepting);
+           })
+      .def("lexer_start",
+           [](LexParserHandle& h, int32_t set_id, int mode, std::vector<int32_t> skipped) {
+             check_state(*h.lp, State{set_id, 0, false});
+             std::sort(skipped.begin(), skipped.end());
+             std::lock_guard<std::recursive_mutex> g(h.lp->mu());
+             return h.lp->lexer_start(set_id, mode, skipped);
+           })
+      // the parser
+      .def("scan",
+           [](LexParserHandle& h, int32_t set_id, std::vector<int32_t> lexemes) {
+             check_state(*h.lp, State{set_id, 0, false});
+             std::sort(lexemes.begin(), lexemes.end());
+             lexemes.erase(std::unique(lexemes.begin(), lexemes.end()), lexemes.end());
+             std::lock_guard<std::recursive_mutex> g(h.lp->mu());
+             return h.lp->parser().scan(set_id, lexemes);
+           })
+      .def("expected",
+           [](LexParserHandle& h, int32_t set_id) {
+             check_state(*h.lp, State{set_id, 0, false});
+             std::lock_guard<std::recursive_mutex> g(h.lp->mu());
+             return h.lp->parser().expected(set_id);
+           })
+      .def("set_accepting",
+           [](LexParserHandle& h, int32_t set_id) {
+             check_state(*h.lp, State{set_id, 0, false});
+             std::lock_guard<std::recursive_mutex> g(h.lp->mu());
+             return h.lp->parser().is_accepting(set_id);
+           })
+      .def_prop_ro("n_sets",
+                   [](LexParserHandle& h) {
+                     std::lock_guard<std::recursive_mutex> g(h.lp->mu());
+                     return h.lp->parser().n_sets();
+                   })
+      .def_prop_ro("rule_first_dr", [](LexParserHandle& h) { return h.lp->parser().rule_first_dr(); })
+      .def_prop_ro("chain_limit_hits", [](LexParserHandle& h) { return h.lp->chain_limit_hits; })
+      // local/global lexemes
+      .def("locals_of", [](LexParserHandle& h, uint32_t g) { return h.lp->locals_of(g); })
+      .def("is_skip", [](LexParserHandle& h, int32_t local) { return h.lp->is_skip(local); })
+      .def_prop_ro("budgets",
+                   [](LexParserHandle& h) {
+                     std::vector<std::pair<uint32_t, int64_t>> out;
+                     for (uint32_t g : h.lp->budgeted()) out.emplace_back(g, h.lp->lexer().budget(g));
+                     return out;
+                   })
+      .def_prop_ro("eos_lexemes", [](LexParserHandle& h) { return h.lp->eos_lexemes(); })
+      // the lexer DFA (shared by grammars)
+      .def("lexer_next",
+           [](LexParserHandle& h, uint32_t s, uint32_t b) {
+             check_lexer_state(*h.lp, s);
+             if (b > 255) throw std::invalid_argument("byte out of range");
+             return h.lp->lexer().next(s, b);
+           })
+      .def("lexer_accepting",
+           [](LexParserHandle& h, uint32_t s) {
+             check_lexer_state(*h.lp, s);
+             return h.lp->lexer().state(s).accepting;
+           })
+      .def("lexer_accepts_lazy",
+           [](LexParserHandle& h, uint32_t s) {
+             check_lexer_state(*h.lp, s);
+             return h.lp->lexer().accepts_lazy(s);
+           })
+      .def("lexer_alive",
+           [](LexParserHandle& h, uint32_t s) {
+             check_lexer_state(*h.lp, s);
+             std::vector<uint32_t> out;
+             for (auto& e : h.lp->lexer().state(s).entries) out.push_back(e.first);
+             return out;
+           })
+      .def("lexer_can_extend",
+           [](LexParserHandle& h, uint32_t s) {
+             check_lexer_state(*h.lp, s);
+             return h.lp->lexer().can_extend(s);
+           })
+      .def("lexer_without_extensions",
+           [](LexParserHandle& h, uint32_t s, const std::vector<uint32_t>& lexemes) {
+             check_lexer_state(*h.lp, s);
+             return h.lp->lexer().without_extensions(s, lexemes);
+           })
+      .def_prop_ro("lexer_n_states", [](LexParserHandle& h) { return h.lp->lexer().n_states(); });
+
+  nb::class_<MaskEngineHandle>(m, "MaskEngine")
+      .def(
+          "__init__",
+          [](MaskEngineHandle* self, LexParserHandle& lp, VocabHandle& vocab,
+             std::vector<std::pair<int32_t, std::vector<uint32_t>>> token_lexeme_ids) {
+            for (auto& [lex, ids] : token_lexeme_ids)
+              if (lex < 0 || size_t(lex) >= lp.lp->n_lexemes() || !lp.lp->is_token_lexeme(lex))
+                throw std::invalid_argument("not a token lexeme");
+            new (self) MaskEngineHandle();
+            self->engine = std::make_shared<MaskEngine>(lp.lp, vocab.walker_for(lp.lp->lexer_ptr()),
+                                                        std::move(token_lexeme_ids));
+            self->n_words = vocab.vocab->n_words();
+          })
+      .def("mask",
+           [](MaskEngineHandle& h, const State& st) {
+             check_state(h.engine->lexparser(), st);
+             std::shared_ptr<const std::vector<uint32_t>> m;
+             {
+               nb::gil_scoped_release nogil;
+               m = h.engine->mask(to_state(st));
+             }
+             return to_numpy(*m);
+           })
+      .def(
+          "fill",
+          [](MaskEngineHandle& h, const State& st, OutRow out) {
+            check_state(h.engine->lexparser(), st);
+            if (out.shape(0) != h.n_words) throw std::invalid_argument("mask buffer has the wrong length");
+            nb::gil_scoped_release nogil;
+            auto m = h.engine->mask(to_state(st));
+            std::memcpy(out.data(), m->data(), size_t(h.n_words) * 4);
+          },
+          nb::arg("state"), nb::arg("out").noconvert())
+      .def("advance_token",
+           [](MaskEngineHandle& h, const State& st, uint32_t token) {
+             check_state(h.engine->lexparser(), st);
+             return from_state(h.engine->advance_token(to_state(st), token));
+           })
+      .def("token_lexemes_of", [](MaskEngineHandle& h, uint32_t token) { return h.engine->token_lexemes_of(token); })
+      .def("inside_end_states",
+           [](MaskEngineHandle& h, uint32_t s) {
+             check_lexer_state(h.engine->lexparser(), s);
+             std::vector<uint32_t> ids, ends;
+             {
+               nb::gil_scoped_release nogil;
+               h.engine->walker().inside_end_states(s, ids, ends);
+             }
+             return std::make_pair(ids, ends);
+           })
+      .def_prop_ro("stats", [](MaskEngineHandle& h) {
+        nb::dict d;
+        d["hits"] = h.engine->hits;
+        d["misses"] = h.engine->misses;
+        d["masks"] = h.engine->n_cached();
+        d["lexer_walks"] = h.engine->walker().n_walks();
+        d["walk_bytes"] = h.engine->walker().memory_bytes();
+        d["lexer_states"] = h.engine->lexparser().lexer().n_states();
+        return d;
+      });
+
+  m.def(
+      "fill_masks",
+      [](const std::vector<std::pair<MaskEngineHandle*, State>>& items, OutRows out, uint32_t n_threads) {
+        if (out.shape(0) < items.size()) throw std::invalid_argument("mask buffer has fewer rows than matchers");
+        for (auto& [h, st] : items) {
+          if (!h) throw std::invalid_argument("no engine");
+          check_state(h->engine->lexparser(), st);
+          if (out.shape(1) != h->n_words) throw std::invalid_argument("mask buffer rows have the wrong length");
+        }
+        uint32_t* base = out.data();
+        size_t stride = out.shape(1);
+        nb::gil_scoped_release nogil;
+        size_t n = items.size();
+        std::atomic<size_t> next{0};
+        auto work = [&]() {
+          for (size_t i; (i = next.fetch_add(1)) < n;) {
+            auto m = items[i].first->engine->mask(to_state(items[i].second));
+            std::memcpy(base + i * stride, m->data(), stride * 4);
+          }
+        };
+        uint32_t k = std::max<uint32_t>(1, std::min<uint32_t>(n_threads, uint32_t(n)));
+        std::vector<std::thread> threads;
+        for (uint32_t t = 1; t < k; t++) threads.emplace_back(work);
+        work();
+        for (auto& t : threads) t.join();
+      },
+      nb::arg("items"), nb::arg("out").noconvert(), nb::arg("n_threads") = 1);
+}

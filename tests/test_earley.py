@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from lexguide import Grammar
 from lexguide.errors import LimitExceeded
 from lexguide.grammar import rx
-from lexguide.grammar.earley import EarleyParser
 from lexguide.grammar.ir import GrammarBuilder
 
 
@@ -114,13 +116,19 @@ def test_max_parser_states_limit():
     b.rule(start, [lp_, start, rp_])
     b.rule(start, [])
     ir = b.build(start)
-    parser = EarleyParser(ir, max_sets=10)
-    s = parser.initial
-    lex = ir.lexemes.index(next(x for x in ir.lexemes if x.name == r"\("))
-    with pytest.raises(LimitExceeded) as err:
-        for _ in range(20):
-            s = parser.scan(s, frozenset([lex]))
-    assert err.value.limit == "max_parser_states"
+    # the core's bound (max_parser_states, 200,000 sets) in its own process: one new set per "("
+    code = "\n".join([
+        "from lexguide import Grammar, LimitExceeded",
+        "g = Grammar.from_lark('start: \"(\" start \")\" | \"\"')",
+        "try:",
+        "    g.validate('(' * 250_000)",
+        "except LimitExceeded as e:",
+        "    print('limit', e.limit)",
+    ])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "limit max_parser_states"
+    assert Grammar(ir).validate("((()))")
 
 
 def test_skip_of_one_nested_class_commits_to_it():

@@ -11,6 +11,7 @@ import pytest
 from lexguide import Grammar, GrammarError, Matcher, TokenizerInfo, TokenRejected, apply_mask
 from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder
+from reference import recognizer
 
 ALPHABET = b"ab0 ,"
 LEXEME_POOL = ["a", "ab", "b", "[ab]+", "a*b", "[0-9]+", "0", " ", ",", "(ab)+", "b?a", "[a0]{2,3}", "b*", "(a0)?"]
@@ -54,15 +55,16 @@ def _mask_ids(mask: np.ndarray) -> set[int]:
     return set(np.nonzero(bits[: INFO.vocab_size])[0].tolist())
 
 
-def _brute_force(m: Matcher) -> set[int]:
-    lp = m._lp
-    allowed = set()
-    for t, tb in enumerate(VOCAB):
-        if t in INFO.special_ids:
-            continue
-        if lp.advance_bytes(m.state, tb) is not None:
-            allowed.add(t)
-    if m.is_accepting():
+def _consumed(m: Matcher) -> bytes:
+    return b"".join(m.info.token_bytes[t] for t in m._tokens)
+
+
+def _brute_force(m: Matcher, vocab: list[bytes] = VOCAB) -> set[int]:
+    """Every token's bytes through the reference recogniser (tests/reference), plus EOS."""
+    ref = recognizer(m.grammar)
+    prefix = _consumed(m)
+    allowed = ref.allowed(prefix, vocab, skip=m.info.special_ids)
+    if ref.is_accepting(prefix):
         allowed.add(0)
     return allowed
 
@@ -78,7 +80,7 @@ def _walk_randomly_checking_masks(grammar: Grammar, info: TokenizerInfo, rng, st
         if lp.chain_limit_hits:
             return  # endless empty lexemes: both paths cut the chain, at different depths
         assert mask_ids == expected
-        by_byte = [lp.advance_byte(m.state, b) is not None for b in range(256)]
+        by_byte = recognizer(grammar).allowed_bytes(_consumed(m))
         assert lp.allowed_bytes(m.state).tolist() == by_byte
         choices = sorted(mask_ids - {0})
         if not choices:
@@ -144,51 +146,8 @@ def test_apply_mask_sets_minus_inf():
     assert allowed[VOCAB.index(b"a")] and not allowed[VOCAB.index(b"b")]
 
 
-@pytest.mark.parametrize("seed", range(40, 60))
-def test_mask_with_class_deduplicated_walks(seed, monkeypatch):
-    """Walking one token per byte-class string gives the same masks as walking them all."""
-    import lexguide.engine.walk as walk_module
-
-    monkeypatch.setattr(walk_module, "VIEW_MIN_ROWS", 1)
-    monkeypatch.setattr(walk_module, "VIEW_AFTER_REQUESTS", 1)
-    info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
-    rng = random.Random(seed)
-    _walk_randomly_checking_masks(_random_grammar(rng), info, rng, steps=10)
-
-
-def test_class_deduplicated_walk_is_used(monkeypatch):
-    import lexguide.engine.walk as walk_module
-
-    monkeypatch.setattr(walk_module, "VIEW_MIN_ROWS", 1)
-    monkeypatch.setattr(walk_module, "VIEW_AFTER_REQUESTS", 1)
-    info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
-    m = Matcher(Grammar.from_regex("[ab]+,?"), info)
-    m.consume(VOCAB.index(b"a"))  # accepting state: every token is a candidate
-    assert _mask_ids(m.compute_mask()) == _brute_force(m)
-    assert any(v is not None for v in m._engine.walker._views.values())
-
-
-def _force_split_walks(monkeypatch, trie: bool = False) -> None:
-    """Make every vocabulary walk take the large-vocabulary paths: per-first-byte tails
-    (over the token prefix tree with ``trie``, else class-deduplicated), dominant-walk
-    combination with packed masks, and walks shared with counter-capped twins (tokens of 3+
-    bytes patched)."""
-    import lexguide.engine.walk as walk_module
-
-    monkeypatch.setattr(walk_module, "SPLIT_MIN_ROWS", 1)
-    monkeypatch.setattr(walk_module, "VIEW_MIN_ROWS", 1)
-    monkeypatch.setattr(walk_module, "VIEW_AFTER_REQUESTS", 1)
-    monkeypatch.setattr(walk_module, "_SMALL", 0)
-    monkeypatch.setattr(walk_module, "DOMINANT_RATIO", 0)
-    monkeypatch.setattr(walk_module, "CAP_BYTES", 3)
-    monkeypatch.setattr(walk_module, "TRIE_MIN_ROWS", 1 if trie else 10**9)
-
-
-@pytest.mark.parametrize("trie", [False, True])
-@pytest.mark.parametrize("seed", range(60, 80))
-def test_mask_with_split_walks(seed, trie, monkeypatch):
-    """Walks assembled per first byte give the same masks as direct walks."""
-    _force_split_walks(monkeypatch, trie)
+@pytest.mark.parametrize("seed", range(40, 90))
+def test_mask_equals_brute_force_on_more_random_grammars(seed):
     info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
     rng = random.Random(seed)
     _walk_randomly_checking_masks(_random_grammar(rng), info, rng, steps=10)
@@ -216,80 +175,29 @@ KEY_SCHEMAS = [
 ]
 
 
-@pytest.mark.parametrize("negation", [True, False])
-@pytest.mark.parametrize("split", [False, True, "trie"])
 @pytest.mark.parametrize("schema", [0, 1])
-@pytest.mark.parametrize("seed", range(6))
-def test_property_key_masks_equal_brute_force(seed, schema, split, negation, monkeypatch):
+@pytest.mark.parametrize("seed", range(12))
+def test_property_key_masks_equal_brute_force(seed, schema):
     """Keys that may be a declared name or any other string (the complement of the declared
-    names): the dominant-walk combination patches only the declared names' rows, and the
-    tails of such keys start from the plain string's tails (``_negation_tail``)."""
-    import lexguide.engine.walk as walk_module
-
-    monkeypatch.setattr(walk_module, "NEGATION_TAILS", negation)
-    if split:
-        _force_split_walks(monkeypatch, trie=split == "trie")
+    names: a boolean regex in the lexer)."""
     vocab = _json_vocab(seed)
     info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
     grammar = Grammar.from_json_schema(KEY_SCHEMAS[schema], whitespace="compact")
     rng = random.Random(seed)
     m = Matcher(grammar, info)
-    lp = m._lp
     for _ in range(14):
         bits = np.unpackbits(m.compute_mask().view(np.uint8), bitorder="little")
         got = set(np.nonzero(bits[: info.vocab_size])[0].tolist())
-        want = {t for t, tb in enumerate(vocab) if t not in info.special_ids and lp.advance_bytes(m.state, tb) is not None}
-        if m.is_accepting():
-            want.add(0)
-        assert got == want
+        assert got == _brute_force(m, vocab)
         choices = sorted(got - {0})
         if not choices:
             break
         m.consume(rng.choice(choices))
 
 
-@pytest.mark.parametrize("small_rows", [0, 10**9])
-@pytest.mark.parametrize("seed", range(80, 90))
-def test_mask_with_numpy_or_python_walks(seed, small_rows, monkeypatch):
-    """The byte-by-byte Python walk for few rows and the vectorised walk agree."""
-    import lexguide.engine.walk as walk_module
-
-    monkeypatch.setattr(walk_module, "SMALL_WALK_ROWS", small_rows)
-    info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
-    rng = random.Random(seed)
-    _walk_randomly_checking_masks(_random_grammar(rng), info, rng, steps=10)
-
-
-def test_negation_tails_are_taken(monkeypatch):
-    """The key masks above exercise ``_negation_tail``, not only its fallback."""
-    import lexguide.engine.walk as walk_module
-
-    _force_split_walks(monkeypatch, trie=True)
-    taken = []
-    original = walk_module.VocabWalker._negation_tail
-
-    def spy(self, *args):
-        tail = original(self, *args)
-        taken.append(tail is not None)
-        return tail
-
-    monkeypatch.setattr(walk_module.VocabWalker, "_negation_tail", spy)
-    vocab = _json_vocab(0) + [b'{"zz']  # a fresh token: the walker cache holds no key walk yet
-    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
-    m = Matcher(Grammar.from_json_schema(KEY_SCHEMAS[0], whitespace="compact"), info)
-    m.consume(vocab.index(b'{"'))
-    m.compute_mask()
-    assert any(taken)
-
-
-@pytest.mark.parametrize("negation", [True, False])
-def test_a_declared_name_is_no_other_key_after_its_turn(negation, monkeypatch):
+def test_a_declared_name_is_no_other_key_after_its_turn():
     """After ``"ab"`` was written, the key position accepts any other string but not "ab"
-    again: tokens spelling ``ab"`` must be masked even where every key walk is split."""
-    import lexguide.engine.walk as walk_module
-
-    monkeypatch.setattr(walk_module, "NEGATION_TAILS", negation)
-    _force_split_walks(monkeypatch, trie=True)
+    again: tokens spelling ``ab"`` must be masked."""
     vocab = _json_vocab(1) + [b'ab"', b'ab":', b'ab":1', b'ab":"', b'aab"', b'abb":']
     vocab = list(dict.fromkeys(vocab))
     info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
@@ -298,9 +206,7 @@ def test_a_declared_name_is_no_other_key_after_its_turn(negation, monkeypatch):
     for piece in (b'{"', b'ab":', b"0", b',"'):
         m.consume(vocab.index(piece))
     got = _mask_ids_of(m.compute_mask(), info)
-    want = {t for t, tb in enumerate(vocab) if t not in info.special_ids
-            and m._lp.advance_bytes(m.state, tb) is not None}
-    assert got == want
+    assert got == _brute_force(m, vocab)
     assert vocab.index(b'ab"') not in got and vocab.index(b'ab":1') not in got
     assert vocab.index(b'abb":') in got and vocab.index(b'aab"') in got
 
@@ -310,29 +216,20 @@ def _mask_ids_of(mask: np.ndarray, info: TokenizerInfo) -> set[int]:
     return set(np.nonzero(bits[: info.vocab_size])[0].tolist())
 
 
-@pytest.mark.parametrize("transitions", [True, False])
 @pytest.mark.parametrize("pattern", ["[ab0]{0,30},", "[ab0]{0,12},", "[ab0]{2,7},", "([ab]{0,20}0){1,2},"])
 @pytest.mark.parametrize("seed", range(3))
-def test_counter_walks_equal_brute_force(seed, pattern, transitions, monkeypatch):
-    """Counters capped at CAP_BYTES: long tokens are patched (one transition at a time, or by
-    whole rows), and not at all where no token is long enough to tell (``_indistinct_below``)."""
-    import lexguide.engine.walk as walk_module
-
-    _force_split_walks(monkeypatch)
-    monkeypatch.setattr(walk_module, "TRANSITION_WALK_ROWS", 256 if transitions else 0)
+def test_counter_walks_equal_brute_force(seed, pattern):
+    """Counted repetitions: every counter position is its own lexer state."""
     info = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
     rng = random.Random(seed)
     grammar = Grammar.from_lark(f"start: X+\nX: /{pattern}/")
     _walk_randomly_checking_masks(grammar, info, rng, steps=12)
 
 
-@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("n_keys", [40, 70, 130])
-def test_key_masks_with_many_declared_names(n_keys, split, monkeypatch):
-    """More declared names than one word of accepting bits (62 per int64): a crossing token
-    must name the exact key it ends (its value decides what may follow)."""
-    if split:
-        _force_split_walks(monkeypatch, trie=True)
+def test_key_masks_with_many_declared_names(n_keys):
+    """Many declared names: a crossing token must name the exact key it ends (its value
+    decides what may follow)."""
     alphabet = b'k0123456789":,{}'
     rng = random.Random(n_keys)
     vocab = [b"<eos>", b"<ctl>"] + [bytes([c]) for c in alphabet]
@@ -343,11 +240,9 @@ def test_key_masks_with_many_declared_names(n_keys, split, monkeypatch):
     info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
     props = {f"k{i:02d}": ({"const": i} if i % 2 else {"type": "string"}) for i in range(n_keys)}
     m = Matcher(Grammar.from_json_schema({"type": "object", "properties": props}, whitespace="compact"), info)
-    lp = m._lp
     for piece in (b'{"', b"k", b"0"):
         got = _mask_ids_of(m.compute_mask(), info)
-        want = {t for t, tb in enumerate(vocab) if t not in info.special_ids and lp.advance_bytes(m.state, tb) is not None}
-        assert got == want
+        assert got == _brute_force(m, vocab)
         m.consume(vocab.index(piece))
 
 

@@ -8,7 +8,7 @@ PUBLIC = {
     "__version__", "LexguideError", "GGUFError", "TokenizerError", "GrammarError", "RegexError",
     "SchemaError", "TokenRejected", "LimitExceeded", "ModelError",
     "GGUFFile", "TensorInfo", "GGMLType", "open_gguf", "write_gguf", "dequantize", "quantize",
-    "Tokenizer", "Grammar", "gbnf_to_lark", "Matcher", "TokenizerInfo", "apply_mask",
+    "Tokenizer", "Grammar", "gbnf_to_lark", "Matcher", "TokenizerInfo", "apply_mask", "fill_masks",
     "Model", "SamplerConfig", "Completion",
 }  # fmt: skip
 

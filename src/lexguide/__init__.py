@@ -41,6 +41,7 @@ _LAZY = {
     "Matcher": "lexguide.engine",
     "TokenizerInfo": "lexguide.engine",
     "apply_mask": "lexguide.engine",
+    "fill_masks": "lexguide.engine",
     # runtime
     "Model": "lexguide.runtime",
     "SamplerConfig": "lexguide.runtime",

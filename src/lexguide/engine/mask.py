@@ -1,57 +1,44 @@
-"""Token masks for one grammar over one vocabulary: the parser's part of the computation.
+"""Token masks for one grammar over one vocabulary, computed by the compiled core.
 
 For a parse state ``(set_id, lexer_state, pending)`` a token is allowed iff feeding its bytes
-keeps the parse alive. The vocabulary walks (``walk.py``) say, per lexer state and without the
-parser, which tokens stay inside the current lexeme and which end it at byte ``j`` with the
-lexemes ``acc`` accepting. Here the parser decides each such group: ``finish_accepted`` gives
-the next Earley set and lexer restart (memoised), and the group's continuation from that
-restart is another cached walk node, collected recursively. The mask is the union of the
-collected nodes' allowed tokens, plus the special tokens the parser expects, plus EOS iff the
-grammar is complete.
-
-Full masks are memoised per parse state (LRU, bounded in bytes): the canonical Earley sets make
-repeated structure (list items, nested objects) hit the cache, and a hit costs one dict lookup.
+keeps the parse alive. The core walks the vocabulary's prefix tree from a lexer state without
+the parser (the walk is cached per lexer state and shared by every grammar on the tokenizer),
+then lets the parser decide each place where a lexeme ends inside a token; the mask is that
+union plus the special tokens the parser expects, plus EOS iff the grammar is complete, and is
+memoised per parse state (``csrc/engine/mask.h``). This class resolves the grammar's
+special-token lexemes against the vocabulary and hands the rest to the core.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 
-from lexguide.engine.tokenizer_info import TokenizerInfo, set_bits
-from lexguide.engine.walk import FirstBytes, WalkNode, walker_for
+from lexguide import _core
+from lexguide.engine.tokenizer_info import TokenizerInfo
 from lexguide.errors import GrammarError
-from lexguide.grammar.earley import DEAD_SET
 from lexguide.grammar.grammar import Grammar
 from lexguide.grammar.lexparser import LexParser, ParseState
 
 __all__ = ["MaskEngine"]
 
-#: memory budget of one grammar's mask cache (a 262k-token mask is 32 KiB: 8,192 masks)
-MASK_CACHE_BYTES = 256 << 20
-
-
-_MAX_EMPTY_CHAIN = 64
-
 
 class MaskEngine:
-    """Mask computation for one grammar and one tokenizer; shared by all their matchers."""
+    """Mask computation for one grammar and one tokenizer; shared by all their matchers.
 
-    def __init__(self, grammar: Grammar, info: TokenizerInfo, *, max_cached_masks: int | None = None):
+    Thread-safe. ``compute_mask`` costs a cache lookup and a copy when the state was seen; a new
+    state costs the core's walks of the lexer states not seen before on this tokenizer.
+    """
+
+    def __init__(self, grammar: Grammar, info: TokenizerInfo) -> None:
         self.grammar = grammar
         self.info = info
         self.lp: LexParser = grammar.lexparser
         self.lexer = self.lp.lexer
-        self.walker = walker_for(self.lexer, info)
-        self._eos = np.array(sorted(info.eos_ids), dtype=np.int64)
-        self._masks: OrderedDict[ParseState, np.ndarray] = OrderedDict()
-        if max_cached_masks is None:
-            max_cached_masks = max(1024, MASK_CACHE_BYTES // (4 * info.n_words))
-        self.max_cached_masks = max_cached_masks
-        self.hits = 0
-        self.misses = 0
         self._token_lexeme_ids = self._resolve_token_lexemes()
+        self._core = _core.MaskEngine(
+            self.lp._core, info._vocab,
+            [(lex, ids.astype(np.uint32).tolist()) for lex, ids in self._token_lexeme_ids.items()],
+        )
 
     # -- special-token lexemes ------------------------------------------------------------
     def _resolve_token_lexemes(self) -> dict[int, np.ndarray]:
@@ -85,60 +72,30 @@ class MaskEngine:
         return out
 
     def token_lexemes_of(self, token_id: int) -> frozenset[int]:
-        return frozenset(i for i, ids in self._token_lexeme_ids.items() if _contains(ids, token_id))
-
-    def _collect(self, node: WalkNode, set_id: int, out: list[WalkNode], path: tuple = ()) -> None:
-        out.append(node)
-        if len(path) > self.info.max_len + _MAX_EMPTY_CHAIN:
-            self.lp.chain_limit_hits += 1  # endless empty lexemes: not followed (as in lexparser)
-            return
-        for acc, groups in node.by_acc.items():
-            new_set, lstart = self.lp.finish_accepted(set_id, acc)
-            if new_set == DEAD_SET:
-                continue
-            sub = path
-            if self.lexer.accepting(lstart):
-                # a lexeme of the restart matches the empty string: the same tokens may come
-                # back at the same columns in the same states, a cycle of empty lexemes. (A
-                # cycle through a restart that takes a byte cannot close: columns only grow.)
-                key = (new_set, lstart, acc, tuple((c, _size(r)) for c, r in groups))
-                if key in path:
-                    continue
-                sub = path + (key,)
-            self._collect(self.walker.child(node, acc, lstart), new_set, out, sub)
+        if not self._token_lexeme_ids:
+            return frozenset()
+        return frozenset(self._core.token_lexemes_of(token_id))
 
     # -- public ---------------------------------------------------------------------------
     def compute_mask(self, state: ParseState) -> np.ndarray:
-        """The allowed-token bitmask for ``state`` (read-only, cached). EOS iff accepting."""
-        cached = self._masks.get(state)
-        if cached is not None:
-            self.hits += 1
-            self._masks.move_to_end(state)
-            return cached
-        self.misses += 1
-        set_id, lstate, _ = state
-        info = self.info
-        nodes: list[WalkNode] = []
-        if lstate != 0:
-            self._collect(self.walker.root(lstate), set_id, nodes)
-        mask = np.zeros(info.n_words, dtype=np.uint32)
-        small = [n.ids for n in nodes if n.is_small and len(n.ids)]
-        for n in nodes:
-            if not n.is_small:
-                mask |= n.packed()
-        specials = self._special_ids(state)
-        if specials is not None:
-            small.append(specials)
-        if self.lp.is_accepting(state):
-            small.append(self._eos)
-        if small:
-            ids = np.concatenate(small)
-            set_bits(mask, ids)
+        """The allowed-token bitmask for ``state`` (a new read-only array). EOS iff accepting."""
+        mask = self._core.mask(state)
         mask.flags.writeable = False
-        self._masks[state] = mask
-        if len(self._masks) > self.max_cached_masks:
-            self._masks.popitem(last=False)
         return mask
+
+    def fill_mask(self, state: ParseState, out: np.ndarray) -> None:
+        """Write the mask of ``state`` into ``out`` (uint32, ``n_words``, C-contiguous)."""
+        self._core.fill(state, out)
+
+    def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
+        """The state after token ``token_id`` (special-token lexemes first), or None."""
+        r = self._core.advance_token(state, token_id)
+        return None if r is None else ParseState(*r)
+
+    def inside_end_states(self, lexer_state: int) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids that stay inside the lexeme from ``lexer_state``, and the state each ends in."""
+        ids, ends = self._core.inside_end_states(lexer_state)
+        return np.asarray(ids, dtype=np.int64), np.asarray(ends, dtype=np.int64)
 
     def _special_ids(self, state: ParseState) -> np.ndarray | None:
         if not self._token_lexeme_ids:
@@ -149,15 +106,6 @@ class MaskEngine:
 
     @property
     def cache_info(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses, "masks": len(self._masks),
-                "lexer_walks": len(self.walker.roots), "lexer_states": self.lexer.n_states,
-                "parser_sets": self.lp.parser.n_sets}
-
-
-def _contains(sorted_ids: np.ndarray, value: int) -> bool:
-    i = np.searchsorted(sorted_ids, value)
-    return bool(i < len(sorted_ids) and sorted_ids[i] == value)
-
-
-def _size(rows) -> int | bytes:
-    return rows.mask.tobytes() if isinstance(rows, FirstBytes) else len(rows)
+        info = dict(self._core.stats)
+        info["parser_sets"] = self.lp.parser.n_sets
+        return info

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from lexguide import _core
 from lexguide.engine.mask import MaskEngine
 from lexguide.engine.tokenizer_info import TokenizerInfo
 from lexguide.errors import MatcherError, TokenRejected
 from lexguide.grammar.grammar import Grammar
 from lexguide.grammar.lexparser import ParseState
 
-__all__ = ["Matcher", "apply_mask", "engine_for"]
+__all__ = ["Matcher", "apply_mask", "engine_for", "fill_masks"]
 
 MAX_FORCED_BYTES = 512
 #: grammars whose mask caches a tokenizer keeps (the oldest are dropped past this)
@@ -91,18 +94,34 @@ class Matcher:
         mask = self.compute_mask()
         return bool((int(mask[token_id >> 5]) >> (token_id & 31)) & 1)
 
+    def fill_mask(self, out: Any, row: int = 0) -> None:
+        """Write the next mask into row ``row`` of ``out`` without allocating.
+
+        ``out`` is a uint32/int32 numpy array or CPU torch tensor of shape ``(n_words,)`` or
+        ``(rows, n_words)``, C-contiguous (``n_words = ceil(V / 32)``); other rows are untouched.
+        """
+        dst = _mask_rows(out, self.info.n_words)[row]
+        if self._stopped or self._budgets:
+            dst[:] = self.compute_mask()
+        else:
+            self._engine.fill_mask(self.state, dst)
+
+    def validate_tokens(self, token_ids) -> int:
+        """How many of ``token_ids`` (a draft, e.g. from speculative decoding) the grammar
+        accepts in sequence from here, without consuming them. Costs one consume per token."""
+        probe = self.clone()
+        n = 0
+        for t in token_ids:
+            try:
+                probe.consume(t)
+            except TokenRejected:
+                break
+            n += 1
+        return n
+
     # -- advancing ------------------------------------------------------------------------
     def _next_state(self, token_id: int) -> ParseState | None:
-        info = self.info
-        state = self.state
-        lexemes = self._engine.token_lexemes_of(token_id)
-        if lexemes:
-            nxt = self._lp.advance_token_lexeme(state, lexemes)
-            if nxt is not None:
-                return nxt
-        if token_id in info.special_ids:
-            return None
-        return self._lp.advance_bytes(state, info.token_bytes[token_id])
+        return self._engine.advance_token(self.state, token_id)
 
     def _next_budgeted(self, token_id: int) -> tuple[ParseState, int] | None:
         """As :meth:`_next_state`, plus the token count of the lexeme being read after it,
@@ -155,21 +174,13 @@ class Matcher:
         hit = self._budget_masks.get(key)
         if hit is not None:
             return hit
-        walker = self._engine.walker
-        rows = walker.root(lstate).rows
-        info = self.info
-        ends = np.full(len(rows), lstate, dtype=np.int32)
-        lengths = info.lengths[rows]
-        for j in range(int(lengths.max(initial=0))):
-            live = lengths > j
-            ends[live] = walker._step(ends[live], info.columns[j].take(rows[live]))
+        ids, ends = self._engine.inside_end_states(lstate)
         bad = [
             s for s in np.unique(ends).tolist()
             if self._cap(ParseState(state.set_id, s, True), count + 1)[0].lexer_state == 0
         ]  # fmt: skip
         if bad:
-            drop = info.text_ids[rows[np.isin(ends, bad)]].astype(np.int64)
-            mask = mask & ~info.mask_from_ids(drop)
+            mask = mask & ~self.info.mask_from_ids(ids[np.isin(ends, bad)])
             mask.flags.writeable = False
         self._budget_masks[key] = mask
         return mask
@@ -332,6 +343,59 @@ class Matcher:
 
     def __repr__(self) -> str:
         return f"Matcher(consumed={self.n_consumed}, accepting={self.is_accepting()}, stopped={self.is_stopped()})"
+
+
+def _mask_rows(out: Any, n_words: int) -> np.ndarray:
+    """``out`` (numpy or CPU torch, 32-bit ints) as a 2-D uint32 numpy view, checked."""
+    if not isinstance(out, np.ndarray):
+        if type(out).__module__.split(".")[0] != "torch":
+            raise TypeError(f"mask buffer must be a numpy array or a torch tensor, not {type(out).__name__}")
+        if out.device.type != "cpu":
+            raise ValueError("mask buffer must be on the CPU")
+        out = out.numpy()  # zero-copy view of the tensor's storage
+    if out.dtype not in (np.uint32, np.int32):
+        raise TypeError(f"mask buffer must hold 32-bit integers, not {out.dtype}")
+    arr = out.view(np.uint32)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != n_words or not arr.flags.c_contiguous or not arr.flags.writeable:
+        raise ValueError(f"mask buffer must be a writable C-contiguous (rows, {n_words}) array")
+    return arr
+
+
+def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = None) -> None:
+    """Fill row ``i`` of ``out`` with the next mask of ``matchers[i]``, in one call.
+
+    Matchers may have different grammars (one tokenizer: rows are ``ceil(V / 32)`` words).
+    The core computes the masks with the GIL released, spread over ``n_threads`` threads
+    (default: all cores). ``out`` is as for :meth:`Matcher.fill_mask`, with at least
+    ``len(matchers)`` rows.
+    """
+    if not matchers:
+        return
+    n_words = matchers[0].info.n_words
+    rows = _mask_rows(out, n_words)
+    if rows.shape[0] < len(matchers):
+        raise ValueError(f"mask buffer has {rows.shape[0]} rows for {len(matchers)} matchers")
+    batch, items, rest = [], [], []
+    for i, m in enumerate(matchers):
+        if m.info.n_words != n_words:
+            raise ValueError("fill_masks: every matcher must use the same vocabulary size")
+        if m._stopped or m._budgets:
+            rest.append(i)
+        else:
+            batch.append(i)
+            items.append((m._engine._core, m.state))
+    if items:
+        threads = n_threads if n_threads is not None else (os.cpu_count() or 1)
+        if len(batch) == len(matchers):
+            _core.fill_masks(items, rows, max(1, threads))
+        else:
+            tmp = np.empty((len(items), n_words), dtype=np.uint32)
+            _core.fill_masks(items, tmp, max(1, threads))
+            rows[batch] = tmp
+    for i in rest:
+        rows[i] = matchers[i].compute_mask()
 
 
 def apply_mask(logits: Any, mask: np.ndarray) -> Any:

@@ -1,10 +1,9 @@
-"""``TokenizerInfo``: what the engine needs of a vocabulary, preprocessed for vectorised walks.
+"""``TokenizerInfo``: what the engine needs of a vocabulary.
 
 Raw bytes of every token (never decoded text), the end-of-generation ids, the control tokens
 (which never match grammar text), and an optional ``encode`` function used only to tokenize
-forced text canonically. Text tokens are kept as a padded byte matrix with lengths and
-first-byte buckets, so walking candidate tokens through a lexer DFA is one numpy gather per
-byte position (see DESIGN.md, "Mask computation").
+forced text canonically. The compiled core keeps its own copy of the token bytes and their
+prefix tree (``csrc/engine/trie.h``), built once here and shared by every grammar.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from lexguide.engine.trie import TokenTrie
+from lexguide import _core
 from lexguide.errors import TokenizerError
 
 __all__ = ["TokenizerInfo"]
@@ -64,8 +63,7 @@ class TokenizerInfo:
         self.n_words = (self.vocab_size + 31) // 32
         self._build_arrays()
         self._compiled: dict[int, tuple] = {}  # id(grammar) -> (grammar, MaskEngine)
-        self._walkers: dict[int, tuple] = {}  # id(lexer DFA) -> (dfa, VocabWalker)
-        self._lock = threading.RLock()  # factories may attach more state (engine -> walker)
+        self._lock = threading.RLock()
 
     @classmethod
     def from_token_bytes(
@@ -93,67 +91,21 @@ class TokenizerInfo:
 
     def _build_arrays(self) -> None:
         tb = self.token_bytes
-        all_lengths = np.fromiter(map(len, tb), dtype=np.int32, count=len(tb))
-        is_text = all_lengths > 0
-        if self.special_ids:
-            is_text[np.fromiter(self.special_ids, dtype=np.int64)] = False
-        ids = np.nonzero(is_text)[0]
-        order = np.argsort(-all_lengths[ids], kind="stable")
-        ids = ids[order].astype(np.int32)
-        lengths = all_lengths[ids]
-        max_len = int(lengths.max()) if len(lengths) else 1
-        joined = np.frombuffer(b"".join(map(tb.__getitem__, ids.tolist())), dtype=np.uint8)
-        # column-major: column j holds byte j of every token, so a walk step is a 1-D take
-        columns = np.zeros((max_len, len(ids)), dtype=np.uint8)
-        row_of_byte = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
-        starts = np.cumsum(lengths, dtype=np.int64) - lengths
-        col_of_byte = np.arange(len(joined), dtype=np.int64) - np.repeat(starts, lengths)
-        columns[col_of_byte, row_of_byte] = joined
-        self.text_ids = ids  # row -> token id
-        self.lengths = lengths  # row -> byte length
-        self.columns = columns  # (max_len, n_rows) uint8, zero padded
-        self.max_len = max_len
-        # rows are sorted by decreasing length: n_active[j] rows have a byte at column j
-        self.n_active = np.searchsorted(-lengths, -np.arange(max_len), side="left")
-        first = columns[0] if len(ids) else np.zeros(0, np.uint8)
-        self.first_byte = first
-        by_first = np.argsort(first, kind="stable")
-        cuts = np.searchsorted(first[by_first], np.arange(257))
-        self.rows_by_first = [by_first[cuts[b] : cuts[b + 1]].astype(np.int64) for b in range(256)]
-        self.all_rows = np.arange(len(ids), dtype=np.int64)
-        row_of_id = np.full(self.vocab_size, -1, dtype=np.int64)
-        row_of_id[ids] = np.arange(len(ids))
-        self.row_of_id = row_of_id  # token id -> row, -1 for special and empty tokens
+        self.max_len = max(map(len, tb), default=1) or 1
         self._ids_by_bytes: dict[bytes, int] | None = None
-        self._first_byte_masks: dict[bytes, np.ndarray] = {}
-        # built here, with the rest of the preprocessing (Gemma 3's 262k tokens: ~0.2 s),
-        # rather than inside the first mask that needs it
-        self._trie = TokenTrie(ids, lengths, columns)
-
-    @property
-    def trie(self) -> TokenTrie:
-        """The text tokens as a prefix tree, for walks over whole first-byte buckets."""
-        return self._trie
-
-    def first_byte_mask(self, first: np.ndarray) -> np.ndarray:
-        """Packed mask of the text tokens whose first byte ``b`` has ``first[b]`` (cached)."""
-        key = first.tobytes()
-        hit = self._first_byte_masks.get(key)
-        if hit is None:
-            hit = self.mask_from_ids(self.text_ids[first[self.first_byte]].astype(np.int64))
-            hit.flags.writeable = False
-            if len(self._first_byte_masks) >= 256:
-                self._first_byte_masks.clear()
-            self._first_byte_masks[key] = hit
-        return hit
+        # the compiled core's copy: token bytes and the prefix tree it walks (built here, with
+        # the rest of the preprocessing, rather than inside the first mask that needs it)
+        self._vocab = _core.Vocab(list(tb), sorted(self.eos_ids), sorted(self.special_ids - self.eos_ids))
 
     @property
     def ids_by_bytes(self) -> dict[bytes, int]:
         """Byte string -> lowest token id with those bytes (built on first use)."""
         if self._ids_by_bytes is None:
             table: dict[bytes, int] = {}
-            for i in sorted(self.text_ids.tolist(), reverse=True):
-                table[self.token_bytes[i]] = i
+            special = self.special_ids
+            for i in range(self.vocab_size - 1, -1, -1):
+                if i not in special and self.token_bytes[i]:
+                    table[self.token_bytes[i]] = i
             self._ids_by_bytes = table
         return self._ids_by_bytes
 
@@ -181,12 +133,3 @@ class TokenizerInfo:
     def __repr__(self) -> str:
         return f"TokenizerInfo(vocab_size={self.vocab_size}, eos={sorted(self.eos_ids)})"
 
-
-def set_bits(packed: np.ndarray, ids: np.ndarray) -> None:
-    """Set the bits of token ``ids`` (int64) in a packed uint32 mask, in place."""
-    np.bitwise_or.at(packed, ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
-
-
-def clear_bits(packed: np.ndarray, ids: np.ndarray) -> None:
-    """Clear the bits of token ``ids`` (int64) in a packed uint32 mask, in place."""
-    np.bitwise_and.at(packed, ids >> 5, ~np.left_shift(1, ids & 31).astype(np.uint32))

@@ -26,9 +26,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from lexguide.errors import MatcherError
-from lexguide.grammar.earley import DEAD_SET
 from lexguide.grammar.ir import is_lexeme, lexeme_index, lexeme_sym
-from lexguide.grammar.lexparser import _NORMAL, LexParser, ParseState
+from lexguide.grammar.lexparser import DEAD_SET, LexParser, ParseState
 
 __all__ = ["Span", "captures", "lexeme_trace"]
 
@@ -83,7 +82,7 @@ def lexeme_trace(lp: LexParser, pieces: Sequence[Piece], final: bool) -> list[Sp
                 new_set = parser.scan(set_id, piece)
                 if new_set != DEAD_SET:
                     spans.append(Span(pos, pos, frozenset(piece & parser.expected(set_id))))
-                    set_id, lstate, pending = new_set, lp._lexer_start(new_set, _NORMAL), False
+                    set_id, lstate, pending = new_set, lp.lexer_start(new_set), False
                     start = pos
                     break
                 if lstate == 0 or not lexer.accepting(lstate) or (set_id, lstate) in seen:
@@ -134,7 +133,7 @@ def _real_lexemes(lp: LexParser, set_id: int, accepting: tuple[int, ...]) -> fro
     """The grammar lexemes (not skips) among ``accepting`` that the parser expects here."""
     expected = lp.parser.expected(set_id)
     return frozenset(
-        loc for g in accepting for loc in lp._locals.get(g, ()) if not lp.is_skip[loc] and loc in expected
+        loc for g in accepting for loc in lp.locals_of(g) if not lp.is_skip(loc) and loc in expected
     )
 
 

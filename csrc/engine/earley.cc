@@ -1,0 +1,234 @@
+// Canonical Earley sets; see earley.h.
+#include "engine/earley.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "engine/limits.h"
+
+namespace lexguide {
+
+namespace {
+template <class T>
+std::string bytes_key(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+}  // namespace
+
+EarleyParser::EarleyParser(GrammarRules g) : g_(std::move(g)) {
+  size_t n_rules = g_.lhs.size();
+  if (g_.rhs.size() != n_rules) throw std::invalid_argument("grammar: lhs and rhs differ in length");
+  rules_of_.resize(size_t(g_.n_nonterminals));
+  for (size_t r = 0; r < n_rules; r++) {
+    int32_t lhs = g_.lhs[r];
+    if (lhs < 0 || lhs >= g_.n_nonterminals) throw std::invalid_argument("grammar: bad left-hand side");
+    rule_first_dr_.push_back(int32_t(dr_next_.size()));
+    for (size_t dot = 0; dot <= g_.rhs[r].size(); dot++) {
+      int32_t sym = dot < g_.rhs[r].size() ? g_.rhs[r][dot] : NO_SYMBOL;
+      if (sym != NO_SYMBOL) {
+        if (sym >= g_.n_nonterminals) throw std::invalid_argument("grammar: bad nonterminal in a rule");
+        if (sym < 0 && size_t(-1 - sym) >= g_.lexeme_class.size())
+          throw std::invalid_argument("grammar: bad lexeme in a rule");
+      }
+      dr_next_.push_back(sym);
+      dr_lhs_.push_back(lhs);
+    }
+    rules_of_[size_t(lhs)].push_back(rule_first_dr_.back());
+  }
+  nullable_.assign(size_t(g_.n_nonterminals), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n_rules; r++) {
+      if (nullable_[size_t(g_.lhs[r])]) continue;
+      bool all = true;
+      for (int32_t s : g_.rhs[r])
+        if (s < 0 || !nullable_[size_t(s)]) { all = false; break; }
+      if (all) { nullable_[size_t(g_.lhs[r])] = true; changed = true; }
+    }
+  }
+  if (g_.start < 0 || g_.start >= g_.n_nonterminals || rules_of_[size_t(g_.start)].empty())
+    throw std::invalid_argument("grammar: the start symbol has no rule");
+  start_dr_ = rules_of_[size_t(g_.start)][0];
+  initial_ = intern({item(start_dr_, ROOT)});
+}
+
+void EarleyParser::waiting_for(int32_t set_id, int32_t sym, std::vector<Item>& out) const {
+  const Set& s = *sets_[size_t(set_id)];
+  auto it = s.waiting.find(sym);
+  if (it != s.waiting.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  if (s.predictions) {
+    auto p = s.predictions->waiting.find(sym);
+    if (p != s.predictions->waiting.end())
+      for (int32_t dr : p->second) out.push_back(item(dr, set_id));
+  }
+}
+
+int32_t EarleyParser::scan(int32_t set_id, const std::vector<int32_t>& lexemes) {
+  Set& s = *sets_[size_t(set_id)];
+  std::string key = bytes_key(lexemes);
+  auto hit = s.scans.find(key);
+  if (hit != s.scans.end()) return hit->second;
+  std::vector<Item> waiting, kernel;
+  for (int32_t lex : lexemes) {
+    waiting.clear();
+    waiting_for(set_id, -1 - lex, waiting);
+    for (Item it : waiting) kernel.push_back(item(item_dr(it) + 1, item_origin(it)));
+  }
+  int32_t result = kernel.empty() ? DEAD_SET : intern(std::move(kernel));
+  sets_[size_t(set_id)]->scans.emplace(std::move(key), result);
+  return result;
+}
+
+int32_t EarleyParser::intern(std::vector<Item> kernel) {
+  std::sort(kernel.begin(), kernel.end());
+  kernel.erase(std::unique(kernel.begin(), kernel.end()), kernel.end());
+  std::string kkey = bytes_key(kernel);
+  auto it = by_kernel_.find(kkey);
+  if (it != by_kernel_.end()) return it->second;
+  if (sets_.size() >= kMaxParserSets)
+    throw LimitError("max_parser_states", kMaxParserSets,
+                     "grammar parser exceeded max_parser_states=" + std::to_string(kMaxParserSets) +
+                         " (deeply nested or highly ambiguous input)");
+  std::unique_ptr<Set> set = closure(kernel);
+  // lexeme classes of the lexeme whose scan produced this set
+  std::vector<int32_t> classes;
+  for (Item k : kernel) {
+    int32_t dr = item_dr(k);
+    if (dr <= 0) continue;
+    int32_t sym = dr_next_[size_t(dr - 1)];
+    if (sym != NO_SYMBOL && sym < 0 && dr_lhs_[size_t(dr - 1)] == dr_lhs_[size_t(dr)])
+      classes.push_back(g_.lexeme_class[size_t(-1 - sym)]);
+  }
+  std::sort(classes.begin(), classes.end());
+  classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+  set->last_classes = classes;
+  // completed items have no future: closures with the same waiting items are one state
+  std::vector<Item> all;
+  for (auto& [sym, items] : set->waiting) all.insert(all.end(), items.begin(), items.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  all.push_back((uint64_t(set->pred_id) << 1) | uint64_t(set->accepting));
+  for (int32_t c : classes) all.push_back(~uint64_t(uint32_t(c)));
+  std::string skey = bytes_key(all);
+  auto sig = by_signature_.find(skey);
+  int32_t sid;
+  if (sig != by_signature_.end()) {
+    sid = sig->second;
+  } else {
+    sid = int32_t(sets_.size());
+    sets_.push_back(std::move(set));
+    by_signature_.emplace(std::move(skey), sid);
+  }
+  by_kernel_.emplace(std::move(kkey), sid);
+  return sid;
+}
+
+std::unique_ptr<EarleyParser::Set> EarleyParser::closure(const std::vector<Item>& kernel) {
+  auto set = std::make_unique<Set>();
+  std::unordered_set<Item> seen;
+  std::vector<int32_t> predicted;  // sorted
+  std::vector<Item> todo(kernel.rbegin(), kernel.rend()), waiting;
+  while (!todo.empty()) {
+    Item it = todo.back();
+    todo.pop_back();
+    if (!seen.insert(it).second) continue;
+    if (seen.size() > kMaxItemsPerSet)
+      throw LimitError("max_items_per_set", kMaxItemsPerSet,
+                       "resource limit max_items_per_set=" + std::to_string(kMaxItemsPerSet) + " exceeded");
+    int32_t dr = item_dr(it), origin = item_origin(it);
+    int32_t sym = dr_next_[size_t(dr)];
+    if (sym == NO_SYMBOL) {
+      if (origin >= 0) {
+        waiting.clear();
+        waiting_for(origin, dr_lhs_[size_t(dr)], waiting);
+        for (Item w : waiting) todo.push_back(item(item_dr(w) + 1, item_origin(w)));
+      } else if (origin == ROOT) {
+        set->accepting = true;
+      }
+      continue;
+    }
+    set->waiting[sym].push_back(it);
+    if (sym >= 0) {
+      if (!std::binary_search(predicted.begin(), predicted.end(), sym)) {
+        const std::vector<int32_t>& more = predicted_by(sym);
+        std::vector<int32_t> merged;
+        std::set_union(predicted.begin(), predicted.end(), more.begin(), more.end(),
+                       std::back_inserter(merged));
+        predicted.swap(merged);
+      }
+      if (nullable_[size_t(sym)]) todo.push_back(item(dr + 1, origin));
+    }
+  }
+  set->pred_id = predictions_for(predicted);
+  set->predictions = pred_blocks_[set->pred_id].get();
+  set->n_items = uint32_t(seen.size()) + set->predictions->n_items;
+  if (set->n_items > kMaxItemsPerSet)
+    throw LimitError("max_items_per_set", kMaxItemsPerSet,
+                     "resource limit max_items_per_set=" + std::to_string(kMaxItemsPerSet) + " exceeded");
+  std::vector<int32_t> expected = set->predictions->expected;
+  for (auto& [sym, items] : set->waiting)
+    if (sym < 0) expected.push_back(-1 - sym);
+  std::sort(expected.begin(), expected.end());
+  expected.erase(std::unique(expected.begin(), expected.end()), expected.end());
+  set->expected = std::move(expected);
+  return set;
+}
+
+const std::vector<int32_t>& EarleyParser::predicted_by(int32_t nt) {
+  auto hit = predicts_.find(nt);
+  if (hit != predicts_.end()) return hit->second;
+  std::vector<int32_t> found{nt}, todo{nt};
+  std::unordered_set<int32_t> in{nt};
+  while (!todo.empty()) {
+    int32_t x = todo.back();
+    todo.pop_back();
+    for (auto& [sym, dr] : items_of(x)) {
+      int32_t s = dr_next_[size_t(dr)];
+      if (s != NO_SYMBOL && s >= 0 && in.insert(s).second) {
+        found.push_back(s);
+        todo.push_back(s);
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return predicts_.emplace(nt, std::move(found)).first->second;
+}
+
+const std::vector<std::pair<int32_t, int32_t>>& EarleyParser::items_of(int32_t nt) {
+  auto hit = nt_items_.find(nt);
+  if (hit != nt_items_.end()) return hit->second;
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (int32_t dr : rules_of_[size_t(nt)]) {
+    while (true) {
+      int32_t sym = dr_next_[size_t(dr)];
+      if (sym == NO_SYMBOL) break;
+      out.emplace_back(sym, dr);
+      if (sym < 0 || !nullable_[size_t(sym)]) break;
+      dr++;
+    }
+  }
+  return nt_items_.emplace(nt, std::move(out)).first->second;
+}
+
+uint32_t EarleyParser::predictions_for(std::vector<int32_t> nts) {
+  std::string key = bytes_key(nts);
+  auto hit = pred_ids_.find(key);
+  if (hit != pred_ids_.end()) return hit->second;
+  auto p = std::make_unique<Predictions>();
+  for (int32_t nt : nts)
+    for (auto& [sym, dr] : items_of(nt)) {
+      p->waiting[sym].push_back(dr);
+      p->n_items++;
+    }
+  for (auto& [sym, drs] : p->waiting)
+    if (sym < 0) p->expected.push_back(-1 - sym);
+  std::sort(p->expected.begin(), p->expected.end());
+  uint32_t id = uint32_t(pred_blocks_.size());
+  pred_blocks_.push_back(std::move(p));
+  pred_ids_.emplace(std::move(key), id);
+  return id;
+}
+
+}  // namespace lexguide

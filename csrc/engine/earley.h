@@ -1,0 +1,92 @@
+// Earley parser over lexemes with canonical, interned parser states (one grammar).
+//
+// A parser state is one Earley set, identified by an int. Items are (dotted rule, origin),
+// origin the id of the set the item started in, SELF for items predicted in the set itself,
+// ROOT for the start item. A set is interned by its kernel (the items produced by scanning);
+// the closure (prediction + completion, nullable nonterminals per Aycock & Horspool,
+// "Practical Earley Parsing", 2002) is a function of the kernel, and two closures whose
+// incomplete items (and acceptance) agree are the same state, since completed items play no
+// further part. A set id therefore determines the whole remaining parse, so masks and scans
+// are memoised per id across steps and matchers. Predicted items depend only on the set of
+// predicted nonterminals and are one shared block per such set.
+//
+// Symbols: a nonterminal is its index >= 0; lexeme i is -1 - i.
+// Thread safety: none; the owner (LexParser) serialises access.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace lexguide {
+
+constexpr int32_t SELF = -1;
+constexpr int32_t ROOT = -2;
+constexpr int32_t DEAD_SET = -1;
+constexpr int32_t NO_SYMBOL = INT32_MIN;
+
+struct GrammarRules {
+  int32_t n_nonterminals = 0;
+  int32_t start = 0;                             // the start nonterminal (top rule: start -> ...)
+  std::vector<int32_t> lhs;                      // per rule
+  std::vector<std::vector<int32_t>> rhs;         // per rule
+  std::vector<int32_t> lexeme_class;             // per grammar lexeme
+};
+
+class EarleyParser {
+ public:
+  explicit EarleyParser(GrammarRules g);
+
+  int32_t initial() const { return initial_; }
+  int32_t scan(int32_t set_id, const std::vector<int32_t>& lexemes);  // sorted lexeme indices
+  const std::vector<int32_t>& expected(int32_t set_id) const { return sets_[set_id]->expected; }
+  const std::vector<int32_t>& last_classes(int32_t set_id) const { return sets_[set_id]->last_classes; }
+  bool is_accepting(int32_t set_id) const { return sets_[set_id]->accepting; }
+  uint32_t n_sets() const { return uint32_t(sets_.size()); }
+  const std::vector<int32_t>& rule_first_dr() const { return rule_first_dr_; }
+
+ private:
+  using Item = uint64_t;  // dr << 32 | uint32(origin)
+  struct Predictions {
+    std::unordered_map<int32_t, std::vector<int32_t>> waiting;  // symbol -> dotted rules
+    uint32_t n_items = 0;
+    std::vector<int32_t> expected;
+  };
+  struct Set {
+    std::unordered_map<int32_t, std::vector<Item>> waiting;  // origin never SELF
+    const Predictions* predictions = nullptr;
+    uint32_t pred_id = 0;
+    std::vector<int32_t> expected;
+    std::vector<int32_t> last_classes;
+    bool accepting = false;
+    uint32_t n_items = 0;
+    std::unordered_map<std::string, int32_t> scans;
+  };
+
+  GrammarRules g_;
+  std::vector<int32_t> dr_next_, dr_lhs_, rule_first_dr_;
+  std::vector<std::vector<int32_t>> rules_of_;
+  std::vector<bool> nullable_;
+  int32_t start_dr_ = 0, initial_ = 0;
+  std::vector<std::unique_ptr<Set>> sets_;
+  std::unordered_map<std::string, int32_t> by_kernel_, by_signature_;
+  std::unordered_map<int32_t, std::vector<int32_t>> predicts_;  // nt -> nts it predicts (sorted)
+  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> nt_items_;
+  std::vector<std::unique_ptr<Predictions>> pred_blocks_;
+  std::unordered_map<std::string, uint32_t> pred_ids_;
+
+  static Item item(int32_t dr, int32_t origin) { return (uint64_t(uint32_t(dr)) << 32) | uint32_t(origin); }
+  static int32_t item_dr(Item it) { return int32_t(it >> 32); }
+  static int32_t item_origin(Item it) { return int32_t(uint32_t(it)); }
+
+  void waiting_for(int32_t set_id, int32_t sym, std::vector<Item>& out) const;
+  int32_t intern(std::vector<Item> kernel);
+  std::unique_ptr<Set> closure(const std::vector<Item>& kernel);
+  const std::vector<int32_t>& predicted_by(int32_t nt);
+  const std::vector<std::pair<int32_t, int32_t>>& items_of(int32_t nt);
+  uint32_t predictions_for(std::vector<int32_t> nts);
+};
+
+}  // namespace lexguide

@@ -1,0 +1,189 @@
+// The shared lazy lexer DFA; see lexer.h.
+#include "engine/lexer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace lexguide {
+
+namespace {
+using Entries = std::vector<std::pair<uint32_t, NodeId>>;
+
+std::string entries_key(const Entries& e) {
+  std::string k(e.size() * 8, '\0');
+  for (size_t i = 0; i < e.size(); i++) {
+    std::memcpy(&k[8 * i], &e[i].first, 4);
+    std::memcpy(&k[8 * i + 4], &e[i].second, 4);
+  }
+  return k;
+}
+}  // namespace
+
+LexerDFA::LexerDFA(uint32_t max_states)
+    : max_states_(max_states),
+      states_(new std::unique_ptr<LexerState>[max_states]),
+      rows_(new std::unique_ptr<std::atomic<uint32_t>[]>[max_states]),
+      has_row_(new std::atomic<bool>[max_states]) {
+  for (uint32_t i = 0; i < max_states; i++) has_row_[i].store(false, std::memory_order_relaxed);
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  intern({});  // DEAD
+  for (int b = 0; b < 256; b++) rows_[DEAD][b].store(DEAD, std::memory_order_relaxed);
+  has_row_[DEAD].store(true, std::memory_order_release);
+}
+
+uint32_t LexerDFA::lexeme_id(NodeId rx, bool lazy, int64_t max_tokens) {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  uint64_t key = (uint64_t(rx) << 33) ^ (uint64_t(lazy) << 32) ^ uint64_t(uint32_t(max_tokens + 1));
+  // distinct keys could collide only past 2^31 regex nodes; check the fields anyway
+  auto it = lexeme_ids_.find(key);
+  if (it != lexeme_ids_.end() && lexeme_rx_[it->second] == rx && lexeme_lazy_[it->second] == lazy &&
+      lexeme_budget_[it->second] == max_tokens)
+    return it->second;
+  uint32_t id = uint32_t(lexeme_rx_.size());
+  lexeme_rx_.push_back(rx);
+  lexeme_lazy_.push_back(lazy);
+  lexeme_budget_.push_back(max_tokens);
+  any_lazy_ |= lazy;
+  lexeme_ids_[key] = id;
+  return id;
+}
+
+StateId LexerDFA::intern(Entries entries) {
+  std::string key = entries_key(entries);
+  auto it = ids_.find(key);
+  if (it != ids_.end()) return it->second;
+  uint32_t sid = n_states_.load(std::memory_order_relaxed);
+  if (sid >= max_states_)
+    throw LimitError("max_dfa_states", max_states_,
+                     "resource limit max_dfa_states=" + std::to_string(max_states_) +
+                         " exceeded: the lexer automaton is too large (a regex with a large counted "
+                         "repetition, or &/~ blow-up?)");
+  RegexStore& rs = regex_store();
+  auto st = std::make_unique<LexerState>();
+  for (auto& [lex, x] : entries)
+    if (rs.nullable(x)) {
+      st->accepting.push_back(lex);
+      if (lexeme_lazy_[lex]) st->lazy_accept = true;
+    }
+  st->entries = std::move(entries);
+  auto row = std::unique_ptr<std::atomic<uint32_t>[]>(new std::atomic<uint32_t>[256]);
+  for (int b = 0; b < 256; b++) row[b].store(MISSING, std::memory_order_relaxed);
+  states_[sid] = std::move(st);
+  rows_[sid] = std::move(row);
+  ids_.emplace(std::move(key), sid);
+  n_states_.store(sid + 1, std::memory_order_release);
+  return sid;
+}
+
+StateId LexerDFA::start(std::vector<uint32_t> lexemes) {
+  std::sort(lexemes.begin(), lexemes.end());
+  lexemes.erase(std::unique(lexemes.begin(), lexemes.end()), lexemes.end());
+  std::string key(reinterpret_cast<const char*>(lexemes.data()), lexemes.size() * 4);
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  auto it = start_cache_.find(key);
+  if (it != start_cache_.end()) return it->second;
+  Entries e;
+  for (uint32_t l : lexemes) {
+    if (l >= lexeme_rx_.size()) throw std::out_of_range("lexeme index out of range");
+    if (lexeme_rx_[l] != NOTHING) e.emplace_back(l, lexeme_rx_[l]);
+  }
+  StateId s = intern(std::move(e));
+  start_cache_.emplace(std::move(key), s);
+  return s;
+}
+
+bool LexerDFA::is_live(StateId t) {
+  if (t == DEAD) return true;
+  auto it = live_.find(t);
+  if (it != live_.end()) return it->second;
+  RegexStore& rs = regex_store();
+  const Entries& e = states_[t]->entries;
+  bool ok = false;
+  for (auto& p : e)  // regexes without & or ~ answer at once
+    if (!rs.has_boolean(p.second)) { ok = true; break; }
+  if (!ok)
+    for (auto& p : e)
+      if (rs.nonempty(p.second)) { ok = true; break; }
+  live_.emplace(t, ok);
+  return ok;
+}
+
+Entries LexerDFA::stepping_entries(StateId s) const {
+  const Entries& e = states_[s]->entries;
+  if (!any_lazy_) return e;
+  RegexStore& rs = regex_store();
+  Entries out;
+  for (auto& p : e)
+    if (!(lexeme_lazy_[p.first] && rs.nullable(p.second))) out.push_back(p);
+  return out;
+}
+
+StateId LexerDFA::successor(const Entries& entries, unsigned b) {
+  RegexStore& rs = regex_store();
+  Entries nxt;
+  for (auto& [lex, x] : entries) {
+    NodeId d = rs.derivative(x, b);
+    if (d != NOTHING) nxt.emplace_back(lex, d);
+  }
+  StateId t = intern(std::move(nxt));
+  return is_live(t) ? t : DEAD;
+}
+
+StateId LexerDFA::next_slow(StateId s, unsigned b) {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  uint32_t t = rows_[s][b].load(std::memory_order_acquire);
+  if (t != MISSING) return t;
+  t = successor(stepping_entries(s), b);
+  rows_[s][b].store(t, std::memory_order_release);
+  return t;
+}
+
+void LexerDFA::compute_row(StateId s) {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  if (has_row_[s].load(std::memory_order_acquire)) return;
+  RegexStore& rs = regex_store();
+  Entries e = stepping_entries(s);
+  uint32_t pid = 0;
+  bool first = true;
+  for (auto& p : e) {
+    pid = first ? rs.partition_id(p.second) : rs.refine(pid, rs.partition_id(p.second));
+    first = false;
+  }
+  if (first) {  // nothing alive: every byte dies
+    for (int b = 0; b < 256; b++) rows_[s][b].store(DEAD, std::memory_order_release);
+  } else {
+    const Partition& part = rs.partition(pid);
+    std::vector<uint8_t> reps = part.reps;  // copy: successor() may add partitions
+    std::array<uint8_t, 256> label = part.label;
+    std::vector<StateId> targets(reps.size());
+    for (size_t i = 0; i < reps.size(); i++) {
+      uint32_t known = rows_[s][reps[i]].load(std::memory_order_acquire);
+      targets[i] = known != MISSING ? known : successor(e, reps[i]);
+    }
+    for (int b = 0; b < 256; b++) rows_[s][b].store(targets[label[b]], std::memory_order_release);
+  }
+  has_row_[s].store(true, std::memory_order_release);
+}
+
+bool LexerDFA::can_extend(StateId s) {
+  if (s == DEAD) return false;
+  const std::atomic<uint32_t>* r = row(s);
+  for (int b = 0; b < 256; b++)
+    if (r[b].load(std::memory_order_relaxed) != DEAD) return true;
+  return false;
+}
+
+StateId LexerDFA::without_extensions(StateId s, const std::vector<uint32_t>& lexemes) {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  RegexStore& rs = regex_store();
+  Entries out;
+  for (auto& [lex, x] : states_[s]->entries) {
+    bool capped = std::find(lexemes.begin(), lexemes.end(), lex) != lexemes.end();
+    if (!capped) out.emplace_back(lex, x);
+    else if (rs.nullable(x)) out.emplace_back(lex, EPSILON);
+  }
+  return intern(std::move(out));
+}
+
+}  // namespace lexguide

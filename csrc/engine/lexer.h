@@ -1,0 +1,88 @@
+// A lazily built multi-lexeme byte DFA, shared by every grammar of the process.
+//
+// Lexemes are *global*: a distinct (regex node, lazy, max_tokens) triple; grammars map their
+// lexemes onto them, so "inside a JSON string" is one DFA state for every grammar and the
+// per-state vocabulary walks (mask.h) are shared by all grammars and requests of a tokenizer.
+// A state is the sorted vector of (global lexeme, derivative) pairs still alive; state 0 is
+// DEAD. Transitions live in one 256-wide row per state, filled on demand one derivative per
+// byte class; successors whose language is empty become DEAD, so no mask admits a lexeme that
+// can never end. Lazy lexemes end at their first match: a lazy lexeme whose derivative is
+// nullable is not carried into successors.
+//
+// Thread safety: rows are read without a lock (entries are atomics written once, MISSING
+// until then); everything that builds (states, rows, the regex store) takes store_mutex().
+// State descriptors are immutable once their id is published.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/limits.h"
+#include "engine/regex.h"
+
+namespace lexguide {
+
+using StateId = uint32_t;
+constexpr StateId DEAD = 0;
+constexpr uint32_t MISSING = 0xFFFFFFFFu;
+
+struct LexerState {
+  std::vector<std::pair<uint32_t, NodeId>> entries;  // (global lexeme, derivative), sorted
+  std::vector<uint32_t> accepting;                   // global lexemes whose derivative is nullable
+  bool lazy_accept = false;                          // a lazy lexeme matches here: it ends now
+};
+
+class LexerDFA {
+ public:
+  explicit LexerDFA(uint32_t max_states = kMaxLexerStates);
+
+  uint32_t lexeme_id(NodeId rx, bool lazy, int64_t max_tokens);  // registered on first use
+  StateId start(std::vector<uint32_t> lexemes);                   // exactly these lexemes begin
+
+  // Successor on one byte (computes that transition when missing; never the whole row).
+  StateId next(StateId s, unsigned b) {
+    uint32_t t = row_ptr(s)[b].load(std::memory_order_acquire);
+    return t != MISSING ? t : next_slow(s, b);
+  }
+  // The full 256-entry row of s (computed on first use).
+  const std::atomic<uint32_t>* row(StateId s) {
+    if (!has_row_[s].load(std::memory_order_acquire)) compute_row(s);
+    return row_ptr(s);
+  }
+  const LexerState& state(StateId s) const { return *states_[s]; }
+  bool accepts(StateId s) const { return !states_[s]->accepting.empty(); }
+  bool accepts_lazy(StateId s) const { return states_[s]->lazy_accept; }
+  bool can_extend(StateId s);
+  StateId without_extensions(StateId s, const std::vector<uint32_t>& lexemes);
+  uint32_t n_states() const { return n_states_.load(std::memory_order_acquire); }
+  uint32_t n_lexemes() const { return uint32_t(lexeme_rx_.size()); }
+  int64_t budget(uint32_t lexeme) const { return lexeme_budget_[lexeme]; }
+
+ private:
+  uint32_t max_states_;
+  std::vector<NodeId> lexeme_rx_;
+  std::vector<bool> lexeme_lazy_;
+  std::vector<int64_t> lexeme_budget_;
+  bool any_lazy_ = false;
+  std::unordered_map<uint64_t, uint32_t> lexeme_ids_;  // key: rx, lazy, budget (hashed below)
+  std::unique_ptr<std::unique_ptr<LexerState>[]> states_;
+  std::unique_ptr<std::unique_ptr<std::atomic<uint32_t>[]>[]> rows_;
+  std::unique_ptr<std::atomic<bool>[]> has_row_;
+  std::atomic<uint32_t> n_states_{0};
+  std::unordered_map<std::string, StateId> ids_;
+  std::unordered_map<std::string, StateId> start_cache_;
+  std::unordered_map<StateId, bool> live_;
+
+  std::atomic<uint32_t>* row_ptr(StateId s) const { return rows_[s].get(); }
+  StateId intern(std::vector<std::pair<uint32_t, NodeId>> entries);
+  bool is_live(StateId t);
+  std::vector<std::pair<uint32_t, NodeId>> stepping_entries(StateId s) const;
+  StateId successor(const std::vector<std::pair<uint32_t, NodeId>>& entries, unsigned b);
+  StateId next_slow(StateId s, unsigned b);
+  void compute_row(StateId s);
+};
+
+}  // namespace lexguide

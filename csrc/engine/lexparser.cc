@@ -1,0 +1,268 @@
+// The lexer/parser pair; see lexparser.h.
+#include "engine/lexparser.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace lexguide {
+
+constexpr NodeId kNoSkip = 0xFFFFFFFFu;
+
+std::shared_ptr<LexerDFA> shared_lexer() {
+  static std::mutex m;
+  static std::shared_ptr<LexerDFA> current;
+  std::lock_guard<std::mutex> g(m);
+  if (!current || current->n_states() > kRotateLexerStates) current = std::make_shared<LexerDFA>(kMaxLexerStates);
+  return current;
+}
+
+LexParser::LexParser(GrammarRules rules, std::vector<LexemeSpec> lexemes, std::vector<NodeId> skips,
+                     GrammarOptionsCore options)
+    : lexer_(shared_lexer()),
+      parser_(std::move(rules)),
+      lexemes_(std::move(lexemes)),
+      n_lexemes_(lexemes_.size()),
+      options_(options) {
+  std::vector<std::pair<NodeId, bool>> rxs;
+  std::vector<int64_t> budgets;
+  for (auto& lx : lexemes_) {
+    rxs.emplace_back(lx.rx, lx.lazy);
+    budgets.push_back(lx.max_tokens);
+    token_lexeme_.push_back(lx.token_set);
+  }
+  skip_index_.assign(skips.size(), -1);
+  for (size_t cls = 0; cls < skips.size(); cls++)
+    if (skips[cls] != kNoSkip) {
+      skip_index_[cls] = int32_t(rxs.size());
+      class_of_skip_.push_back(int32_t(cls));
+      rxs.emplace_back(skips[cls], false);
+      budgets.push_back(-1);
+    }
+  for (size_t i = 0; i < rxs.size(); i++) {
+    uint32_t g = lexer_->lexeme_id(rxs[i].first, rxs[i].second, budgets[i]);
+    global_.push_back(g);
+    locals_[g].push_back(int32_t(i));
+    if (budgets[i] >= 0 && std::find(budgeted_.begin(), budgeted_.end(), g) == budgeted_.end())
+      budgeted_.push_back(g);
+  }
+  for (size_t i = 0; i < n_lexemes_; i++)
+    if (lexemes_[i].token_set && lexemes_[i].eos) eos_lexemes_.push_back(int32_t(i));
+  int32_t init = parser_.initial();
+  initial_ = ParseState{init, lexer_start(init, INITIAL, {}), false};
+}
+
+const std::vector<int32_t>& LexParser::locals_of(uint32_t global) const {
+  static const std::vector<int32_t> none;
+  auto it = locals_.find(global);
+  return it == locals_.end() ? none : it->second;
+}
+
+StateId LexParser::lexer_start(int32_t set_id, int mode, const std::vector<int32_t>& skipped) {
+  std::string key(reinterpret_cast<const char*>(&set_id), 4);
+  key.push_back(char(mode));
+  key.append(reinterpret_cast<const char*>(skipped.data()), skipped.size() * 4);
+  auto hit = start_memo_.find(key);
+  if (hit != start_memo_.end()) return hit->second;
+  std::vector<int32_t> expected;
+  for (int32_t lex : parser_.expected(set_id)) {
+    if (token_lexeme_[size_t(lex)]) continue;
+    if (!skipped.empty() &&
+        !std::binary_search(skipped.begin(), skipped.end(), lexemes_[size_t(lex)].lexeme_class))
+      continue;
+    expected.push_back(lex);
+  }
+  std::vector<uint32_t> allowed;
+  for (int32_t lex : expected) allowed.push_back(global_[size_t(lex)]);
+  bool skip_ok = (mode != INITIAL || options_.allow_initial_skip) && !(mode == AFTER_SKIP && options_.ignore_once);
+  if (skip_ok) {
+    const std::vector<int32_t>& last = parser_.last_classes(set_id);
+    for (int32_t lex : expected) {
+      int32_t cls = lexemes_[size_t(lex)].lexeme_class;
+      if (size_t(cls) >= skip_index_.size()) continue;
+      int32_t s = skip_index_[size_t(cls)];
+      if (s >= 0 && (cls == 0 || std::binary_search(last.begin(), last.end(), cls)))
+        allowed.push_back(global_[size_t(s)]);
+    }
+  }
+  StateId st = lexer_->start(std::move(allowed));
+  start_memo_.emplace(std::move(key), st);
+  return st;
+}
+
+std::pair<int32_t, StateId> LexParser::finish_accepted(int32_t set_id, const std::vector<uint32_t>& accepting) {
+  std::vector<int32_t> real;
+  std::vector<int32_t> skipped;
+  size_t n_accepted = 0;
+  for (uint32_t g : accepting)
+    for (int32_t loc : locals_of(g)) {
+      n_accepted++;
+      if (is_skip(loc)) skipped.push_back(class_of_skip_[size_t(loc) - n_lexemes_]);
+      else real.push_back(loc);
+    }
+  std::sort(real.begin(), real.end());
+  real.erase(std::unique(real.begin(), real.end()), real.end());
+  int32_t new_set = real.empty() ? DEAD_SET : parser_.scan(set_id, real);
+  if (new_set != DEAD_SET) return {new_set, lexer_start(new_set, NORMAL, {})};
+  if (!skipped.empty()) {  // the skip regex matched: the parser does not move
+    std::sort(skipped.begin(), skipped.end());
+    skipped.erase(std::unique(skipped.begin(), skipped.end()), skipped.end());
+    return {set_id, lexer_start(set_id, AFTER_SKIP, skipped)};
+  }
+  return {DEAD_SET, DEAD};
+}
+
+std::pair<int32_t, StateId> LexParser::finish(int32_t set_id, StateId s) {
+  uint64_t key = (uint64_t(uint32_t(set_id)) << 32) | s;
+  auto hit = finish_memo_.find(key);
+  if (hit != finish_memo_.end()) return hit->second;
+  auto r = finish_accepted(set_id, lexer_->state(s).accepting);
+  finish_memo_.emplace(key, r);
+  return r;
+}
+
+void LexParser::restarts(int32_t set_id, StateId s, bool pending, std::vector<std::pair<int32_t, StateId>>& out) {
+  out.clear();
+  if (!pending && s != DEAD && lexer_->accepts_lazy(s)) {
+    std::tie(set_id, s) = finish(set_id, s);
+    if (set_id == DEAD_SET) return;
+  }
+  while (true) {
+    out.emplace_back(set_id, s);
+    if (s == DEAD || !lexer_->accepts(s)) return;
+    for (size_t i = 0; i + 1 < out.size(); i++)
+      if (out[i].first == set_id && out[i].second == s) {
+        out.pop_back();
+        return;
+      }
+    if (out.size() > kMaxEmptyLexemes) {
+      chain_limit_hits++;
+      return;
+    }
+    std::tie(set_id, s) = finish(set_id, s);
+    if (set_id == DEAD_SET) return;
+  }
+}
+
+std::optional<ParseState> LexParser::advance_byte(ParseState st, unsigned b) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  std::vector<std::pair<int32_t, StateId>> rs;
+  restarts(st.set_id, st.lexer_state, st.pending, rs);
+  int32_t set_id = DEAD_SET;
+  StateId nxt = DEAD;
+  for (auto& [sid, ls] : rs) {
+    nxt = ls != DEAD ? lexer_->next(ls, b) : DEAD;
+    if (nxt != DEAD) {
+      set_id = sid;
+      break;
+    }
+  }
+  if (nxt == DEAD) return std::nullopt;
+  if (lexer_->accepts_lazy(nxt)) {
+    auto [ns, start] = finish(set_id, nxt);
+    if (ns == DEAD_SET) return std::nullopt;
+    return ParseState{ns, start, false};
+  }
+  return ParseState{set_id, nxt, true};
+}
+
+std::optional<ParseState> LexParser::advance_bytes(ParseState st, const uint8_t* data, size_t n) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  for (size_t i = 0; i < n; i++) {
+    auto r = advance_byte(st, data[i]);
+    if (!r) return std::nullopt;
+    st = *r;
+  }
+  return st;
+}
+
+void LexParser::token_sets(ParseState st, std::vector<int32_t>& out) {
+  out.clear();
+  int32_t set_id = st.set_id;
+  StateId s = st.lexer_state;
+  if (st.pending) {
+    std::tie(set_id, s) = finish(set_id, s);
+    if (set_id == DEAD_SET) return;
+  }
+  std::vector<std::pair<int32_t, StateId>> rs;
+  restarts(set_id, s, false, rs);
+  for (auto& p : rs) out.push_back(p.first);
+}
+
+std::vector<int32_t> LexParser::expected_token_lexemes(ParseState st) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  std::vector<int32_t> sets, out;
+  token_sets(st, sets);
+  for (int32_t sid : sets)
+    for (int32_t lex : parser_.expected(sid))
+      if (token_lexeme_[size_t(lex)]) out.push_back(lex);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::optional<ParseState> LexParser::advance_token_lexeme(ParseState st, const std::vector<int32_t>& lexemes) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  std::vector<int32_t> sets;
+  token_sets(st, sets);
+  for (int32_t sid : sets) {
+    int32_t ns = parser_.scan(sid, lexemes);
+    if (ns != DEAD_SET) return ParseState{ns, lexer_start(ns, NORMAL, {}), false};
+  }
+  return std::nullopt;
+}
+
+void LexParser::allowed_bytes(ParseState st, bool out[256]) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  std::fill(out, out + 256, false);
+  std::vector<std::pair<int32_t, StateId>> rs;
+  restarts(st.set_id, st.lexer_state, st.pending, rs);
+  for (auto& [sid, ls] : rs) {
+    if (ls == DEAD) continue;
+    const std::atomic<uint32_t>* row = lexer_->row(ls);
+    for (int b = 0; b < 256; b++)
+      if (row[b].load(std::memory_order_relaxed) != DEAD) out[b] = true;
+  }
+}
+
+bool LexParser::is_accepting(ParseState st) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  std::vector<std::pair<int32_t, StateId>> rs;
+  restarts(st.set_id, st.lexer_state, true, rs);
+  bool pending = st.pending;
+  for (auto& p : rs) {
+    if (!pending && parser_.is_accepting(p.first)) return true;
+    pending = false;
+  }
+  return false;
+}
+
+bool LexParser::can_continue(ParseState st) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  auto has_token_lexeme = [&](int32_t sid) {
+    for (int32_t lex : parser_.expected(sid))
+      if (token_lexeme_[size_t(lex)]) return true;
+    return false;
+  };
+  if (st.lexer_state != DEAD && lexer_->can_extend(st.lexer_state)) return true;
+  if (st.pending) {
+    auto [sid, s] = finish(st.set_id, st.lexer_state);
+    if (sid == DEAD_SET) return false;
+    return lexer_->can_extend(s) || has_token_lexeme(sid);
+  }
+  return has_token_lexeme(st.set_id);
+}
+
+bool LexParser::accepts(const uint8_t* data, size_t n) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  auto st = advance_bytes(initial_, data, n);
+  if (!st) return false;
+  if (is_accepting(*st)) return true;
+  if (!eos_lexemes_.empty()) {
+    auto t = advance_token_lexeme(*st, eos_lexemes_);
+    return t && is_accepting(*t);
+  }
+  return false;
+}
+
+}  // namespace lexguide

@@ -1,0 +1,113 @@
+// The lexer/parser pair of one grammar: the shared lexer DFA driven by the Earley parser.
+//
+// A parse state is (set_id, lexer_state, pending): the canonical Earley set (everything before
+// the current lexeme), the DFA state of the lexeme being read, and whether bytes of it were
+// read. Lexing follows llguidance (spec/lark-syntax.md section 8): the parser tells the lexer
+// which lexemes may come next; greedy lexemes end when the next byte extends none of them
+// (maximal munch, no backtracking) and every lexeme accepting the bytes read so far is handed
+// to the parser at once; lazy lexemes end at their first match; a class's skip regex
+// (%ignore) may stand between lexemes while the parser expects a lexeme of that class, never
+// before a nested grammar's first lexeme; after a skip only lexemes of the skipped classes.
+//
+// Thread safety: every public method takes the grammar's mutex (mu()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/earley.h"
+#include "engine/lexer.h"
+
+namespace lexguide {
+
+struct ParseState {
+  int32_t set_id;
+  StateId lexer_state;
+  bool pending;
+  uint64_t key() const { return (uint64_t(uint32_t(set_id)) << 33) | (uint64_t(lexer_state) << 1) | pending; }
+  bool operator==(const ParseState& o) const {
+    return set_id == o.set_id && lexer_state == o.lexer_state && pending == o.pending;
+  }
+};
+
+struct LexemeSpec {
+  NodeId rx;         // NOTHING for token-set lexemes
+  int32_t lexeme_class;
+  bool lazy;
+  int64_t max_tokens;  // -1: no budget
+  bool token_set;
+  bool eos;            // the token set is the tokenizer's EOS (stop="")
+};
+
+struct GrammarOptionsCore {
+  bool allow_initial_skip = false;
+  bool ignore_once = false;
+};
+
+std::shared_ptr<LexerDFA> shared_lexer();  // the DFA new grammars use (rotated when large)
+
+class LexParser {
+ public:
+  LexParser(GrammarRules rules, std::vector<LexemeSpec> lexemes, std::vector<NodeId> skips,
+            GrammarOptionsCore options);
+
+  std::recursive_mutex& mu() { return mu_; }
+  LexerDFA& lexer() { return *lexer_; }
+  const std::shared_ptr<LexerDFA>& lexer_ptr() const { return lexer_; }
+  EarleyParser& parser() { return parser_; }
+  ParseState initial() const { return initial_; }
+  size_t n_lexemes() const { return n_lexemes_; }
+
+  // End the current lexeme at lexer state s: the new set and the lexer's restart state, or
+  // DEAD_SET when no accepting lexeme is allowed. Memoised per (set, lexer state).
+  std::pair<int32_t, StateId> finish(int32_t set_id, StateId s);
+  std::pair<int32_t, StateId> finish_accepted(int32_t set_id, const std::vector<uint32_t>& accepting);
+  StateId lexer_start(int32_t set_id, int mode, const std::vector<int32_t>& skipped_classes);
+
+  std::optional<ParseState> advance_byte(ParseState st, unsigned b);
+  std::optional<ParseState> advance_bytes(ParseState st, const uint8_t* data, size_t n);
+  std::optional<ParseState> advance_token_lexeme(ParseState st, const std::vector<int32_t>& lexemes);
+  std::vector<int32_t> expected_token_lexemes(ParseState st);
+  void allowed_bytes(ParseState st, bool out[256]);
+  bool is_accepting(ParseState st);
+  bool can_continue(ParseState st);
+  bool accepts(const uint8_t* data, size_t n);
+
+  // local lexeme indices of a global lexeme, and whether a local index is a skip lexeme
+  const std::vector<int32_t>& locals_of(uint32_t global) const;
+  bool is_skip(int32_t local) const { return size_t(local) >= n_lexemes_; }
+  const std::vector<uint32_t>& budgeted() const { return budgeted_; }  // global lexemes with budgets
+  bool is_token_lexeme(int32_t local) const { return local < int32_t(n_lexemes_) && lexemes_[size_t(local)].token_set; }
+  const std::vector<int32_t>& eos_lexemes() const { return eos_lexemes_; }
+  uint64_t chain_limit_hits = 0;
+
+  // The (set, lexer state) pairs a next byte may start from (see lexparser.cc).
+  void restarts(int32_t set_id, StateId s, bool pending, std::vector<std::pair<int32_t, StateId>>& out);
+  void token_sets(ParseState st, std::vector<int32_t>& out);
+
+  static constexpr int INITIAL = 0, NORMAL = 1, AFTER_SKIP = 2;
+
+ private:
+  std::recursive_mutex mu_;
+  std::shared_ptr<LexerDFA> lexer_;
+  EarleyParser parser_;
+  std::vector<LexemeSpec> lexemes_;
+  size_t n_lexemes_;
+  GrammarOptionsCore options_;
+  std::vector<int32_t> skip_index_;     // per class: local index of its skip lexeme, or -1
+  std::vector<int32_t> class_of_skip_;  // per local index >= n_lexemes: its class
+  std::vector<uint32_t> global_;        // local -> global lexeme
+  std::unordered_map<uint32_t, std::vector<int32_t>> locals_;
+  std::vector<uint32_t> budgeted_;
+  std::vector<int32_t> eos_lexemes_;
+  std::vector<bool> token_lexeme_;
+  std::unordered_map<uint64_t, std::pair<int32_t, StateId>> finish_memo_;
+  std::unordered_map<std::string, StateId> start_memo_;
+  ParseState initial_{0, 0, false};
+};
+
+}  // namespace lexguide

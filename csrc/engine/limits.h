@@ -1,0 +1,39 @@
+// Named limits of the engine core, documented once (docs/engine.md, "Limits").
+// Exceeding one throws LimitError naming it; the binding turns it into lexguide.LimitExceeded.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace lexguide {
+
+// regex store: nodes of the process-wide hash-consed store
+constexpr uint32_t kMaxRegexNodes = 4'000'000;
+// lexer DFA: states of one shared DFA (a new DFA is started for new grammars past the rotate mark)
+constexpr uint32_t kMaxLexerStates = 150'000;
+constexpr uint32_t kRotateLexerStates = 50'000;
+// nodes explored when deciding whether a boolean (&, ~) regex matches anything; past it the
+// language is assumed non-empty (a bound, never a wrong "empty")
+constexpr uint32_t kNonEmptyBudget = 5'000;
+// Earley parser: canonical sets of one grammar, items in one set
+constexpr uint32_t kMaxParserSets = 200'000;
+constexpr uint32_t kMaxItemsPerSet = 200'000;
+// lexemes matching the empty string that may end one after another at one position
+constexpr uint32_t kMaxEmptyLexemes = 64;
+// memory of the per-tokenizer walk cache and of one grammar's mask memo (bytes); past it the
+// cache is emptied and refilled on demand
+constexpr size_t kWalkCacheBytes = size_t(512) << 20;
+constexpr size_t kMaskCacheBytes = size_t(256) << 20;
+// vocabulary
+constexpr uint32_t kMaxVocab = 1u << 24;
+constexpr uint32_t kMaxTokenBytes = 4096;
+
+struct LimitError : std::runtime_error {
+  std::string limit;
+  uint64_t value;
+  LimitError(std::string name, uint64_t v, const std::string& msg)
+      : std::runtime_error(msg), limit(std::move(name)), value(v) {}
+};
+
+}  // namespace lexguide

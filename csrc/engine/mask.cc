@@ -1,0 +1,275 @@
+// Vocabulary walks and mask assembly; see mask.h.
+#include "engine/mask.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace lexguide {
+
+namespace {
+inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1) << (id & 31); }
+
+std::vector<bool> text_flags(const std::vector<std::string>& bytes, const std::vector<uint32_t>& special) {
+  std::vector<bool> is_text(bytes.size(), true);
+  for (uint32_t id : special) is_text[id] = false;
+  return is_text;
+}
+}  // namespace
+
+// -- Vocab ------------------------------------------------------------------------------------
+static std::vector<bool> checked_specials(const std::vector<std::string>& bytes, const std::vector<uint32_t>& eos,
+                                          const std::vector<uint32_t>& special) {
+  std::vector<bool> out(bytes.size(), false);
+  for (uint32_t id : special) {
+    if (id >= bytes.size()) throw std::invalid_argument("special token id outside the vocabulary");
+    out[id] = true;
+  }
+  for (uint32_t id : eos) {
+    if (id >= bytes.size()) throw std::invalid_argument("eos token id outside the vocabulary");
+    out[id] = true;
+  }
+  return out;
+}
+
+static std::vector<uint32_t> all_specials(const std::vector<uint32_t>& eos, const std::vector<uint32_t>& special) {
+  std::vector<uint32_t> v(special);
+  v.insert(v.end(), eos.begin(), eos.end());
+  return v;
+}
+
+Vocab::Vocab(std::vector<std::string> token_bytes, std::vector<uint32_t> eos_ids, std::vector<uint32_t> special_ids)
+    : bytes_(std::move(token_bytes)),
+      eos_(std::move(eos_ids)),
+      special_(checked_specials(bytes_, eos_, special_ids)),
+      trie_(bytes_, text_flags(bytes_, all_specials(eos_, special_ids))) {
+  if (bytes_.empty()) throw std::invalid_argument("empty vocabulary");
+}
+
+size_t Vocab::memory_bytes() const {
+  size_t n = trie_.memory_bytes() + special_.size() / 8;
+  for (auto& b : bytes_) n += sizeof(std::string) + (b.size() > 15 ? b.size() : 0);
+  return n;
+}
+
+// -- Walker -----------------------------------------------------------------------------------
+Walker::Walker(std::shared_ptr<const Vocab> vocab, std::shared_ptr<LexerDFA> lexer)
+    : vocab_(std::move(vocab)), lexer_(std::move(lexer)) {}
+
+std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi) {
+  char key[12];
+  std::memcpy(key, &s, 4);
+  std::memcpy(key + 4, &lo, 4);
+  std::memcpy(key + 8, &hi, 4);
+  std::string k(key, 12);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = cache_.find(k);
+    if (it != cache_.end()) return it->second;
+  }
+  std::shared_ptr<const Walk> w = compute(s, lo, hi);
+  std::lock_guard<std::mutex> g(mu_);
+  if (cache_bytes_ + w->memory_bytes() > kWalkCacheBytes) {
+    cache_.clear();
+    cache_bytes_ = 0;
+  }
+  auto [it, inserted] = cache_.emplace(std::move(k), w);
+  if (inserted) cache_bytes_ += w->memory_bytes();
+  return it->second;
+}
+
+std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi) {
+  const TokenTrie& trie = vocab_->trie();
+  LexerDFA& lx = *lexer_;
+  auto w = std::make_shared<Walk>();
+  if (lo >= hi) return w;
+  std::vector<StateId> stack(size_t(trie.max_depth()) + 2, DEAD);
+  std::vector<const std::atomic<uint32_t>*> rows(stack.size(), nullptr);
+  uint32_t d0 = trie.depth(lo) - 1u;
+  stack[d0] = s0;
+  std::vector<uint32_t>& ids = w->ids;
+  uint32_t p = lo;
+  while (p < hi) {
+    uint32_t d = trie.depth(p);
+    const std::atomic<uint32_t>* row = rows[d - 1];
+    if (!row) row = rows[d - 1] = lx.row(stack[d - 1]);
+    StateId t = row[trie.byte(p)].load(std::memory_order_acquire);
+    if (t == DEAD) {
+      if (lx.accepts(stack[d - 1])) w->boundaries.push_back({p, stack[d - 1], BoundaryKind::Before});
+      p += trie.size(p);
+      continue;
+    }
+    if (lx.accepts_lazy(t)) {
+      w->boundaries.push_back({p, t, BoundaryKind::After});
+      p += trie.size(p);
+      continue;
+    }
+    ids.insert(ids.end(), trie.tokens_begin(p), trie.tokens_end(p));
+    stack[d] = t;
+    rows[d] = nullptr;
+    p++;
+  }
+  uint32_t n_words = vocab_->n_words();
+  if (ids.size() > n_words) {  // a bitmask is smaller and ORs faster
+    w->words.assign(n_words, 0);
+    for (uint32_t id : ids) set_bit(w->words.data(), id);
+    std::vector<uint32_t>().swap(ids);
+  }
+  return w;
+}
+
+void Walker::inside_end_states(StateId s0, std::vector<uint32_t>& ids, std::vector<StateId>& ends) {
+  const TokenTrie& trie = vocab_->trie();
+  LexerDFA& lx = *lexer_;
+  std::vector<StateId> stack(size_t(trie.max_depth()) + 2, DEAD);
+  stack[0] = s0;
+  uint32_t p = 1, hi = trie.n_nodes();
+  while (p < hi) {
+    uint32_t d = trie.depth(p);
+    StateId t = lx.row(stack[d - 1])[trie.byte(p)].load(std::memory_order_acquire);
+    if (t == DEAD || lx.accepts_lazy(t)) {
+      p += trie.size(p);
+      continue;
+    }
+    for (const uint32_t* q = trie.tokens_begin(p); q != trie.tokens_end(p); ++q) {
+      ids.push_back(*q);
+      ends.push_back(t);
+    }
+    stack[d] = t;
+    p++;
+  }
+}
+
+size_t Walker::n_walks() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return cache_.size();
+}
+
+size_t Walker::memory_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return cache_bytes_;
+}
+
+// -- MaskEngine -------------------------------------------------------------------------------
+MaskEngine::MaskEngine(std::shared_ptr<LexParser> lp, std::shared_ptr<Walker> walker,
+                       std::vector<std::pair<int32_t, std::vector<uint32_t>>> token_lexeme_ids)
+    : lp_(std::move(lp)), walker_(std::move(walker)), token_lexeme_ids_(std::move(token_lexeme_ids)) {
+  uint32_t n = walker_->vocab().n_tokens();
+  for (auto& [lex, ids] : token_lexeme_ids_) {
+    std::sort(ids.begin(), ids.end());
+    for (uint32_t id : ids)
+      if (id >= n) throw std::invalid_argument("token id of a token lexeme outside the vocabulary");
+  }
+}
+
+std::vector<int32_t> MaskEngine::token_lexemes_of(uint32_t token_id) const {
+  std::vector<int32_t> out;
+  for (auto& [lex, ids] : token_lexeme_ids_)
+    if (std::binary_search(ids.begin(), ids.end(), token_id)) out.push_back(lex);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<ParseState> MaskEngine::advance_token(ParseState st, uint32_t token_id) {
+  const Vocab& v = walker_->vocab();
+  if (token_id >= v.n_tokens()) return std::nullopt;
+  std::vector<int32_t> lexemes = token_lexemes_of(token_id);
+  if (!lexemes.empty()) {
+    auto r = lp_->advance_token_lexeme(st, lexemes);
+    if (r) return r;
+  }
+  if (v.is_special(token_id)) return std::nullopt;
+  const std::string& b = v.bytes(token_id);
+  return lp_->advance_bytes(st, reinterpret_cast<const uint8_t*>(b.data()), b.size());
+}
+
+size_t MaskEngine::n_cached() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return cache_.size();
+}
+
+std::shared_ptr<const std::vector<uint32_t>> MaskEngine::mask(ParseState st) {
+  uint64_t key = st.key();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      hits++;
+      return it->second;
+    }
+  }
+  auto m = std::make_shared<const std::vector<uint32_t>>(compute(st));
+  std::lock_guard<std::mutex> g(mu_);
+  misses++;
+  auto [it, inserted] = cache_.emplace(key, m);
+  if (inserted) {
+    order_.push_back(key);
+    size_t max_masks = std::max<size_t>(1024, kMaskCacheBytes / (4 * size_t(walker_->vocab().n_words())));
+    while (cache_.size() > max_masks && order_head_ < order_.size()) cache_.erase(order_[order_head_++]);
+    if (order_head_ > order_.size() / 2 && order_head_ > 1024) {
+      order_.erase(order_.begin(), order_.begin() + long(order_head_));
+      order_head_ = 0;
+    }
+  }
+  return it->second;
+}
+
+std::vector<uint32_t> MaskEngine::compute(ParseState st) {
+  const Vocab& v = walker_->vocab();
+  std::vector<uint32_t> words(v.n_words(), 0);
+  std::lock_guard<std::recursive_mutex> g(lp_->mu());
+  LexerDFA& lx = lp_->lexer();
+  int32_t set_id = st.set_id;
+  StateId s = st.lexer_state;
+  if (s != DEAD && !st.pending && lx.accepts_lazy(s)) std::tie(set_id, s) = lp_->finish(set_id, s);
+  if (set_id != DEAD_SET && s != DEAD) collect(set_id, s, 1, v.trie().n_nodes(), 0, words.data());
+  for (int32_t lex : lp_->expected_token_lexemes(st))
+    for (auto& [l, ids] : token_lexeme_ids_)
+      if (l == lex)
+        for (uint32_t id : ids) set_bit(words.data(), id);
+  if (lp_->is_accepting(st))
+    for (uint32_t id : v.eos_ids()) set_bit(words.data(), id);
+  return words;
+}
+
+void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words) {
+  if (lo >= hi) return;
+  std::shared_ptr<const Walk> w = walker_->walk(s, lo, hi);
+  if (!w->words.empty()) {
+    const uint32_t* src = w->words.data();
+    size_t n = w->words.size();
+    for (size_t i = 0; i < n; i++) words[i] |= src[i];
+  } else {
+    for (uint32_t id : w->ids) set_bit(words, id);
+  }
+  const TokenTrie& trie = walker_->vocab().trie();
+  for (const Boundary& bd : w->boundaries) {
+    auto [set2, s2] = lp_->finish(set_id, bd.state);
+    if (set2 == DEAD_SET) continue;
+    uint32_t end = bd.node + trie.size(bd.node);
+    if (bd.kind == BoundaryKind::Before) {
+      // the node's byte is read again from the restart state: no byte was consumed when the
+      // boundary is at the start of this walk (a chain of empty lexemes, bounded)
+      uint32_t c = bd.node == lo ? chain + 1 : 0;
+      if (c > kMaxEmptyLexemes) {
+        lp_->chain_limit_hits++;
+        continue;
+      }
+      if (s2 != DEAD) collect(set2, s2, bd.node, end, c, words);
+    } else {
+      for (const uint32_t* q = trie.tokens_begin(bd.node); q != trie.tokens_end(bd.node); ++q) set_bit(words, *q);
+      restart(set2, s2, bd.node + 1, end, 0, words);
+    }
+  }
+}
+
+void MaskEngine::restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words) {
+  // after a lazy lexeme ended, a lazy lexeme matching the empty string ends before the next byte
+  if (s != DEAD && lp_->lexer().accepts_lazy(s)) {
+    std::tie(set_id, s) = lp_->finish(set_id, s);
+    if (set_id == DEAD_SET) return;
+  }
+  if (s != DEAD) collect(set_id, s, lo, hi, chain, words);
+}
+
+}  // namespace lexguide

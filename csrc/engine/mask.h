@@ -1,0 +1,116 @@
+// Token masks: vocabulary walks over the prefix tree, cached per lexer state, assembled per
+// parse state.
+//
+// A walk from lexer state L over a range of trie nodes classifies every token without the
+// parser: its bytes stay inside the current lexeme (allowed whatever the parser says), it
+// dies, or it reaches a *boundary* where a lexeme ends — BEFORE a node's byte (the byte kills
+// the DFA in an accepting state: greedy end) or AFTER it (a lazy lexeme matched). Walks depend
+// only on lexer states, which every grammar shares (lexer.h), so they are cached per
+// tokenizer and DFA (Walker) and reused by all grammars and requests. A mask for a parse state
+// is then the walk's inside tokens plus, for each boundary the parser accepts, the walk of
+// that node's subtree from the restart state (recursively), plus the special tokens the
+// parser expects, plus EOS iff the grammar is complete. Full masks are memoised per parse
+// state (MaskEngine).
+//
+// Thread safety: Walker and MaskEngine guard their caches with their own mutexes; cached
+// results are immutable and shared by pointer, so a mask is assembled without holding them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/lexparser.h"
+#include "engine/trie.h"
+
+namespace lexguide {
+
+// The vocabulary as the engine needs it: token bytes, the prefix tree, EOS and control ids.
+class Vocab {
+ public:
+  Vocab(std::vector<std::string> token_bytes, std::vector<uint32_t> eos_ids, std::vector<uint32_t> special_ids);
+  uint32_t n_tokens() const { return uint32_t(bytes_.size()); }
+  uint32_t n_words() const { return (n_tokens() + 31) / 32; }
+  const std::string& bytes(uint32_t id) const { return bytes_[id]; }
+  bool is_special(uint32_t id) const { return special_[id]; }
+  const std::vector<uint32_t>& eos_ids() const { return eos_; }
+  const TokenTrie& trie() const { return trie_; }
+  size_t memory_bytes() const;
+
+ private:
+  std::vector<std::string> bytes_;
+  std::vector<uint32_t> eos_;
+  std::vector<bool> special_;
+  TokenTrie trie_;
+};
+
+enum class BoundaryKind : uint8_t { Before, After };
+
+struct Boundary {
+  uint32_t node;
+  StateId state;  // accepting state whose lexeme ends
+  BoundaryKind kind;
+};
+
+// Result of one walk: the tokens that stay inside the lexeme and the boundaries.
+struct Walk {
+  std::vector<uint32_t> ids;    // inside tokens, when few
+  std::vector<uint32_t> words;  // inside tokens as a bitmask, when many (then ids is empty)
+  std::vector<Boundary> boundaries;
+  size_t memory_bytes() const { return 64 + ids.size() * 4 + words.size() * 4 + boundaries.size() * 12; }
+};
+
+class Walker {
+ public:
+  Walker(std::shared_ptr<const Vocab> vocab, std::shared_ptr<LexerDFA> lexer);
+  // Walk of nodes [lo, hi) from lexer state s (the state before the byte of node lo's depth).
+  std::shared_ptr<const Walk> walk(StateId s, uint32_t lo, uint32_t hi);
+  // Every token that stays inside the lexeme from s (from the root) and the state it ends in.
+  void inside_end_states(StateId s, std::vector<uint32_t>& ids, std::vector<StateId>& ends);
+  const Vocab& vocab() const { return *vocab_; }
+  size_t n_walks() const;
+  size_t memory_bytes() const;
+
+ private:
+  std::shared_ptr<const Vocab> vocab_;
+  std::shared_ptr<LexerDFA> lexer_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const Walk>> cache_;
+  size_t cache_bytes_ = 0;
+  std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi);
+};
+
+// One grammar on one vocabulary: masks per parse state.
+class MaskEngine {
+ public:
+  MaskEngine(std::shared_ptr<LexParser> lp, std::shared_ptr<Walker> walker,
+             std::vector<std::pair<int32_t, std::vector<uint32_t>>> token_lexeme_ids);
+
+  // The mask of st (n_words uint32), shared and immutable; cached per parse state.
+  std::shared_ptr<const std::vector<uint32_t>> mask(ParseState st);
+  // The token lexemes a token id belongs to (sorted local lexeme indices).
+  std::vector<int32_t> token_lexemes_of(uint32_t token_id) const;
+  // The state after a whole token, or nullopt if the grammar rejects it.
+  std::optional<ParseState> advance_token(ParseState st, uint32_t token_id);
+  LexParser& lexparser() { return *lp_; }
+  Walker& walker() { return *walker_; }
+  uint64_t hits = 0, misses = 0;
+  size_t n_cached() const;
+
+ private:
+  std::shared_ptr<LexParser> lp_;
+  std::shared_ptr<Walker> walker_;
+  std::vector<std::pair<int32_t, std::vector<uint32_t>>> token_lexeme_ids_;  // sorted ids
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<const std::vector<uint32_t>>> cache_;
+  std::vector<uint64_t> order_;  // insertion order, for eviction
+  size_t order_head_ = 0;
+
+  void collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words);
+  void restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words);
+  std::vector<uint32_t> compute(ParseState st);
+};
+
+}  // namespace lexguide

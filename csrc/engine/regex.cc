@@ -1,0 +1,467 @@
+// Hash-consed byte regexes and their derivatives; see regex.h.
+#include "engine/regex.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/limits.h"
+
+namespace lexguide {
+
+namespace {
+
+std::string key_of(uint8_t kind, const uint32_t* a, uint32_t n) {
+  std::string k(1 + 4 * size_t(n), '\0');
+  k[0] = char(kind);
+  if (n) std::memcpy(&k[1], a, 4 * size_t(n));
+  return k;
+}
+
+// labels numbered by first use of each distinct key
+template <class Key>
+std::array<uint8_t, 256> labels_by_first_use(const Key* keys) {
+  std::array<uint8_t, 256> out{};
+  std::vector<Key> seen;
+  for (int b = 0; b < 256; b++) {
+    size_t i = 0;
+    while (i < seen.size() && !(seen[i] == keys[b])) i++;
+    if (i == seen.size()) seen.push_back(keys[b]);
+    out[b] = uint8_t(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+RegexStore& regex_store() {
+  static RegexStore store;
+  return store;
+}
+
+std::recursive_mutex& store_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+RegexStore::RegexStore() {
+  std::array<uint8_t, 256> zero{};
+  trivial_part_ = intern_partition(zero);
+  mk(K_NOTHING, nullptr, 0, false, trivial_part_);
+  mk(K_EPS, nullptr, 0, true, trivial_part_);
+  uint32_t a = NOTHING;
+  mk(K_NOT, &a, 1, true, trivial_part_);
+}
+
+uint32_t RegexStore::intern_partition(const std::array<uint8_t, 256>& labels) {
+  std::string key(reinterpret_cast<const char*>(labels.data()), 256);
+  auto it = part_ids_.find(key);
+  if (it != part_ids_.end()) return it->second;
+  Partition p;
+  p.label = labels;
+  int first[256];
+  std::fill(first, first + 256, -1);
+  for (int b = 0; b < 256; b++)
+    if (first[labels[b]] < 0) {
+      first[labels[b]] = b;
+      p.reps.push_back(uint8_t(b));
+    }
+  for (int b = 0; b < 256; b++) p.rep[b] = uint8_t(first[labels[b]]);
+  uint32_t id = uint32_t(parts_.size());
+  parts_.push_back(std::move(p));
+  part_ids_.emplace(std::move(key), id);
+  return id;
+}
+
+uint32_t RegexStore::refine(uint32_t p, uint32_t q) {
+  if (p == q || q == trivial_part_) return p;
+  if (p == trivial_part_) return q;
+  if (p > q) std::swap(p, q);
+  uint64_t key = (uint64_t(p) << 32) | q;
+  auto it = refine_memo_.find(key);
+  if (it != refine_memo_.end()) return it->second;
+  uint16_t pairs[256];
+  for (int b = 0; b < 256; b++) pairs[b] = uint16_t(parts_[p].label[b] << 8 | parts_[q].label[b]);
+  uint32_t r = intern_partition(labels_by_first_use(pairs));
+  refine_memo_.emplace(key, r);
+  return r;
+}
+
+uint32_t RegexStore::partition_of_many(const std::vector<NodeId>& kids) {
+  uint32_t p = trivial_part_;
+  for (NodeId c : kids) p = refine(p, nodes_[c].part);
+  return p;
+}
+
+NodeId RegexStore::mk(uint8_t kind, const uint32_t* a, uint32_t n, bool null, uint32_t part) {
+  std::string key = key_of(kind, a, n);
+  auto it = cons_.find(key);
+  if (it != cons_.end()) return it->second;
+  if (nodes_.size() >= kMaxRegexNodes)
+    throw LimitError("max_rx_nodes", kMaxRegexNodes,
+                     "resource limit max_rx_nodes=" + std::to_string(kMaxRegexNodes) +
+                         " exceeded: the regex store is full (a regex or its automaton is too large)");
+  Node node{kind, null, false, part, uint32_t(args_.size()), n, ByteSet{}};
+  args_.insert(args_.end(), a, a + n);
+  switch (kind) {
+    case K_BYTES: std::memcpy(node.first.w.data(), a, 32); break;
+    case K_CONCAT:
+      node.first = nodes_[a[0]].null ? nodes_[a[0]].first | nodes_[a[1]].first : nodes_[a[0]].first;
+      break;
+    case K_ALT:
+      for (uint32_t i = 0; i < n; i++) node.first = node.first | nodes_[a[i]].first;
+      break;
+    case K_AND:
+      node.first = ByteSet::full();
+      for (uint32_t i = 0; i < n; i++) node.first = node.first & nodes_[a[i]].first;
+      break;
+    case K_NOT: node.first = ByteSet::full(); break;
+    case K_STAR:
+    case K_REPEAT: node.first = nodes_[a[0]].first; break;
+    default: break;
+  }
+  node.boolean = kind == K_AND || kind == K_NOT;
+  if (kind != K_BYTES) {
+    uint32_t nk = kind == K_REPEAT ? 1 : n;
+    for (uint32_t i = 0; i < nk && !node.boolean; i++) node.boolean = nodes_[a[i]].boolean;
+  }
+  NodeId id = NodeId(nodes_.size());
+  nodes_.push_back(node);
+  cons_.emplace(std::move(key), id);
+  return id;
+}
+
+ByteSet RegexStore::bytes_of(NodeId x) const {
+  ByteSet m;
+  std::memcpy(m.w.data(), args(x), 32);
+  return m;
+}
+
+NodeId RegexStore::bytes(const ByteSet& m) {
+  if (m.empty()) return NOTHING;
+  uint32_t a[8];
+  std::memcpy(a, m.w.data(), 32);
+  std::string key = key_of(K_BYTES, a, 8);
+  auto it = cons_.find(key);
+  if (it != cons_.end()) return it->second;
+  std::array<uint8_t, 256> lab{};
+  bool b0 = m.has(0);
+  for (int b = 0; b < 256; b++) lab[b] = uint8_t(m.has(b) != b0);
+  return mk(K_BYTES, a, 8, false, intern_partition(lab));
+}
+
+NodeId RegexStore::concat2(NodeId h, NodeId t) {
+  if (h == NOTHING || t == NOTHING) return NOTHING;
+  std::vector<NodeId> items;
+  NodeId x = h;
+  while (nodes_[x].kind == K_CONCAT) {
+    items.push_back(args(x)[0]);
+    x = args(x)[1];
+  }
+  if (x != EPSILON) items.push_back(x);
+  NodeId res = t;
+  for (auto it = items.rbegin(); it != items.rend(); ++it) {
+    NodeId hh = *it;
+    if (res == EPSILON) {
+      res = hh;
+      continue;
+    }
+    uint32_t a[2] = {hh, res};
+    uint32_t part = nodes_[hh].null ? refine(nodes_[hh].part, nodes_[res].part) : nodes_[hh].part;
+    res = mk(K_CONCAT, a, 2, nodes_[hh].null && nodes_[res].null, part);
+  }
+  return res;
+}
+
+NodeId RegexStore::concat(const std::vector<NodeId>& xs) {
+  if (xs.empty()) return EPSILON;
+  NodeId res = xs.back();
+  for (size_t i = xs.size() - 1; i-- > 0;) res = concat2(xs[i], res);
+  return res;
+}
+
+NodeId RegexStore::alt(const std::vector<NodeId>& xs) {
+  std::vector<NodeId> kids;
+  ByteSet mask;
+  bool has_mask = false;
+  auto add = [&](NodeId c) {
+    uint8_t k = nodes_[c].kind;
+    if (k == K_BYTES) {
+      mask = mask | bytes_of(c);
+      has_mask = true;
+    } else if (k != K_NOTHING) {
+      kids.push_back(c);
+    }
+  };
+  for (NodeId x : xs) {
+    if (nodes_[x].kind == K_ALT) {
+      const uint32_t* a = args(x);
+      for (uint32_t i = 0; i < nodes_[x].n; i++) add(a[i]);
+    } else {
+      add(x);
+    }
+  }
+  for (NodeId c : kids)
+    if (c == ANY_BYTES) return ANY_BYTES;
+  if (has_mask) kids.push_back(bytes(mask));
+  std::sort(kids.begin(), kids.end());
+  kids.erase(std::unique(kids.begin(), kids.end()), kids.end());
+  if (kids.size() > 1 && kids[0] == EPSILON) {
+    bool other_null = false;
+    for (size_t i = 1; i < kids.size(); i++) other_null |= nodes_[kids[i]].null;
+    if (other_null) kids.erase(kids.begin());
+  }
+  if (kids.empty()) return NOTHING;
+  if (kids.size() == 1) return kids[0];
+  bool null = false;
+  for (NodeId c : kids) null |= nodes_[c].null;
+  return mk(K_ALT, kids.data(), uint32_t(kids.size()), null, partition_of_many(kids));
+}
+
+NodeId RegexStore::intersect(const std::vector<NodeId>& xs) {
+  std::vector<NodeId> kids;
+  ByteSet mask = ByteSet::full();
+  bool has_mask = false;
+  auto add = [&](NodeId c) {
+    if (nodes_[c].kind == K_BYTES) {
+      mask = mask & bytes_of(c);
+      has_mask = true;
+    } else if (c != ANY_BYTES) {
+      kids.push_back(c);
+    }
+  };
+  for (NodeId x : xs) {
+    uint8_t k = nodes_[x].kind;
+    if (k == K_NOTHING) return NOTHING;
+    if (k == K_AND) {
+      const uint32_t* a = args(x);
+      for (uint32_t i = 0; i < nodes_[x].n; i++) add(a[i]);
+    } else {
+      add(x);
+    }
+  }
+  if (has_mask) {
+    if (mask.empty()) return NOTHING;
+    kids.push_back(bytes(mask));
+  }
+  std::sort(kids.begin(), kids.end());
+  kids.erase(std::unique(kids.begin(), kids.end()), kids.end());
+  if (!kids.empty() && kids[0] == EPSILON) {
+    for (NodeId c : kids)
+      if (!nodes_[c].null) return NOTHING;
+    return EPSILON;
+  }
+  if (kids.empty()) return ANY_BYTES;
+  if (kids.size() == 1) return kids[0];
+  bool null = true;
+  for (NodeId c : kids) null &= nodes_[c].null;
+  return mk(K_AND, kids.data(), uint32_t(kids.size()), null, partition_of_many(kids));
+}
+
+NodeId RegexStore::complement(NodeId x) {
+  if (nodes_[x].kind == K_NOT) return args(x)[0];
+  uint32_t a = x;
+  return mk(K_NOT, &a, 1, !nodes_[x].null, nodes_[x].part);
+}
+
+NodeId RegexStore::star(NodeId x) {
+  uint8_t k = nodes_[x].kind;
+  if (k == K_NOTHING || k == K_EPS) return EPSILON;
+  if (k == K_STAR || x == ANY_BYTES) return x;
+  if (k == K_ALT) {
+    const uint32_t* a = args(x);
+    std::vector<NodeId> rest;
+    bool had_eps = false;
+    for (uint32_t i = 0; i < nodes_[x].n; i++) {
+      if (a[i] == EPSILON) had_eps = true;
+      else rest.push_back(a[i]);
+    }
+    if (had_eps) return star(alt(rest));
+  }
+  if (k == K_REPEAT && args(x)[1] == 0) return star(args(x)[0]);
+  uint32_t a = x;
+  return mk(K_STAR, &a, 1, true, nodes_[x].part);
+}
+
+NodeId RegexStore::repeat(NodeId x, uint32_t lo, uint32_t hi) {
+  if (hi == 0 || x == EPSILON) return EPSILON;
+  if (x == NOTHING) return lo == 0 ? EPSILON : NOTHING;
+  if (nodes_[x].null) lo = 0;
+  if (hi == kInf) {
+    if (lo == 0) return star(x);
+    if (lo == 1) return concat2(x, star(x));
+  } else if (hi == 1) {
+    return lo == 1 ? x : alt({EPSILON, x});
+  }
+  uint32_t a[3] = {x, lo, hi};
+  return mk(K_REPEAT, a, 3, lo == 0, nodes_[x].part);
+}
+
+NodeId RegexStore::derivative(NodeId x, unsigned b) {
+  uint64_t key = (uint64_t(x) << 8) | parts_[nodes_[x].part].rep[b];
+  auto it = dmemo_.find(key);
+  if (it != dmemo_.end()) return it->second;
+  NodeId r = derive(x, b);
+  dmemo_.emplace(key, r);
+  return r;
+}
+
+NodeId RegexStore::derive(NodeId x, unsigned b) {
+  uint8_t k = nodes_[x].kind;
+  if (k <= K_EPS) return NOTHING;
+  switch (k) {
+    case K_BYTES: return bytes_of(x).has(b) ? EPSILON : NOTHING;
+    case K_CONCAT: {
+      std::vector<NodeId> parts;
+      while (true) {
+        NodeId h = args(x)[0], t = args(x)[1];
+        parts.push_back(concat2(derivative(h, b), t));
+        if (!nodes_[h].null) break;
+        if (nodes_[t].kind != K_CONCAT) {
+          parts.push_back(derivative(t, b));
+          break;
+        }
+        x = t;
+      }
+      return parts.size() > 1 ? alt(parts) : parts[0];
+    }
+    case K_ALT: {
+      uint32_t n = nodes_[x].n;
+      std::vector<NodeId> kids(args(x), args(x) + n);
+      std::vector<NodeId> ds;
+      if (n >= 16) {  // e.g. an enum of 10k strings: visit only the children that may start with b
+        auto it = alt_index_.find(x);
+        if (it == alt_index_.end()) {
+          std::vector<std::vector<NodeId>> idx(256);
+          for (NodeId c : kids)
+            for (int bb = 0; bb < 256; bb++)
+              if (nodes_[c].first.has(bb)) idx[bb].push_back(c);
+          it = alt_index_.emplace(x, std::move(idx)).first;
+        }
+        for (NodeId c : it->second[b]) ds.push_back(derivative(c, b));
+      } else {
+        for (NodeId c : kids) ds.push_back(derivative(c, b));
+      }
+      return alt(ds);
+    }
+    case K_AND: {
+      std::vector<NodeId> kids(args(x), args(x) + nodes_[x].n);
+      std::vector<NodeId> ds;
+      for (NodeId c : kids) ds.push_back(derivative(c, b));
+      return intersect(ds);
+    }
+    case K_NOT: return complement(derivative(args(x)[0], b));
+    case K_STAR: return concat2(derivative(args(x)[0], b), x);
+    case K_REPEAT: {
+      NodeId c = args(x)[0];
+      uint32_t lo = args(x)[1], hi = args(x)[2];
+      NodeId d = derivative(c, b);
+      return concat2(d, repeat(c, lo ? lo - 1 : 0, hi == kInf ? kInf : hi - 1));
+    }
+    default: return NOTHING;
+  }
+}
+
+bool RegexStore::nonempty(NodeId node) {
+  if (!nodes_[node].boolean) return node != NOTHING;
+  auto hit = nonempty_memo_.find(node);
+  if (hit != nonempty_memo_.end()) return hit->second;
+  std::vector<NodeId> frontier{node}, seen{node};
+  std::unordered_map<NodeId, bool> seen_set{{node, true}};
+  bool result = nodes_[node].null;
+  while (!frontier.empty() && !result) {
+    if (seen.size() > kNonEmptyBudget) {
+      result = true;
+      break;
+    }
+    std::vector<NodeId> next;
+    for (NodeId x : frontier) {
+      for (uint8_t b : parts_[nodes_[x].part].reps) {
+        NodeId d = derivative(x, b);
+        if (d == NOTHING || seen_set.count(d)) continue;
+        auto m = nonempty_memo_.find(d);
+        if (nodes_[d].null || (m != nonempty_memo_.end() && m->second) || !nodes_[d].boolean) {
+          result = true;
+          break;
+        }
+        seen_set.emplace(d, true);
+        seen.push_back(d);
+        next.push_back(d);
+      }
+      if (result) break;
+    }
+    frontier.swap(next);
+  }
+  if (result) nonempty_memo_[node] = true;
+  else
+    for (NodeId x : seen) nonempty_memo_[x] = false;
+  return result;
+}
+
+bool RegexStore::matches(NodeId x, const uint8_t* data, size_t n) {
+  for (size_t i = 0; i < n && x != NOTHING; i++) x = derivative(x, data[i]);
+  return nodes_[x].null;
+}
+
+std::vector<NodeId> RegexStore::import_nodes(const std::vector<uint32_t>& flat,
+                                             const std::vector<uint32_t>& roots) {
+  std::vector<NodeId> ids;
+  size_t i = 0;
+  auto child = [&](uint32_t pos) -> NodeId {
+    if (pos >= ids.size()) throw std::invalid_argument("regex export: child refers to a later node");
+    return ids[pos];
+  };
+  while (i < flat.size()) {
+    if (i + 2 > flat.size()) throw std::invalid_argument("regex export: truncated node");
+    uint32_t kind = flat[i], n = flat[i + 1];
+    i += 2;
+    if (i + n > flat.size()) throw std::invalid_argument("regex export: truncated arguments");
+    const uint32_t* a = flat.data() + i;
+    i += n;
+    NodeId x;
+    std::vector<NodeId> kids;
+    switch (kind) {
+      case K_NOTHING: x = NOTHING; break;
+      case K_EPS: x = EPSILON; break;
+      case K_BYTES: {
+        if (n != 8) throw std::invalid_argument("regex export: a byte set needs 8 words");
+        ByteSet m;
+        std::memcpy(m.w.data(), a, 32);
+        x = bytes(m);
+        break;
+      }
+      case K_CONCAT:
+        if (n != 2) throw std::invalid_argument("regex export: concat needs 2 children");
+        x = concat2(child(a[0]), child(a[1]));
+        break;
+      case K_ALT:
+      case K_AND:
+        for (uint32_t j = 0; j < n; j++) kids.push_back(child(a[j]));
+        x = kind == K_ALT ? alt(kids) : intersect(kids);
+        break;
+      case K_NOT:
+        if (n != 1) throw std::invalid_argument("regex export: complement needs 1 child");
+        x = complement(child(a[0]));
+        break;
+      case K_STAR:
+        if (n != 1) throw std::invalid_argument("regex export: star needs 1 child");
+        x = star(child(a[0]));
+        break;
+      case K_REPEAT:
+        if (n != 3 || (a[2] != kInf && a[2] < a[1]))
+          throw std::invalid_argument("regex export: bad repetition");
+        x = repeat(child(a[0]), a[1], a[2]);
+        break;
+      case 9:  // a node imported before: its core id
+        if (n != 1 || a[0] >= nodes_.size()) throw std::invalid_argument("regex export: bad reference");
+        x = a[0];
+        break;
+      default: throw std::invalid_argument("regex export: unknown node kind");
+    }
+    ids.push_back(x);
+  }
+  std::vector<NodeId> out;
+  for (uint32_t r : roots) out.push_back(child(r));
+  return out;
+}
+
+}  // namespace lexguide

@@ -1,0 +1,114 @@
+// Hash-consed byte regexes with Brzozowski derivatives (the lexer's algebra).
+//
+// The Python front ends build regexes in lexguide.grammar.rx and export each lexeme's DAG;
+// import_nodes rebuilds it here with the same smart constructors (ACI-normalised | and &,
+// right-nested concatenation, byte sets as 256-bit sets, normalised repetition), so equal
+// regexes get equal ids and derivatives stay finite (Brzozowski 1964, modulo ACI). Each node
+// carries the coarsest partition of 0..255 whose bytes have equal derivatives (Owens, Reppy &
+// Turon 2009, section 4.2); derivatives are memoised per (node, class representative).
+//
+// Thread safety: one process-wide store guarded by store_mutex(); every call below must hold it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace lexguide {
+
+using NodeId = uint32_t;
+
+enum RxKind : uint8_t { K_NOTHING, K_EPS, K_BYTES, K_CONCAT, K_ALT, K_AND, K_NOT, K_STAR, K_REPEAT };
+
+struct ByteSet {
+  std::array<uint64_t, 4> w{};
+  bool has(unsigned b) const { return (w[b >> 6] >> (b & 63)) & 1; }
+  void set(unsigned b) { w[b >> 6] |= uint64_t(1) << (b & 63); }
+  bool empty() const { return !(w[0] | w[1] | w[2] | w[3]); }
+  ByteSet operator|(const ByteSet& o) const { ByteSet r; for (int i = 0; i < 4; i++) r.w[i] = w[i] | o.w[i]; return r; }
+  ByteSet operator&(const ByteSet& o) const { ByteSet r; for (int i = 0; i < 4; i++) r.w[i] = w[i] & o.w[i]; return r; }
+  bool operator==(const ByteSet& o) const { return w == o.w; }
+  static ByteSet full() { ByteSet r; r.w.fill(~uint64_t(0)); return r; }
+};
+
+constexpr NodeId NOTHING = 0;
+constexpr NodeId EPSILON = 1;
+constexpr NodeId ANY_BYTES = 2;  // ~NOTHING
+constexpr uint32_t kInf = 0xFFFFFFFFu;
+
+// A partition of the 256 bytes: label of each byte (byte 0 has label 0, labels by first use)
+// and the smallest byte of each byte's class.
+struct Partition {
+  std::array<uint8_t, 256> label;
+  std::array<uint8_t, 256> rep;
+  std::vector<uint8_t> reps;  // one representative per label, in label order
+};
+
+class RegexStore {
+ public:
+  RegexStore();
+
+  // construction (smart constructors)
+  NodeId bytes(const ByteSet& m);
+  NodeId concat2(NodeId h, NodeId t);
+  NodeId concat(const std::vector<NodeId>& xs);
+  NodeId alt(const std::vector<NodeId>& xs);
+  NodeId intersect(const std::vector<NodeId>& xs);
+  NodeId complement(NodeId x);
+  NodeId star(NodeId x);
+  NodeId repeat(NodeId x, uint32_t lo, uint32_t hi);  // hi == kInf: unbounded
+
+  // Rebuild an exported DAG (lexguide.grammar.rx.export_nodes, flattened by the binding):
+  // per node [kind, n_args, args...], children as positions of earlier nodes; BYTES args are
+  // the 8 little-endian 32-bit words of the set, REPEAT args (child, lo, hi or kInf); kind 9
+  // (one arg) refers to a node imported before by its core id.
+  std::vector<NodeId> import_nodes(const std::vector<uint32_t>& flat, const std::vector<uint32_t>& roots);
+
+  // queries
+  bool nullable(NodeId x) const { return nodes_[x].null; }
+  bool has_boolean(NodeId x) const { return nodes_[x].boolean; }
+  RxKind kind(NodeId x) const { return RxKind(nodes_[x].kind); }
+  uint32_t partition_id(NodeId x) const { return nodes_[x].part; }
+  const Partition& partition(uint32_t pid) const { return parts_[pid]; }
+  uint32_t refine(uint32_t p, uint32_t q);
+  NodeId derivative(NodeId x, unsigned b);
+  bool nonempty(NodeId x);  // does x match some byte string (bounded search, see limits.h)
+  bool matches(NodeId x, const uint8_t* data, size_t n);
+  size_t n_nodes() const { return nodes_.size(); }
+
+ private:
+  struct Node {
+    uint8_t kind;
+    bool null;
+    bool boolean;
+    uint32_t part;
+    uint32_t off;  // args in args_
+    uint32_t n;
+    ByteSet first;
+  };
+  std::vector<Node> nodes_;
+  std::vector<uint32_t> args_;
+  std::unordered_map<std::string, NodeId> cons_;
+  std::vector<Partition> parts_;
+  std::unordered_map<std::string, uint32_t> part_ids_;
+  std::unordered_map<uint64_t, uint32_t> refine_memo_;
+  std::unordered_map<uint64_t, NodeId> dmemo_;
+  std::unordered_map<NodeId, std::vector<std::vector<NodeId>>> alt_index_;
+  std::unordered_map<NodeId, bool> nonempty_memo_;
+  uint32_t trivial_part_ = 0;
+
+  const uint32_t* args(NodeId x) const { return args_.data() + nodes_[x].off; }
+  uint32_t intern_partition(const std::array<uint8_t, 256>& labels);
+  uint32_t partition_of_many(const std::vector<NodeId>& kids);
+  NodeId mk(uint8_t kind, const uint32_t* a, uint32_t n, bool null, uint32_t part);
+  NodeId derive(NodeId x, unsigned b);
+  ByteSet bytes_of(NodeId x) const;
+};
+
+RegexStore& regex_store();
+std::recursive_mutex& store_mutex();
+
+}  // namespace lexguide

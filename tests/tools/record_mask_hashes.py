@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Record the masks an engine computes along forced valid inputs, as digests (test oracle).
+
+For each case — a JSONSchemaBench schema with a valid maskbench instance (compact JSON,
+compact whitespace), or a corpus Lark/GBNF grammar with a passing string — the input is
+tokenized with the model's tokenizer and forced token by token; the digest is SHA-1 over the
+masks before every token and at the end. ``tests/test_engine_recorded.py`` checks that the
+engine reproduces them exactly.
+
+    python tests/tools/record_mask_hashes.py --out tests/data/engine/mask_hashes.json
+
+It was run once with the pure-Python engine (before the C++ core replaced it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+from pathlib import Path
+
+CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
+if not CORPORA.exists():
+    CORPORA = Path("/work/shared/corpora")
+
+
+def _lines(path: Path) -> list[str]:
+    # split on newlines only: the records hold U+2028 and friends inside strings
+    return [line for line in path.read_text().split("\n") if line.strip()]
+
+
+def schema_cases(n: int, seed: int) -> list[dict]:
+    cases = []
+    for path in sorted((CORPORA / "jsonschemabench" / "maskbench").glob("*.jsonl")):
+        sub = path.stem
+        plain = CORPORA / "jsonschemabench" / f"{sub}.jsonl"
+        schemas = {}
+        if plain.exists():
+            for line in _lines(plain):
+                rec = json.loads(line)
+                schemas[rec["id"]] = rec["schema"]
+        for line in _lines(path):
+            rec = json.loads(line)
+            schema = rec.get("schema", schemas.get(rec["id"]))
+            valid = [t["data"] for t in rec.get("tests", []) if t.get("valid")]
+            if schema is None or not valid or not isinstance(schema, dict):
+                continue
+            cases.append({"id": f"{sub}/{rec['id']}", "kind": "json", "schema": schema,
+                          "text": json.dumps(valid[0], separators=(",", ":"), ensure_ascii=False)})
+    random.Random(seed).shuffle(cases)
+    return cases[:n]
+
+
+def grammar_cases() -> list[dict]:
+    cases = []
+    for fname, key, kind in (("llguidance-cases.jsonl", "grammar", "lark"), ("gbnf-cases.jsonl", "gbnf", "gbnf")):
+        for i, line in enumerate(_lines(CORPORA / fname)):
+            rec = json.loads(line)
+            if not rec.get(key) or not rec.get("pass"):
+                continue
+            for j, text in enumerate(rec["pass"][:3]):
+                cases.append({"id": f"{kind}/{i}/{j}", "kind": kind, "grammar": rec[key], "text": text})
+    return cases
+
+
+def compile_case(case: dict):
+    from lexguide.grammar.grammar import Grammar
+
+    if case["kind"] == "json":
+        schema = dict(case["schema"])
+        xg = dict(schema.get("x-guidance", {}))
+        xg["whitespace_flexible"] = False
+        schema["x-guidance"] = xg
+        return Grammar.from_json_schema(schema)
+    if case["kind"] == "lark":
+        return Grammar.from_lark(case["grammar"])
+    return Grammar.from_gbnf(case["grammar"])
+
+
+def digest(grammar, info, tokens: list[int]) -> tuple[str, int] | None:
+    from lexguide.engine.matcher import Matcher
+
+    m = Matcher(grammar, info)
+    h = hashlib.sha1()
+    for t in tokens:
+        mask = m.compute_mask()
+        h.update(mask.tobytes())
+        if not (int(mask[t >> 5]) >> (t & 31)) & 1:
+            return None
+        m.consume(t)
+    h.update(m.compute_mask().tobytes())
+    return h.hexdigest(), len(tokens) + 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--schemas", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--models", default="smollm2,gemma3")
+    args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from lexguide.engine.tokenizer_info import TokenizerInfo
+    from lexguide.errors import LexguideError
+    from lexguide.tokenizer import Tokenizer
+    from model_paths import model_path  # tests/tools/model_paths.py
+
+    cases = grammar_cases() + schema_cases(args.schemas, args.seed)
+    out: dict = {"cases": {c["id"]: {k: v for k, v in c.items() if k != "id"} for c in cases}, "digests": {}}
+    for model in args.models.split(","):
+        tok = Tokenizer.from_gguf(model_path(model))
+        info = TokenizerInfo.from_tokenizer(tok)
+        got = {}
+        for c in cases:
+            try:
+                g = compile_case(c)
+                tokens = tok.encode(c["text"], add_special=False)
+                r = digest(g, info, tokens)
+            except LexguideError:
+                continue
+            if r is not None:
+                got[c["id"]] = {"sha1": r[0], "steps": r[1], "tokens": tokens}
+        out["digests"][model] = got
+        print(model, len(got), "cases", sum(v["steps"] for v in got.values()), "masks", flush=True)
+    used = {cid for d in out["digests"].values() for cid in d}
+    out["cases"] = {k: v for k, v in out["cases"].items() if k in used}
+    Path(args.out).write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
