@@ -361,6 +361,9 @@ void bind_engine(nb::module_& m) {
              }
              return std::make_pair(ids, ends);
            })
+      .def_prop_rw(
+          "direct_walk_nodes", [](MaskEngineHandle& h) { return h.engine->direct_walk_nodes; },
+          [](MaskEngineHandle& h, uint32_t n) { h.engine->direct_walk_nodes = n; })
       .def_prop_ro("stats", [](MaskEngineHandle& h) {
         nb::dict d;
         d["hits"] = h.engine->hits;
@@ -368,6 +371,9 @@ void bind_engine(nb::module_& m) {
         d["masks"] = h.engine->n_cached();
         d["lexer_walks"] = h.engine->walker().n_walks();
         d["walk_bytes"] = h.engine->walker().memory_bytes();
+        d["nodes_walked"] = h.engine->walker().nodes_walked.load();
+        d["direct_nodes"] = h.engine->direct_nodes;
+        d["boundaries"] = h.engine->boundaries;
         d["lexer_states"] = h.engine->lexparser().lexer().n_states();
         return d;
       });

@@ -69,6 +69,26 @@ def _brute_force(m: Matcher, vocab: list[bytes] = VOCAB) -> set[int]:
     return allowed
 
 
+@pytest.fixture(autouse=True, params=["direct", "cached"])
+def walk_path(request, monkeypatch):
+    """Run every test twice: subtrees below lexeme boundaries walked directly with the parser
+    (what small vocabularies get), and through the cached walks (what large subtrees get)."""
+    if request.param == "cached":
+        from lexguide.engine import mask as mask_module
+
+        original = mask_module.MaskEngine.__init__
+
+        def init(self, *args, **kw):
+            original(self, *args, **kw)
+            self._core.direct_walk_nodes = 0
+
+        monkeypatch.setattr(mask_module.MaskEngine, "__init__", init)
+        from lexguide.engine import matcher as matcher_module
+
+        monkeypatch.setattr(matcher_module, "engine_for", lambda g, info: mask_module.MaskEngine(g, info))
+    return request.param
+
+
 def _walk_randomly_checking_masks(grammar: Grammar, info: TokenizerInfo, rng, steps: int) -> None:
     """Consume random allowed tokens; at every step the mask and the allowed bytes must equal
     brute force over the vocabulary and over all 256 bytes."""

@@ -25,6 +25,10 @@ constexpr uint32_t kMaxEmptyLexemes = 64;
 // cache is emptied and refilled on demand
 constexpr size_t kWalkCacheBytes = size_t(512) << 20;
 constexpr size_t kMaskCacheBytes = size_t(256) << 20;
+// subtrees below a lexeme boundary of at most this many trie nodes are walked with the parser
+// in the loop instead of through the walk cache (the default of MaskEngine's direct_walk_nodes;
+// tests set it to 0 to take the cached path on small vocabularies)
+constexpr uint32_t kDirectWalkNodes = 1024;
 // vocabulary
 constexpr uint32_t kMaxVocab = 1u << 24;
 constexpr uint32_t kMaxTokenBytes = 4096;

@@ -84,16 +84,15 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi) {
   auto w = std::make_shared<Walk>();
   if (lo >= hi) return w;
   std::vector<StateId> stack(size_t(trie.max_depth()) + 2, DEAD);
-  std::vector<const std::atomic<uint32_t>*> rows(stack.size(), nullptr);
   uint32_t d0 = trie.depth(lo) - 1u;
   stack[d0] = s0;
   std::vector<uint32_t>& ids = w->ids;
   uint32_t p = lo;
   while (p < hi) {
     uint32_t d = trie.depth(p);
-    const std::atomic<uint32_t>* row = rows[d - 1];
-    if (!row) row = rows[d - 1] = lx.row(stack[d - 1]);
-    StateId t = row[trie.byte(p)].load(std::memory_order_acquire);
+    // single transitions: deep states see few distinct bytes, a whole row would waste
+    // one derivative per byte class
+    StateId t = lx.next(stack[d - 1], trie.byte(p));
     if (t == DEAD) {
       if (lx.accepts(stack[d - 1])) w->boundaries.push_back({p, stack[d - 1], BoundaryKind::Before});
       p += trie.size(p);
@@ -106,9 +105,9 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi) {
     }
     ids.insert(ids.end(), trie.tokens_begin(p), trie.tokens_end(p));
     stack[d] = t;
-    rows[d] = nullptr;
     p++;
   }
+  nodes_walked.fetch_add(p - lo, std::memory_order_relaxed);
   uint32_t n_words = vocab_->n_words();
   if (ids.size() > n_words) {  // a bitmask is smaller and ORs faster
     w->words.assign(n_words, 0);
@@ -126,7 +125,7 @@ void Walker::inside_end_states(StateId s0, std::vector<uint32_t>& ids, std::vect
   uint32_t p = 1, hi = trie.n_nodes();
   while (p < hi) {
     uint32_t d = trie.depth(p);
-    StateId t = lx.row(stack[d - 1])[trie.byte(p)].load(std::memory_order_acquire);
+    StateId t = lx.next(stack[d - 1], trie.byte(p));
     if (t == DEAD || lx.accepts_lazy(t)) {
       p += trie.size(p);
       continue;
@@ -243,10 +242,20 @@ void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
     for (uint32_t id : w->ids) set_bit(words, id);
   }
   const TokenTrie& trie = walker_->vocab().trie();
+  boundaries += w->boundaries.size();
   for (const Boundary& bd : w->boundaries) {
     auto [set2, s2] = lp_->finish(set_id, bd.state);
     if (set2 == DEAD_SET) continue;
     uint32_t end = bd.node + trie.size(bd.node);
+    if (end - bd.node <= direct_walk_nodes) {
+      if (bd.kind == BoundaryKind::Before) {
+        walk_direct(ParseState{set2, s2, true}, bd.node, end, words);
+      } else {
+        for (const uint32_t* q = trie.tokens_begin(bd.node); q != trie.tokens_end(bd.node); ++q) set_bit(words, *q);
+        if (bd.node + 1 < end) walk_direct(ParseState{set2, s2, false}, bd.node + 1, end, words);
+      }
+      continue;
+    }
     if (bd.kind == BoundaryKind::Before) {
       // the node's byte is read again from the restart state: no byte was consumed when the
       // boundary is at the start of this walk (a chain of empty lexemes, bounded)
@@ -260,6 +269,58 @@ void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
       for (const uint32_t* q = trie.tokens_begin(bd.node); q != trie.tokens_end(bd.node); ++q) set_bit(words, *q);
       restart(set2, s2, bd.node + 1, end, 0, words);
     }
+  }
+}
+
+// One byte from st, as LexParser::advance_byte (without its lock and allocations): the
+// current lexeme goes on if it can, else it ends (and empty lexemes after it, bounded) and the
+// byte starts the next one; a lazy lexeme ends as soon as it matches.
+bool MaskEngine::step(ParseState& st, unsigned b) {
+  LexerDFA& lx = lp_->lexer();
+  int32_t set_id = st.set_id;
+  StateId s = st.lexer_state;
+  if (!st.pending && s != DEAD && lx.accepts_lazy(s)) {
+    std::tie(set_id, s) = lp_->finish(set_id, s);
+    if (set_id == DEAD_SET) return false;
+  }
+  StateId t = DEAD;
+  for (uint32_t k = 0;; k++) {
+    if (s != DEAD && (t = lx.next(s, b)) != DEAD) break;
+    if (s == DEAD || !lx.accepts(s)) return false;
+    if (k >= kMaxEmptyLexemes) {
+      lp_->chain_limit_hits++;
+      return false;
+    }
+    std::tie(set_id, s) = lp_->finish(set_id, s);
+    if (set_id == DEAD_SET) return false;
+  }
+  if (lx.accepts_lazy(t)) {
+    auto [ns, start] = lp_->finish(set_id, t);
+    if (ns == DEAD_SET) return false;
+    st = ParseState{ns, start, false};
+  } else {
+    st = ParseState{set_id, t, true};
+  }
+  return true;
+}
+
+void MaskEngine::walk_direct(ParseState st0, uint32_t lo, uint32_t hi, uint32_t* words) {
+  const TokenTrie& trie = walker_->vocab().trie();
+  ParseState stack[kMaxTokenBytes + 2];
+  uint32_t d0 = trie.depth(lo) - 1u;
+  stack[d0] = st0;
+  uint32_t p = lo;
+  while (p < hi) {
+    uint32_t d = trie.depth(p);
+    ParseState st = stack[d - 1];
+    direct_nodes++;
+    if (!step(st, trie.byte(p))) {
+      p += trie.size(p);
+      continue;
+    }
+    for (const uint32_t* q = trie.tokens_begin(p); q != trie.tokens_end(p); ++q) set_bit(words, *q);
+    stack[d] = st;
+    p++;
   }
 }
 

@@ -16,6 +16,7 @@
 // results are immutable and shared by pointer, so a mask is assembled without holding them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -71,6 +72,7 @@ class Walker {
   void inside_end_states(StateId s, std::vector<uint32_t>& ids, std::vector<StateId>& ends);
   const Vocab& vocab() const { return *vocab_; }
   size_t n_walks() const;
+  std::atomic<uint64_t> nodes_walked{0};  // statistics: trie nodes visited by cached walks
   size_t memory_bytes() const;
 
  private:
@@ -97,6 +99,8 @@ class MaskEngine {
   LexParser& lexparser() { return *lp_; }
   Walker& walker() { return *walker_; }
   uint64_t hits = 0, misses = 0;
+  uint64_t direct_nodes = 0, boundaries = 0;  // statistics (under the parser's lock)
+  uint32_t direct_walk_nodes = kDirectWalkNodes;  // set before the first mask
   size_t n_cached() const;
 
  private:
@@ -109,6 +113,10 @@ class MaskEngine {
   size_t order_head_ = 0;
 
   void collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words);
+  // A subtree walked with the parser in the loop, uncached: cheaper than a cached walk for
+  // the small subtrees below a boundary.
+  void walk_direct(ParseState st, uint32_t lo, uint32_t hi, uint32_t* words);
+  bool step(ParseState& st, unsigned b);
   void restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words);
   std::vector<uint32_t> compute(ParseState st);
 };

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, json_schema_compiler
@@ -10,6 +13,39 @@ from lexguide.grammar.ir import GrammarBuilder, GrammarIR, json_schema_compiler
 __all__ = ["Grammar"]
 
 LLGUIDANCE_MARKER = "%llguidance"
+
+#: compiled grammars kept per process, by constructor and input (the most recent ones): a
+#: repeated schema or grammar gets the same Grammar, hence its parser and cached masks
+MAX_CACHED_GRAMMARS = 64
+_compiled: OrderedDict[str, Grammar] = OrderedDict()
+_compiled_lock = threading.Lock()
+
+
+def _memoized(kind: str):
+    """Cache a ``from_*`` constructor by its arguments (JSON text of them; unhashable-safe)."""
+
+    def wrap(build):
+        @functools.wraps(build)
+        def cached(cls, *args: Any, **kwargs: Any) -> Grammar:
+            try:
+                key = kind + json.dumps([args, kwargs], sort_keys=False)
+            except (TypeError, ValueError):  # not JSON data: compile without caching
+                return build(cls, *args, **kwargs)
+            with _compiled_lock:
+                hit = _compiled.get(key)
+                if hit is not None:
+                    _compiled.move_to_end(key)
+                    return hit
+            grammar = build(cls, *args, **kwargs)
+            with _compiled_lock:
+                _compiled[key] = grammar
+                while len(_compiled) > MAX_CACHED_GRAMMARS:
+                    _compiled.popitem(last=False)
+            return grammar
+
+        return cached
+
+    return wrap
 
 
 class Grammar:
@@ -28,6 +64,7 @@ class Grammar:
 
     # -- constructors ---------------------------------------------------------------------
     @classmethod
+    @_memoized("lark")
     def from_lark(cls, text: str) -> Grammar:
         """Parse the llguidance Lark variant (see docs). Raises ``GrammarError`` with line:col."""
         from lexguide.grammar.lark import compile_lark
@@ -35,6 +72,7 @@ class Grammar:
         return cls(compile_lark(text), "lark")
 
     @classmethod
+    @_memoized("gbnf")
     def from_gbnf(cls, text: str) -> Grammar:
         """Parse a llama.cpp GBNF grammar. Raises ``GrammarError`` with line:col."""
         from lexguide.grammar.gbnf import compile_gbnf
@@ -42,6 +80,7 @@ class Grammar:
         return cls(compile_gbnf(text), "gbnf")
 
     @classmethod
+    @_memoized("json")
     def from_json_schema(cls, schema: dict[str, Any] | str | bool, **options: Any) -> Grammar:
         """Compile a JSON Schema (dict or JSON text). Raises ``SchemaError`` with a JSON pointer.
 
@@ -56,6 +95,7 @@ class Grammar:
         return cls(builder.build(start), "json_schema")
 
     @classmethod
+    @_memoized("regex")
     def from_regex(cls, pattern: str, flags: str = "") -> Grammar:
         """A grammar of one lexeme: full match of ``pattern`` (Rust-regex syntax, anchored)."""
         from lexguide.grammar import rx
@@ -65,6 +105,7 @@ class Grammar:
         return cls(builder.build(sym), "regex")
 
     @classmethod
+    @_memoized("llg")
     def from_llguidance(cls, spec: dict[str, Any] | str) -> Grammar:
         """llguidance's grammar input: a grammar list ``{"grammars": [...]}`` (dict or JSON
         text; entries are Lark text or JSON Schemas, ``@name`` refers between them) or, for
