@@ -29,6 +29,8 @@ constexpr size_t kMaskCacheBytes = size_t(256) << 20;
 // in the loop instead of through the walk cache (the default of MaskEngine's direct_walk_nodes;
 // tests set it to 0 to take the cached path on small vocabularies)
 constexpr uint32_t kDirectWalkNodes = 1024;
+// (lexer state, UTF-8 position) pairs explored when checking a state against the slices
+constexpr uint32_t kSliceBudget = 4096;
 // vocabulary
 constexpr uint32_t kMaxVocab = 1u << 24;
 constexpr uint32_t kMaxTokenBytes = 4096;

@@ -44,10 +44,58 @@ Vocab::Vocab(std::vector<std::string> token_bytes, std::vector<uint32_t> eos_ids
       special_(checked_specials(bytes_, eos_, special_ids)),
       trie_(bytes_, text_flags(bytes_, all_specials(eos_, special_ids))) {
   if (bytes_.empty()) throw std::invalid_argument("empty vocabulary");
+  std::vector<bool> is_text = text_flags(bytes_, all_specials(eos_, special_ids));
+  std::vector<bool> plain(bytes_.size(), false);
+  for (size_t i = 0; i < bytes_.size(); i++) {
+    if (!is_text[i] || bytes_[i].empty()) continue;
+    int u = 0;
+    for (unsigned char c : bytes_[i])
+      if ((u = utf8_plain_next(u, c)) < 0) break;
+    if (u == 0) {
+      plain[i] = true;
+      max_plain_len_ = std::max<uint32_t>(max_plain_len_, uint32_t(bytes_[i].size()));
+    }
+  }
+  for (int k = 0; k < kSliceLevels; k++) {
+    std::vector<bool> rest(is_text);
+    std::vector<uint32_t> words(n_words(), 0);
+    for (size_t i = 0; i < bytes_.size(); i++)
+      if (plain[i] && bytes_[i].size() <= kSliceLengths[k]) {
+        rest[i] = false;
+        set_bit(words.data(), uint32_t(i));
+      }
+    rest_.push_back(std::make_unique<TokenTrie>(bytes_, rest));
+    slice_words_.push_back(std::move(words));
+  }
+}
+
+int utf8_plain_next(int u, unsigned b) {
+  switch (u) {
+    case 0:
+      if (b < 0x80) return b >= 0x20 && b != 0x7F && b != '"' && b != '\\' ? 0 : -1;
+      if (b >= 0xC2 && b <= 0xDF) return 1;
+      if (b == 0xE0) return 2;
+      if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) return 3;
+      if (b == 0xED) return 4;
+      if (b == 0xF0) return 5;
+      if (b >= 0xF1 && b <= 0xF3) return 6;
+      if (b == 0xF4) return 7;
+      return -1;
+    case 1: return b >= 0x80 && b <= 0xBF ? 0 : -1;
+    case 2: return b >= 0xA0 && b <= 0xBF ? 1 : -1;
+    case 3: return b >= 0x80 && b <= 0xBF ? 1 : -1;
+    case 4: return b >= 0x80 && b <= 0x9F ? 1 : -1;
+    case 5: return b >= 0x90 && b <= 0xBF ? 3 : -1;
+    case 6: return b >= 0x80 && b <= 0xBF ? 3 : -1;
+    case 7: return b >= 0x80 && b <= 0x8F ? 3 : -1;
+    default: return -1;
+  }
 }
 
 size_t Vocab::memory_bytes() const {
   size_t n = trie_.memory_bytes() + special_.size() / 8;
+  for (auto& t : rest_) n += t->memory_bytes();
+  n += slice_words_.size() * size_t(n_words()) * 4;
   for (auto& b : bytes_) n += sizeof(std::string) + (b.size() > 15 ? b.size() : 0);
   return n;
 }
@@ -56,18 +104,34 @@ size_t Vocab::memory_bytes() const {
 Walker::Walker(std::shared_ptr<const Vocab> vocab, std::shared_ptr<LexerDFA> lexer)
     : vocab_(std::move(vocab)), lexer_(std::move(lexer)) {}
 
-std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi) {
-  char key[12];
+std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, int trie_id) {
+  char key[13];
   std::memcpy(key, &s, 4);
   std::memcpy(key + 4, &lo, 4);
   std::memcpy(key + 8, &hi, 4);
-  std::string k(key, 12);
+  key[12] = char(trie_id);
+  std::string k(key, 13);
   {
     std::lock_guard<std::mutex> g(mu_);
     auto it = cache_.find(k);
     if (it != cache_.end()) return it->second;
   }
-  std::shared_ptr<const Walk> w = compute(s, lo, hi);
+  std::shared_ptr<Walk> fresh;
+  int level = trie_id == 0 && lo == 1 && hi == vocab_->trie().n_nodes() ? slice_level(s) : -1;
+  if (level >= 0) {  // the plain tokens at once, a walk of the others
+    fresh = compute(s, 1, vocab_->trie(1 + level).n_nodes(), 1 + level);
+    const std::vector<uint32_t>& slice = vocab_->slice_words(level);
+    if (fresh->words.empty()) {
+      fresh->words = slice;
+      for (uint32_t id : fresh->ids) set_bit(fresh->words.data(), id);
+      std::vector<uint32_t>().swap(fresh->ids);
+    } else {
+      for (size_t i = 0; i < slice.size(); i++) fresh->words[i] |= slice[i];
+    }
+  } else {
+    fresh = compute(s, lo, hi, trie_id);
+  }
+  std::shared_ptr<const Walk> w = fresh;
   std::lock_guard<std::mutex> g(mu_);
   if (cache_bytes_ + w->memory_bytes() > kWalkCacheBytes) {
     cache_.clear();
@@ -78,10 +142,56 @@ std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi) {
   return it->second;
 }
 
-std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi) {
-  const TokenTrie& trie = vocab_->trie();
+int Walker::slice_level(StateId s) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = slice_levels_.find(s);
+    if (it != slice_levels_.end()) return it->second;
+  }
+  // breadth first over (lexer state, UTF-8 position) along plain bytes: the first depth at
+  // which the lexeme can die (or a lazy lexeme end) bounds the slice lengths that are safe
+  LexerDFA& lx = *lexer_;
+  uint32_t max_len = vocab_->max_plain_len();
+  uint32_t fail = 0xFFFFFFFFu;
+  std::vector<uint64_t> frontier{uint64_t(s) << 3}, next;
+  std::unordered_map<uint64_t, bool> seen{{frontier[0], true}};
+  for (uint32_t depth = 1; depth <= max_len && !frontier.empty() && fail == 0xFFFFFFFFu; depth++) {
+    next.clear();
+    for (uint64_t pair : frontier) {
+      StateId st = StateId(pair >> 3);
+      int u = int(pair & 7);
+      const std::atomic<uint32_t>* row = lx.row(st);
+      for (unsigned b = 0x20; b < 256 && fail == 0xFFFFFFFFu; b++) {
+        int u2 = utf8_plain_next(u, b);
+        if (u2 < 0) continue;
+        StateId t = row[b].load(std::memory_order_acquire);
+        if (t == DEAD || lx.accepts_lazy(t)) {
+          fail = depth;
+          break;
+        }
+        uint64_t key = (uint64_t(t) << 3) | uint64_t(u2);
+        if (seen.emplace(key, true).second) {
+          next.push_back(key);
+          if (seen.size() > kSliceBudget) fail = depth;
+        }
+      }
+      if (fail != 0xFFFFFFFFu) break;
+    }
+    frontier.swap(next);
+  }
+  int level = -1;
+  for (int k = 0; k < kSliceLevels; k++)
+    if (fail == 0xFFFFFFFFu || (kSliceLengths[k] < fail && kSliceLengths[k] < max_len)) level = k;
+  std::lock_guard<std::mutex> g(mu_);
+  slice_levels_[s] = level;
+  return level;
+}
+
+std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int trie_id) {
+  const TokenTrie& trie = vocab_->trie(trie_id);
   LexerDFA& lx = *lexer_;
   auto w = std::make_shared<Walk>();
+  w->trie_id = uint8_t(trie_id);
   if (lo >= hi) return w;
   std::vector<StateId> stack(size_t(trie.max_depth()) + 2, DEAD);
   uint32_t d0 = trie.depth(lo) - 1u;
@@ -221,7 +331,7 @@ std::vector<uint32_t> MaskEngine::compute(ParseState st) {
   int32_t set_id = st.set_id;
   StateId s = st.lexer_state;
   if (s != DEAD && !st.pending && lx.accepts_lazy(s)) std::tie(set_id, s) = lp_->finish(set_id, s);
-  if (set_id != DEAD_SET && s != DEAD) collect(set_id, s, 1, v.trie().n_nodes(), 0, words.data());
+  if (set_id != DEAD_SET && s != DEAD) collect(set_id, s, 1, v.trie().n_nodes(), 0, words.data(), 0);
   for (int32_t lex : lp_->expected_token_lexemes(st))
     for (auto& [l, ids] : token_lexeme_ids_)
       if (l == lex)
@@ -231,9 +341,10 @@ std::vector<uint32_t> MaskEngine::compute(ParseState st) {
   return words;
 }
 
-void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words) {
+void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words,
+                         int trie_id) {
   if (lo >= hi) return;
-  std::shared_ptr<const Walk> w = walker_->walk(s, lo, hi);
+  std::shared_ptr<const Walk> w = walker_->walk(s, lo, hi, trie_id);
   if (!w->words.empty()) {
     const uint32_t* src = w->words.data();
     size_t n = w->words.size();
@@ -241,7 +352,8 @@ void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
   } else {
     for (uint32_t id : w->ids) set_bit(words, id);
   }
-  const TokenTrie& trie = walker_->vocab().trie();
+  int tid = w->trie_id;  // a sliced root walk's boundaries are nodes of its own trie
+  const TokenTrie& trie = walker_->vocab().trie(tid);
   boundaries += w->boundaries.size();
   for (const Boundary& bd : w->boundaries) {
     auto [set2, s2] = lp_->finish(set_id, bd.state);
@@ -249,10 +361,10 @@ void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
     uint32_t end = bd.node + trie.size(bd.node);
     if (end - bd.node <= direct_walk_nodes) {
       if (bd.kind == BoundaryKind::Before) {
-        walk_direct(ParseState{set2, s2, true}, bd.node, end, words);
+        walk_direct(ParseState{set2, s2, true}, bd.node, end, words, trie);
       } else {
         for (const uint32_t* q = trie.tokens_begin(bd.node); q != trie.tokens_end(bd.node); ++q) set_bit(words, *q);
-        if (bd.node + 1 < end) walk_direct(ParseState{set2, s2, false}, bd.node + 1, end, words);
+        if (bd.node + 1 < end) walk_direct(ParseState{set2, s2, false}, bd.node + 1, end, words, trie);
       }
       continue;
     }
@@ -264,10 +376,10 @@ void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
         lp_->chain_limit_hits++;
         continue;
       }
-      if (s2 != DEAD) collect(set2, s2, bd.node, end, c, words);
+      if (s2 != DEAD) collect(set2, s2, bd.node, end, c, words, tid);
     } else {
       for (const uint32_t* q = trie.tokens_begin(bd.node); q != trie.tokens_end(bd.node); ++q) set_bit(words, *q);
-      restart(set2, s2, bd.node + 1, end, 0, words);
+      restart(set2, s2, bd.node + 1, end, 0, words, tid);
     }
   }
 }
@@ -304,8 +416,7 @@ bool MaskEngine::step(ParseState& st, unsigned b) {
   return true;
 }
 
-void MaskEngine::walk_direct(ParseState st0, uint32_t lo, uint32_t hi, uint32_t* words) {
-  const TokenTrie& trie = walker_->vocab().trie();
+void MaskEngine::walk_direct(ParseState st0, uint32_t lo, uint32_t hi, uint32_t* words, const TokenTrie& trie) {
   ParseState stack[kMaxTokenBytes + 2];
   uint32_t d0 = trie.depth(lo) - 1u;
   stack[d0] = st0;
@@ -324,13 +435,14 @@ void MaskEngine::walk_direct(ParseState st0, uint32_t lo, uint32_t hi, uint32_t*
   }
 }
 
-void MaskEngine::restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words) {
+void MaskEngine::restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words,
+                         int trie_id) {
   // after a lazy lexeme ended, a lazy lexeme matching the empty string ends before the next byte
   if (s != DEAD && lp_->lexer().accepts_lazy(s)) {
     std::tie(set_id, s) = lp_->finish(set_id, s);
     if (set_id == DEAD_SET) return;
   }
-  if (s != DEAD) collect(set_id, s, lo, hi, chain, words);
+  if (s != DEAD) collect(set_id, s, lo, hi, chain, words, trie_id);
 }
 
 }  // namespace lexguide

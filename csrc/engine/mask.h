@@ -28,7 +28,15 @@
 
 namespace lexguide {
 
-// The vocabulary as the engine needs it: token bytes, the prefix tree, EOS and control ids.
+// JSON-string slices (after llguidance's slicer, docs/engine.md): tokens made only of whole
+// UTF-8 characters that a JSON string takes unescaped (no quote, backslash or control
+// character) are "plain". Most lexer states inside a string accept every plain token of up to
+// k bytes; for such a state the mask takes those tokens as one precomputed bitmask and walks
+// only the others, in a prefix tree of its own. Levels: k = 10, 30, and any length.
+constexpr int kSliceLevels = 3;
+constexpr uint32_t kSliceLengths[kSliceLevels] = {10, 30, 0xFFFFFFFFu};
+
+// The vocabulary as the engine needs it: token bytes, the prefix trees, EOS and control ids.
 class Vocab {
  public:
   Vocab(std::vector<std::string> token_bytes, std::vector<uint32_t> eos_ids, std::vector<uint32_t> special_ids);
@@ -37,7 +45,10 @@ class Vocab {
   const std::string& bytes(uint32_t id) const { return bytes_[id]; }
   bool is_special(uint32_t id) const { return special_[id]; }
   const std::vector<uint32_t>& eos_ids() const { return eos_; }
-  const TokenTrie& trie() const { return trie_; }
+  // trie 0: every text token; trie 1 + k: the tokens outside slice level k
+  const TokenTrie& trie(int id = 0) const { return id == 0 ? trie_ : *rest_[size_t(id - 1)]; }
+  const std::vector<uint32_t>& slice_words(int level) const { return slice_words_[size_t(level)]; }
+  uint32_t max_plain_len() const { return max_plain_len_; }
   size_t memory_bytes() const;
 
  private:
@@ -45,7 +56,14 @@ class Vocab {
   std::vector<uint32_t> eos_;
   std::vector<bool> special_;
   TokenTrie trie_;
+  std::vector<std::unique_ptr<TokenTrie>> rest_;
+  std::vector<std::vector<uint32_t>> slice_words_;
+  uint32_t max_plain_len_ = 0;
 };
+
+// The UTF-8 automaton of plain JSON-string characters: utf8_plain_next(u, b) is the state
+// after byte b (0: between characters), or -1.
+int utf8_plain_next(int u, unsigned b);
 
 enum class BoundaryKind : uint8_t { Before, After };
 
@@ -57,6 +75,7 @@ struct Boundary {
 
 // Result of one walk: the tokens that stay inside the lexeme and the boundaries.
 struct Walk {
+  uint8_t trie_id = 0;          // the trie the boundaries' nodes belong to
   std::vector<uint32_t> ids;    // inside tokens, when few
   std::vector<uint32_t> words;  // inside tokens as a bitmask, when many (then ids is empty)
   std::vector<Boundary> boundaries;
@@ -67,7 +86,9 @@ class Walker {
  public:
   Walker(std::shared_ptr<const Vocab> vocab, std::shared_ptr<LexerDFA> lexer);
   // Walk of nodes [lo, hi) from lexer state s (the state before the byte of node lo's depth).
-  std::shared_ptr<const Walk> walk(StateId s, uint32_t lo, uint32_t hi);
+  std::shared_ptr<const Walk> walk(StateId s, uint32_t lo, uint32_t hi, int trie_id = 0);
+  // The largest slice level whose plain tokens all stay inside the lexeme from s, or -1.
+  int slice_level(StateId s);
   // Every token that stays inside the lexeme from s (from the root) and the state it ends in.
   void inside_end_states(StateId s, std::vector<uint32_t>& ids, std::vector<StateId>& ends);
   const Vocab& vocab() const { return *vocab_; }
@@ -81,7 +102,8 @@ class Walker {
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<const Walk>> cache_;
   size_t cache_bytes_ = 0;
-  std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi);
+  std::unordered_map<StateId, int> slice_levels_;
+  std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi, int trie_id);
 };
 
 // One grammar on one vocabulary: masks per parse state.
@@ -112,12 +134,12 @@ class MaskEngine {
   std::vector<uint64_t> order_;  // insertion order, for eviction
   size_t order_head_ = 0;
 
-  void collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words);
+  void collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words, int trie_id);
   // A subtree walked with the parser in the loop, uncached: cheaper than a cached walk for
   // the small subtrees below a boundary.
-  void walk_direct(ParseState st, uint32_t lo, uint32_t hi, uint32_t* words);
+  void walk_direct(ParseState st, uint32_t lo, uint32_t hi, uint32_t* words, const TokenTrie& trie);
   bool step(ParseState& st, unsigned b);
-  void restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words);
+  void restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words, int trie_id);
   std::vector<uint32_t> compute(ParseState st);
 };
 
