@@ -28,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from lexguide.errors import LexguideError
 from lexguide.server.protocol import Constraint, GenerationRequest, ToolSpec
 
 __all__ = ["GrammarCache", "parse_tool_call", "tool_grammar", "tool_system_prompt"]
@@ -126,11 +127,15 @@ class GrammarCache:
 
     def get(self, constraint: Constraint, req: GenerationRequest) -> Any:
         """The grammar of ``constraint``; raises ``SchemaError``/``GrammarError`` (with their
-        locations) when it does not compile."""
+        locations, and ``param``: the request field it came from) when it does not compile."""
         from lexguide.grammar import Grammar
 
         kind, source = constraint.kind, constraint.source
         if kind == "tools":
+            # each parameter schema on its own first, so an error names its tool
+            for i, t in enumerate(req.tools):
+                self.get(Constraint("json_schema", t.parameters,
+                                    f"tools[{i}].function.parameters"), req)
             kind, source = "grammar", tool_grammar(req.tools, req.tool_choice)
         key = (kind, source)
         with self._lock:
@@ -140,12 +145,16 @@ class GrammarCache:
                 self.hits += 1
                 return g
             self.misses += 1
-        if kind in ("json_schema", "json_object"):
-            g = Grammar.from_json_schema(json.loads(source))
-        elif kind == "regex":
-            g = Grammar.from_regex(source)
-        else:
-            g = Grammar.parse(source)
+        try:
+            if kind in ("json_schema", "json_object"):
+                g = Grammar.from_json_schema(json.loads(source))
+            elif kind == "regex":
+                g = Grammar.from_regex(source)
+            else:
+                g = Grammar.parse(source)
+        except LexguideError as e:
+            e.param = constraint.param  # type: ignore[attr-defined]  # where, in the request
+            raise
         with self._lock:
             self._items[key] = g
             while len(self._items) > self.size:

@@ -70,7 +70,7 @@ def error_from_exception(exc: BaseException, param: str | None = None) -> tuple[
     if isinstance(exc, RequestError):
         return exc.status, error_body(exc.detail, type=exc.type, param=exc.param, code=exc.code)
     if isinstance(exc, SchemaError):
-        return 400, error_body(f"invalid JSON Schema {exc}", param=param, code="invalid_schema")
+        return 400, error_body(f"invalid JSON Schema: {exc}", param=param, code="invalid_schema")
     if isinstance(exc, RegexError):
         return 400, error_body(f"invalid regex: {exc}", param=param, code="invalid_regex")
     if isinstance(exc, GrammarError):

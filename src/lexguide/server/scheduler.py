@@ -321,11 +321,7 @@ class Scheduler:
                 code="context_length_exceeded")
         grammar = None
         if req.constraint is not None:
-            try:
-                grammar = self.grammars.get(req.constraint, req)
-            except LexguideError as e:
-                e.param = req.constraint.param  # type: ignore[attr-defined]
-                raise
+            grammar = self.grammars.get(req.constraint, req)
         job.prompt_ids = ids
         job.post(("admitted", len(ids)))
         self.metrics.prompt_tokens += len(ids)
