@@ -44,7 +44,8 @@ def add_serve_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
     p.add_argument("--parallel", type=int, default=4, metavar="N",
-                   help="sequences decoded at once; more wait in a queue (default: 4)")
+                   help="sequences active at once, each with its own KV cache; more wait in a queue "
+                   "(default: 4)")
     p.add_argument("--ctx", type=int, default=4096, metavar="N",
                    help="context size of each slot, prompt plus completion (default: 4096)")
     p.add_argument("--weights", choices=("eager", "lazy"), default="eager",
