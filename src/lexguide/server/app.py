@@ -248,8 +248,9 @@ def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
         loop = asyncio.get_running_loop()
         job = Job(req, lambda ev: loop.call_soon_threadsafe(queue.put_nowait, ev))
         scheduler.submit(job)
+        checked = [time.monotonic()]
         try:
-            first = await _next(queue, request)
+            first = await _next(queue, request, checked)
             if first[0] == "error":
                 raise first[1]
             prompt_tokens = first[1]
@@ -264,7 +265,7 @@ def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
         try:
             results: list[ChoiceResult] = []
             while len(results) < req.n:
-                ev = await _next(queue, request)
+                ev = await _next(queue, request, checked)
                 if ev[0] == "error":
                     raise ev[1]
                 if ev[0] == "finish":
@@ -303,14 +304,20 @@ class _ClientGone(Exception):
     pass
 
 
-async def _next(queue: asyncio.Queue[tuple[Any, ...]], request: Request) -> tuple[Any, ...]:
-    """The job's next event; raises :class:`_ClientGone` if the client disconnected first."""
+async def _next(queue: asyncio.Queue[tuple[Any, ...]], request: Request,
+                checked: list[float]) -> tuple[Any, ...]:
+    """The job's next event; raises :class:`_ClientGone` when the client has disconnected
+    (looked at every ``_POLL_S`` seconds, events or not; ``checked`` holds the last time)."""
     while True:
+        now = time.monotonic()
+        if now - checked[0] >= _POLL_S:
+            checked[0] = now
+            if await request.is_disconnected():
+                raise _ClientGone()
         try:
             return await asyncio.wait_for(queue.get(), _POLL_S)
         except asyncio.TimeoutError:
-            if await request.is_disconnected():
-                raise _ClientGone() from None
+            pass
 
 
 def _cancel(scheduler: Scheduler, job: Job) -> None:
