@@ -48,6 +48,14 @@ TIME = {
     },
 }
 
+CALLED = [  # a conversation where the assistant called get_weather and got its result
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+]
+
 
 @pytest.fixture(scope="module")
 def server(smollm2_file, tmp_path_factory) -> Server:
@@ -233,14 +241,7 @@ def test_tool_auto(client):
     else:
         assert c.message.content and not c.message.content.startswith("<")
     # after an earlier call and its result, greedy SmolLM2 calls again under "auto"
-    messages = [
-        {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [{
-            "id": "call_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
-        {"role": "user", "content": "And the weather in Rome?"},
-    ]
+    messages = [*CALLED, {"role": "user", "content": "And the weather in Rome?"}]
     r = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER],
                                        tool_choice="auto", max_tokens=30, temperature=0)
     c = r.choices[0]
@@ -258,14 +259,7 @@ def test_tool_stream(client):
 
 
 def test_tool_result_turn(client):
-    messages = [
-        {"role": "user", "content": "What is the weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [{
-            "id": "call_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"},
-    ]
-    r = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER],
+    r = client.chat.completions.create(model="m", messages=CALLED, tools=[WEATHER],
                                        tool_choice="none", max_tokens=12, temperature=0)
     assert r.choices[0].message.content and not r.choices[0].message.tool_calls
 
