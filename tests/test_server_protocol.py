@@ -171,3 +171,60 @@ def test_text_stop_strings_and_holdback():
     t = _Text([])
     assert t.feed("é".encode()[:1], False) == ("", False)  # half a UTF-8 character
     assert t.feed("é".encode()[1:], True) == ("é", False)
+
+
+def test_missing_extra_names_it(monkeypatch):
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "lexguide.server.app", raising=False)
+    with pytest.raises(ImportError, match=r"lexguide\[server\]"):
+        importlib.import_module("lexguide.server.app")
+    from lexguide.cli import main
+
+    assert main(["serve", "--port", "1"]) == 1  # one line on stderr, no traceback
+
+
+def test_scheduler_survives_a_failing_step():
+    """A step that raises fails the running jobs (500) and the loop goes on."""
+    import threading
+
+    from lexguide.server.scheduler import Job, Scheduler
+
+    class Broken:  # just enough of a Model for the scheduler to start and prepare a job
+        n_ctx = 64
+        n_threads = decode_threads = 1
+        config = type("C", (), {"n_vocab": 8})()
+        tokenizer = type("T", (), {"all_token_bytes": lambda self: [b"x"] * 8,
+                                   "eog_ids": frozenset({0}), "bos_id": 1,
+                                   "encode": lambda self, text: [1, 2, 3]})()
+
+        class transformer:  # noqa: N801 - stands for the attribute
+            @staticmethod
+            def new_cache(n):
+                return type("K", (), {"n": 0, "n_ctx": n, "truncate": lambda self, n: None})()
+
+            @staticmethod
+            def hidden_last(tokens, cache):
+                raise RuntimeError("kernel exploded")
+
+    sched = Scheduler(Broken(), parallel=1)
+    sched.start()
+    events: list = []
+    done = threading.Event()
+
+    def post(ev):
+        events.append(ev)
+        if ev[0] == "error":
+            done.set()
+
+    try:
+        for _ in range(2):  # the second job proves the loop is still alive
+            done.clear()
+            sched.submit(Job(parse_completion_request({"prompt": "hi", "max_tokens": 2}), post))
+            assert done.wait(10), events
+    finally:
+        sched.stop()
+    errors = [ev[1] for ev in events if ev[0] == "error"]
+    assert len(errors) == 2 and error_from_exception(errors[0])[0] == 500

@@ -415,4 +415,6 @@ def serve(model_path: Any = None, *, host: str = "127.0.0.1", port: int = 8080,
     app = create_app(model, parallel=parallel, n_ctx=n_ctx, max_body=max_body)
     print(f"lexguide serve: {model} on http://{host}:{port} ({parallel} slots)",
           file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    # at shutdown, requests still running get 5 s to finish
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
+                timeout_graceful_shutdown=5)

@@ -259,10 +259,15 @@ class Scheduler:
                     self._inbox.clear()
                 for job in inbox:
                     self._guarded(job, self._prepare, job)
-                self._drop_cancelled()
-                self._admit()
-                if self._active:
-                    self._step()
+                try:
+                    self._drop_cancelled()
+                    self._admit()
+                    if self._active:
+                        self._step()
+                except Exception as e:  # never let the loop die: fail what was running
+                    log.error("scheduler step failed: %s: %s", type(e).__name__, e)
+                    for s in list(self._active):
+                        self._fail(s.job, e)
 
     def _guarded(self, job: Job, fn: Callable[..., Any], *args: Any) -> bool:
         """Run ``fn``; a failure ends ``job`` with an error event (no traceback for bad input)."""
