@@ -76,8 +76,8 @@ def _start(engine: str, model: str, threads: int, parallel: int, ctx: int, log: 
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--port", str(port),
                "--host", "127.0.0.1", "--n_threads", str(threads), "--n_ctx", str(ctx)]
         probe = "/v1/models"
-    out = open(log, "wb")
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc, probe)

@@ -22,7 +22,9 @@ class Browser:
              "--remote-debugging-pipe", "--user-data-dir=" + os.environ.get("TMPDIR", "/tmp")
              + f"/lexguide-chromium-{os.getpid()}", "about:blank"],
             pass_fds=(3, 4), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, preexec_fn=_remap(to_chrome_r, from_chrome_w))
+            stderr=subprocess.DEVNULL,
+            # the child only dup()s descriptors before exec: safe with threads around
+            preexec_fn=_remap(to_chrome_r, from_chrome_w))  # noqa: PLW1509
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buffer = b""

@@ -18,7 +18,7 @@ jsonschema = pytest.importorskip("jsonschema")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from server_helpers import Server, start_server  # noqa: E402
+from server_helpers import Server, start_server
 
 CTX = 1024
 PERSON = {
@@ -146,7 +146,8 @@ def test_stream_ends_with_done(server):
 
 
 def test_seed_and_n(client):
-    kw = dict(max_tokens=8, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)  # type: ignore[arg-type]
+    # extra_body overrides chat()'s greedy defaults: plain sampling at temperature 1
+    kw = {"max_tokens": 8, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
     a = chat(client, "Name a color.", n=2, seed=7, extra_body=kw)
     b = chat(client, "Name a color.", n=2, seed=7, extra_body=kw)
     assert [c.index for c in a.choices] == [0, 1]

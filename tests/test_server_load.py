@@ -19,7 +19,7 @@ jsonschema = pytest.importorskip("jsonschema")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from server_helpers import start_server  # noqa: E402
+from server_helpers import start_server
 
 N_GOOD = 32
 N_BAD = 8

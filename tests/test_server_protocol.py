@@ -200,7 +200,7 @@ def test_scheduler_survives_a_failing_step():
                                    "eog_ids": frozenset({0}), "bos_id": 1,
                                    "encode": lambda self, text: [1, 2, 3]})()
 
-        class transformer:  # noqa: N801 - stands for the attribute
+        class transformer:
             @staticmethod
             def new_cache(n):
                 return type("K", (), {"n": 0, "n_ctx": n, "truncate": lambda self, n: None})()

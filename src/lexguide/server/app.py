@@ -166,6 +166,7 @@ class _Stream:
         reason = r.finish_reason
         if self.held.get(r.index):
             calls = parse_tool_call(r.text)
+            delta: dict[str, Any]
             if calls:
                 reason = "tool_calls"
                 delta = {"tool_calls": [{"index": 0, **calls[0]}]}
@@ -285,7 +286,7 @@ def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
             return Response(status_code=499)
         except LexguideError as e:
             return _error_response(e)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a bug: a 500 and one log line, no traceback
             log.error("internal error: %s: %s", type(e).__name__, e)
             return _error_response(e)
 

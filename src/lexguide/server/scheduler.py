@@ -28,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -73,7 +73,7 @@ def fill_masks(matchers: Sequence[Any], n_words: int) -> npt.NDArray[np.uint32]:
     else one ``compute_mask`` per matcher.
     """
     out = np.zeros((len(matchers), n_words), dtype=np.uint32)
-    import lexguide.engine as engine
+    from lexguide import engine
 
     batch = getattr(engine, "fill_masks", None)
     if batch is not None:
@@ -109,7 +109,7 @@ class Job:
     or ``("error", exception)``; set ``cancelled`` to drop it."""
 
     req: GenerationRequest
-    post: Callable[[tuple[Any, ...]], None]
+    post: Callable[[tuple[Any, ...]], object]
     cancelled: bool = False
     prompt_ids: list[int] = field(default_factory=list)
     n_open: int = 0
@@ -173,6 +173,11 @@ class _Sequence:
     slot: _Slot | None = None
     pending: list[int] = field(default_factory=list)
     n_gen: int = 0
+
+
+def _slot(s: _Sequence) -> _Slot:
+    """The slot of an active sequence (every active sequence has one)."""
+    return cast(_Slot, s.slot)
 
 
 # -- the scheduler ----------------------------------------------------------------------------
@@ -244,7 +249,7 @@ class Scheduler:
 
     # -- the loop (scheduler thread) -------------------------------------------------------
     def _run(self) -> None:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
         # BLAS threads busy-wait and lose on decode shapes (docs/runtime.md); the runtime
         # splits the big projections itself.
@@ -264,7 +269,7 @@ class Scheduler:
                     self._admit()
                     if self._active:
                         self._step()
-                except Exception as e:  # never let the loop die: fail what was running
+                except Exception as e:  # noqa: BLE001 - never let the loop die: fail what ran
                     log.error("scheduler step failed: %s: %s", type(e).__name__, e)
                     for s in list(self._active):
                         self._fail(s.job, e)
@@ -276,7 +281,7 @@ class Scheduler:
             return True
         except LexguideError as e:
             self._fail(job, e)
-        except Exception as e:  # a bug: report it in one line, keep serving the others
+        except Exception as e:  # noqa: BLE001 - a bug: one log line, keep serving the others
             log.error("internal error in request: %s: %s", type(e).__name__, e)
             self._fail(job, e)
         return False
@@ -370,11 +375,10 @@ class Scheduler:
 
     def _step(self) -> None:
         m = self.metrics
-        active = list(self._active)
-        for s in active:  # the context is full: nothing more fits
-            if s.slot.cache.n + len(s.pending) > self.n_ctx:
+        for s in list(self._active):  # the context is full: nothing more fits
+            if _slot(s).cache.n + len(s.pending) > self.n_ctx:
                 self._finish(s, "length")
-        active = [s for s in self._active]
+        active = list(self._active)
         if not active:
             return
         t0 = time.perf_counter()
@@ -387,10 +391,10 @@ class Scheduler:
                 self._guarded(s.job, s.matcher.compute_mask)
             return
         t1 = time.perf_counter()
-        hidden = forward_last(self.model, [(s.pending, s.slot.cache) for s in active])
+        hidden = forward_last(self.model, [(s.pending, _slot(s).cache) for s in active])
         t2 = time.perf_counter()
         for s in active:
-            s.slot.ids.extend(s.pending)
+            _slot(s).ids.extend(s.pending)
         rows = {id(s): masks[i] for i, s in enumerate(constrained)}
         for s, h in zip(active, hidden):
             if s in self._active:
