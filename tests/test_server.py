@@ -342,9 +342,9 @@ def test_disconnect_frees_the_slot(server):
     with httpx.stream("POST", server.url + "/v1/completions", timeout=60, json={
             "prompt": "Once upon a time", "max_tokens": 500, "temperature": 0,
             "stream": True}) as r:
-        for i, _ in enumerate(r.iter_lines()):
-            if i >= 4:
-                break
+        lines = r.iter_lines()
+        for _ in range(4):
+            next(lines)
         assert server.get_json("/health")["slots_processing"] == before + 1
     deadline = time.monotonic() + 5
     while server.get_json("/health")["slots_processing"] > before:
@@ -363,3 +363,29 @@ def test_disconnect_while_waiting_for_a_whole_answer(server):
     while server.get_json("/health")["slots_processing"] > before:
         assert time.monotonic() - t0 < 4, "the slot of a gone client was not freed"
         time.sleep(0.05)
+
+
+def _counter(server, name: str) -> float:
+    _, body = server.get("/metrics")
+    return float(re.search(rf"^{name} (\S+)$", body.decode(), re.MULTILINE).group(1))
+
+
+def test_prompt_prefix_copied_from_a_busy_slot(server, client):
+    preamble = "A shared preamble about lighthouses, tides and the northern sea. " * 3
+    ask = {"model": "m", "max_tokens": 6, "temperature": 0}
+    # evaluated in full: no slot holds this preamble yet
+    reference = client.completions.create(prompt=preamble + "Summary:", **ask).choices[0].text
+    busy = server.get_json("/health")["slots_processing"]
+    with httpx.stream("POST", server.url + "/v1/completions", timeout=60, json={
+            "prompt": preamble + "Story:", "max_tokens": 300, "temperature": 0,
+            "regex": "[a-z ]{250}", "stream": True}) as r:  # keeps that slot busy a while
+        lines = r.iter_lines()  # not closed early: closing it would hang up on the server
+        next(lines)
+        assert server.get_json("/health")["slots_processing"] == busy + 1
+        before = _counter(server, "lexguide_prompt_tokens_cached_total")
+        copied = client.completions.create(prompt=preamble + "Summary:", **ask)
+        after = _counter(server, "lexguide_prompt_tokens_cached_total")
+        still_busy = server.get_json("/health")["slots_processing"]
+    assert still_busy == busy + 1  # the long request was still running: a copy, not a reuse
+    assert after - before >= 30  # the preamble came from the busy slot's cache
+    assert copied.choices[0].text == reference

@@ -92,6 +92,7 @@ class Metrics:
     """Counters exposed at ``/metrics`` (written by the scheduler thread, read by the app)."""
 
     prompt_tokens: int = 0
+    prompt_tokens_cached: int = 0  # prompt positions taken from a KV cache, not evaluated
     completion_tokens: int = 0
     forced_tokens: int = 0
     steps: int = 0
@@ -150,14 +151,29 @@ class _Slot:
         self.cache = cache
         self.ids: list[int] = []
 
-    def reuse(self, prompt_ids: list[int]) -> list[int]:
-        """Keep the cached prefix shared with ``prompt_ids``; return the tokens still to feed."""
+    def shared(self, prompt_ids: list[int]) -> int:
+        """How many leading positions this slot holds of ``prompt_ids`` (at most all but the
+        last token: one is always fed, for its logits)."""
         n = 0
-        limit = min(len(self.ids), len(prompt_ids) - 1)  # feed at least one token
+        limit = min(len(self.ids), len(prompt_ids) - 1)
         while n < limit and self.ids[n] == prompt_ids[n]:
             n += 1
+        return n
+
+    def take(self, prompt_ids: list[int], donor: _Slot | None, n_donor: int) -> list[int]:
+        """Hold the longest cached prefix of ``prompt_ids`` — its own, or the first
+        ``n_donor`` positions of ``donor``'s cache copied over (mutates this slot; the copy is
+        n_layer × 2 slabs of n_donor × n_head_kv × head_dim floats, far cheaper than
+        evaluating those tokens). Returns the tokens still to feed."""
+        n = self.shared(prompt_ids)
         self.cache.truncate(n)
         del self.ids[n:]
+        if donor is not None and n_donor > n:
+            self.cache.k[:, :, n:n_donor] = donor.cache.k[:, :, n:n_donor]
+            self.cache.v[:, :, n:n_donor] = donor.cache.v[:, :, n:n_donor]
+            self.cache.n = n_donor
+            self.ids.extend(prompt_ids[n:n_donor])
+            n = n_donor
         return list(prompt_ids[n:])
 
 
@@ -363,10 +379,19 @@ class Scheduler:
             seq.slot = None
 
     def _admit(self) -> None:
+        """Give waiting sequences free slots: the free slot that already holds the longest
+        prefix of the prompt, topped up with a longer prefix copied from any slot (a shared
+        system prompt or chat template is evaluated once, not once per request)."""
         while self._free and self._waiting:
             seq = self._waiting.popleft()
-            seq.slot = self._free.pop()
-            seq.pending = seq.slot.reuse(seq.job.prompt_ids)
+            prompt = seq.job.prompt_ids
+            slot = max(self._free, key=lambda sl: sl.shared(prompt))
+            self._free.remove(slot)
+            donor = max(self._slots, key=lambda sl: sl.shared(prompt) if sl is not slot else -1)
+            n_donor = donor.shared(prompt) if donor is not slot else 0
+            seq.slot = slot
+            seq.pending = slot.take(prompt, donor, n_donor)
+            self.metrics.prompt_tokens_cached += len(prompt) - len(seq.pending)
             self._active.append(seq)
             if seq.max_tokens == 0:
                 self._finish(seq, "length")
