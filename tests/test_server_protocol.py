@@ -186,45 +186,100 @@ def test_missing_extra_names_it(monkeypatch):
     assert main(["serve", "--port", "1"]) == 1  # one line on stderr, no traceback
 
 
-def test_scheduler_survives_a_failing_step():
-    """A step that raises fails the running jobs (500) and the loop goes on."""
+class _FakeModel:
+    """Just enough of a ``Model`` for the scheduler: 8 tokens, token 0 is EOS; the forward
+    records the length of each call (or raises when ``fail``); greedy picks token 3."""
+
+    n_threads = decode_threads = 1
+
+    def __init__(self, fail: bool = False, n_ctx: int = 64) -> None:
+        import numpy as np
+
+        self.n_ctx = n_ctx
+        self.calls: list[int] = []
+        self.config = type("C", (), {"n_vocab": 8})()
+        self.tokenizer = type("T", (), {"all_token_bytes": lambda _: [b"x"] * 8,
+                                        "eog_ids": frozenset({0}), "bos_id": 1,
+                                        "encode": lambda _, text: [1, 2, 3]})()
+        model = self
+
+        class Cache:
+            def __init__(self, n: int) -> None:
+                self.n, self.n_ctx = 0, n
+
+            def truncate(self, n: int) -> None:
+                self.n = n
+
+        class Transformer:
+            threads = 1
+
+            @staticmethod
+            def new_cache(n):
+                return Cache(n)
+
+            @staticmethod
+            def hidden_last(tokens, cache):
+                if fail:
+                    raise RuntimeError("kernel exploded")
+                model.calls.append(len(tokens))
+                cache.n += len(tokens)
+                return np.zeros(4, dtype=np.float32)
+
+            @staticmethod
+            def project_rows(h, rows=None):
+                logits = np.arange(8, dtype=np.float32) == 3
+                return logits.astype(np.float32) if rows is None else logits[rows]
+
+        self.transformer = Transformer()
+
+
+def _run_jobs(model, bodies, parallel=1):
+    """Submit completion requests together; returns each job's events once all are done."""
     import threading
 
     from lexguide.server.scheduler import Job, Scheduler
 
-    class Broken:  # just enough of a Model for the scheduler to start and prepare a job
-        n_ctx = 64
-        n_threads = decode_threads = 1
-        config = type("C", (), {"n_vocab": 8})()
-        tokenizer = type("T", (), {"all_token_bytes": lambda self: [b"x"] * 8,
-                                   "eog_ids": frozenset({0}), "bos_id": 1,
-                                   "encode": lambda self, text: [1, 2, 3]})()
+    sched = Scheduler(model, parallel=parallel)
+    events: list[list] = [[] for _ in bodies]
+    left = threading.Semaphore(0)
 
-        class transformer:
-            @staticmethod
-            def new_cache(n):
-                return type("K", (), {"n": 0, "n_ctx": n, "truncate": lambda self, n: None})()
+    def poster(i):
+        def post(ev):
+            events[i].append(ev)
+            if ev[0] in ("error", "finish"):
+                left.release()
+        return post
 
-            @staticmethod
-            def hidden_last(tokens, cache):
-                raise RuntimeError("kernel exploded")
-
-    sched = Scheduler(Broken(), parallel=1)
+    jobs = [Job(parse_completion_request(b), poster(i)) for i, b in enumerate(bodies)]
+    with sched._wake:  # both in the inbox before the loop looks: prepared together
+        for job in jobs:
+            sched._inbox.append(job)
     sched.start()
-    events: list = []
-    done = threading.Event()
-
-    def post(ev):
-        events.append(ev)
-        if ev[0] == "error":
-            done.set()
-
     try:
-        for _ in range(2):  # the second job proves the loop is still alive
-            done.clear()
-            sched.submit(Job(parse_completion_request({"prompt": "hi", "max_tokens": 2}), post))
-            assert done.wait(10), events
+        for _ in bodies:
+            assert left.acquire(timeout=10), events
     finally:
         sched.stop()
-    errors = [ev[1] for ev in events if ev[0] == "error"]
-    assert len(errors) == 2 and error_from_exception(errors[0])[0] == 500
+    return events
+
+
+def test_scheduler_survives_a_failing_step():
+    """A step that raises fails the running jobs (500) and the loop goes on."""
+    model = _FakeModel(fail=True)
+    for _ in range(2):  # the second run proves a failing step does not kill the loop
+        (events,) = _run_jobs(model, [{"prompt": "hi", "max_tokens": 2}])
+        assert events[-1][0] == "error" and error_from_exception(events[-1][1])[0] == 500
+
+
+def test_long_prompt_prefilled_over_steps_while_others_decode():
+    from lexguide.server.scheduler import PREFILL_STEP
+
+    model = _FakeModel(n_ctx=1024)
+    long_prompt = [5] * (2 * PREFILL_STEP + 88)
+    long_events, short_events = _run_jobs(model, [
+        {"prompt": long_prompt, "max_tokens": 1}, {"prompt": "hi", "max_tokens": 3}],
+        parallel=2)
+    assert long_events[-1][1].finish_reason == "length"
+    assert short_events[-1][1].text == "xxx"
+    # the long prompt in chunks, the short one's prompt then a token per step beside them
+    assert model.calls == [PREFILL_STEP, 3, PREFILL_STEP, 1, 88, 1]

@@ -5,8 +5,9 @@ it prepares jobs (chat template, tokenization, grammar compile, matchers), gives
 sequence a slot (a preallocated KV cache) and runs steps. One step over the active sequences:
 
 1. masks of every constrained sequence — :func:`fill_masks`, one call for the batch;
-2. one forward of every sequence's pending tokens — :func:`forward_last`, one call for the
-   batch. **Today it loops over the sequences** (one ``Transformer.hidden_last`` each, since the
+2. one forward of every sequence's pending tokens (at most :data:`PREFILL_STEP` of a long
+   prompt per step; a sequence still prefilling samples nothing) — :func:`forward_last`, one
+   call for the batch. **Today it loops over the sequences** (one ``Transformer.hidden_last`` each, since the
    runtime has no forward over several KV caches yet); a batched forward replaces that one
    function and nothing else;
 3. per sequence: project the allowed rows, sample, ``consume``, append forced tokens, detect
@@ -45,6 +46,8 @@ log = logging.getLogger("lexguide.server")
 
 _SPARSE_FRACTION = 0.25  # project only the allowed rows when at most this share is allowed
 MAX_WAITING = 256  # sequences waiting for a slot before new requests get HTTP 503
+PREFILL_STEP = 256  # prompt tokens a sequence evaluates per step: a long prompt is split over
+#                     steps so the other sequences keep getting a token per step meanwhile
 
 
 # -- the two batch adapters -------------------------------------------------------------------
@@ -406,8 +409,10 @@ class Scheduler:
         active = list(self._active)
         if not active:
             return
+        feeds = [s.pending[:PREFILL_STEP] for s in active]
+        sampling = {id(s) for s, f in zip(active, feeds) if len(f) == len(s.pending)}
         t0 = time.perf_counter()
-        constrained = [s for s in active if s.matcher is not None]
+        constrained = [s for s in active if s.matcher is not None and id(s) in sampling]
         masks = None
         try:
             masks = fill_masks([s.matcher for s in constrained], self._n_words)
@@ -416,13 +421,14 @@ class Scheduler:
                 self._guarded(s.job, s.matcher.compute_mask)
             return
         t1 = time.perf_counter()
-        hidden = forward_last(self.model, [(s.pending, _slot(s).cache) for s in active])
+        hidden = forward_last(self.model, [(f, _slot(s).cache) for s, f in zip(active, feeds)])
         t2 = time.perf_counter()
-        for s in active:
-            _slot(s).ids.extend(s.pending)
+        for s, f in zip(active, feeds):
+            _slot(s).ids.extend(f)
+            del s.pending[:len(f)]
         rows = {id(s): masks[i] for i, s in enumerate(constrained)}
         for s, h in zip(active, hidden):
-            if s in self._active:
+            if id(s) in sampling and s in self._active:
                 self._guarded(s.job, self._sample, s, h, rows.get(id(s)))
         t3 = time.perf_counter()
         m.steps += 1
