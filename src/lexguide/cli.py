@@ -233,11 +233,18 @@ def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
     add_run_parser(subparsers, _add_model_argument)
 
 
+def _add_serve_parser(subparsers: argparse._SubParsersAction) -> None:
+    from lexguide.server.command import add_serve_parser
+
+    add_serve_parser(subparsers, _add_model_argument)
+
+
 #: One registrar per subcommand; each adds its parser and sets ``handler``.
 _COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _add_inspect_parser,
     _add_tokenize_parser,
     _add_run_parser,
+    _add_serve_parser,
 )
 
 

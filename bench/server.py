@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Server benchmark: requests/s and p50/p99 latency of short schema-constrained chat
+completions at concurrency 1, 4 and 16.
+
+Starts ``lexguide serve`` (SmolLM2 by default, ``--parallel`` slots) on a free loopback port
+and, when ``llama_cpp.server`` (llama-cpp-python) is importable, llama.cpp's OpenAI server on
+the same model with the same thread count, one after the other. Each level sends a fixed
+number of requests from that many client threads (the official ``openai`` client); every
+request is a chat completion with ``response_format: json_schema`` (a small person object),
+greedy, ``max_tokens`` 48, and its output is checked against the schema (``jsonschema``) —
+a wrong output counts as a failure, not as a request served.
+
+Latency is the time from sending a request to its complete answer. Throughput is requests
+completed / wall time of the level. The machine is shared: the load average is printed.
+
+    python bench/server.py --quick      # 2 / 4 / 8 requests per level
+    python bench/server.py              # 8 / 16 / 32 requests per level
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+# bench/jsonschema.py would shadow the jsonschema package: drop this folder from the path
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 12},
+                   "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+LEVELS = (1, 4, 16)
+START_TIMEOUT_S = 300.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, probe: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with status {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + probe, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError("server did not start in time")
+
+
+def _start(engine: str, model: str, threads: int, parallel: int, ctx: int, log: Path):
+    port = _free_port()
+    if engine == "lexguide":
+        cmd = [sys.executable, "-m", "lexguide.cli", "serve", "-m", model, "--port", str(port),
+               "--parallel", str(parallel), "--ctx", str(ctx)]
+        probe = "/health"
+    else:
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--port", str(port),
+               "--host", "127.0.0.1", "--n_threads", str(threads), "--n_ctx", str(ctx)]
+        probe = "/v1/models"
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, proc, probe)
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, url
+
+
+def _one(client, i: int) -> tuple[float, bool]:
+    import jsonschema
+
+    t0 = time.perf_counter()
+    r = client.chat.completions.create(
+        model="bench", messages=[{"role": "user", "content": f"Invent person number {i}."}],
+        max_tokens=48, temperature=0,
+        response_format={"type": "json_schema",
+                         "json_schema": {"name": "person", "schema": SCHEMA, "strict": True}})
+    dt = time.perf_counter() - t0
+    try:
+        jsonschema.validate(json.loads(r.choices[0].message.content), SCHEMA)
+        return dt, True
+    except (ValueError, jsonschema.ValidationError):
+        return dt, False
+
+
+def _percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = min(len(s) - 1, max(0, round(q * (len(s) - 1))))
+    return s[k]
+
+
+def _measure(url: str, counts: dict[int, int]) -> dict[str, dict]:
+    import openai
+
+    client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=600)
+    _one(client, -1)  # warm-up: compiles the schema, touches the caches
+    out = {}
+    for level in LEVELS:
+        n = counts[level]
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(level) as pool:
+            results = list(pool.map(lambda i: _one(client, i), range(n)))
+        wall = time.perf_counter() - t0
+        lat = [dt for dt, _ in results]
+        ok = sum(1 for _, good in results if good)
+        out[str(level)] = {"requests": n, "valid": ok, "wall_s": wall, "req_s": ok / wall,
+                           "p50_s": _percentile(lat, 0.5), "p99_s": _percentile(lat, 0.99)}
+        print(f"  {level:>3} concurrent: {n} requests in {wall:.1f} s, {ok} valid", flush=True)
+    return out
+
+
+def _cell(row: dict | None, key: str, fmt: str) -> str:
+    """``row[key]`` formatted, or a dash of the same width when the engine is missing."""
+    width = fmt.lstrip(">").split(".")[0]
+    return format(row[key], fmt) if row else format("—", ">" + width)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="2 / 4 / 8 requests per level")
+    ap.add_argument("-m", "--model", default=None, help="GGUF file (default: SmolLM2)")
+    ap.add_argument("--parallel", type=int, default=16, help="lexguide serve --parallel")
+    ap.add_argument("--threads", type=int, default=2, help="threads for llama.cpp's server")
+    ap.add_argument("--ctx", type=int, default=1024)
+    ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(),
+                                                  "lexguide-bench-server.json"))
+    args = ap.parse_args()
+    if args.model is None:
+        from lexguide.model_files import default_model_path
+
+        args.model = str(default_model_path())
+    counts = dict(zip(LEVELS, (2, 4, 8) if args.quick else (8, 16, 32)))
+    engines = ["lexguide"]
+    if importlib.util.find_spec("llama_cpp") is not None:
+        engines.append("llama.cpp")
+    else:
+        print("llama-cpp-python is not installed: its column is missing "
+              "(pip install 'llama-cpp-python[server]', a ~7 min source build)")
+    results: dict[str, dict] = {}
+    logs = Path(tempfile.mkdtemp(prefix="lexguide-bench-server-"))
+    for engine in engines:
+        print(f"{engine}:", flush=True)
+        proc, url = _start(engine, args.model, args.threads, args.parallel, args.ctx,
+                           logs / f"{engine}.log")
+        try:
+            results[engine] = _measure(url, counts)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    load = os.getloadavg()[0]
+    print(f"\nschema-constrained chat completions, max_tokens 48, greedy; lexguide --parallel "
+          f"{args.parallel}; load average {load:.2f}")
+    print(f"{'concurrency':>11} | {'lexguide req/s':>14} {'p50 s':>7} {'p99 s':>7} | "
+          f"{'llama.cpp req/s':>15} {'p50 s':>7} {'p99 s':>7} | ratio")
+    for level in LEVELS:
+        lg = results["lexguide"][str(level)]
+        lc = results.get("llama.cpp", {}).get(str(level))
+        ratio = f"{lg['req_s'] / lc['req_s']:.2f}" if lc and lc["req_s"] else "—"
+        print(f"{level:>11} | {lg['req_s']:>14.3f} {lg['p50_s']:>7.2f} {lg['p99_s']:>7.2f} | "
+              f"{_cell(lc, 'req_s', '>15.3f')} {_cell(lc, 'p50_s', '>7.2f')} "
+              f"{_cell(lc, 'p99_s', '>7.2f')} | {ratio}")
+    Path(args.out).write_text(json.dumps({"results": results, "load_average": load,
+                                          "parallel": args.parallel, "counts": counts},
+                                         indent=1))
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

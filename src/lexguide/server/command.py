@@ -1,0 +1,55 @@
+"""``lexguide serve``: the sub-parser and its handler.
+
+Registered by ``lexguide.cli``. Builds the parser without importing FastAPI, so ``lexguide
+--help`` works without the ``server`` extra; the handler imports it and says which extra to
+install when it is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+__all__ = ["add_serve_parser"]
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    try:
+        from lexguide.server.app import serve
+    except ImportError as e:
+        print(f"lexguide serve: error: {e}", file=sys.stderr)
+        return 1
+    if args.parallel < 1 or args.ctx < 16:
+        print("lexguide serve: error: --parallel must be >= 1 and --ctx >= 16", file=sys.stderr)
+        return 2
+    try:
+        serve(args.model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.ctx,
+              weights=args.weights, max_body=args.max_body_bytes)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def add_serve_parser(subparsers: argparse._SubParsersAction,
+                     add_model_argument: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Register ``serve`` (``add_model_argument`` adds the shared ``-m/--model``)."""
+    p = subparsers.add_parser(
+        "serve", help="serve a model over an OpenAI-compatible HTTP API",
+        description="Serve a GGUF model at /v1/chat/completions and /v1/completions (OpenAI "
+        "shapes, streaming, JSON Schema / grammar / regex constrained outputs, tool calls), "
+        "with /v1/models, /health, /metrics and a playground page at /. See docs/server.md.",
+    )
+    add_model_argument(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
+    p.add_argument("--parallel", type=int, default=4, metavar="N",
+                   help="sequences active at once, each with its own KV cache; more wait in a queue "
+                   "(default: 4)")
+    p.add_argument("--ctx", type=int, default=4096, metavar="N",
+                   help="context size of each slot, prompt plus completion (default: 4096)")
+    p.add_argument("--weights", choices=("eager", "lazy"), default="eager",
+                   help="eager: dequantize at load (fast); lazy: keep quantized (small)")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20, metavar="N",
+                   help="largest request body accepted (default: 1048576)")
+    p.set_defaults(handler=_run_serve)

@@ -1,0 +1,94 @@
+"""A real ``lexguide serve`` subprocess on 127.0.0.1 for the server tests (not a test module)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+START_TIMEOUT_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def get(self, path: str, timeout: float = 10.0) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def get_json(self, path: str) -> dict:
+        status, body = self.get(path)
+        assert status == 200, body
+        return json.loads(body)
+
+    def post(self, path: str, body: bytes, timeout: float = 60.0,
+             headers: dict[str, str] | None = None) -> tuple[int, dict]:
+        req = urllib.request.Request(self.url + path, data=body, method="POST",
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def start_server(model: Path, tmp: Path, *extra: str) -> Server:
+    """Start ``lexguide serve -m model`` on a free loopback port; wait until /health answers."""
+    port = free_port()
+    log = tmp / f"server-{port}.log"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lexguide.cli", "serve", "-m", str(model), "--host",
+             "127.0.0.1", "--port", str(port), *extra],
+            stdout=out, stderr=subprocess.STDOUT, env=env)
+    server = Server(proc, port, log)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"lexguide serve exited: {log.read_text()}")
+        try:
+            if server.get("/health", timeout=2)[0] == 200:
+                return server
+        except OSError:
+            pass
+        time.sleep(0.3)
+    server.stop()
+    raise RuntimeError(f"lexguide serve did not answer in {START_TIMEOUT_S} s: {log.read_text()}")
