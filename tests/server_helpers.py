@@ -46,13 +46,27 @@ class Server:
 
     def post(self, path: str, body: bytes, timeout: float = 60.0,
              headers: dict[str, str] | None = None) -> tuple[int, dict]:
-        req = urllib.request.Request(self.url + path, data=body, method="POST",
-                                     headers={"Content-Type": "application/json", **(headers or {})})
+        # http.client rather than urllib: a server refusing an oversized body (413) may answer
+        # and close before the body is sent; the answer is still read after the broken pipe
+        import http.client
+        from urllib.parse import urlsplit
+
+        u = urlsplit(self.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
+            conn.putrequest("POST", path)
+            for k, v in {"Content-Type": "application/json", "Content-Length": str(len(body)),
+                         **(headers or {})}.items():
+                conn.putheader(k, v)
+            conn.endheaders()
+            try:
+                conn.send(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            conn.close()
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
