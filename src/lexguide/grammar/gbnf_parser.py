@@ -18,6 +18,7 @@ from typing import Union
 from lexguide.errors import GrammarError
 from lexguide.grammar.ir import TokenSet
 from lexguide.grammar.unicode_tables import negate, normalize
+from lexguide.limits import Nesting
 
 __all__ = [
     "MAX_CODEPOINT",
@@ -134,6 +135,8 @@ class _Parser:
         self.text = text
         self.pos = 0
         self.refs: list[Ref] = []
+        self.nesting = Nesting(
+            lambda at, limit: self.error(f"groups nested more than {limit} levels deep", at))
 
     def error(self, message: str, offset: int | None = None) -> GrammarError:
         at = self.pos if offset is None else offset
@@ -278,7 +281,8 @@ class _Parser:
             elif c == "(":
                 self.pos += 1
                 self.space(True)
-                inner = self.alternates(True)
+                with self.nesting(start):
+                    inner = self.alternates(True)
                 if self.peek() != ")":
                     raise self.error("expecting ')' to close the group" if self.peek() else
                                      "unterminated group: expecting ')'")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, json_schema_compiler
@@ -49,8 +48,6 @@ class Grammar:
         ``item_separator``, ``key_separator``, ``lenient`` (unsupported keywords warn instead
         of raising).
         """
-        if isinstance(schema, str):
-            schema = json.loads(schema)
         builder = GrammarBuilder()
         start = json_schema_compiler()(builder, schema, lexeme_class=0, **options)
         return cls(builder.build(start), "json_schema")

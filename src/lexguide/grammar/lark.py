@@ -18,6 +18,7 @@ from lexguide.errors import GrammarError
 from lexguide.grammar.ir import GrammarIR
 from lexguide.grammar.lark_compiler import COMMON_REGEXES, GrammarEntry, LarkCompiler
 from lexguide.grammar.lark_parser import parse_lark
+from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep
 
 __all__ = ["COMMON_REGEXES", "compile_grammar_list", "compile_lark"]
 
@@ -56,6 +57,10 @@ def compile_grammar_list(spec: dict[str, Any] | str) -> GrammarIR:
     :class:`~lexguide.errors.GrammarError` (JSON position, or line:col inside an entry).
     """
     if isinstance(spec, str):
+        deep = json_text_too_deep(spec)
+        if deep is not None:
+            raise GrammarError(f"grammar list nested more than {MAX_JSON_DEPTH} levels deep",
+                               text=spec, offset=deep)
         try:
             spec = json.loads(spec)
         except json.JSONDecodeError as e:

@@ -23,6 +23,7 @@ from typing import Any
 from lexguide.errors import GrammarError, LimitExceeded, RegexError, SchemaError
 from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, GrammarOptions, TokenSet
+from lexguide.limits import MAX_NESTING_DEPTH
 from lexguide.grammar.lark_parser import (
     Atom,
     CharRange,
@@ -83,7 +84,7 @@ JSON_WHITESPACE = r"[\x20\x0A\x0D\x09]+"
 _SUBSTRING_FIELDS = ("substring_chunks", "substring_words", "substring_chars")
 _TERMINAL_HINT = "; temperature= and max_tokens= only supported on TERMINALS and @subgrammars"
 #: terminals may reference terminals this deep (keeps the recursion bounded)
-MAX_TERMINAL_DEPTH = 100
+MAX_TERMINAL_DEPTH = MAX_NESTING_DEPTH
 #: above this many optional copies, rule repetition uses the O(log n) construction
 _LINEAR_REPEAT_MAX = 16
 

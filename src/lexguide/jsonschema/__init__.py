@@ -23,11 +23,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lexguide.errors import RegexError, SchemaError
+from lexguide.errors import RegexError, SchemaError, line_col
 from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, set_json_schema_compiler
 from lexguide.jsonschema.build import BuildOptions, SchemaBuilder
 from lexguide.jsonschema.compiler import WHITESPACE_RX, LayoutOptions, SchemaCompiler
+from lexguide.jsonschema.refs import escape_pointer
+from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep, json_value_too_deep
 
 __all__ = ["SchemaError", "add_json_schema", "compile_json_schema"]
 
@@ -116,18 +118,40 @@ def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int =
     unknown = set(options) - _OPTION_NAMES
     if unknown:
         raise TypeError(f"unknown JSON schema option(s): {sorted(unknown)}")
-    if isinstance(schema, (str, bytes)):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as e:
-            raise SchemaError(f"schema is not valid JSON: {e}") from None
+    schema = _load(schema)
     schema, xg = _x_guidance(schema)
     lenient = bool(xg.get("lenient", options.get("lenient", False)))
     coerce = bool(xg.get("coerce_one_of", options.get("coerce_one_of", False)))
     layout = _layout(options, xg)
-    schemas = SchemaBuilder(schema, BuildOptions(lenient, coerce, options.get("draft")))
-    root = schemas.build_root()
-    return SchemaCompiler(builder, schemas, layout, lenient=lenient).compile_root(root)
+    try:
+        schemas = SchemaBuilder(schema, BuildOptions(lenient, coerce, options.get("draft")))
+        root = schemas.build_root()
+        return SchemaCompiler(builder, schemas, layout, lenient=lenient).compile_root(root)
+    except RecursionError:  # backstop: the nesting limits make this unreachable in practice
+        raise SchemaError("schema is nested too deeply to compile") from None
+
+
+def _load(schema: Any) -> Any:
+    """The schema as a JSON value: JSON text is parsed; either form must nest at most
+    :data:`~lexguide.limits.MAX_JSON_DEPTH` levels. Raises :class:`SchemaError` (with the
+    line:col of JSON text, or the JSON pointer of the first level too deep)."""
+    if isinstance(schema, bytes):
+        schema = schema.decode("utf-8", "replace")
+    if isinstance(schema, str):
+        deep = json_text_too_deep(schema)
+        if deep is not None:
+            line, col = line_col(schema, deep)
+            raise SchemaError(f"schema JSON text nested more than {MAX_JSON_DEPTH} levels deep "
+                              f"at line {line}:{col}")
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"schema is not valid JSON: {e}") from None
+    path = json_value_too_deep(schema)
+    if path is not None:
+        raise SchemaError(f"schema nested more than {MAX_JSON_DEPTH} JSON levels deep",
+                          pointer="".join(f"/{escape_pointer(str(k))}" for k in path))
+    return schema
 
 
 def compile_json_schema(schema: Any, **options: Any) -> GrammarIR:

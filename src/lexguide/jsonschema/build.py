@@ -23,6 +23,7 @@ from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.numeric import decimal_of
 from lexguide.jsonschema.pattern import PatternError, pattern_rx
 from lexguide.jsonschema.refs import RefIndex, escape_pointer
+from lexguide.limits import Nesting
 from lexguide.jsonschema.schema import (
     ANY,
     ArraySchema,
@@ -41,7 +42,7 @@ from lexguide.jsonschema.schema import (
     check_string,
 )
 
-__all__ = ["BuildOptions", "SchemaBuilder", "detect_draft"]
+__all__ = ["BuildOptions", "SchemaBuilder", "detect_draft", "nesting_error"]
 
 APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "const", "enum")
 NUMBER_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
@@ -87,6 +88,12 @@ def detect_draft(root: Any) -> int:
     return 2020
 
 
+def nesting_error(pointer: str | None, limit: int) -> SchemaError:
+    """The error of a schema nested deeper than ``limit`` (subschemas and ``$ref`` hops)."""
+    return SchemaError(f"schema nested more than {limit} levels deep (each subschema and each "
+                       "$ref hop is one level)", pointer=pointer or "")
+
+
 @dataclass(frozen=True, slots=True)
 class BuildOptions:
     lenient: bool = False
@@ -110,6 +117,7 @@ class SchemaBuilder:
         self._building: set[str] = set()
         self._pending: list[str] = []
         self.intersect = Intersector(self.resolve, self.string_accepts)
+        self.nesting = Nesting(nesting_error)
 
     # -- entry points -------------------------------------------------------------------------
     def build_root(self) -> Schema:
@@ -156,6 +164,11 @@ class SchemaBuilder:
 
     # -- schema objects -----------------------------------------------------------------------
     def build(self, raw: Any, ptr: str) -> Schema:
+        """IR of the raw subschema ``raw`` at pointer ``ptr``; one nesting level deeper."""
+        with self.nesting(ptr):
+            return self._build(raw, ptr)
+
+    def _build(self, raw: Any, ptr: str) -> Schema:
         if raw is True:
             return ANY
         if raw is False:
@@ -360,7 +373,8 @@ class SchemaBuilder:
             return StringSchema(const=value, pointer=at)
         if isinstance(value, list):
             items = tuple(self.const(v, f"{at}/{i}") for i, v in enumerate(value))
-            return ArraySchema(len(items), len(items), items, Unsat("const array is complete"))
+            return ArraySchema(len(items), len(items), items, Unsat("const array is complete"),
+                               pointer=at)
         if isinstance(value, dict):
             props = tuple((k, self.const(v, f"{at}/{escape_pointer(k)}")) for k, v in value.items())
             return ObjectSchema(props, tuple(value), Unsat("const object is complete"),
@@ -473,7 +487,7 @@ class SchemaBuilder:
                                      f"{ptr}/contains", "contains")
                 else:
                     contains = self.build(kw["contains"], f"{ptr}/contains")
-        return check_array(ArraySchema(lo, hi, prefix, rest, contains, lo_c, hi_c))
+        return check_array(ArraySchema(lo, hi, prefix, rest, contains, lo_c, hi_c, ptr))
 
     def _object(self, kw: dict[str, Any], ptr: str) -> Schema:
         props_raw = kw.get("properties", {})

@@ -25,8 +25,9 @@ from functools import lru_cache
 from lexguide.errors import LimitExceeded, SchemaError
 from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder
-from lexguide.jsonschema.build import SchemaBuilder
+from lexguide.jsonschema.build import SchemaBuilder, nesting_error
 from lexguide.jsonschema.formats import format_rx
+from lexguide.limits import Nesting
 from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.numeric import (
     NON_INTEGER_RX,
@@ -143,6 +144,8 @@ class SchemaCompiler:
         self._refs: dict[tuple[str, int], int] = {}
         self._any: dict[int, int] = {}
         self.dead = self.lex(rx.NOTHING, "<unsatisfiable>")
+        self.nesting = Nesting(nesting_error)
+        self._where = [""]  # pointers of the schemas being compiled (for errors)
 
     def lex(self, node: int, name: str) -> int:
         return self.b.lexeme(node, name, lexeme_class=self.cls)
@@ -162,8 +165,15 @@ class SchemaCompiler:
         key = (id(s), lay.depth)
         got = self._cache.get(key)
         if got is None:
-            self._keep.append(s)
-            got = self._cache[key] = self._compile(s, lay)
+            where = s.key if isinstance(s, RefSchema) else getattr(s, "pointer", "")
+            where = where or self._where[-1]
+            with self.nesting(where):
+                self._where.append(where)
+                try:
+                    self._keep.append(s)
+                    got = self._cache[key] = self._compile(s, lay)
+                finally:
+                    self._where.pop()
         return got
 
     def _compile(self, s: Schema, lay: _Layout) -> int:
