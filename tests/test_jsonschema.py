@@ -221,24 +221,46 @@ def test_one_of_disjointness():
     assert e.value.keyword == "oneOf" and e.value.pointer == "/oneOf"
 
 
-def test_unsupported_keywords_error_with_pointer_or_warn_when_lenient():
+def test_unsupported_keywords_error_with_pointer_or_note_when_lenient():
     with pytest.raises(SchemaError) as e:
         G({"type": "object", "properties": {"a": {"type": "array",
                                                   "not": {"items": {"type": "string"}}}}})
     assert e.value.keyword == "not" and e.value.pointer == "/properties/a/not"
-    with pytest.raises(SchemaError, match="Unknown format"):
-        G({"type": "string", "format": "no-such-format"})
-    with pytest.raises(SchemaError, match="uniqueItems"):
-        G({"type": "array", "uniqueItems": True})
-    with pytest.warns(UserWarning, match="not"):
+    assert "lenient=True" in str(e.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # lenient reports on the result, never as a warning
         g = G({"type": "array", "not": {"items": {"type": "string"}}}, lenient=True)
     assert g.validate('["x"]') and not g.validate("1")
+    assert [(n.pointer, n.keyword) for n in g.notes] == [("/not", "not")]
+    assert "ignored: lenient" in g.notes[0].message
+    assert G({"type": "array", "items": {"type": "string"}}).notes == ()
     with pytest.raises(SchemaError, match="schema must be an object or boolean"):
         G({"properties": {"a": 3}})
     with pytest.raises(SchemaError, match="Invalid type"):
         G({"type": "float"})
     with pytest.raises(SchemaError, match="lookaround"):
         G({"pattern": "(?=a)"})
+
+
+def test_unknown_formats_are_annotations_listed_on_the_result():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = G({"type": "object", "properties": {"c": {"type": "string", "format": "color"}}})
+    assert g.validate('{"c":"anything at all"}') and not g.validate('{"c":1}')
+    assert [(n.pointer, n.keyword) for n in g.notes] == [("/properties/c/format", "format")]
+    assert "'color'" in g.notes[0].message and "annotation" in g.notes[0].message
+    with pytest.raises(SchemaError, match="Unknown format") as e:
+        G({"type": "string", "format": "no-such-format"}, strict_formats=True)
+    assert e.value.pointer == "/format" and e.value.keyword == "format"
+    g = G({"type": "string", "format": "no-such-format"}, strict_formats=True, lenient=True)
+    assert g.validate('"x"') and g.notes[0].keyword == "format"
+    known = G({"type": "string", "format": "date"})  # known formats stay enforced
+    assert known.notes == () and known.validate('"2024-02-29"')
+    assert not known.validate('"2023-02-29"')
+    with pytest.raises(SchemaError, match="format must be a string"):
+        G({"type": "string", "format": 3})
+    lark = Grammar.from_lark('%llguidance {}\nstart: %json {"type": "string", "format": "ports"}')
+    assert lark.notes[0].pointer == "/format"
 
 
 def test_annotations_and_unknown_keywords_are_accepted():

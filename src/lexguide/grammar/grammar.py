@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lexguide.grammar.ir import GrammarBuilder, GrammarIR, json_schema_compiler
+from lexguide.grammar.ir import CompileNote, GrammarBuilder, GrammarIR, json_schema_compiler
 
 __all__ = ["Grammar"]
 
@@ -45,8 +45,10 @@ class Grammar:
         """Compile a JSON Schema (dict or JSON text). Raises ``SchemaError`` with a JSON pointer.
 
         Options: ``whitespace`` ("flexible" default, or "compact"), ``indent``,
-        ``item_separator``, ``key_separator``, ``lenient`` (unsupported keywords warn instead
-        of raising).
+        ``item_separator``, ``key_separator``, ``lenient`` (keywords that cannot be enforced
+        are ignored instead of raising, and listed on :attr:`notes`), ``strict_formats``
+        (unknown ``format`` values raise instead of being annotations listed on
+        :attr:`notes`); see :mod:`lexguide.jsonschema` for the rest.
         """
         builder = GrammarBuilder()
         start = json_schema_compiler()(builder, schema, lexeme_class=0, **options)
@@ -84,6 +86,13 @@ class Grammar:
         return cls.from_gbnf(text)
 
     # -- use ------------------------------------------------------------------------------
+    @property
+    def notes(self) -> tuple[CompileNote, ...]:
+        """What the front end accepted without enforcing it: ``CompileNote(pointer, keyword,
+        message)`` per unknown ``format`` (an annotation: any string) and per keyword relaxed
+        under ``lenient=True``. Empty when the grammar enforces everything it was given."""
+        return self.ir.notes
+
     @property
     def lexparser(self):
         """The shared lexer/parser (built on first use)."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from lexguide.errors import GrammarError
 
 __all__ = [
+    "CompileNote",
     "GrammarBuilder",
     "GrammarIR",
     "GrammarOptions",
@@ -147,6 +148,23 @@ class GrammarOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class CompileNote:
+    """Something a front end accepted without enforcing it, listed on the compile result.
+
+    ``pointer`` is where (a JSON pointer for schemas), ``keyword`` the keyword concerned,
+    ``message`` what was done instead (e.g. an unknown ``format`` accepted as any string,
+    a keyword ignored under ``lenient=True``).
+    """
+
+    pointer: str
+    keyword: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"at {self.pointer or '#'} ({self.keyword}): {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
 class GrammarIR:
     """A compiled, tokenizer-independent grammar. Immutable; safe to share between matchers."""
 
@@ -157,6 +175,7 @@ class GrammarIR:
     skips: tuple[int | None, ...]  # per lexeme class: skip regex node id, or None
     options: GrammarOptions = field(default_factory=GrammarOptions)
     captures: tuple[tuple[int, str], ...] = ()  # (nonterminal, capture name)
+    notes: tuple[CompileNote, ...] = ()  # what was accepted but not enforced, in order
 
     @property
     def has_captures(self) -> bool:
@@ -188,6 +207,7 @@ class GrammarBuilder:
         self._skips: list[int | None] = [None]
         self._captures: dict[int, str] = {}
         self.options = GrammarOptions()
+        self.notes: list[CompileNote] = []  # appended to by front ends; frozen by build()
 
     # -- lexeme classes -------------------------------------------------------------------
     def set_skip(self, lexeme_class: int, skip_rx: int | None) -> None:
@@ -398,6 +418,7 @@ class GrammarBuilder:
             skips=tuple(self._skips),
             options=self.options,
             captures=tuple(sorted(self._captures.items())),
+            notes=tuple(self.notes),
         )
 
 

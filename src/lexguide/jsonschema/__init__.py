@@ -12,7 +12,10 @@ Options (keyword arguments, or ``"x-guidance"`` in the top-level schema object):
 ``whitespace``      ``"flexible"`` (default: any JSON whitespace between tokens) or ``"compact"``.
 ``indent``          int or str: exact ``json.dumps(indent=...)`` layout (no other whitespace).
 ``item_separator``, ``key_separator``  literal separators (defaults ``,`` and ``:``; ``: `` with indent).
-``lenient``         unsupported keywords/formats become warnings instead of ``SchemaError``.
+``lenient``         keywords that cannot be enforced are ignored instead of raising
+                    ``SchemaError``; each is listed on ``Grammar.notes`` (``CompileNote``).
+``strict_formats``  unknown ``format`` values are errors (default: annotations, accepted as
+                    any string and listed on ``Grammar.notes``; known formats are enforced).
 ``coerce_one_of``   treat ``oneOf`` as ``anyOf`` when branches are not provably disjoint.
 ``max_indent_depth`` nesting depth up to which ``indent`` applies (default 32; deeper is compact).
 ``draft``           force a draft (4, 6, 7, 2019, 2020) instead of reading ``$schema``.
@@ -35,7 +38,7 @@ __all__ = ["SchemaError", "add_json_schema", "compile_json_schema"]
 
 _OPTION_NAMES = frozenset((
     "whitespace", "indent", "item_separator", "key_separator", "lenient", "coerce_one_of",
-    "max_indent_depth", "draft",
+    "max_indent_depth", "draft", "strict_formats",
 ))
 _XGUIDANCE = frozenset((
     "whitespace_flexible", "whitespace_pattern", "item_separator", "key_separator",
@@ -124,9 +127,12 @@ def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int =
     coerce = bool(xg.get("coerce_one_of", options.get("coerce_one_of", False)))
     layout = _layout(options, xg)
     try:
-        schemas = SchemaBuilder(schema, BuildOptions(lenient, coerce, options.get("draft")))
+        schemas = SchemaBuilder(schema, BuildOptions(lenient, coerce, options.get("draft"),
+                                                     bool(options.get("strict_formats", False))))
         root = schemas.build_root()
-        return SchemaCompiler(builder, schemas, layout, lenient=lenient).compile_root(root)
+        start = SchemaCompiler(builder, schemas, layout, lenient=lenient).compile_root(root)
+        builder.notes.extend(schemas.notes)
+        return start
     except RecursionError:  # backstop: the nesting limits make this unreachable in practice
         raise SchemaError("schema is nested too deeply to compile") from None
 

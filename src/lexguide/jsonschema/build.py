@@ -11,13 +11,13 @@ keywords form one typed node placed where the first of them stands; ``$ref``, ``
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from lexguide.errors import SchemaError
 from lexguide.grammar import rx
+from lexguide.grammar.ir import CompileNote
 from lexguide.jsonschema.formats import FORMATS, format_rx
 from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.numeric import decimal_of
@@ -99,6 +99,7 @@ class BuildOptions:
     lenient: bool = False
     coerce_one_of: bool = False
     draft: int | None = None
+    strict_formats: bool = False
 
 
 class SchemaBuilder:
@@ -118,6 +119,7 @@ class SchemaBuilder:
         self._pending: list[str] = []
         self.intersect = Intersector(self.resolve, self.string_accepts)
         self.nesting = Nesting(nesting_error)
+        self.notes: list[CompileNote] = []  # accepted but not enforced (Grammar.notes)
 
     # -- entry points -------------------------------------------------------------------------
     def build_root(self) -> Schema:
@@ -144,11 +146,16 @@ class SchemaBuilder:
         return s
 
     def unsupported(self, message: str, pointer: str, keyword: str) -> None:
-        """Raise SchemaError, or warn when lenient (the keyword is then ignored)."""
+        """Raise SchemaError; when lenient, note it instead (the keyword is then ignored)."""
         if self.options.lenient:
-            warnings.warn(f"at {pointer or '#'}: {message} (ignored: lenient)", stacklevel=3)
+            self.note(pointer, keyword, f"{message} (ignored: lenient)")
             return
-        raise SchemaError(message, pointer=pointer, keyword=keyword)
+        raise SchemaError(f"{message}; lenient=True (CLI --lenient) ignores it and lists it "
+                          "on Grammar.notes", pointer=pointer, keyword=keyword)
+
+    def note(self, pointer: str, keyword: str, message: str) -> None:
+        """Record something accepted without being enforced (mutates ``notes``)."""
+        self.notes.append(CompileNote(pointer, keyword, message))
 
     def string_accepts(self, s: StringSchema, value: str) -> bool:
         """Does ``value`` satisfy the length/pattern/format constraints of ``s``."""
@@ -447,8 +454,15 @@ class SchemaBuilder:
         if f is not None:
             if isinstance(f, str) and f in FORMATS:
                 formats = (f,)
-            else:
-                self.unsupported(f"Unknown format: {f}", f"{ptr}/format", "format")
+            elif not isinstance(f, str):
+                raise SchemaError("format must be a string", pointer=f"{ptr}/format",
+                                  keyword="format")
+            elif self.options.strict_formats:
+                self.unsupported(f"Unknown format: {f} (strict_formats)", f"{ptr}/format",
+                                 "format")
+            else:  # an annotation since 2019-09 (§7.2.1 of the validation spec)
+                self.note(f"{ptr}/format", "format",
+                          f"unknown format {f!r} is an annotation: any string is accepted")
         return check_string(StringSchema(lo, hi, patterns, formats, None, ptr),
                             self.string_accepts)
 

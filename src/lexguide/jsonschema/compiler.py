@@ -18,7 +18,6 @@ References become one nonterminal per target, so recursion needs no inlining.
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -221,8 +220,7 @@ class SchemaCompiler:
         except NumericError as e:
             if not self.lenient:
                 raise SchemaError(str(e), pointer=s.pointer, keyword="multipleOf") from None
-            warnings.warn(f"at {s.pointer or '#'}: {e} (multipleOf ignored: lenient)",
-                          stacklevel=2)
+            self.schemas.note(s.pointer, "multipleOf", f"{e} (multipleOf ignored: lenient)")
             return self.number(replace(s, multiple_of=None))
 
     def string_body(self, s: StringSchema) -> int:
@@ -256,8 +254,7 @@ class SchemaCompiler:
             if not self.lenient or (s.min_length == 0 and s.max_length is None):
                 raise SchemaError(f"string constraints too large to enforce: {e}",
                                   pointer=s.pointer, keyword="maxLength") from None
-            warnings.warn(f"at {s.pointer or '#'}: {e} (length limits ignored: lenient)",
-                          stacklevel=2)
+            self.schemas.note(s.pointer, "maxLength", f"{e} (length limits ignored: lenient)")
             return self.string(replace(s, min_length=0, max_length=None))
 
     def any_value(self, lay: _Layout) -> int:
