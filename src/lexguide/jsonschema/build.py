@@ -485,9 +485,7 @@ class SchemaBuilder:
                 rest = self.build(items, f"{ptr}/items")
         lo = _count(kw, "minItems", ptr) or 0
         hi = _count(kw, "maxItems", ptr)
-        if kw.get("uniqueItems") is True and not (hi is not None and hi <= 1):
-            self.unsupported("Unimplemented keys: ['uniqueItems']", f"{ptr}/uniqueItems",
-                             "uniqueItems")
+        unique = kw.get("uniqueItems") is True and not (hi is not None and hi <= 1)
         contains = None
         lo_c, hi_c = 1, None
         if "contains" in kw:
@@ -501,7 +499,7 @@ class SchemaBuilder:
                                      f"{ptr}/contains", "contains")
                 else:
                     contains = self.build(kw["contains"], f"{ptr}/contains")
-        return check_array(ArraySchema(lo, hi, prefix, rest, contains, lo_c, hi_c, ptr))
+        return check_array(ArraySchema(lo, hi, prefix, rest, contains, lo_c, hi_c, ptr, unique))
 
     def _object(self, kw: dict[str, Any], ptr: str) -> Schema:
         props_raw = kw.get("properties", {})

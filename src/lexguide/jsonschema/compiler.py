@@ -49,6 +49,7 @@ from lexguide.jsonschema.schema import (
     StringSchema,
     Unsat,
 )
+from lexguide.jsonschema.unique import distinct_subsets, finite_values, unique_items_problem
 
 __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 
@@ -296,6 +297,10 @@ class SchemaCompiler:
         empty = list(lay.arr_empty)
         if hi == 0:
             return b.seq(empty, "array")
+        if s.unique:
+            got = self.unique_array(s, lay)
+            if got is not None:
+                return got
         if s.contains is not None:
             return self.array_contains(s, lay)
         k = len(s.prefix) if hi is None else min(len(s.prefix), hi)
@@ -335,6 +340,43 @@ class SchemaCompiler:
         if lo == 0:
             alts.append(empty)
         return b.alt(alts, "array")
+
+    def unique_array(self, s: ArraySchema, lay: _Layout) -> int | None:
+        """``uniqueItems`` by construction (:mod:`lexguide.jsonschema.unique`); None when it
+        cannot be and ``lenient`` (noted). Raises SchemaError when it cannot be otherwise."""
+        values = finite_values(s.items, self.schemas.resolve)
+        problem = unique_items_problem(s, values)
+        at = f"{s.pointer}/uniqueItems"
+        if problem is not None:
+            if self.lenient:
+                self.schemas.note(at, "uniqueItems", f"not enforced: {problem} (lenient)")
+                return None
+            raise SchemaError(
+                f"uniqueItems cannot be enforced: {problem}. It is enforced for items with a "
+                "small finite set of values (enum, const, boolean, null, small integer "
+                "ranges); lenient=True (CLI --lenient) compiles the array without it and lists "
+                "it on Grammar.notes", pointer=at, keyword="uniqueItems")
+        assert not isinstance(values, str)
+        b, child = self.b, lay.child
+        syms = [sym for sym in (self.compile(v, child) for _, v in values) if sym != self.dead]
+        nts: dict[tuple[int, ...], int] = {}
+
+        def nt(used: tuple[int, ...]) -> int:
+            got = nts.get(used)
+            if got is None:
+                got = nts[used] = b.nonterminal("unique_items")
+            return got
+
+        for used, can_end, moves in distinct_subsets(len(syms), s.min_items, s.max_items):
+            if used and can_end:
+                b.rule(nt(used), [])
+            for i in moves:
+                nxt = tuple(sorted((*used, i)))
+                b.rule(nt(used), ([lay.sep] if used else []) + [syms[i], nt(nxt)])
+        alts = [[lay.arr_open, nts[()], lay.arr_close]] if () in nts else []
+        if s.min_items == 0:
+            alts.append(list(lay.arr_empty))
+        return b.alt(alts, "array") if alts else self.dead
 
     def array_contains(self, s: ArraySchema, lay: _Layout) -> int:
         """Items counted by ``contains``: state (items so far, matching items so far), capped."""

@@ -98,6 +98,7 @@ class ArraySchema:
     min_contains: int = 1
     max_contains: int | None = None
     pointer: str = field(default="", compare=False)
+    unique: bool = False  # uniqueItems: true (enforced by the compiler where it can be)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -272,6 +273,7 @@ class Intersector:
         return check_array(ArraySchema(
             max(a.min_items, b.min_items), _min_opt(a.max_items, b.max_items), prefix,
             self(a.items, b.items, depth), contains, lo_c, hi_c, a.pointer or b.pointer,
+            a.unique or b.unique,
         ))
 
     def _ObjectSchema(self, a: ObjectSchema, b: ObjectSchema, depth: int) -> Schema:

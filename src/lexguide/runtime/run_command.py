@@ -27,7 +27,8 @@ def _read(path: Path, what: str) -> str:
 
 
 def _constraint(args: argparse.Namespace) -> dict[str, Any]:
-    """``generate`` keyword for the one constraint given (JSON Schema or grammar), or {}."""
+    """``generate`` keyword for the one constraint given, compiled (so a bad schema or grammar
+    is reported before the model loads), or {}."""
     given = [n for n in ("json_schema", "json_schema_file", "grammar", "grammar_file")
              if getattr(args, n) is not None]
     if len(given) > 1:
@@ -42,7 +43,10 @@ def _constraint(args: argparse.Namespace) -> dict[str, Any]:
             schema = json.loads(text)
         except json.JSONDecodeError as e:
             raise ModelError(f"JSON Schema is not valid JSON: line {e.lineno}:{e.colno}: {e.msg}") from None
-        return {"json_schema": schema}
+        from lexguide.grammar import Grammar
+
+        return {"grammar": Grammar.from_json_schema(
+            schema, lenient=args.lenient, strict_formats=args.strict_formats)}
     from lexguide.grammar import Grammar
 
     text = args.grammar if args.grammar is not None else _read(args.grammar_file, "grammar file")
@@ -57,7 +61,10 @@ def run(args: argparse.Namespace) -> int:
         raise ModelError("give either -p/--prompt or -f/--file, not both")
     prompt = _read(args.file, "prompt file") if args.file is not None else (args.prompt or "")
     constraint = _constraint(args)
-    if args.captures and "grammar" not in constraint:
+    if "grammar" in constraint:
+        for note in constraint["grammar"].notes:  # accepted but not enforced
+            print(f"lexguide run: note: {note}", file=sys.stderr)
+    if args.captures and (args.grammar is None and args.grammar_file is None):
         raise ModelError("--captures needs a grammar (--grammar/--grammar-file) with capture rules")
     model = Model.from_gguf(args.model, weights=args.weights, n_ctx=args.ctx_size,
                             n_threads=args.threads, decode_threads=args.decode_threads,
@@ -116,6 +123,12 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
                    help="grammar: GBNF, or the Lark variant when it starts with %%llguidance, "
                         "or an llguidance grammar list when it starts with {")
     p.add_argument("--grammar-file", type=Path, metavar="FILE", help="grammar file")
+    p.add_argument("--lenient", action="store_true",
+                   help="JSON Schema: ignore keywords that cannot be enforced (e.g. uniqueItems "
+                        "over strings) instead of failing; each is printed as a note")
+    p.add_argument("--strict-formats", action="store_true",
+                   help="JSON Schema: an unknown format is an error (default: an annotation, "
+                        "any string, printed as a note)")
     p.add_argument("--temp", type=float, default=0.8, help="temperature; 0 = greedy (default 0.8)")
     p.add_argument("--top-k", type=int, default=40, help="top-k, 0 = off (default 40)")
     p.add_argument("--top-p", type=float, default=0.95, help="top-p, 1 = off (default 0.95)")
