@@ -41,3 +41,41 @@ def test_help_lists_schema_flags(capsys, flag):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     assert flag in capsys.readouterr().out
+
+
+def test_layout_flags_reach_the_schema_compiler(monkeypatch, capsys):
+    seen = {}
+    from lexguide.grammar import Grammar
+
+    real = Grammar.from_json_schema.__func__
+
+    def spy(cls, schema, **opts):
+        seen.update(opts)
+        return real(cls, schema, **opts)
+
+    monkeypatch.setattr(Grammar, "from_json_schema", classmethod(spy))
+    for flags, expected in ((["--compact"], {"whitespace": "compact"}),
+                            (["--indent", "2"], {"indent": 2}),
+                            (["--whitespace-pattern", "[ ]?"], {"whitespace_pattern": "[ ]?"}),
+                            ([], {})):
+        seen.clear()
+        rc, _, err = run(capsys, "-p", "x", "-j", '{"type":"array"}', *flags)
+        assert rc == 1 and "nonexistent" in err  # compiled, then the model is missing
+        assert {k: v for k, v in seen.items() if k not in ("lenient", "strict_formats")} \
+            == expected
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--compact", "--indent", "2", "-j", "{}"], "at most one of --compact, --indent"),
+    (["--compact", "--grammar", 'root ::= "a"'], "only for JSON Schemas"),
+    (["--lenient", "--grammar", 'root ::= "a"'], "only for JSON Schemas"),
+])
+def test_layout_flag_errors(capsys, argv, message):
+    rc, _, err = run(capsys, "-p", "x", *argv)
+    assert rc == 1 and message in err and "nonexistent" not in err
+
+
+def test_indent_must_be_a_small_integer(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--indent", "x", "-j", "{}"])
+    assert e.value.code == 2 and "--indent: must be an integer" in capsys.readouterr().err

@@ -126,6 +126,30 @@ def test_whitespace_options():
           ["[1, 2]", "[ 1 , 2 ]", "[1,2]", "[ ]", "[]"], ["[1,  2]", "[  ]", " []", "[1] "])
 
 
+def test_default_whitespace_is_bounded():
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
+    data = {"a": [1, 2]}
+    layouts = [json.dumps(data), json.dumps(data, separators=(",", ":")),
+               json.dumps(data, indent=2), json.dumps(data, indent="\t"), '{"a" : [1]}',
+               '{\r\n  "a":[]}', "{ }", json.dumps({"a": [1]}, indent=12)]
+    runs = ['{"a"  :[1]}', '{\n\n"a":[1]}', '{"a":[1],\n \n"b":2}', " {}", "{}\n",
+            "{\n" + " " * 25 + '"a":[]}', '{"a":[1]\t}']
+    check(schema, layouts, runs)
+    check(schema, layouts + runs[:3] + runs[5:], runs[3:5], whitespace="flexible")
+    check(schema, layouts[1:2], layouts[0:1] + layouts[2:], whitespace_flexible=False)
+    check(schema, runs[:3], whitespace_flexible=True, whitespace="compact")  # it wins
+    check(schema, ['{"a":[1,\t2]}'], ['{"a": [1]}'], whitespace_pattern="\t?")
+    # the schema's own x-guidance wins over keyword options
+    check({"x-guidance": {"whitespace_flexible": False}, **schema}, ['{"a":[1]}'],
+          ['{"a": [1]}'], whitespace="flexible")
+    check({"x-guidance": {"whitespace_flexible": True}, **schema}, runs[:1])
+    with pytest.raises(ValueError, match="whitespace must be one of"):
+        G(schema, whitespace="loose")
+    # Lark %json keeps llguidance's default (any JSON whitespace) unless x-guidance says otherwise
+    lark = Grammar.from_lark('%llguidance {}\nstart: %json {"type": "array"}')
+    assert lark.validate("[\n\n\n1]")
+
+
 def test_indent_is_exact_json_dumps():
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": {}},
                                                "b": {"type": "object"}}}
@@ -431,5 +455,6 @@ def test_public_surface_and_registration():
     import lexguide.jsonschema as js
     from lexguide.grammar.ir import json_schema_compiler
 
-    assert sorted(js.__all__) == ["SchemaError", "add_json_schema", "compile_json_schema"]
+    assert sorted(js.__all__) == ["BOUNDED_WHITESPACE", "SchemaError", "add_json_schema",
+                                  "compile_json_schema"]
     assert json_schema_compiler() is js.add_json_schema

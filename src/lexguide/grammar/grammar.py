@@ -44,7 +44,9 @@ class Grammar:
     def from_json_schema(cls, schema: dict[str, Any] | str | bool, **options: Any) -> Grammar:
         """Compile a JSON Schema (dict or JSON text). Raises ``SchemaError`` with a JSON pointer.
 
-        Options: ``whitespace`` ("flexible" default, or "compact"), ``indent``,
+        Options: ``whitespace`` ("bounded" default: at most one space, or one newline and up
+        to 24 spaces/tabs, between tokens; "flexible": any JSON whitespace; "compact"),
+        ``whitespace_flexible`` (bool), ``whitespace_pattern`` (regex), ``indent``,
         ``item_separator``, ``key_separator``, ``lenient`` (keywords that cannot be enforced
         are ignored instead of raising, and listed on :attr:`notes`), ``strict_formats``
         (unknown ``format`` values raise instead of being annotations listed on

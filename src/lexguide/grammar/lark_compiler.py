@@ -643,7 +643,8 @@ class LarkCompiler:
             self._json_skip = rx.from_regex(JSON_WHITESPACE)
         cls = self.builder.new_lexeme_class(self._json_skip)
         try:
-            return compile_schema(self.builder, v.schema, lexeme_class=cls)
+            # llguidance's default layout (any JSON whitespace); x-guidance may change it
+            return compile_schema(self.builder, v.schema, lexeme_class=cls, whitespace="flexible")
         except (SchemaError, GrammarError) as e:
             raise self.error(f"failed to compile JSON schema: {e}", v.offset) from None
 

@@ -19,6 +19,16 @@ from lexguide.errors import ModelError
 __all__ = ["add_run_parser", "run"]
 
 
+def _indent(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 16:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 16, not {text!r}")
+    return n
+
+
 def _read(path: Path, what: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -45,12 +55,37 @@ def _constraint(args: argparse.Namespace) -> dict[str, Any]:
             raise ModelError(f"JSON Schema is not valid JSON: line {e.lineno}:{e.colno}: {e.msg}") from None
         from lexguide.grammar import Grammar
 
-        return {"grammar": Grammar.from_json_schema(
-            schema, lenient=args.lenient, strict_formats=args.strict_formats)}
+        return {"grammar": Grammar.from_json_schema(schema, **_schema_options(args))}
+    if _layout_flags(args):
+        raise ModelError(f"only for JSON Schemas (-j/--json-schema-file): {', '.join(_layout_flags(args))}")
     from lexguide.grammar import Grammar
 
     text = args.grammar if args.grammar is not None else _read(args.grammar_file, "grammar file")
     return {"grammar": Grammar.parse(text)}  # "%llguidance" → Lark, "{" → grammar list, else GBNF
+
+
+def _layout_flags(args: argparse.Namespace) -> list[str]:
+    return [flag for flag, given in (("--compact", args.compact),
+                                     ("--indent", args.indent is not None),
+                                     ("--whitespace-pattern", args.whitespace_pattern is not None),
+                                     ("--lenient", args.lenient),
+                                     ("--strict-formats", args.strict_formats)) if given]
+
+
+def _schema_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``Grammar.from_json_schema`` options of the layout and strictness flags."""
+    given = [f for f in _layout_flags(args) if f not in ("--lenient", "--strict-formats")]
+    if len(given) > 1:
+        raise ModelError(f"give at most one of --compact, --indent, --whitespace-pattern; got "
+                         f"{', '.join(given)}")
+    opts: dict[str, Any] = {"lenient": args.lenient, "strict_formats": args.strict_formats}
+    if args.compact:
+        opts["whitespace"] = "compact"
+    elif args.indent is not None:
+        opts["indent"] = args.indent
+    elif args.whitespace_pattern is not None:
+        opts["whitespace_pattern"] = args.whitespace_pattern
+    return opts
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,6 +158,15 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
                    help="grammar: GBNF, or the Lark variant when it starts with %%llguidance, "
                         "or an llguidance grammar list when it starts with {")
     p.add_argument("--grammar-file", type=Path, metavar="FILE", help="grammar file")
+    layout = p.add_argument_group(
+        "JSON layout (-j/--json-schema-file; default: at most one space, or one newline and "
+        "up to 24 spaces/tabs of indentation, between tokens)")
+    layout.add_argument("--compact", action="store_true", help="no whitespace at all")
+    layout.add_argument("--indent", type=_indent, metavar="N",
+                        help="exactly json.dumps(indent=N) layout")
+    layout.add_argument("--whitespace-pattern", metavar="REGEX",
+                        help="whitespace allowed between tokens, matched at most once per place "
+                             "(e.g. '[ \\n]{0,2}'; '[ \\t\\n\\r]*' is the spec's any whitespace)")
     p.add_argument("--lenient", action="store_true",
                    help="JSON Schema: ignore keywords that cannot be enforced (e.g. uniqueItems "
                         "over strings) instead of failing; each is printed as a note")
