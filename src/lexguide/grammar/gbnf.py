@@ -443,19 +443,25 @@ def plan_gbnf(text: str, root: str = "root") -> tuple[GbnfPlan, GrammarIR]:
     raise GrammarError("internal error: GBNF lexeme analysis did not converge")
 
 
-def compile_gbnf(text: str, root: str = "root") -> GrammarIR:
+def compile_gbnf(text: str, root: str = "root", *, reject_empty: bool = False) -> GrammarIR:
     """Compile a llama.cpp GBNF grammar to the grammar IR, with GBNF's exact language.
 
     ``root`` names the start rule (llama.cpp's default is ``root``). Regular fragments become
     lexemes only where greedy lexing provably accepts the same strings (module docstring).
     Raises :class:`GrammarError` with line:col and caret for syntax errors, an undefined
-    rule, a missing start rule or left recursion. Cost: a few ms for the llama.cpp sample
+    rule, a missing start rule or left recursion, and with ``reject_empty`` (as
+    ``Grammar.from_gbnf`` does; llama.cpp does not) for a grammar matching no input. Cost: a few ms for the llama.cpp sample
     grammars; the analysis is quadratic in the number of lexemes in the worst case.
     """
     try:
-        return plan_gbnf(text, root)[1]
+        plan, ir = plan_gbnf(text, root)
     except RecursionError:  # backstop: the nesting limits make this unreachable in practice
         raise GrammarError("grammar is nested too deeply to compile") from None
+    if reject_empty and ir.is_empty:
+        raise GrammarError(f"the grammar matches no input: rule {root!r} can never be completed "
+                           "(each alternative needs a rule that never ends, or an empty class)",
+                           text=text, offset=plan.g.rules[root].offset)
+    return ir
 
 
 def gbnf_to_lark(text: str, root: str = "root") -> str:

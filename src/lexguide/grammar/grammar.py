@@ -28,17 +28,19 @@ class Grammar:
     # -- constructors ---------------------------------------------------------------------
     @classmethod
     def from_lark(cls, text: str) -> Grammar:
-        """Parse the llguidance Lark variant (see docs). Raises ``GrammarError`` with line:col."""
+        """Parse the llguidance Lark variant (see docs). Raises ``GrammarError`` with line:col,
+        also for a grammar that matches no input at all."""
         from lexguide.grammar.lark import compile_lark
 
-        return cls(compile_lark(text), "lark")
+        return cls(compile_lark(text, reject_empty=True), "lark")
 
     @classmethod
     def from_gbnf(cls, text: str) -> Grammar:
-        """Parse a llama.cpp GBNF grammar. Raises ``GrammarError`` with line:col."""
+        """Parse a llama.cpp GBNF grammar. Raises ``GrammarError`` with line:col, also for a
+        grammar that matches no input at all."""
         from lexguide.grammar.gbnf import compile_gbnf
 
-        return cls(compile_gbnf(text), "gbnf")
+        return cls(compile_gbnf(text, reject_empty=True), "gbnf")
 
     @classmethod
     def from_json_schema(cls, schema: dict[str, Any] | str | bool, **options: Any) -> Grammar:
@@ -54,16 +56,28 @@ class Grammar:
         """
         builder = GrammarBuilder()
         start = json_schema_compiler()(builder, schema, lexeme_class=0, **options)
-        return cls(builder.build(start), "json_schema")
+        ir = builder.build(start)
+        if ir.is_empty:  # contradictions the schema compiler could not see (regex & and ~)
+            from lexguide.errors import SchemaError
+
+            raise SchemaError("Unsatisfiable schema: no JSON value matches it (its string "
+                              "patterns/formats exclude one another)")
+        return cls(ir, "json_schema")
 
     @classmethod
     def from_regex(cls, pattern: str, flags: str = "") -> Grammar:
-        """A grammar of one lexeme: full match of ``pattern`` (Rust-regex syntax, anchored)."""
+        """A grammar of one lexeme: full match of ``pattern`` (Rust-regex syntax, anchored).
+        Raises ``RegexError`` (with the offset) for a malformed regex or one matching nothing."""
         from lexguide.grammar import rx
+
+        from lexguide.errors import RegexError
 
         builder = GrammarBuilder()
         sym = builder.lexeme(rx.from_regex(pattern, flags), f"/{pattern}/")
-        return cls(builder.build(sym), "regex")
+        ir = builder.build(sym)
+        if ir.is_empty:
+            raise RegexError("the regex matches no string", pattern=pattern, offset=0)
+        return cls(ir, "regex")
 
     @classmethod
     def from_llguidance(cls, spec: dict[str, Any] | str) -> Grammar:
@@ -74,7 +88,7 @@ class Grammar:
             return cls.from_lark(spec)
         from lexguide.grammar.lark import compile_grammar_list
 
-        return cls(compile_grammar_list(spec), "lark")
+        return cls(compile_grammar_list(spec, reject_empty=True), "lark")
 
     @classmethod
     def parse(cls, text: str) -> Grammar:

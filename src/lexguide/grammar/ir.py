@@ -178,6 +178,13 @@ class GrammarIR:
     notes: tuple[CompileNote, ...] = ()  # what was accepted but not enforced, in order
 
     @property
+    def is_empty(self) -> bool:
+        """Whether the grammar matches no input at all: its start symbol can never be
+        completed (``GrammarBuilder.build`` then keeps only ``top -> start``, with ``start``
+        ruleless). Front ends report this as an error with the start rule's location."""
+        return all(r.lhs == self.start for r in self.rules)
+
+    @property
     def has_captures(self) -> bool:
         """Whether any rule or lexeme reports its value (Lark ``capture``/``stop_capture``)."""
         return bool(self.captures) or any(
@@ -430,12 +437,10 @@ class GrammarBuilder:
         keeps masks exact. If nothing is productive the grammar matches no input: only
         ``top -> start`` is kept, with ``start`` ruleless.
         """
-        from lexguide.grammar import rx
-
         productive: set[int] = {
             lexeme_sym(i)
             for i, lx in enumerate(self._lexemes)
-            if lx.token_set is not None or lx.rx != rx.NOTHING
+            if lx.token_set is not None or not regex_is_empty(lx.rx)
         }
         missing = [sum(1 for x in r.rhs if x not in productive) for r in self._rules]
         waiting: dict[int, list[int]] = {}
@@ -460,6 +465,34 @@ class GrammarBuilder:
         return tuple(
             r for r in self._rules if r.lhs in productive and all(x in productive for x in r.rhs)
         )
+
+
+#: Derivative states explored to prove a regex with ``&``/``~`` empty (past it: assumed not).
+MAX_EMPTINESS_STATES = 512
+
+
+def regex_is_empty(x: int) -> bool:
+    """Whether regex node ``x`` provably matches no string. Without ``&``/``~`` that is
+    ``x == NOTHING``; with them, a breadth-first search over derivatives (one per byte class)
+    for a nullable state, within :data:`MAX_EMPTINESS_STATES` states (unknown counts as not
+    empty, which is safe: the lexer still makes dead states DEAD). Pure; memoised by ``rx``."""
+    from lexguide.grammar import rx
+
+    if x == rx.NOTHING:
+        return True
+    if not rx.has_boolean(x):
+        return False
+    seen, todo = {x}, [x]
+    while todo and len(seen) <= MAX_EMPTINESS_STATES:
+        y = todo.pop(0)
+        if rx.nullable(y):
+            return False
+        for b in set(rx.byte_partition(y)[1]):
+            d = rx.derivative(y, b)
+            if d != rx.NOTHING and d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return not todo
 
 
 # -- hook for %json: grammar must not import jsonschema (which imports grammar) ------------
