@@ -211,3 +211,25 @@ def test_json_text_too_deep_skips_strings():
     assert json_text_too_deep('{"a": "[[[[[[["}', limit=2) is None
     assert json_text_too_deep('[[["x"]]]', limit=2) == 2
     assert json_text_too_deep("[[]] [[[[[", limit=2) is None  # only the first value counts
+
+
+@pytest.mark.parametrize("front_end", ["json_schema", "gbnf"])
+def test_matcher_walks_the_deepest_accepted_nesting(front_end):
+    """The passes after the front ends (IR, lexer/parser, masks) take the limit too."""
+    from lexguide import Matcher, TokenizerInfo
+
+    vocab = [b"[", b"]", b"1", b"</s>"]
+    depth = LIMIT - 1  # the root is one more level
+    if front_end == "json_schema":
+        schema: dict = {"type": "integer"}
+        for _ in range(depth):
+            schema = {"type": "array", "items": schema}
+        grammar = Grammar.from_json_schema(schema, whitespace="compact")
+    else:
+        grammar = Grammar.from_gbnf("root ::= " + '("[" ' * depth + '"1"' + ' "]")' * depth)
+    matcher = Matcher(grammar, TokenizerInfo.from_token_bytes(vocab, eos_ids=[3]))
+    for token in [0] * depth + [2] + [1] * depth:
+        mask = matcher.compute_mask()
+        assert mask[token >> 5] >> (token & 31) & 1
+        matcher.consume(token)
+    assert matcher.is_accepting()
