@@ -106,7 +106,8 @@ def _schema(levels: list[int]) -> tuple[dict, str]:
         if k == 0:
             s, inst = {"type": "array", "items": s}, f"[{inst}]"
         elif k == 1:
-            s, inst = {"type": "object", "properties": {"a": s}, "required": ["a"]}, f'{{"a":{inst}}}'
+            s = {"type": "object", "properties": {"a": s}, "required": ["a"]}
+            inst = f'{{"a":{inst}}}'
         elif k == 2:
             s = {"allOf": [s]}
         elif k == 3:

@@ -127,7 +127,8 @@ def test_whitespace_options():
 
 
 def test_default_whitespace_is_bounded():
-    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
+    schema = {"type": "object",
+              "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
     data = {"a": [1, 2]}
     layouts = [json.dumps(data), json.dumps(data, separators=(",", ":")),
                json.dumps(data, indent=2), json.dumps(data, indent="\t"), '{"a" : [1]}',

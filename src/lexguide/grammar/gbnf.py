@@ -450,8 +450,9 @@ def compile_gbnf(text: str, root: str = "root", *, reject_empty: bool = False) -
     lexemes only where greedy lexing provably accepts the same strings (module docstring).
     Raises :class:`GrammarError` with line:col and caret for syntax errors, an undefined
     rule, a missing start rule or left recursion, and with ``reject_empty`` (as
-    ``Grammar.from_gbnf`` does; llama.cpp does not) for a grammar matching no input. Cost: a few ms for the llama.cpp sample
-    grammars; the analysis is quadratic in the number of lexemes in the worst case.
+    ``Grammar.from_gbnf`` does; llama.cpp does not) for a grammar matching no input.
+    Cost: a few ms for the llama.cpp sample grammars; the analysis is quadratic in the number
+    of lexemes in the worst case.
     """
     try:
         plan, ir = plan_gbnf(text, root)

@@ -30,7 +30,8 @@ def _ranged(kind: type, lo: float | None = None, hi: float | None = None, *,
     """An argparse ``type``: ``kind(text)`` within [lo, hi] (``lo_open``: lo excluded)."""
     left = "" if lo is None else f"{'>' if lo_open else '>='} {lo:g}"
     right = "" if hi is None else f"<= {hi:g}"
-    want = f"{'an integer' if kind is int else 'a number'} {left}{' and ' if left and right else ''}{right}"
+    both = " and " if left and right else ""
+    want = f"{'an integer' if kind is int else 'a number'} {left}{both}{right}"
 
     def convert(text: str) -> Any:
         try:
@@ -78,7 +79,8 @@ def _constraint(args: argparse.Namespace) -> dict[str, Any]:
 
         return {"grammar": Grammar.from_json_schema(schema, **_schema_options(args))}
     if _layout_flags(args):
-        raise ModelError(f"only for JSON Schemas (-j/--json-schema-file): {', '.join(_layout_flags(args))}")
+        raise ModelError("only for JSON Schemas (-j/--json-schema-file): "
+                         + ", ".join(_layout_flags(args)))
     from lexguide.grammar import Grammar
 
     if args.regex is not None:
