@@ -12,6 +12,7 @@ It also reports the longest whitespace run seen. A table is printed, JSON writte
 
     python bench/whitespace.py --quick     # 2 generations, one schema, SmolLM2 (a minute)
     python bench/whitespace.py             # 10 per schema, 3 schemas, both models
+    python bench/whitespace.py --plain     # the same with plain-text prompts (no chat turn)
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def _prompt(model, name: str, text: str) -> str:
     return text
 
 
-def run_one(model, name: str, schema_name: str, layout: str, n: int, max_tokens: int) -> dict:
+def run_one(model, name: str, schema_name: str, layout: str, n: int, max_tokens: int,
+            plain: bool = False) -> dict:
     import jsonschema
 
     from lexguide import Grammar
@@ -73,7 +75,9 @@ def run_one(model, name: str, schema_name: str, layout: str, n: int, max_tokens:
     samples = []
     for seed in range(n):
         kwargs = dict(grammar=grammar, max_tokens=max_tokens, seed=seed)
-        if name == "gemma3":
+        if plain:  # the prompt as text, no chat turn (lexguide run without --chat)
+            out = model.generate(PROMPTS[schema_name], **kwargs)
+        elif name == "gemma3":
             out = model.generate(_prompt(model, name, PROMPTS[schema_name]), parse_special=True,
                                  **kwargs)
         else:
@@ -96,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=None, help="comma list of smollm2,gemma3")
     ap.add_argument("-n", type=int, default=None, help="generations per schema and layout")
     ap.add_argument("--max-tokens", type=int, default=None)
+    ap.add_argument("--plain", action="store_true",
+                    help="prompts as plain text (lexguide run without --chat), not chat turns")
     args = ap.parse_args(argv)
     models = (args.models or ("smollm2" if args.quick else "smollm2,gemma3")).split(",")
     n = args.n or (2 if args.quick else 10)
@@ -107,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         for schema_name in schemas:
             for layout in LAYOUTS:
                 t0 = time.perf_counter()
-                row = run_one(model, name, schema_name, layout, n, max_tokens)
+                row = run_one(model, name, schema_name, layout, n, max_tokens, args.plain)
                 row["seconds"] = round(time.perf_counter() - t0, 1)
                 rows.append(row)
                 print(f"{name:8} {schema_name:7} {layout:9} valid {row['valid']:>2}/{n}  "
@@ -120,9 +126,10 @@ def main(argv: list[str] | None = None) -> int:
             v, t = sum(r["valid"] for r in sel), sum(r["n"] for r in sel)
             print(f"{name:8} {layout:9} {v:>8}/{t} ({100 * v / t:.0f}%)")
     OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({"max_tokens": max_tokens, "n": n, "load": os.getloadavg(),
+    out = OUT.with_name("whitespace_plain.json") if args.plain else OUT
+    out.write_text(json.dumps({"max_tokens": max_tokens, "n": n, "load": os.getloadavg(),
                                "rows": rows}, indent=1))
-    print(f"\nwritten {OUT}", file=sys.stderr)
+    print(f"\nwritten {out}", file=sys.stderr)
     return 0
 
 
