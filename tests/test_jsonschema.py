@@ -126,6 +126,31 @@ def test_whitespace_options():
           ["[1, 2]", "[ 1 , 2 ]", "[1,2]", "[ ]", "[]"], ["[1,  2]", "[  ]", " []", "[1] "])
 
 
+def test_default_whitespace_is_bounded():
+    schema = {"type": "object",
+              "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
+    data = {"a": [1, 2]}
+    layouts = [json.dumps(data), json.dumps(data, separators=(",", ":")),
+               json.dumps(data, indent=2), json.dumps(data, indent="\t"), '{"a" : [1]}',
+               '{\r\n  "a":[]}', "{ }", json.dumps({"a": [1]}, indent=12)]
+    runs = ['{"a"  :[1]}', '{\n\n"a":[1]}', '{"a":[1],\n \n"b":2}', " {}", "{}\n",
+            "{\n" + " " * 25 + '"a":[]}', '{"a":[1]\t}']
+    check(schema, layouts, runs)
+    check(schema, layouts + runs[:3] + runs[5:], runs[3:5], whitespace="flexible")
+    check(schema, layouts[1:2], layouts[0:1] + layouts[2:], whitespace_flexible=False)
+    check(schema, runs[:3], whitespace_flexible=True, whitespace="compact")  # it wins
+    check(schema, ['{"a":[1,\t2]}'], ['{"a": [1]}'], whitespace_pattern="\t?")
+    # the schema's own x-guidance wins over keyword options
+    check({"x-guidance": {"whitespace_flexible": False}, **schema}, ['{"a":[1]}'],
+          ['{"a": [1]}'], whitespace="flexible")
+    check({"x-guidance": {"whitespace_flexible": True}, **schema}, runs[:1])
+    with pytest.raises(ValueError, match="whitespace must be one of"):
+        G(schema, whitespace="loose")
+    # Lark %json keeps llguidance's default (any JSON whitespace) unless x-guidance says otherwise
+    lark = Grammar.from_lark('%llguidance {}\nstart: %json {"type": "array"}')
+    assert lark.validate("[\n\n\n1]")
+
+
 def test_indent_is_exact_json_dumps():
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": {}},
                                                "b": {"type": "object"}}}
@@ -221,24 +246,46 @@ def test_one_of_disjointness():
     assert e.value.keyword == "oneOf" and e.value.pointer == "/oneOf"
 
 
-def test_unsupported_keywords_error_with_pointer_or_warn_when_lenient():
+def test_unsupported_keywords_error_with_pointer_or_note_when_lenient():
     with pytest.raises(SchemaError) as e:
         G({"type": "object", "properties": {"a": {"type": "array",
                                                   "not": {"items": {"type": "string"}}}}})
     assert e.value.keyword == "not" and e.value.pointer == "/properties/a/not"
-    with pytest.raises(SchemaError, match="Unknown format"):
-        G({"type": "string", "format": "no-such-format"})
-    with pytest.raises(SchemaError, match="uniqueItems"):
-        G({"type": "array", "uniqueItems": True})
-    with pytest.warns(UserWarning, match="not"):
+    assert "lenient=True" in str(e.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # lenient reports on the result, never as a warning
         g = G({"type": "array", "not": {"items": {"type": "string"}}}, lenient=True)
     assert g.validate('["x"]') and not g.validate("1")
+    assert [(n.pointer, n.keyword) for n in g.notes] == [("/not", "not")]
+    assert "ignored: lenient" in g.notes[0].message
+    assert G({"type": "array", "items": {"type": "string"}}).notes == ()
     with pytest.raises(SchemaError, match="schema must be an object or boolean"):
         G({"properties": {"a": 3}})
     with pytest.raises(SchemaError, match="Invalid type"):
         G({"type": "float"})
     with pytest.raises(SchemaError, match="lookaround"):
         G({"pattern": "(?=a)"})
+
+
+def test_unknown_formats_are_annotations_listed_on_the_result():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = G({"type": "object", "properties": {"c": {"type": "string", "format": "color"}}})
+    assert g.validate('{"c":"anything at all"}') and not g.validate('{"c":1}')
+    assert [(n.pointer, n.keyword) for n in g.notes] == [("/properties/c/format", "format")]
+    assert "'color'" in g.notes[0].message and "annotation" in g.notes[0].message
+    with pytest.raises(SchemaError, match="Unknown format") as e:
+        G({"type": "string", "format": "no-such-format"}, strict_formats=True)
+    assert e.value.pointer == "/format" and e.value.keyword == "format"
+    g = G({"type": "string", "format": "no-such-format"}, strict_formats=True, lenient=True)
+    assert g.validate('"x"') and g.notes[0].keyword == "format"
+    known = G({"type": "string", "format": "date"})  # known formats stay enforced
+    assert known.notes == () and known.validate('"2024-02-29"')
+    assert not known.validate('"2023-02-29"')
+    with pytest.raises(SchemaError, match="format must be a string"):
+        G({"type": "string", "format": 3})
+    lark = Grammar.from_lark('%llguidance {}\nstart: %json {"type": "string", "format": "ports"}')
+    assert lark.notes[0].pointer == "/format"
 
 
 def test_annotations_and_unknown_keywords_are_accepted():
@@ -409,5 +456,6 @@ def test_public_surface_and_registration():
     import lexguide.jsonschema as js
     from lexguide.grammar.ir import json_schema_compiler
 
-    assert sorted(js.__all__) == ["SchemaError", "add_json_schema", "compile_json_schema"]
+    assert sorted(js.__all__) == ["BOUNDED_WHITESPACE", "SchemaError", "add_json_schema",
+                                  "compile_json_schema"]
     assert json_schema_compiler() is js.add_json_schema

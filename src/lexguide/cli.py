@@ -264,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the process exit status (0 ok, 1 error, 2 usage)."""
+    """Run the command line; returns the process exit status (0 ok, 1 error, 2 usage,
+    3 incomplete constrained output of ``run``, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
@@ -280,6 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:  # e.g. `lexguide inspect | head`
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT
+        print(f"\nlexguide {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ the regex → byte-DFA lexer and the Earley parser. Tokenizer-independent."""
 
 from lexguide.errors import GrammarError, RegexError
 from lexguide.grammar.grammar import Grammar
+from lexguide.grammar.ir import CompileNote
 
 
 def gbnf_to_lark(text: str) -> str:
@@ -12,4 +13,4 @@ def gbnf_to_lark(text: str) -> str:
     return convert(text)
 
 
-__all__ = ["Grammar", "GrammarError", "RegexError", "gbnf_to_lark"]
+__all__ = ["CompileNote", "Grammar", "GrammarError", "RegexError", "gbnf_to_lark"]

@@ -44,6 +44,7 @@ from lexguide.grammar.gbnf_parser import (
     parse_gbnf,
 )
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, lexeme_index
+from lexguide.limits import MAX_NESTING_DEPTH
 
 __all__ = ["GbnfPlan", "compile_gbnf", "gbnf_to_lark", "plan_gbnf"]
 
@@ -56,6 +57,31 @@ _MAX_ROUNDS = 200
 #: (it stays exact as rules; only speed is lost).
 
 
+#: Deepest node tree (references inlined) made one lexeme; deeper regular rules stay rules.
+MAX_INLINE_DEPTH = 2 * MAX_NESTING_DEPTH
+
+
+def _inline_depth(node: Node, depth: dict[str, int]) -> int | None:
+    """Node depth of ``node`` with the rules of ``depth`` inlined; None if it is not regular
+    over them (a token, or a reference to a rule not in ``depth``). Iterative."""
+    best = 0
+    todo: list[tuple[Node, int]] = [(node, 1)]
+    while todo:
+        n, d = todo.pop()
+        if isinstance(n, Tok):
+            return None
+        if isinstance(n, Ref):
+            if n.name not in depth:
+                return None
+            d += depth[n.name]
+        elif isinstance(n, Rep):
+            todo.append((n.item, d + 1))
+        elif isinstance(n, (Seq, Alt)):
+            todo.extend((x, d + 1) for x in n.items)
+        best = max(best, d)
+    return best
+
+
 # -- the plan: which fragments become lexemes -------------------------------------------------
 class GbnfPlan:
     """Parsed grammar plus the lexeme decisions shared by :func:`compile_gbnf` and
@@ -65,7 +91,8 @@ class GbnfPlan:
         self.g = g
         self.root = root
         self.nullable_rules = nullable_rules(g)
-        self.regular_rules = self._regular_rules()
+        self.regular_rules = self._regular_rules()  # regular rule -> inlined node depth
+        self._regular: dict[int, bool] = {}  # id(node) -> is_regular(node)
         self.demoted: set[int] = set()
         self._ne: dict[int, Node | None] = {}
         self._rx: dict[int, int] = {}
@@ -74,27 +101,22 @@ class GbnfPlan:
         self.search_memo: dict[tuple[int, int, int, bool], bool] = {}
         self.use_contexts = True  # off once the context analysis exceeded its budget
 
-    def _regular_rules(self) -> set[str]:
-        # llguidance's fixed point (spec/gbnf.md §4 step 5): recursive rules never qualify
-        reg: set[str] = set()
+    def _regular_rules(self) -> dict[str, int]:
+        # llguidance's fixed point (spec/gbnf.md §4 step 5): recursive rules never qualify, nor
+        # rules whose body with references inlined nests deeper than MAX_INLINE_DEPTH nodes
+        # (they stay rules, which is exact; it keeps the recursive passes over units bounded)
+        depth: dict[str, int] = {}
         changed = True
         while changed:
             changed = False
             for name, rd in self.g.rules.items():
-                if name not in reg and self._regular(rd.body, reg):
-                    reg.add(name)
-                    changed = True
-        return reg
+                if name not in depth:
+                    d = _inline_depth(rd.body, depth)
+                    if d is not None and d <= MAX_INLINE_DEPTH:
+                        depth[name] = d
+                        changed = True
+        return depth
 
-    def _regular(self, node: Node, reg: set[str]) -> bool:
-        if isinstance(node, (Chars, Lit)):
-            return True
-        if isinstance(node, Tok):
-            return False
-        if isinstance(node, Ref):
-            return node.name in reg
-        items = (node.item,) if isinstance(node, Rep) else node.items
-        return all(self._regular(x, reg) for x in items)
 
     # -- node properties ----------------------------------------------------------------
     def resolve(self, node: Node) -> Node:
@@ -108,7 +130,14 @@ class GbnfPlan:
         return node
 
     def is_regular(self, node: Node) -> bool:
-        return self._regular(node, self.regular_rules)
+        if isinstance(node, Ref):
+            return node.name in self.regular_rules
+        got = self._regular.get(id(node))
+        if got is None:
+            d = _inline_depth(node, self.regular_rules)
+            got = self._regular[id(node)] = d is not None and d <= MAX_INLINE_DEPTH
+            self._keep.append(node)  # the id stays this node's
+        return got
 
     def nullable(self, node: Node) -> bool:
         return node_nullable(node, self.nullable_rules)
@@ -297,9 +326,16 @@ class _Compiler:
         self.units: dict[int, set[int]] = {}  # lexeme index -> ids of the fragments it came from
         self.too_big: set[int] = set()
         self.rule_name = ""
+        self._todo: list[str] = []  # rules whose nonterminal exists but whose body does not yet
 
     def build(self) -> GrammarIR:
         start = self._one(self.syms(Ref(self.plan.root, 0)))
+        while self._todo:  # rule bodies, compiled one at a time (no recursion across rules)
+            name = self._todo.pop()
+            self.rule_name = name
+            body = self.plan.g.rules[name].body
+            for alt in body.items if isinstance(body, Alt) else (body,):
+                self.b.rule(self.rule_nt[name], self.syms(alt))
         return self.b.build(start)
 
     def _one(self, syms: list[int]) -> int:
@@ -372,14 +408,11 @@ class _Compiler:
         return [self.rule(node.name)]
 
     def rule(self, name: str) -> int:
+        """The nonterminal of rule ``name``; its body is compiled later, by :meth:`build`."""
         nt = self.rule_nt.get(name)
         if nt is None:
             nt = self.rule_nt[name] = self.b.nonterminal(name)
-            outer, self.rule_name = self.rule_name, name
-            body = self.plan.g.rules[name].body
-            for alt in body.items if isinstance(body, Alt) else (body,):
-                self.b.rule(nt, self.syms(alt))
-            self.rule_name = outer
+            self._todo.append(name)
         return nt
 
 
@@ -410,16 +443,26 @@ def plan_gbnf(text: str, root: str = "root") -> tuple[GbnfPlan, GrammarIR]:
     raise GrammarError("internal error: GBNF lexeme analysis did not converge")
 
 
-def compile_gbnf(text: str, root: str = "root") -> GrammarIR:
+def compile_gbnf(text: str, root: str = "root", *, reject_empty: bool = False) -> GrammarIR:
     """Compile a llama.cpp GBNF grammar to the grammar IR, with GBNF's exact language.
 
     ``root`` names the start rule (llama.cpp's default is ``root``). Regular fragments become
     lexemes only where greedy lexing provably accepts the same strings (module docstring).
     Raises :class:`GrammarError` with line:col and caret for syntax errors, an undefined
-    rule, a missing start rule or left recursion. Cost: a few ms for the llama.cpp sample
-    grammars; the analysis is quadratic in the number of lexemes in the worst case.
+    rule, a missing start rule or left recursion, and with ``reject_empty`` (as
+    ``Grammar.from_gbnf`` does; llama.cpp does not) for a grammar matching no input.
+    Cost: a few ms for the llama.cpp sample grammars; the analysis is quadratic in the number
+    of lexemes in the worst case.
     """
-    return plan_gbnf(text, root)[1]
+    try:
+        plan, ir = plan_gbnf(text, root)
+    except RecursionError:  # backstop: the nesting limits make this unreachable in practice
+        raise GrammarError("grammar is nested too deeply to compile") from None
+    if reject_empty and ir.is_empty:
+        raise GrammarError(f"the grammar matches no input: rule {root!r} can never be completed "
+                           "(each alternative needs a rule that never ends, or an empty class)",
+                           text=text, offset=plan.g.rules[root].offset)
+    return ir
 
 
 def gbnf_to_lark(text: str, root: str = "root") -> str:

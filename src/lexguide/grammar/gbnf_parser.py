@@ -18,6 +18,7 @@ from typing import Union
 from lexguide.errors import GrammarError
 from lexguide.grammar.ir import TokenSet
 from lexguide.grammar.unicode_tables import negate, normalize
+from lexguide.limits import Nesting
 
 __all__ = [
     "MAX_CODEPOINT",
@@ -129,11 +130,24 @@ def _is_word_char(c: str) -> bool:
     return ("a" <= c <= "z") or ("A" <= c <= "Z") or ("0" <= c <= "9") or c == "-"
 
 
+def _class_end(text: str, pos: int) -> int:
+    """Offset of the ``]`` closing a class whose items start at ``pos`` (escapes skipped),
+    or -1 when the text ends first."""
+    while pos < len(text):
+        c = text[pos]
+        if c == "]":
+            return pos
+        pos += 2 if c == "\\" else 1
+    return -1
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
         self.refs: list[Ref] = []
+        self.nesting = Nesting(
+            lambda at, limit: self.error(f"groups nested more than {limit} levels deep", at))
 
     def error(self, message: str, offset: int | None = None) -> GrammarError:
         at = self.pos if offset is None else offset
@@ -251,6 +265,8 @@ class _Parser:
                 self.pos += 1
                 items.append(Lit("".join(chars)))
             elif c == "[":
+                if _class_end(text, self.pos + 1) < 0:
+                    raise self.error("unterminated character class: expecting ']'", start)
                 self.pos += 1
                 negated = self.peek() == "^"
                 if negated:
@@ -264,9 +280,14 @@ class _Parser:
                     hi = lo
                     if self.peek() == "-" and self.peek(1) not in ("]", ""):
                         self.pos += 1
+                        hi_at = self.pos
                         hi = self.char("character class")
+                        if hi in (0x0A, 0x0D) and text[hi_at] in "\r\n":
+                            raise self.error("unterminated character class: the range "
+                                             "runs into the next line", start)
                         if hi < lo:
-                            raise self.error("character range is out of order", lo_at)
+                            raise self.error(f"character range {chr(lo)!r}-{chr(hi)!r} is out "
+                                             "of order (the end is below the start)", lo_at)
                     ranges.append((lo, hi))
                 self.pos += 1
                 items.append(Chars(tuple(ranges), negated))
@@ -278,7 +299,8 @@ class _Parser:
             elif c == "(":
                 self.pos += 1
                 self.space(True)
-                inner = self.alternates(True)
+                with self.nesting(start):
+                    inner = self.alternates(True)
                 if self.peek() != ")":
                     raise self.error("expecting ')' to close the group" if self.peek() else
                                      "unterminated group: expecting ')'")

@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from lexguide.grammar.ir import GrammarBuilder, GrammarIR, json_schema_compiler
+from lexguide.grammar.ir import CompileNote, GrammarBuilder, GrammarIR, json_schema_compiler
 
 __all__ = ["Grammar"]
 
@@ -29,7 +29,7 @@ def _memoized(kind: str):
         def cached(cls, *args: Any, **kwargs: Any) -> Grammar:
             try:
                 key = kind + json.dumps([args, kwargs], sort_keys=False)
-            except (TypeError, ValueError):  # not JSON data: compile without caching
+            except (TypeError, ValueError, RecursionError):  # not JSON data: compile uncached
                 return build(cls, *args, **kwargs)
             with _compiled_lock:
                 hit = _compiled.get(key)
@@ -66,43 +66,59 @@ class Grammar:
     @classmethod
     @_memoized("lark")
     def from_lark(cls, text: str) -> Grammar:
-        """Parse the llguidance Lark variant (see docs). Raises ``GrammarError`` with line:col."""
+        """Parse the llguidance Lark variant (see docs). Raises ``GrammarError`` with line:col,
+        also for a grammar that matches no input at all."""
         from lexguide.grammar.lark import compile_lark
 
-        return cls(compile_lark(text), "lark")
+        return cls(compile_lark(text, reject_empty=True), "lark")
 
     @classmethod
     @_memoized("gbnf")
     def from_gbnf(cls, text: str) -> Grammar:
-        """Parse a llama.cpp GBNF grammar. Raises ``GrammarError`` with line:col."""
+        """Parse a llama.cpp GBNF grammar. Raises ``GrammarError`` with line:col, also for a
+        grammar that matches no input at all."""
         from lexguide.grammar.gbnf import compile_gbnf
 
-        return cls(compile_gbnf(text), "gbnf")
+        return cls(compile_gbnf(text, reject_empty=True), "gbnf")
 
     @classmethod
     @_memoized("json")
     def from_json_schema(cls, schema: dict[str, Any] | str | bool, **options: Any) -> Grammar:
         """Compile a JSON Schema (dict or JSON text). Raises ``SchemaError`` with a JSON pointer.
 
-        Options: ``whitespace`` ("flexible" default, or "compact"), ``indent``,
-        ``item_separator``, ``key_separator``, ``lenient`` (unsupported keywords warn instead
-        of raising).
+        Options: ``whitespace`` ("bounded" default: at most one space, or one newline and up
+        to 24 spaces/tabs, between tokens; "flexible": any JSON whitespace; "compact"),
+        ``whitespace_flexible`` (bool), ``whitespace_pattern`` (regex), ``indent``,
+        ``item_separator``, ``key_separator``, ``lenient`` (keywords that cannot be enforced
+        are ignored instead of raising, and listed on :attr:`notes`), ``strict_formats``
+        (unknown ``format`` values raise instead of being annotations listed on
+        :attr:`notes`); see :mod:`lexguide.jsonschema` for the rest.
         """
-        if isinstance(schema, str):
-            schema = json.loads(schema)
         builder = GrammarBuilder()
         start = json_schema_compiler()(builder, schema, lexeme_class=0, **options)
-        return cls(builder.build(start), "json_schema")
+        ir = builder.build(start)
+        if ir.is_empty:  # contradictions the schema compiler could not see (regex & and ~)
+            from lexguide.errors import SchemaError
+
+            raise SchemaError("Unsatisfiable schema: no JSON value matches it (its string "
+                              "patterns/formats exclude one another)")
+        return cls(ir, "json_schema")
 
     @classmethod
     @_memoized("regex")
     def from_regex(cls, pattern: str, flags: str = "") -> Grammar:
-        """A grammar of one lexeme: full match of ``pattern`` (Rust-regex syntax, anchored)."""
+        """A grammar of one lexeme: full match of ``pattern`` (Rust-regex syntax, anchored).
+        Raises ``RegexError`` (with the offset) for a malformed regex or one matching nothing."""
         from lexguide.grammar import rx
+
+        from lexguide.errors import RegexError
 
         builder = GrammarBuilder()
         sym = builder.lexeme(rx.from_regex(pattern, flags), f"/{pattern}/")
-        return cls(builder.build(sym), "regex")
+        ir = builder.build(sym)
+        if ir.is_empty:
+            raise RegexError("the regex matches no string", pattern=pattern, offset=0)
+        return cls(ir, "regex")
 
     @classmethod
     @_memoized("llg")
@@ -114,7 +130,7 @@ class Grammar:
             return cls.from_lark(spec)
         from lexguide.grammar.lark import compile_grammar_list
 
-        return cls(compile_grammar_list(spec), "lark")
+        return cls(compile_grammar_list(spec, reject_empty=True), "lark")
 
     @classmethod
     def parse(cls, text: str) -> Grammar:
@@ -128,6 +144,13 @@ class Grammar:
         return cls.from_gbnf(text)
 
     # -- use ------------------------------------------------------------------------------
+    @property
+    def notes(self) -> tuple[CompileNote, ...]:
+        """What the front end accepted without enforcing it: ``CompileNote(pointer, keyword,
+        message)`` per unknown ``format`` (an annotation: any string) and per keyword relaxed
+        under ``lenient=True``. Empty when the grammar enforces everything it was given."""
+        return self.ir.notes
+
     @property
     def lexparser(self):
         """The shared lexer/parser (built on first use)."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from lexguide.errors import GrammarError
 
 __all__ = [
+    "CompileNote",
     "GrammarBuilder",
     "GrammarIR",
     "GrammarOptions",
@@ -147,6 +148,23 @@ class GrammarOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class CompileNote:
+    """Something a front end accepted without enforcing it, listed on the compile result.
+
+    ``pointer`` is where (a JSON pointer for schemas), ``keyword`` the keyword concerned,
+    ``message`` what was done instead (e.g. an unknown ``format`` accepted as any string,
+    a keyword ignored under ``lenient=True``).
+    """
+
+    pointer: str
+    keyword: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"at {self.pointer or '#'} ({self.keyword}): {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
 class GrammarIR:
     """A compiled, tokenizer-independent grammar. Immutable; safe to share between matchers."""
 
@@ -157,6 +175,14 @@ class GrammarIR:
     skips: tuple[int | None, ...]  # per lexeme class: skip regex node id, or None
     options: GrammarOptions = field(default_factory=GrammarOptions)
     captures: tuple[tuple[int, str], ...] = ()  # (nonterminal, capture name)
+    notes: tuple[CompileNote, ...] = ()  # what was accepted but not enforced, in order
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether the grammar matches no input at all: its start symbol can never be
+        completed (``GrammarBuilder.build`` then keeps only ``top -> start``, with ``start``
+        ruleless). Front ends report this as an error with the start rule's location."""
+        return all(r.lhs == self.start for r in self.rules)
 
     @property
     def has_captures(self) -> bool:
@@ -188,6 +214,7 @@ class GrammarBuilder:
         self._skips: list[int | None] = [None]
         self._captures: dict[int, str] = {}
         self.options = GrammarOptions()
+        self.notes: list[CompileNote] = []  # appended to by front ends; frozen by build()
 
     # -- lexeme classes -------------------------------------------------------------------
     def set_skip(self, lexeme_class: int, skip_rx: int | None) -> None:
@@ -398,6 +425,7 @@ class GrammarBuilder:
             skips=tuple(self._skips),
             options=self.options,
             captures=tuple(sorted(self._captures.items())),
+            notes=tuple(self.notes),
         )
 
 
@@ -409,12 +437,10 @@ class GrammarBuilder:
         keeps masks exact. If nothing is productive the grammar matches no input: only
         ``top -> start`` is kept, with ``start`` ruleless.
         """
-        from lexguide.grammar import rx
-
         productive: set[int] = {
             lexeme_sym(i)
             for i, lx in enumerate(self._lexemes)
-            if lx.token_set is not None or lx.rx != rx.NOTHING
+            if lx.token_set is not None or not regex_is_empty(lx.rx)
         }
         missing = [sum(1 for x in r.rhs if x not in productive) for r in self._rules]
         waiting: dict[int, list[int]] = {}
@@ -439,6 +465,34 @@ class GrammarBuilder:
         return tuple(
             r for r in self._rules if r.lhs in productive and all(x in productive for x in r.rhs)
         )
+
+
+#: Derivative states explored to prove a regex with ``&``/``~`` empty (past it: assumed not).
+MAX_EMPTINESS_STATES = 512
+
+
+def regex_is_empty(x: int) -> bool:
+    """Whether regex node ``x`` provably matches no string. Without ``&``/``~`` that is
+    ``x == NOTHING``; with them, a breadth-first search over derivatives (one per byte class)
+    for a nullable state, within :data:`MAX_EMPTINESS_STATES` states (unknown counts as not
+    empty, which is safe: the lexer still makes dead states DEAD). Pure; memoised by ``rx``."""
+    from lexguide.grammar import rx
+
+    if x == rx.NOTHING:
+        return True
+    if not rx.has_boolean(x):
+        return False
+    seen, todo = {x}, [x]
+    while todo and len(seen) <= MAX_EMPTINESS_STATES:
+        y = todo.pop(0)
+        if rx.nullable(y):
+            return False
+        for b in set(rx.byte_partition(y)[1]):
+            d = rx.derivative(y, b)
+            if d != rx.NOTHING and d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return not todo
 
 
 # -- hook for %json: grammar must not import jsonschema (which imports grammar) ------------

@@ -18,6 +18,7 @@ from lexguide.errors import GrammarError
 from lexguide.grammar.ir import GrammarIR
 from lexguide.grammar.lark_compiler import COMMON_REGEXES, GrammarEntry, LarkCompiler
 from lexguide.grammar.lark_parser import parse_lark
+from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep
 
 __all__ = ["COMMON_REGEXES", "compile_grammar_list", "compile_lark"]
 
@@ -25,14 +26,15 @@ _ENTRY_KEYS = ("name", "lark_grammar", "json_schema")
 _NAME = re.compile(r"[a-zA-Z0-9_-]+")
 
 
-def compile_lark(text: str) -> GrammarIR:
+def compile_lark(text: str, *, reject_empty: bool = False) -> GrammarIR:
     """Compile llguidance Lark-variant grammar ``text`` to the grammar IR.
 
     Pure (builds fresh regex nodes in the process-wide ``rx`` store); cost is linear in the
     size of the grammar plus regex construction, and of the parameter values parametric rules
     reach. Unsupported features (templates, priorities, ``%override``, ``%declare``) raise
     :class:`~lexguide.errors.GrammarError` saying so; ``@name`` references need a grammar list
-    (:func:`compile_grammar_list`).
+    (:func:`compile_grammar_list`). With ``reject_empty`` (as ``Grammar.from_lark`` does;
+    llguidance does not), a grammar matching no input is a GrammarError at its ``start``.
 
     Raises
     ------
@@ -42,12 +44,24 @@ def compile_lark(text: str) -> GrammarIR:
         A regex or repetition exceeds a resource limit of the regex engine.
     """
     try:
-        return LarkCompiler(text).compile(parse_lark(text))
+        parsed = parse_lark(text)
+        ir = LarkCompiler(text).compile(parsed)
     except RecursionError:  # the nesting limits make this unreachable in practice
         raise GrammarError("grammar is nested too deeply to compile") from None
+    return _non_empty(ir, text, parsed) if reject_empty else ir
 
 
-def compile_grammar_list(spec: dict[str, Any] | str) -> GrammarIR:
+def _non_empty(ir: GrammarIR, text: str, parsed: Any) -> GrammarIR:
+    """``ir``, or a GrammarError at the ``start`` rule when it matches no input at all."""
+    if ir.is_empty:
+        start = parsed.rules.get("start")
+        raise GrammarError("the grammar matches no input: 'start' can never be completed (each "
+                           "alternative needs a rule that never ends, or an empty token)",
+                           text=text, offset=start.offset if start is not None else 0)
+    return ir
+
+
+def compile_grammar_list(spec: dict[str, Any] | str, *, reject_empty: bool = False) -> GrammarIR:
     """Compile a grammar list ``{"grammars": [entry, ...]}`` (spec/lark-syntax.md §14).
 
     Each entry has an optional ``"name"`` and exactly one of ``"lark_grammar"`` (text) or
@@ -56,6 +70,10 @@ def compile_grammar_list(spec: dict[str, Any] | str) -> GrammarIR:
     :class:`~lexguide.errors.GrammarError` (JSON position, or line:col inside an entry).
     """
     if isinstance(spec, str):
+        deep = json_text_too_deep(spec)
+        if deep is not None:
+            raise GrammarError(f"grammar list nested more than {MAX_JSON_DEPTH} levels deep",
+                               text=spec, offset=deep)
         try:
             spec = json.loads(spec)
         except json.JSONDecodeError as e:
@@ -99,6 +117,8 @@ def compile_grammar_list(spec: dict[str, Any] | str) -> GrammarIR:
         builder = GrammarBuilder()
         return builder.build(json_schema_compiler()(builder, top.json_schema, lexeme_class=0))
     try:
-        return LarkCompiler(top.lark, grammars=by_name, name=top.name).compile(parse_lark(top.lark))
+        parsed = parse_lark(top.lark)
+        ir = LarkCompiler(top.lark, grammars=by_name, name=top.name).compile(parsed)
     except RecursionError:
         raise GrammarError("grammar is nested too deeply to compile") from None
+    return _non_empty(ir, top.lark, parsed) if reject_empty else ir

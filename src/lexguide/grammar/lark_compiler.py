@@ -23,6 +23,7 @@ from typing import Any
 from lexguide.errors import GrammarError, LimitExceeded, RegexError, SchemaError
 from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, GrammarOptions, TokenSet
+from lexguide.limits import MAX_NESTING_DEPTH
 from lexguide.grammar.lark_parser import (
     Atom,
     CharRange,
@@ -83,7 +84,7 @@ JSON_WHITESPACE = r"[\x20\x0A\x0D\x09]+"
 _SUBSTRING_FIELDS = ("substring_chunks", "substring_words", "substring_chars")
 _TERMINAL_HINT = "; temperature= and max_tokens= only supported on TERMINALS and @subgrammars"
 #: terminals may reference terminals this deep (keeps the recursion bounded)
-MAX_TERMINAL_DEPTH = 100
+MAX_TERMINAL_DEPTH = MAX_NESTING_DEPTH
 #: above this many optional copies, rule repetition uses the O(log n) construction
 _LINEAR_REPEAT_MAX = 16
 
@@ -642,7 +643,8 @@ class LarkCompiler:
             self._json_skip = rx.from_regex(JSON_WHITESPACE)
         cls = self.builder.new_lexeme_class(self._json_skip)
         try:
-            return compile_schema(self.builder, v.schema, lexeme_class=cls)
+            # llguidance's default layout (any JSON whitespace); x-guidance may change it
+            return compile_schema(self.builder, v.schema, lexeme_class=cls, whitespace="flexible")
         except (SchemaError, GrammarError) as e:
             raise self.error(f"failed to compile JSON schema: {e}", v.offset) from None
 

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from lexguide.errors import GrammarError
+from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep
 
 __all__ = ["Kind", "Token", "decode_string", "lex_lark"]
 
@@ -159,6 +160,10 @@ def _read_json(text: str, pos: int, keyword: str, kw_offset: int) -> tuple[Any, 
     start = _JSON_WS.match(text, pos).end()  # type: ignore[union-attr]
     if start >= len(text):
         raise _error(text, kw_offset, f"failed to parse {keyword}: expected a JSON value")
+    deep = json_text_too_deep(text[start:])
+    if deep is not None:
+        raise _error(text, start + deep, f"failed to parse {keyword}: JSON nested more than "
+                     f"{MAX_JSON_DEPTH} levels deep")
     try:
         value, end = _JSON.raw_decode(text, start)
     except json.JSONDecodeError as e:

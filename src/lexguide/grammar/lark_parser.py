@@ -12,6 +12,7 @@ from typing import Any, Union
 
 from lexguide.errors import GrammarError
 from lexguide.grammar.lark_lexer import Kind, Token, decode_string, lex_lark
+from lexguide.limits import MAX_NESTING_DEPTH
 
 __all__ = [
     "MAX_GROUP_DEPTH",
@@ -42,7 +43,7 @@ __all__ = [
 ]  # fmt: skip
 
 MAX_NESTING = 30  # %lark inside %lark (llguidance's limit)
-MAX_GROUP_DEPTH = 100  # ( [ nesting inside one expression; keeps recursion bounded
+MAX_GROUP_DEPTH = MAX_NESTING_DEPTH  # ( [ nesting inside one expression (lexguide.limits)
 MAX_COUNT = 2**31 - 1
 
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 from lexguide.errors import LimitExceeded, RegexError
 from lexguide.grammar import rx
 from lexguide.grammar import unicode_tables as ut
+from lexguide.limits import MAX_NESTING_DEPTH
 
 __all__ = ["MAX_NESTING", "format_regex", "parse_regex"]
 
 #: maximum group/class nesting depth (bounds recursion)
-MAX_NESTING = 100
+MAX_NESTING = MAX_NESTING_DEPTH
 
 _HEX = "0123456789abcdefABCDEF"
 # compiled patterns: node ids are permanent in the store, so a hit is always valid

@@ -9,10 +9,20 @@ Importing this package registers :func:`add_json_schema` as the ``%json`` compil
 
 Options (keyword arguments, or ``"x-guidance"`` in the top-level schema object):
 
-``whitespace``      ``"flexible"`` (default: any JSON whitespace between tokens) or ``"compact"``.
+``whitespace``      ``"bounded"`` (default): at most one newline plus up to 24 spaces/tabs
+                    of indentation, or one space, at each place JSON allows whitespace
+                    (:data:`BOUNDED_WHITESPACE`; keeps generation from running into
+                    whitespace); ``"flexible"``: any JSON whitespace, as the spec allows;
+                    ``"compact"``: none.
+``whitespace_flexible`` bool: True is ``whitespace="flexible"``, False ``"compact"``.
+``whitespace_pattern`` regex (Rust syntax) matched at most once at each place JSON allows
+                    whitespace; overrides the above.
 ``indent``          int or str: exact ``json.dumps(indent=...)`` layout (no other whitespace).
 ``item_separator``, ``key_separator``  literal separators (defaults ``,`` and ``:``; ``: `` with indent).
-``lenient``         unsupported keywords/formats become warnings instead of ``SchemaError``.
+``lenient``         keywords that cannot be enforced are ignored instead of raising
+                    ``SchemaError``; each is listed on ``Grammar.notes`` (``CompileNote``).
+``strict_formats``  unknown ``format`` values are errors (default: annotations, accepted as
+                    any string and listed on ``Grammar.notes``; known formats are enforced).
 ``coerce_one_of``   treat ``oneOf`` as ``anyOf`` when branches are not provably disjoint.
 ``max_indent_depth`` nesting depth up to which ``indent`` applies (default 32; deeper is compact).
 ``draft``           force a draft (4, 6, 7, 2019, 2020) instead of reading ``$schema``.
@@ -23,18 +33,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lexguide.errors import RegexError, SchemaError
+from lexguide.errors import RegexError, SchemaError, line_col
 from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, set_json_schema_compiler
 from lexguide.jsonschema.build import BuildOptions, SchemaBuilder
 from lexguide.jsonschema.compiler import WHITESPACE_RX, LayoutOptions, SchemaCompiler
+from lexguide.jsonschema.refs import escape_pointer
+from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep, json_value_too_deep
 
-__all__ = ["SchemaError", "add_json_schema", "compile_json_schema"]
+__all__ = ["BOUNDED_WHITESPACE", "SchemaError", "add_json_schema", "compile_json_schema"]
 
 _OPTION_NAMES = frozenset((
     "whitespace", "indent", "item_separator", "key_separator", "lenient", "coerce_one_of",
-    "max_indent_depth", "draft",
+    "max_indent_depth", "draft", "strict_formats", "whitespace_flexible", "whitespace_pattern",
 ))
+#: The default whitespace between JSON tokens: one optional space, or one newline and an
+#: indentation of at most 24 spaces/tabs (pretty-printed JSON up to 12 levels at indent 2).
+BOUNDED_WHITESPACE = r"[ ]|\r?\n[ \t]{0,24}"
+_WHITESPACE_MODES = ("bounded", "flexible", "compact")
 _XGUIDANCE = frozenset((
     "whitespace_flexible", "whitespace_pattern", "item_separator", "key_separator",
     "coerce_one_of", "lenient", "json_allowed_escapes", "json_allow_general_unicode_escapes",
@@ -75,15 +91,24 @@ def _layout(options: dict[str, Any], xg: dict[str, Any]) -> LayoutOptions:
         if indent < 0:
             raise ValueError("indent must be >= 0")
         indent = " " * indent
-    ws = options.get("whitespace", "flexible")
-    if ws not in ("flexible", "compact"):
-        raise ValueError(f"whitespace must be 'flexible' or 'compact', not {ws!r}")
-    skip: int | None = WHITESPACE_RX if ws == "flexible" and indent is None else None
-    if "whitespace_flexible" in xg and not xg["whitespace_flexible"]:
-        skip = None
-    explicit_ws = None
-    if "whitespace_pattern" in xg:
-        skip, explicit_ws = None, _regex(xg["whitespace_pattern"], "whitespace_pattern")
+    ws = options.get("whitespace", "bounded")
+    if ws not in _WHITESPACE_MODES:
+        raise ValueError(f"whitespace must be one of {_WHITESPACE_MODES}, not {ws!r}")
+    pattern = options.get("whitespace_pattern")
+    # x-guidance (written in the schema) takes precedence over keyword options
+    for src in (options, xg):
+        if "whitespace_flexible" in src:
+            ws = "flexible" if src["whitespace_flexible"] else "compact"
+        if src.get("whitespace_pattern") is not None:
+            pattern = src["whitespace_pattern"]
+    skip: int | None = None
+    explicit_ws: int | None = None
+    if pattern is not None:
+        explicit_ws = _regex(pattern, "whitespace_pattern")
+    elif indent is None and ws == "flexible":
+        skip = WHITESPACE_RX
+    elif indent is None and ws == "bounded":
+        explicit_ws = rx.from_regex(BOUNDED_WHITESPACE)
     item = rx.literal(b",")
     key = rx.literal(b": " if indent is not None else b":")
     for name, default in (("item_separator", None), ("key_separator", None)):
@@ -116,18 +141,43 @@ def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int =
     unknown = set(options) - _OPTION_NAMES
     if unknown:
         raise TypeError(f"unknown JSON schema option(s): {sorted(unknown)}")
-    if isinstance(schema, (str, bytes)):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as e:
-            raise SchemaError(f"schema is not valid JSON: {e}") from None
+    schema = _load(schema)
     schema, xg = _x_guidance(schema)
     lenient = bool(xg.get("lenient", options.get("lenient", False)))
     coerce = bool(xg.get("coerce_one_of", options.get("coerce_one_of", False)))
     layout = _layout(options, xg)
-    schemas = SchemaBuilder(schema, BuildOptions(lenient, coerce, options.get("draft")))
-    root = schemas.build_root()
-    return SchemaCompiler(builder, schemas, layout, lenient=lenient).compile_root(root)
+    try:
+        schemas = SchemaBuilder(schema, BuildOptions(lenient, coerce, options.get("draft"),
+                                                     bool(options.get("strict_formats", False))))
+        root = schemas.build_root()
+        start = SchemaCompiler(builder, schemas, layout, lenient=lenient).compile_root(root)
+        builder.notes.extend(schemas.notes)
+        return start
+    except RecursionError:  # backstop: the nesting limits make this unreachable in practice
+        raise SchemaError("schema is nested too deeply to compile") from None
+
+
+def _load(schema: Any) -> Any:
+    """The schema as a JSON value: JSON text is parsed; either form must nest at most
+    :data:`~lexguide.limits.MAX_JSON_DEPTH` levels. Raises :class:`SchemaError` (with the
+    line:col of JSON text, or the JSON pointer of the first level too deep)."""
+    if isinstance(schema, bytes):
+        schema = schema.decode("utf-8", "replace")
+    if isinstance(schema, str):
+        deep = json_text_too_deep(schema)
+        if deep is not None:
+            line, col = line_col(schema, deep)
+            raise SchemaError(f"schema JSON text nested more than {MAX_JSON_DEPTH} levels deep "
+                              f"at line {line}:{col}")
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"schema is not valid JSON: {e}") from None
+    path = json_value_too_deep(schema)
+    if path is not None:
+        raise SchemaError(f"schema nested more than {MAX_JSON_DEPTH} JSON levels deep",
+                          pointer="".join(f"/{escape_pointer(str(k))}" for k in path))
+    return schema
 
 
 def compile_json_schema(schema: Any, **options: Any) -> GrammarIR:

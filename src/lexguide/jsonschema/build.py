@@ -11,18 +11,19 @@ keywords form one typed node placed where the first of them stands; ``$ref``, ``
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from lexguide.errors import SchemaError
 from lexguide.grammar import rx
+from lexguide.grammar.ir import CompileNote
 from lexguide.jsonschema.formats import FORMATS, format_rx
 from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.numeric import decimal_of
 from lexguide.jsonschema.pattern import PatternError, pattern_rx
 from lexguide.jsonschema.refs import RefIndex, escape_pointer
+from lexguide.limits import Nesting
 from lexguide.jsonschema.schema import (
     ANY,
     ArraySchema,
@@ -41,7 +42,7 @@ from lexguide.jsonschema.schema import (
     check_string,
 )
 
-__all__ = ["BuildOptions", "SchemaBuilder", "detect_draft"]
+__all__ = ["BuildOptions", "SchemaBuilder", "detect_draft", "nesting_error"]
 
 APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "const", "enum")
 NUMBER_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
@@ -87,11 +88,18 @@ def detect_draft(root: Any) -> int:
     return 2020
 
 
+def nesting_error(pointer: str | None, limit: int) -> SchemaError:
+    """The error of a schema nested deeper than ``limit`` (subschemas and ``$ref`` hops)."""
+    return SchemaError(f"schema nested more than {limit} levels deep (each subschema and each "
+                       "$ref hop is one level)", pointer=pointer or "")
+
+
 @dataclass(frozen=True, slots=True)
 class BuildOptions:
     lenient: bool = False
     coerce_one_of: bool = False
     draft: int | None = None
+    strict_formats: bool = False
 
 
 class SchemaBuilder:
@@ -110,6 +118,8 @@ class SchemaBuilder:
         self._building: set[str] = set()
         self._pending: list[str] = []
         self.intersect = Intersector(self.resolve, self.string_accepts)
+        self.nesting = Nesting(nesting_error)
+        self.notes: list[CompileNote] = []  # accepted but not enforced (Grammar.notes)
 
     # -- entry points -------------------------------------------------------------------------
     def build_root(self) -> Schema:
@@ -136,11 +146,16 @@ class SchemaBuilder:
         return s
 
     def unsupported(self, message: str, pointer: str, keyword: str) -> None:
-        """Raise SchemaError, or warn when lenient (the keyword is then ignored)."""
+        """Raise SchemaError; when lenient, note it instead (the keyword is then ignored)."""
         if self.options.lenient:
-            warnings.warn(f"at {pointer or '#'}: {message} (ignored: lenient)", stacklevel=3)
+            self.note(pointer, keyword, f"{message} (ignored: lenient)")
             return
-        raise SchemaError(message, pointer=pointer, keyword=keyword)
+        raise SchemaError(f"{message}; lenient=True (CLI --lenient) ignores it and lists it "
+                          "on Grammar.notes", pointer=pointer, keyword=keyword)
+
+    def note(self, pointer: str, keyword: str, message: str) -> None:
+        """Record something accepted without being enforced (mutates ``notes``)."""
+        self.notes.append(CompileNote(pointer, keyword, message))
 
     def string_accepts(self, s: StringSchema, value: str) -> bool:
         """Does ``value`` satisfy the length/pattern/format constraints of ``s``."""
@@ -156,6 +171,11 @@ class SchemaBuilder:
 
     # -- schema objects -----------------------------------------------------------------------
     def build(self, raw: Any, ptr: str) -> Schema:
+        """IR of the raw subschema ``raw`` at pointer ``ptr``; one nesting level deeper."""
+        with self.nesting(ptr):
+            return self._build(raw, ptr)
+
+    def _build(self, raw: Any, ptr: str) -> Schema:
         if raw is True:
             return ANY
         if raw is False:
@@ -360,7 +380,8 @@ class SchemaBuilder:
             return StringSchema(const=value, pointer=at)
         if isinstance(value, list):
             items = tuple(self.const(v, f"{at}/{i}") for i, v in enumerate(value))
-            return ArraySchema(len(items), len(items), items, Unsat("const array is complete"))
+            return ArraySchema(len(items), len(items), items, Unsat("const array is complete"),
+                               pointer=at)
         if isinstance(value, dict):
             props = tuple((k, self.const(v, f"{at}/{escape_pointer(k)}")) for k, v in value.items())
             return ObjectSchema(props, tuple(value), Unsat("const object is complete"),
@@ -433,8 +454,15 @@ class SchemaBuilder:
         if f is not None:
             if isinstance(f, str) and f in FORMATS:
                 formats = (f,)
-            else:
-                self.unsupported(f"Unknown format: {f}", f"{ptr}/format", "format")
+            elif not isinstance(f, str):
+                raise SchemaError("format must be a string", pointer=f"{ptr}/format",
+                                  keyword="format")
+            elif self.options.strict_formats:
+                self.unsupported(f"Unknown format: {f} (strict_formats)", f"{ptr}/format",
+                                 "format")
+            else:  # an annotation since 2019-09 (§7.2.1 of the validation spec)
+                self.note(f"{ptr}/format", "format",
+                          f"unknown format {f!r} is an annotation: any string is accepted")
         return check_string(StringSchema(lo, hi, patterns, formats, None, ptr),
                             self.string_accepts)
 
@@ -457,9 +485,7 @@ class SchemaBuilder:
                 rest = self.build(items, f"{ptr}/items")
         lo = _count(kw, "minItems", ptr) or 0
         hi = _count(kw, "maxItems", ptr)
-        if kw.get("uniqueItems") is True and not (hi is not None and hi <= 1):
-            self.unsupported("Unimplemented keys: ['uniqueItems']", f"{ptr}/uniqueItems",
-                             "uniqueItems")
+        unique = kw.get("uniqueItems") is True and not (hi is not None and hi <= 1)
         contains = None
         lo_c, hi_c = 1, None
         if "contains" in kw:
@@ -473,7 +499,7 @@ class SchemaBuilder:
                                      f"{ptr}/contains", "contains")
                 else:
                     contains = self.build(kw["contains"], f"{ptr}/contains")
-        return check_array(ArraySchema(lo, hi, prefix, rest, contains, lo_c, hi_c))
+        return check_array(ArraySchema(lo, hi, prefix, rest, contains, lo_c, hi_c, ptr, unique))
 
     def _object(self, kw: dict[str, Any], ptr: str) -> Schema:
         props_raw = kw.get("properties", {})

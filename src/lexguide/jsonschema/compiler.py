@@ -18,15 +18,15 @@ References become one nonterminal per target, so recursion needs no inlining.
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from lexguide.errors import LimitExceeded, SchemaError
 from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder
-from lexguide.jsonschema.build import SchemaBuilder
+from lexguide.jsonschema.build import SchemaBuilder, nesting_error
 from lexguide.jsonschema.formats import format_rx
+from lexguide.limits import Nesting
 from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.numeric import (
     NON_INTEGER_RX,
@@ -49,6 +49,7 @@ from lexguide.jsonschema.schema import (
     StringSchema,
     Unsat,
 )
+from lexguide.jsonschema.unique import distinct_subsets, finite_values, unique_items_problem
 
 __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 
@@ -143,6 +144,8 @@ class SchemaCompiler:
         self._refs: dict[tuple[str, int], int] = {}
         self._any: dict[int, int] = {}
         self.dead = self.lex(rx.NOTHING, "<unsatisfiable>")
+        self.nesting = Nesting(nesting_error)
+        self._where = [""]  # pointers of the schemas being compiled (for errors)
 
     def lex(self, node: int, name: str) -> int:
         return self.b.lexeme(node, name, lexeme_class=self.cls)
@@ -162,8 +165,15 @@ class SchemaCompiler:
         key = (id(s), lay.depth)
         got = self._cache.get(key)
         if got is None:
-            self._keep.append(s)
-            got = self._cache[key] = self._compile(s, lay)
+            where = s.key if isinstance(s, RefSchema) else getattr(s, "pointer", "")
+            where = where or self._where[-1]
+            with self.nesting(where):
+                self._where.append(where)
+                try:
+                    self._keep.append(s)
+                    got = self._cache[key] = self._compile(s, lay)
+                finally:
+                    self._where.pop()
         return got
 
     def _compile(self, s: Schema, lay: _Layout) -> int:
@@ -211,8 +221,7 @@ class SchemaCompiler:
         except NumericError as e:
             if not self.lenient:
                 raise SchemaError(str(e), pointer=s.pointer, keyword="multipleOf") from None
-            warnings.warn(f"at {s.pointer or '#'}: {e} (multipleOf ignored: lenient)",
-                          stacklevel=2)
+            self.schemas.note(s.pointer, "multipleOf", f"{e} (multipleOf ignored: lenient)")
             return self.number(replace(s, multiple_of=None))
 
     def string_body(self, s: StringSchema) -> int:
@@ -246,8 +255,7 @@ class SchemaCompiler:
             if not self.lenient or (s.min_length == 0 and s.max_length is None):
                 raise SchemaError(f"string constraints too large to enforce: {e}",
                                   pointer=s.pointer, keyword="maxLength") from None
-            warnings.warn(f"at {s.pointer or '#'}: {e} (length limits ignored: lenient)",
-                          stacklevel=2)
+            self.schemas.note(s.pointer, "maxLength", f"{e} (length limits ignored: lenient)")
             return self.string(replace(s, min_length=0, max_length=None))
 
     def any_value(self, lay: _Layout) -> int:
@@ -289,6 +297,10 @@ class SchemaCompiler:
         empty = list(lay.arr_empty)
         if hi == 0:
             return b.seq(empty, "array")
+        if s.unique:
+            got = self.unique_array(s, lay)
+            if got is not None:
+                return got
         if s.contains is not None:
             return self.array_contains(s, lay)
         k = len(s.prefix) if hi is None else min(len(s.prefix), hi)
@@ -328,6 +340,43 @@ class SchemaCompiler:
         if lo == 0:
             alts.append(empty)
         return b.alt(alts, "array")
+
+    def unique_array(self, s: ArraySchema, lay: _Layout) -> int | None:
+        """``uniqueItems`` by construction (:mod:`lexguide.jsonschema.unique`); None when it
+        cannot be and ``lenient`` (noted). Raises SchemaError when it cannot be otherwise."""
+        values = finite_values(s.items, self.schemas.resolve)
+        problem = unique_items_problem(s, values)
+        at = f"{s.pointer}/uniqueItems"
+        if problem is not None:
+            if self.lenient:
+                self.schemas.note(at, "uniqueItems", f"not enforced: {problem} (lenient)")
+                return None
+            raise SchemaError(
+                f"uniqueItems cannot be enforced: {problem}. It is enforced for items with a "
+                "small finite set of values (enum, const, boolean, null, small integer "
+                "ranges); lenient=True (CLI --lenient) compiles the array without it and lists "
+                "it on Grammar.notes", pointer=at, keyword="uniqueItems")
+        assert not isinstance(values, str)
+        b, child = self.b, lay.child
+        syms = [sym for sym in (self.compile(v, child) for _, v in values) if sym != self.dead]
+        nts: dict[tuple[int, ...], int] = {}
+
+        def nt(used: tuple[int, ...]) -> int:
+            got = nts.get(used)
+            if got is None:
+                got = nts[used] = b.nonterminal("unique_items")
+            return got
+
+        for used, can_end, moves in distinct_subsets(len(syms), s.min_items, s.max_items):
+            if used and can_end:
+                b.rule(nt(used), [])
+            for i in moves:
+                nxt = tuple(sorted((*used, i)))
+                b.rule(nt(used), ([lay.sep] if used else []) + [syms[i], nt(nxt)])
+        alts = [[lay.arr_open, nts[()], lay.arr_close]] if () in nts else []
+        if s.min_items == 0:
+            alts.append(list(lay.arr_empty))
+        return b.alt(alts, "array") if alts else self.dead
 
     def array_contains(self, s: ArraySchema, lay: _Layout) -> int:
         """Items counted by ``contains``: state (items so far, matching items so far), capped."""

@@ -5,7 +5,9 @@ rejected, ``2024-02-29`` accepted).
 
 Each format is an ECMA pattern matched against the whole decoded string and compiled through
 :mod:`lexguide.jsonschema.pattern`, so it combines with ``pattern``/``minLength``/``maxLength``
-by intersection. Unknown formats are a :class:`~lexguide.errors.SchemaError` (warning if lenient).
+by intersection. Unknown formats are annotations, as the spec says since 2019-09 (validation
+§7.2.1): any string is accepted and a ``CompileNote`` is listed on ``Grammar.notes``; with
+``strict_formats=True`` they are a :class:`~lexguide.errors.SchemaError`.
 """
 
 from __future__ import annotations

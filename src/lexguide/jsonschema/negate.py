@@ -84,8 +84,8 @@ def _violations(s: Schema, neg: Callable[[Schema], Schema]) -> list[Schema]:
     if isinstance(s, StringSchema):
         return _string(s)
     if isinstance(s, ArraySchema):
-        if s.prefix or not isinstance(s.items, AnySchema) or s.contains is not None:
-            raise NotSupported("not of item constraints (prefixItems/items/contains)")
+        if s.prefix or not isinstance(s.items, AnySchema) or s.contains is not None or s.unique:
+            raise NotSupported("not of item constraints (prefixItems/items/contains/uniqueItems)")
         return _counts(ArraySchema, "min_items", "max_items", s.min_items, s.max_items)
     if isinstance(s, ObjectSchema):
         return _object(s, neg)

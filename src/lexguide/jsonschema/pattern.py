@@ -20,6 +20,7 @@ from functools import cache, lru_cache
 
 from lexguide.grammar import rx
 from lexguide.grammar import unicode_tables as _uni
+from lexguide.limits import Nesting
 
 __all__ = [
     "CharSet",
@@ -152,6 +153,8 @@ class _Parser:
     def __init__(self, src: str) -> None:
         self.src = src
         self.pos = 0
+        self.nesting = Nesting(
+            lambda at, limit: self.error(f"groups nested more than {limit} levels deep", at))
 
     def error(self, message: str, offset: int | None = None) -> PatternError:
         return PatternError(message, self.pos if offset is None else offset)
@@ -297,7 +300,8 @@ class _Parser:
                 self.pos = close + 1
             else:
                 raise self.error("lookaround assertions are not supported", at)
-        inner = self.parse_alt()
+        with self.nesting(at):
+            inner = self.parse_alt()
         if self.peek() != ")":
             raise self.error("missing ')'", at)
         self.pos += 1

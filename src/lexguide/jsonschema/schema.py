@@ -97,6 +97,8 @@ class ArraySchema:
     contains: Schema | None = None
     min_contains: int = 1
     max_contains: int | None = None
+    pointer: str = field(default="", compare=False)
+    unique: bool = False  # uniqueItems: true (enforced by the compiler where it can be)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -270,7 +272,8 @@ class Intersector:
             hi_c = _min_opt(hi_c, b.max_contains) if a.contains is not None else b.max_contains
         return check_array(ArraySchema(
             max(a.min_items, b.min_items), _min_opt(a.max_items, b.max_items), prefix,
-            self(a.items, b.items, depth), contains, lo_c, hi_c,
+            self(a.items, b.items, depth), contains, lo_c, hi_c, a.pointer or b.pointer,
+            a.unique or b.unique,
         ))
 
     def _ObjectSchema(self, a: ObjectSchema, b: ObjectSchema, depth: int) -> Schema:

@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ __all__ = ["Completion", "CompletionChunk", "Model", "Timings"]
 _SPARSE_FRACTION = 0.25
 _DEFAULT_N_CTX = 4096
 _GRAMMAR_CACHE = 32  # compiled grammars kept per model (schemas and grammar texts)
+_PROMPT_CHUNK = 256  # prompt tokens per forward when prompt_progress is set
 
 
 @dataclass(slots=True)
@@ -156,6 +157,10 @@ class Model:
     Build with :meth:`from_gguf`. Not thread-safe for concurrent generations on one instance
     (a lock serialises them); the KV cache is kept between calls so a prompt that extends the
     previous one (chat turns) only evaluates its new tokens.
+
+    ``prompt_progress``: None, or ``f(done, total, elapsed_s)`` called while a prompt of more
+    than 256 new tokens is evaluated (then in 256-token forwards over the same KV cache);
+    ``lexguide run`` uses it for its progress bar.
     """
 
     def __init__(self, transformer: Transformer, tokenizer: Any, metadata: Mapping[str, Any], *,
@@ -179,6 +184,7 @@ class Model:
         self._eog[[t for t in tokenizer.eog_ids if t < self.config.n_vocab]] = True
         self._tokenizer_info: Any = None
         self._grammars: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self.prompt_progress: Callable[[int, int, float], None] | None = None
 
     # ----------------------------------------------------------------------------- loading
     @classmethod
@@ -447,8 +453,21 @@ class Model:
             t0 = time.perf_counter()
             tf.threads = self.n_threads if len(pending) > 1 else self.decode_threads
             self._cached_ids = self._cached_ids[: self._cache.n]
-            h = tf.hidden_last(pending, self._cache)
-            self._cached_ids.extend(pending)
+            report = self.prompt_progress if first else None
+            if report is not None and len(pending) > _PROMPT_CHUNK:
+                # the prompt in chunks (the same KV cache entries), reporting after each
+                last = (len(pending) - 1) // _PROMPT_CHUNK * _PROMPT_CHUNK
+                for i in range(0, last, _PROMPT_CHUNK):
+                    tf.hidden_last(pending[i:i + _PROMPT_CHUNK], self._cache)
+                    self._cached_ids.extend(pending[i:i + _PROMPT_CHUNK])
+                    report(i + _PROMPT_CHUNK, len(pending), time.perf_counter() - t0)
+                rest = pending[last:]
+                h = tf.hidden_last(rest, self._cache)
+                self._cached_ids.extend(rest)
+                report(len(pending), len(pending), time.perf_counter() - t0)
+            else:
+                h = tf.hidden_last(pending, self._cache)
+                self._cached_ids.extend(pending)
             if first:
                 timings.prompt_tokens = len(pending)
                 timings.prompt_s = time.perf_counter() - t0

@@ -19,7 +19,39 @@ from lexguide.errors import ModelError
 __all__ = ["add_run_parser", "run"]
 
 
+#: Exit status when a constrained output is incomplete (the token limit or the context ran out).
+EXIT_INCOMPLETE = 3
+#: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+
+
+def _ranged(kind: type, lo: float | None = None, hi: float | None = None, *,
+            lo_open: bool = False) -> Callable[[str], Any]:
+    """An argparse ``type``: ``kind(text)`` within [lo, hi] (``lo_open``: lo excluded)."""
+    left = "" if lo is None else f"{'>' if lo_open else '>='} {lo:g}"
+    right = "" if hi is None else f"<= {hi:g}"
+    both = " and " if left and right else ""
+    want = f"{'an integer' if kind is int else 'a number'} {left}{both}{right}"
+
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {want}, not {text!r}") from None
+        if value != value or (lo is not None and (value < lo or (lo_open and value == lo))) \
+                or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"must be {want}, not {text}")
+        return value
+
+    return convert
+
+
+_indent = _ranged(int, 0, 16)
+
+
 def _read(path: Path, what: str) -> str:
+    if str(path) == "-":
+        return sys.stdin.read()
     try:
         return path.read_text(encoding="utf-8")
     except OSError as e:
@@ -27,8 +59,9 @@ def _read(path: Path, what: str) -> str:
 
 
 def _constraint(args: argparse.Namespace) -> dict[str, Any]:
-    """``generate`` keyword for the one constraint given (JSON Schema or grammar), or {}."""
-    given = [n for n in ("json_schema", "json_schema_file", "grammar", "grammar_file")
+    """``generate`` keyword for the one constraint given, compiled (so a bad schema or grammar
+    is reported before the model loads), or {}."""
+    given = [n for n in ("json_schema", "json_schema_file", "grammar", "grammar_file", "regex")
              if getattr(args, n) is not None]
     if len(given) > 1:
         flags = ", ".join("--" + n.replace("_", "-") for n in given)
@@ -42,11 +75,42 @@ def _constraint(args: argparse.Namespace) -> dict[str, Any]:
             schema = json.loads(text)
         except json.JSONDecodeError as e:
             raise ModelError(f"JSON Schema is not valid JSON: line {e.lineno}:{e.colno}: {e.msg}") from None
-        return {"json_schema": schema}
+        from lexguide.grammar import Grammar
+
+        return {"grammar": Grammar.from_json_schema(schema, **_schema_options(args))}
+    if _layout_flags(args):
+        raise ModelError("only for JSON Schemas (-j/--json-schema-file): "
+                         + ", ".join(_layout_flags(args)))
     from lexguide.grammar import Grammar
 
+    if args.regex is not None:
+        return {"grammar": Grammar.from_regex(args.regex)}
     text = args.grammar if args.grammar is not None else _read(args.grammar_file, "grammar file")
     return {"grammar": Grammar.parse(text)}  # "%llguidance" → Lark, "{" → grammar list, else GBNF
+
+
+def _layout_flags(args: argparse.Namespace) -> list[str]:
+    return [flag for flag, given in (("--compact", args.compact),
+                                     ("--indent", args.indent is not None),
+                                     ("--whitespace-pattern", args.whitespace_pattern is not None),
+                                     ("--lenient", args.lenient),
+                                     ("--strict-formats", args.strict_formats)) if given]
+
+
+def _schema_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``Grammar.from_json_schema`` options of the layout and strictness flags."""
+    given = [f for f in _layout_flags(args) if f not in ("--lenient", "--strict-formats")]
+    if len(given) > 1:
+        raise ModelError(f"give at most one of --compact, --indent, --whitespace-pattern; got "
+                         f"{', '.join(given)}")
+    opts: dict[str, Any] = {"lenient": args.lenient, "strict_formats": args.strict_formats}
+    if args.compact:
+        opts["whitespace"] = "compact"
+    elif args.indent is not None:
+        opts["indent"] = args.indent
+    elif args.whitespace_pattern is not None:
+        opts["whitespace_pattern"] = args.whitespace_pattern
+    return opts
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,11 +121,16 @@ def run(args: argparse.Namespace) -> int:
         raise ModelError("give either -p/--prompt or -f/--file, not both")
     prompt = _read(args.file, "prompt file") if args.file is not None else (args.prompt or "")
     constraint = _constraint(args)
-    if args.captures and "grammar" not in constraint:
+    if "grammar" in constraint and not args.quiet:
+        for note in constraint["grammar"].notes:  # accepted but not enforced
+            print(f"lexguide run: note: {note}", file=sys.stderr)
+    if args.captures and (args.grammar is None and args.grammar_file is None):
         raise ModelError("--captures needs a grammar (--grammar/--grammar-file) with capture rules")
     model = Model.from_gguf(args.model, weights=args.weights, n_ctx=args.ctx_size,
                             n_threads=args.threads, decode_threads=args.decode_threads,
-                            progress=True if args.verbose else None)
+                            progress=False if args.quiet else True if args.verbose else None)
+    if not args.quiet:
+        model.prompt_progress = _prompt_bar
     if args.verbose:
         print(f"{model}  (loaded in {model.load_s:.2f} s)", file=sys.stderr)
     kwargs: dict[str, Any] = dict(
@@ -88,13 +157,39 @@ def run(args: argparse.Namespace) -> int:
     finally:
         out.write("\n")
         out.flush()
-    if last is not None and last.timings is not None:
+    if last is not None and last.timings is not None and not args.quiet:
         print(f"\nfinish: {last.finish_reason}", file=sys.stderr)
         print(last.timings.summary(), file=sys.stderr)
     if matcher is not None:
         caps = [[name, value.decode("utf-8", "replace")] for name, value in matcher.captures()]
         print("captures: " + json.dumps(caps, ensure_ascii=False), file=sys.stderr)
+    if constraint and last is not None and last.finish_reason == "length":
+        print(f"lexguide run: error: the output is incomplete: the token limit (-n "
+              f"{args.n_predict}) or the context was reached before the grammar could finish "
+              "(raise -n / -c)", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
+
+
+def _prompt_bar(done: int, total: int, elapsed: float) -> None:
+    """Progress of prompt processing on stderr: shown once it has taken over a second, and
+    only on a terminal (tqdm when installed, else one line of text)."""
+    if elapsed < 1.0 or not sys.stderr.isatty():
+        return
+    try:
+        from tqdm import tqdm  # type: ignore[import-untyped]
+    except ImportError:
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\rprompt: {done}/{total} tokens ({elapsed:.1f} s){end}")
+        sys.stderr.flush()
+        return
+    bar = getattr(_prompt_bar, "bar", None)
+    if bar is None or bar.total != total or bar.n > done:
+        bar = _prompt_bar.bar = tqdm(total=total, desc="prompt", unit="tok", file=sys.stderr,
+                                     leave=False)  # type: ignore[attr-defined]
+    bar.update(done - bar.n)
+    if done >= total:
+        bar.close()
 
 
 def add_run_parser(subparsers: argparse._SubParsersAction,
@@ -103,26 +198,49 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
     p = subparsers.add_parser(
         "run", help="generate text, optionally constrained by a JSON Schema or grammar",
         description="Generate a continuation of a prompt (or a chat reply with --chat) and "
-        "stream it to stdout; with -j/--grammar the output is guaranteed to match.",
+        "stream it to stdout; with -j/--grammar/--regex the output is guaranteed to match.",
+        epilog="Exit status: 0 done; 1 error (bad schema/grammar/flag value, missing model); "
+        "2 usage; 3 a constrained output is incomplete (token limit or context reached "
+        "first); 130 interrupted (Ctrl-C).",
     )
     add_model_argument(p)
     p.add_argument("-p", "--prompt", help="prompt text")
-    p.add_argument("-f", "--file", type=Path, help="read the prompt from a file")
-    p.add_argument("-n", "--n-predict", type=int, default=256, metavar="N",
+    p.add_argument("-f", "--file", type=Path, help="read the prompt from a file ('-': stdin)")
+    p.add_argument("-n", "--n-predict", type=_ranged(int, 1), default=256, metavar="N",
                    help="maximum number of tokens to generate (default 256)")
     p.add_argument("-j", "--json-schema", metavar="SCHEMA", help="JSON Schema (JSON text)")
     p.add_argument("--json-schema-file", type=Path, metavar="FILE", help="JSON Schema file")
     p.add_argument("--grammar", metavar="TEXT",
                    help="grammar: GBNF, or the Lark variant when it starts with %%llguidance, "
                         "or an llguidance grammar list when it starts with {")
-    p.add_argument("--grammar-file", type=Path, metavar="FILE", help="grammar file")
-    p.add_argument("--temp", type=float, default=0.8, help="temperature; 0 = greedy (default 0.8)")
-    p.add_argument("--top-k", type=int, default=40, help="top-k, 0 = off (default 40)")
-    p.add_argument("--top-p", type=float, default=0.95, help="top-p, 1 = off (default 0.95)")
-    p.add_argument("--min-p", type=float, default=0.05, help="min-p, 0 = off (default 0.05)")
-    p.add_argument("--repeat-penalty", type=float, default=1.0,
-                   help="repetition penalty, 1 = off (default 1.0)")
-    p.add_argument("--repeat-last-n", type=int, default=64,
+    p.add_argument("--grammar-file", type=Path, metavar="FILE", help="grammar file ('-': stdin)")
+    p.add_argument("--regex", metavar="PATTERN",
+                   help="regex the whole output must match (Rust regex syntax, anchored)")
+    layout = p.add_argument_group(
+        "JSON layout (-j/--json-schema-file; default: at most one space, or one newline and "
+        "up to 24 spaces/tabs of indentation, between tokens)")
+    layout.add_argument("--compact", action="store_true", help="no whitespace at all")
+    layout.add_argument("--indent", type=_indent, metavar="N",
+                        help="exactly json.dumps(indent=N) layout")
+    layout.add_argument("--whitespace-pattern", metavar="REGEX",
+                        help="whitespace allowed between tokens, matched at most once per place "
+                             "(e.g. '[ \\n]{0,2}'; '[ \\t\\n\\r]*' is the spec's any whitespace)")
+    p.add_argument("--lenient", action="store_true",
+                   help="JSON Schema: ignore keywords that cannot be enforced (e.g. uniqueItems "
+                        "over strings) instead of failing; each is printed as a note")
+    p.add_argument("--strict-formats", action="store_true",
+                   help="JSON Schema: an unknown format is an error (default: an annotation, "
+                        "any string, printed as a note)")
+    p.add_argument("--temp", type=_ranged(float, 0), default=0.8,
+                   help="temperature >= 0; 0 = greedy (default 0.8)")
+    p.add_argument("--top-k", type=_ranged(int, 0), default=40, help="top-k, 0 = off (default 40)")
+    p.add_argument("--top-p", type=_ranged(float, 0, 1, lo_open=True), default=0.95,
+                   help="top-p in (0, 1], 1 = off (default 0.95)")
+    p.add_argument("--min-p", type=_ranged(float, 0, 1), default=0.05,
+                   help="min-p in [0, 1], 0 = off (default 0.05)")
+    p.add_argument("--repeat-penalty", type=_ranged(float, 0, lo_open=True), default=1.0,
+                   help="repetition penalty > 0, 1 = off (default 1.0)")
+    p.add_argument("--repeat-last-n", type=_ranged(int, -1), default=64,
                    help="tokens the penalties look at (default 64, -1 = all)")
     p.add_argument("-s", "--seed", type=int, default=None, help="random seed (default: random)")
     p.add_argument("-r", "--stop", action="append", metavar="TEXT",
@@ -133,14 +251,17 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
                    help="recognise control-token text such as <|im_start|> in the prompt")
     p.add_argument("--weights", choices=("eager", "lazy"), default="eager",
                    help="eager: dequantize at load (fast); lazy: keep quantized (memory ≈ file)")
-    p.add_argument("-c", "--ctx-size", type=int, default=None,
+    p.add_argument("-c", "--ctx-size", type=_ranged(int, 1), default=None,
                    help="context size (default: min(training context, 4096))")
-    p.add_argument("-t", "--threads", type=int, default=None,
+    p.add_argument("-t", "--threads", type=_ranged(int, 1), default=None,
                    help="threads for prompt evaluation (default: available cores)")
-    p.add_argument("--decode-threads", type=int, default=None,
+    p.add_argument("--decode-threads", type=_ranged(int, 1), default=None,
                    help="threads for the big decode matvecs (default: as -t)")
     p.add_argument("--captures", action="store_true",
                    help="after the output, print the grammar's capture rules' values as JSON "
                         "[[name, value], ...] to stderr")
-    p.add_argument("-v", "--verbose", action="store_true", help="progress bar and model summary")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="model summary, and the loading bar even when stderr is not a terminal")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bars, notes or timing summary on stderr (errors only)")
     p.set_defaults(handler=run)

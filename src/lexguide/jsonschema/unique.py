@@ -1,0 +1,152 @@
+"""``uniqueItems`` by construction, for items with a small finite set of values.
+
+An array of distinct values taken from a finite set ``V`` is a finite language: one
+nonterminal per set ``S`` of values used so far, ``U(S) → sep v U(S ∪ {v})`` for each
+``v ∉ S`` (any order), and ``U(S) → ε`` once ``minItems`` is reached. That is exact, and it is
+built only while the rules stay under :data:`MAX_UNIQUE_RULES` (about 12 values with no
+``maxItems``; more values with a small ``maxItems``). Finite item domains: ``enum``,
+``const``, ``boolean``, ``null``, integer ranges of at most :data:`MAX_FINITE_VALUES` values,
+and unions of these. Equality is JSON Schema's: numbers by value (``1`` and ``1.0`` are one
+value, written in any spelling the item schema allows), strings by their characters.
+
+Anything else is not enforceable here: :func:`unique_items_problem` says why, and the
+compiler raises a :class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from decimal import Decimal
+from itertools import combinations
+from math import comb
+
+from lexguide.jsonschema.schema import (
+    AnyOfSchema,
+    ArraySchema,
+    BoolSchema,
+    NullSchema,
+    NumberSchema,
+    ObjectSchema,
+    RefSchema,
+    Schema,
+    StringSchema,
+    Unsat,
+)
+from lexguide.limits import MAX_NESTING_DEPTH
+
+__all__ = ["MAX_FINITE_VALUES", "MAX_UNIQUE_RULES", "distinct_subsets", "finite_values",
+           "unique_items_problem", "unique_rule_count"]
+
+#: Largest integer range (``maximum - minimum + 1``) read as a finite set of values.
+MAX_FINITE_VALUES = 256
+#: Largest number of grammar rules spent on one ``uniqueItems`` array.
+MAX_UNIQUE_RULES = 50_000
+
+Key = tuple  # ("null",) | ("bool", b) | ("num", Decimal) | ("str", s)
+
+
+def finite_values(s: Schema, resolve: Callable[[str], Schema],
+                  depth: int = 0) -> list[tuple[Key, Schema]] | str:
+    """The values of ``s`` as ``(equality key, schema of exactly that value)``, in schema
+    order without duplicates, or a string saying why ``s`` is not a small finite set. Pure."""
+    if depth > MAX_NESTING_DEPTH:
+        return "references nested too deeply"
+    if isinstance(s, Unsat):
+        return []
+    if isinstance(s, NullSchema):
+        return [(("null",), s)]
+    if isinstance(s, BoolSchema):
+        vals = (True, False) if s.value is None else (s.value,)
+        return [(("bool", v), BoolSchema(v)) for v in vals]
+    if isinstance(s, StringSchema):
+        if s.const is None:
+            return "the items are any string of a kind (not an enum or const)"
+        return [(("str", s.const), s)]
+    if isinstance(s, NumberSchema):
+        return _numbers(s)
+    if isinstance(s, RefSchema):
+        return finite_values(resolve(s.key), resolve, depth + 1)
+    if isinstance(s, AnyOfSchema):
+        out: dict[Key, list[Schema]] = {}
+        for o in s.options:
+            got = finite_values(o, resolve, depth + 1)
+            if isinstance(got, str):
+                return got
+            for key, v in got:
+                out.setdefault(key, []).append(v)  # e.g. enum [1, 1.0]: one value, two spellings
+        return [(key, vs[0] if len(vs) == 1 else AnyOfSchema(tuple(vs)))
+                for key, vs in out.items()]
+    return f"the items are {_kind(s)}, not a finite set of scalar values"
+
+
+def _kind(s: Schema) -> str:
+    return {ArraySchema: "arrays", ObjectSchema: "objects"}.get(type(s), "any JSON value")
+
+
+def _numbers(s: NumberSchema) -> list[tuple[Key, Schema]] | str:
+    lo, hi = s.minimum, s.maximum
+    if lo is not None and lo == hi:  # a const (or a closed range of one point)
+        if (s.integer and lo != lo.to_integral_value()) or s.exclusive_minimum:
+            return []
+        values = [lo]
+    elif not s.integer or lo is None or hi is None:
+        return "the items are numbers of an unbounded or continuous range"
+    else:
+        first = int(lo.to_integral_value(rounding="ROUND_CEILING"))
+        last = int(hi.to_integral_value(rounding="ROUND_FLOOR"))
+        first += s.exclusive_minimum and first == lo
+        last -= s.exclusive_maximum and last == hi
+        if last - first + 1 > MAX_FINITE_VALUES:
+            return (f"the items are an integer range of {last - first + 1} values (at most "
+                    f"{MAX_FINITE_VALUES} are enumerated)")
+        values = [Decimal(i) for i in range(first, last + 1)]
+    if s.multiple_of is not None:
+        values = [v for v in values if v % s.multiple_of == 0]
+    values = [v for v in values if all(v % m != 0 for m in s.not_multiples)]
+    if s.non_integer:
+        values = [v for v in values if v != v.to_integral_value()]
+    # each value keeps the schema's own spellings of it (integer or not, multipleOf, ...)
+    return [(("num", v.normalize()), replace(s, minimum=v, maximum=v, exclusive_minimum=False,
+                                             exclusive_maximum=False)) for v in values]
+
+
+def unique_rule_count(n_values: int, lo: int, hi: int | None) -> int:
+    """Rules of the distinct-subset grammar: one per (set of fewer than ``hi`` values, next
+    value) plus one end rule per set of at least ``lo`` values."""
+    top = n_values if hi is None else min(hi, n_values)
+    total = 0
+    for k in range(top + 1):
+        sets = comb(n_values, k)
+        total += sets * ((n_values - k if k < top else 0) + (k >= lo))
+        if total > MAX_UNIQUE_RULES:
+            break
+    return total
+
+
+def unique_items_problem(s: ArraySchema, values: list | str) -> str | None:
+    """Why ``uniqueItems`` of ``s`` cannot be built exactly (None: it can)."""
+    if s.prefix:
+        return "uniqueItems with prefixItems is not supported"
+    if s.contains is not None:
+        return "uniqueItems with contains is not supported"
+    if isinstance(values, str):
+        return values
+    n_rules = unique_rule_count(len(values), s.min_items, s.max_items)
+    if n_rules > MAX_UNIQUE_RULES:
+        return (f"{len(values)} distinct item values need more than {MAX_UNIQUE_RULES} rules "
+                "to enforce (lower maxItems, or fewer values)")
+    return None
+
+
+def distinct_subsets(n_values: int, lo: int, hi: int | None):
+    """Yield ``(used, can_end, moves)`` per reachable set of used value indices (a sorted
+    tuple), ``moves`` being the indices that may follow; only sets from which ``lo`` is
+    still reachable are produced (so no prefix is a dead end)."""
+    top = n_values if hi is None else min(hi, n_values)
+    if lo > top:
+        return
+    for k in range(top + 1):
+        for used in combinations(range(n_values), k):
+            moves = [] if k == top else [i for i in range(n_values) if i not in used]
+            yield used, k >= lo, moves
