@@ -53,11 +53,21 @@ inline __m256i dot_u8s8(__m256i q, __m256i y) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), _mm256_set1_epi16(1));
 }
 
+// Per activation row: a vector accumulator and a scalar one (offset and min terms).
 template <int NA>
-inline void store(const __m256 (&acc)[NA], const float (&extra)[NA], float* out,
-                  size_t out_stride) {
-  for (int a = 0; a < NA; ++a) out[a * out_stride] = hsum(acc[a]) + extra[a];
-}
+struct Sums {
+  __m256 acc[NA];
+  float extra[NA];
+  Sums() {
+    for (int a = 0; a < NA; ++a) {
+      acc[a] = _mm256_setzero_ps();
+      extra[a] = 0.0f;
+    }
+  }
+  void store(float* out, size_t out_stride) const {
+    for (int a = 0; a < NA; ++a) out[a * out_stride] = hsum(acc[a]) + extra[a];
+  }
+};
 
 // The 32-element types: Unpack(block) → u8 quants; Offset: the value ggml subtracts (0 when
 // the type has a min); HasMin: add m·s.
@@ -65,12 +75,9 @@ template <int NA, class Block, int Offset, bool HasMin, class Unpack>
 void dot32(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n_blocks,
            float* out, size_t out_stride, Unpack unpack) {
   const Block* wb = reinterpret_cast<const Block*>(w);
-  __m256 acc[NA];
-  float extra[NA];
-  for (int a = 0; a < NA; ++a) {
-    acc[a] = _mm256_setzero_ps();
-    extra[a] = 0.0f;
-  }
+  Sums<NA> sums;
+  __m256* acc = sums.acc;
+  float* extra = sums.extra;
   for (int64_t i = 0; i < n_blocks; ++i) {
     const Block& b = wb[i];
     const __m256i q = unpack(b);
@@ -84,7 +91,7 @@ void dot32(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n_bl
       if constexpr (HasMin) extra[a] += half(b.m) * y.s;
     }
   }
-  store<NA>(acc, extra, out, out_stride);
+  sums.store(out, out_stride);
 }
 
 template <int NA>
@@ -114,12 +121,9 @@ template <int NA>
 void q8_0(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n_blocks, float* out,
           size_t out_stride) {
   const BlockQ8_0* wb = reinterpret_cast<const BlockQ8_0*>(w);
-  __m256 acc[NA];
-  float extra[NA];
-  for (int a = 0; a < NA; ++a) {
-    acc[a] = _mm256_setzero_ps();
-    extra[a] = 0.0f;
-  }
+  Sums<NA> sums;
+  __m256* acc = sums.acc;
+  float* extra = sums.extra;
   for (int64_t i = 0; i < n_blocks; ++i) {
     const __m256i q = load32(wb[i].qs);
     const __m256i aq = _mm256_sign_epi8(q, q);  // |q| as u8 (−128 → 128, correct unsigned)
@@ -131,7 +135,7 @@ void q8_0(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n_blo
       acc[a] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), p, acc[a]);
     }
   }
-  store<NA>(acc, extra, out, out_stride);
+  sums.store(out, out_stride);
 }
 
 // Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins.
@@ -139,12 +143,9 @@ template <int NA, bool Five>
 void q45_k(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n_blocks,
            float* out, size_t out_stride) {
   constexpr size_t kBytes = Five ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
-  __m256 acc[NA];
-  float extra[NA];
-  for (int a = 0; a < NA; ++a) {
-    acc[a] = _mm256_setzero_ps();
-    extra[a] = 0.0f;
-  }
+  Sums<NA> sums;
+  __m256* acc = sums.acc;
+  float* extra = sums.extra;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int64_t i = 0; i < n_blocks; ++i) {
     const uint8_t* blk = w + size_t(i) * kBytes;
@@ -181,7 +182,7 @@ void q45_k(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n_bl
       extra[a] -= y.d * dmin * float(summ);
     }
   }
-  store<NA>(acc, extra, out, out_stride);
+  sums.store(out, out_stride);
 }
 
 template <int NA>
@@ -197,12 +198,9 @@ template <int NA>
 void q6_k(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n_blocks, float* out,
           size_t out_stride) {
   const BlockQ6_K* wb = reinterpret_cast<const BlockQ6_K*>(w);
-  __m256 acc[NA];
-  float extra[NA];
-  for (int a = 0; a < NA; ++a) {
-    acc[a] = _mm256_setzero_ps();
-    extra[a] = 0.0f;
-  }
+  Sums<NA> sums;
+  __m256* acc = sums.acc;
+  float* extra = sums.extra;
   const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
   for (int64_t i = 0; i < n_blocks; ++i) {
     const BlockQ6_K& b = wb[i];
@@ -237,7 +235,7 @@ void q6_k(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n_blo
       extra[a] -= dd * float(32 * off);
     }
   }
-  store<NA>(acc, extra, out, out_stride);
+  sums.store(out, out_stride);
 }
 
 // Float weights: 8 elements per step, scalar tail.
@@ -263,12 +261,9 @@ template <int NA, class Elem>
 void dot_float(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n, float* out,
                size_t out_stride) {
   const Elem* wr = reinterpret_cast<const Elem*>(w);
-  __m256 acc[NA];
-  float extra[NA];
-  for (int a = 0; a < NA; ++a) {
-    acc[a] = _mm256_setzero_ps();
-    extra[a] = 0.0f;
-  }
+  Sums<NA> sums;
+  __m256* acc = sums.acc;
+  float* extra = sums.extra;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 wv = load8<Elem>(wr + i);
@@ -281,7 +276,7 @@ void dot_float(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t 
     const float wv = load1(wr[i]);
     for (int a = 0; a < NA; ++a) extra[a] += wv * reinterpret_cast<const float*>(act + a * act_stride)[i];
   }
-  store<NA>(acc, extra, out, out_stride);
+  sums.store(out, out_stride);
 }
 template <int NA>
 void f32(const uint8_t* w, const uint8_t* act, size_t s, int64_t n, float* out, size_t os) {
