@@ -6,11 +6,13 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,8 @@ namespace {
 
 using Floats2 = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using OutFloats2 = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+// an output whose rows may sit in a wider array (a column slice of it): strides checked below
+using OutRows = nb::ndarray<float, nb::ndim<2>, nb::device::cpu>;
 using Bytes = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
 using Ids = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
@@ -71,29 +75,51 @@ bool overlaps(const void* a, size_t na, const void* b, size_t nb_) {
   return na && nb_ && pa < pb + nb_ && pb < pa + na;
 }
 
-void matmul(Floats2 x, Bytes weight, int32_t ggml_type, int64_t n_out, int64_t n_in,
-            OutFloats2 out, std::optional<Ids> rows, int n_threads, bool simd) {
-  const k::TypeTraits& t = traits_of(ggml_type);
-  check_weight(t, weight, n_out, n_in);
+using Part = std::tuple<Bytes, int32_t, int64_t>;  // (weight bytes, ggml type, n_out)
+
+void matmul(Floats2 x, std::vector<Part> parts, int64_t n_in, OutRows out,
+            std::optional<Ids> rows, int n_threads, bool simd) {
+  if (parts.empty() || parts.size() > size_t(k::kMaxParts)) {
+    fail("a product takes 1 to " + std::to_string(k::kMaxParts) + " matrices, got " +
+         std::to_string(parts.size()));
+  }
+  if (rows && parts.size() != 1) fail("selected output rows need exactly one matrix");
   const int64_t T = int64_t(x.shape(0));
   if (int64_t(x.shape(1)) != n_in) {
     fail("x has " + std::to_string(x.shape(1)) + " columns, the matrix " + std::to_string(n_in));
   }
-  int64_t n_sel = n_out;
+  std::vector<k::MatPart> mp;
+  int64_t n_sel = 0;
+  for (const Part& p : parts) {
+    const k::TypeTraits& t = traits_of(std::get<1>(p));
+    const Bytes& w = std::get<0>(p);
+    const int64_t n_out = std::get<2>(p);
+    check_weight(t, w, n_out, n_in);
+    mp.push_back({w.data(), &t, n_out});
+    n_sel += n_out;
+  }
   if (rows) {
-    check_ids(*rows, n_out, "output row");
+    check_ids(*rows, n_sel, "output row");
     n_sel = int64_t(rows->shape(0));
   }
   if (int64_t(out.shape(0)) != T || int64_t(out.shape(1)) != n_sel) {
     fail("out has shape (" + std::to_string(out.shape(0)) + ", " + std::to_string(out.shape(1)) +
          "), expected (" + std::to_string(T) + ", " + std::to_string(n_sel) + ")");
   }
-  if (overlaps(out.data(), out.size() * 4, x.data(), x.size() * 4) ||
-      overlaps(out.data(), out.size() * 4, weight.data(), weight.size())) {
-    fail("out must not share memory with x or the weight");
+  const int64_t ld = T > 1 ? int64_t(out.stride(0)) : n_sel;
+  if ((n_sel > 1 && out.stride(1) != 1) || ld < n_sel) {
+    fail("out must have contiguous rows (unit column stride, row stride >= its width)");
   }
-  k::MatmulArgs a{x.data(), T, n_in, weight.data(), &t, n_out,
-                  rows ? rows->data() : nullptr, n_sel, out.data(), n_threads, simd};
+  const size_t out_span = T ? size_t((T - 1) * ld + n_sel) * 4 : 0;
+  if (overlaps(out.data(), out_span, x.data(), x.size() * 4)) {
+    fail("out must not share memory with x");
+  }
+  for (const k::MatPart& p : mp) {
+    const size_t w_bytes = size_t(p.n_out) * size_t(n_in / p.type->block) * size_t(p.type->block_bytes);
+    if (overlaps(out.data(), out_span, p.w, w_bytes)) fail("out must not share memory with a weight");
+  }
+  k::MatmulArgs a{x.data(), T, n_in, mp.data(), int(mp.size()),
+                  rows ? rows->data() : nullptr, rows ? n_sel : 0, out.data(), ld, n_threads, simd};
   nb::gil_scoped_release release;
   k::matmul(a);
 }
@@ -117,12 +143,13 @@ void dequantize_rows(Bytes weight, int32_t ggml_type, int64_t n_rows, int64_t n_
 }  // namespace
 
 void bind_kernels(nb::module_& m) {
-  m.def("kernels_matmul", &matmul, nb::arg("x").noconvert(), nb::arg("weight").noconvert(),
-        nb::arg("ggml_type"), nb::arg("n_out"), nb::arg("n_in"), nb::arg("out").noconvert(),
+  m.def("kernels_matmul", &matmul, nb::arg("x").noconvert(), nb::arg("parts"),
+        nb::arg("n_in"), nb::arg("out").noconvert(),
         nb::arg("rows").noconvert() = nb::none(), nb::arg("n_threads") = 0,
         nb::arg("simd") = true,
-        "out (T, n_sel) <- x (T, n_in) @ W.T for W (n_out, n_in) in ggml blocks (see "
-        "csrc/kernels/matmul.h); rows: only those output rows. Releases the GIL.");
+        "out (T, n_sel) <- x (T, n_in) @ [W_1 | W_2 ...].T for the parts (weight bytes, ggml type, "
+        "n_out) in ggml blocks (csrc/kernels/matmul.h); rows: only those output rows of a "
+        "single part. Releases the GIL.");
   m.def("kernels_dequantize_rows", &dequantize_rows, nb::arg("weight").noconvert(),
         nb::arg("ggml_type"), nb::arg("n_rows"), nb::arg("n_in"), nb::arg("ids").noconvert(),
         nb::arg("out").noconvert(), "out (len(ids), n_in) <- rows ids of W, dequantized.");

@@ -176,15 +176,33 @@ def test_binding_checks_without_the_wrapper():
     w = np.zeros(34, np.uint8)
     out = np.zeros((1, 1), np.float32)
     with pytest.raises((TypeError, ValueError)):
-        _core.kernels_matmul(x.astype(np.float64), w, 8, 1, 32, out)
+        _core.kernels_matmul(x.astype(np.float64), [(w, 8, 1)], 32, out)
     with pytest.raises((TypeError, ValueError)):
-        _core.kernels_matmul(x, w[:33], 8, 1, 32, out)
+        _core.kernels_matmul(x, [(w[:33], 8, 1)], 32, out)
     with pytest.raises((TypeError, ValueError)):
-        _core.kernels_matmul(x, w, 8, 1, 32, x)  # out aliases x (and has the wrong shape)
+        _core.kernels_matmul(x, [(w, 8, 1)], 32, x[:, :1])  # out aliases x
+    with pytest.raises((TypeError, ValueError)):
+        _core.kernels_matmul(x, [], 32, out)
+    with pytest.raises((TypeError, ValueError)):
+        _core.kernels_matmul(x, [(w, 8, 1), (w, 8, 1)], 32, out, np.array([0]))
     with pytest.raises((TypeError, ValueError)):
         _core.kernels_dequantize_rows(w, 8, 1, 32, np.array([1]), out)
-    _core.kernels_matmul(x, w, 8, 1, 32, out)
+    _core.kernels_matmul(x, [(w, 8, 1)], 32, out)
     assert out[0, 0] == 0.0
+
+
+@pytest.mark.parametrize("T", [1, 6])
+def test_parts_side_by_side_equal_separate_products(T):
+    rng = np.random.default_rng(11)
+    n_in = 512
+    parts = [(random_weight(t, n, n_in, rng), t, n)
+             for t, n in [(T_.Q4_K, 9), (T_.Q8_0, 4), (T_.F32, 5), (T_.Q5_0, 3)]]
+    x = rng.standard_normal((T, n_in)).astype(np.float32)
+    wide = np.full((T, 30), 7.0, np.float32)
+    y = K.matmul_parts(x, parts, n_in, out=wide[:, 2:23])  # rows of a wider array
+    separate = np.concatenate([K.matmul(x, w, t, n, n_in) for w, t, n in parts], axis=1)
+    assert np.array_equal(wide[:, 2:23], separate)
+    assert (wide[:, :2] == 7).all() and (wide[:, 23:] == 7).all()
 
 
 def test_pool_resize():

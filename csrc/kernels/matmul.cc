@@ -23,51 +23,74 @@ const char* kernel_name(const TypeTraits* type, bool simd) {
 }
 
 void matmul(const MatmulArgs& a) {
-  const DotFn dot = pick(a.type, a.simd);
   ThreadPool& pool = shared_pool();
-  const size_t row_bytes = size_t(a.n_in / a.type->block) * size_t(a.type->block_bytes);
-  const int64_t n_blocks = a.n_in / a.type->block;
-  const int64_t n_sel = a.rows ? a.n_rows : a.n_out;
-  if (n_sel == 0 || a.T == 0) return;
+  if (a.T == 0) return;
 
-  // activations: float rows are read in place, quantized ones go to one buffer
-  const size_t act_stride = act_row_bytes(a.type->act, a.n_in);
-  std::vector<uint8_t> act_buf;
-  const uint8_t* act = reinterpret_cast<const uint8_t*>(a.x);
-  if (a.type->act != ActKind::F32) {
-    act_buf.resize(act_stride * size_t(a.T));
+  // activations: float rows are read in place, each quantized format once into its buffer
+  const uint8_t* act[3] = {reinterpret_cast<const uint8_t*>(a.x), nullptr, nullptr};
+  size_t act_stride[3] = {size_t(a.n_in) * sizeof(float), 0, 0};
+  std::vector<uint8_t> act_buf[3];
+  for (int p = 0; p < a.n_parts; ++p) {
+    const ActKind kind = a.parts[p].type->act;
+    const int k = int(kind);
+    if (act[k]) continue;
+    act_stride[k] = act_row_bytes(kind, a.n_in);
+    act_buf[k].resize(act_stride[k] * size_t(a.T));
+    uint8_t* buf = act_buf[k].data();
     auto quantize = [&](int64_t t) {
-      quantize_act_row(a.type->act, a.x + t * a.n_in, act_buf.data() + t * act_stride, a.n_in);
+      quantize_act_row(kind, a.x + t * a.n_in, buf + t * act_stride[k], a.n_in);
     };
     if (a.T > 1) {
       pool.run(a.T, a.n_threads, quantize);
     } else {
       quantize(0);
     }
-    act = act_buf.data();
+    act[k] = buf;
   }
 
-  // row chunks: a few per thread so a thread slowed by another process is helped out
-  const int threads = std::max(1, a.n_threads <= 0 ? pool.size() : std::min(a.n_threads, pool.size()));
-  int64_t chunk = (n_sel + 4 * threads - 1) / (4 * threads);
-  chunk = std::max<int64_t>(chunk, threads == 1 ? n_sel : 8);
-  const int64_t n_tasks = (n_sel + chunk - 1) / chunk;
+  // tasks: chunks of output rows of each part, a few per thread so that a thread slowed down
+  // by another process is helped out
+  struct Task { int part; int64_t lo, hi, col; };
+  const int threads = std::max(1, a.n_threads <= 0 ? pool.size()
+                                                    : std::min(a.n_threads, pool.size()));
+  int64_t n_sel = 0;
+  for (int p = 0; p < a.n_parts; ++p) n_sel += a.rows ? a.n_rows : a.parts[p].n_out;
+  if (n_sel == 0) return;
+  const int64_t chunk = threads == 1 ? n_sel : std::max<int64_t>(8, (n_sel + 4 * threads - 1) / (4 * threads));
+  std::vector<Task> tasks;
+  int64_t col = 0;
+  for (int p = 0; p < a.n_parts; ++p) {
+    const int64_t n = a.rows ? a.n_rows : a.parts[p].n_out;
+    for (int64_t lo = 0; lo < n; lo += chunk) tasks.push_back({p, lo, std::min(n, lo + chunk), col + lo});
+    col += n;
+  }
+  DotFn dots[kMaxParts];
+  for (int p = 0; p < a.n_parts; ++p) dots[p] = pick(a.parts[p].type, a.simd);
+
   auto task = [&](int64_t k) {
-    const int64_t lo = k * chunk, hi = std::min(n_sel, lo + chunk);
+    const Task& tk = tasks[size_t(k)];
+    const MatPart& part = a.parts[tk.part];
+    const DotFn dot = dots[tk.part];
+    const int kind = int(part.type->act);
+    const uint8_t* av = act[kind];
+    const size_t as = act_stride[kind];
+    const int64_t n_blocks = a.n_in / part.type->block;
+    const size_t row_bytes = size_t(n_blocks) * size_t(part.type->block_bytes);
     for (int64_t t0 = 0; t0 < a.T; t0 += kTBlock) {
       const int64_t t1 = std::min(a.T, t0 + kTBlock);
-      for (int64_t i = lo; i < hi; ++i) {
+      for (int64_t i = tk.lo; i < tk.hi; ++i) {
         const int64_t r = a.rows ? a.rows[i] : i;
-        const uint8_t* wr = a.w + size_t(r) * row_bytes;
+        const uint8_t* wr = part.w + size_t(r) * row_bytes;
+        float* o = a.out + tk.col + (i - tk.lo);
         for (int64_t t = t0; t < t1; t += kMaxAct) {
           const int n_act = int(std::min<int64_t>(kMaxAct, t1 - t));
-          dot(wr, act + size_t(t) * act_stride, act_stride, n_act, n_blocks,
-              a.out + t * n_sel + i, size_t(n_sel));
+          dot(wr, av + size_t(t) * as, as, n_act, n_blocks, o + t * a.out_stride,
+              size_t(a.out_stride));
         }
       }
     }
   };
-  pool.run(n_tasks, threads, task);
+  pool.run(int64_t(tasks.size()), threads, task);
 }
 
 }  // namespace lexguide::kernels

@@ -16,16 +16,27 @@ namespace lexguide::kernels {
 
 constexpr int64_t kTBlock = 64;
 
+// One matrix of a product: several matrices reading the same x (Q|K|V, gate|up) run as one
+// call, their outputs side by side in out (one activation quantization per format, one hand-off
+// to the pool).
+struct MatPart {
+  const uint8_t* w;        // (n_out, row_bytes)
+  const TypeTraits* type;  // the weight type (supported)
+  int64_t n_out;
+};
+
+constexpr int kMaxParts = 8;
+
 struct MatmulArgs {
   const float* x;          // (T, n_in)
   int64_t T;
   int64_t n_in;
-  const uint8_t* w;        // (n_out, row_bytes)
-  const TypeTraits* type;  // the weight type (supported)
-  int64_t n_out;
-  const int64_t* rows;     // selected output rows (each in [0, n_out)), or nullptr: all
+  const MatPart* parts;    // n_parts ≤ kMaxParts
+  int n_parts;
+  const int64_t* rows;     // one part only: selected output rows (in [0, n_out)), or nullptr
   int64_t n_rows;
-  float* out;              // (T, n_sel)
+  float* out;              // (T, n_sel), n_sel = Σ n_out or n_rows; rows out_stride apart
+  int64_t out_stride;      // ≥ n_sel
   int n_threads;           // ≤ 0: the whole pool
   bool simd;               // false: force the portable reference kernels
 };

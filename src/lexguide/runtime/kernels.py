@@ -14,6 +14,7 @@ thread included; ``set_threads``); the GIL is released while the kernels run.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -23,13 +24,14 @@ from lexguide.errors import ModelError
 from lexguide.gguf.constants import GGMLType
 
 __all__ = ["KERNEL_TYPES", "SIMD", "default_threads", "dequantize_rows", "has_avx2",
-           "kernel_name", "matmul", "set_threads", "threads"]
+           "kernel_name", "matmul", "matmul_parts", "set_threads", "threads"]
 
 F32 = npt.NDArray[np.float32]
 
 #: ggml types with a native kernel.
 KERNEL_TYPES: frozenset[GGMLType] = frozenset(GGMLType(i) for i, _ in _core.kernels_supported_types())
 #: Whether the SIMD kernels are used by default (``LEXGUIDE_KERNELS=scalar`` turns them off).
+_MAX_PARTS = 8  # csrc/kernels/matmul.h kMaxParts
 SIMD: bool = os.environ.get("LEXGUIDE_KERNELS", "").lower() != "scalar"
 
 
@@ -59,12 +61,26 @@ def matmul(x: F32, weight: np.ndarray, ggml_type: int, n_out: int, n_in: int, *,
     """``x @ W.T`` for x (T, n_in) float32 and W (n_out, n_in) given as its ggml bytes.
 
     ``rows`` (int ids) computes only those output rows: result (T, len(rows)). ``out``, when
-    given, must be a C-contiguous float32 array of the result's shape (written, returned).
-    ``n_threads`` ≤ 0 uses the whole pool. Never mutates x or the weight. Costs one pass over
-    the selected weight rows per 64 rows of x. Raises :class:`ModelError` for an unsupported
-    type (named), mismatched sizes or shapes, or out-of-range rows.
+    given, must be a float32 array of the result's shape with contiguous rows (a column slice
+    of a wider array is fine); it is written and returned. ``n_threads`` ≤ 0 uses the whole
+    pool. Never mutates x or the weight. Costs one pass over the selected weight rows per 64
+    rows of x. Raises :class:`ModelError` for an unsupported type (named), mismatched sizes or
+    shapes, or out-of-range rows.
     """
-    t = _check_type(ggml_type)
+    return matmul_parts(x, [(weight, ggml_type, n_out)], n_in, out=out, rows=rows,
+                        n_threads=n_threads, simd=simd)
+
+
+def matmul_parts(x: F32, parts: Sequence[tuple[np.ndarray, int, int]], n_in: int, *,
+                 out: F32 | None = None, rows: npt.ArrayLike | None = None,
+                 n_threads: int = 0, simd: bool | None = None) -> F32:
+    """``x @ [W_1 | W_2 | ...].T`` for parts ``(weight bytes, ggml type, n_out)`` of matrices
+    reading the same x (Q|K|V, gate|up): (T, Σ n_out), the parts' outputs side by side, in one
+    native call (x quantized once per activation format). ``rows`` needs a single part.
+    Otherwise as :func:`matmul`."""
+    if not 1 <= len(parts) <= _MAX_PARTS:
+        raise ModelError(f"a product takes 1 to {_MAX_PARTS} matrices, got {len(parts)}")
+    checked = [(_as_bytes(w), _check_type(t), int(n)) for w, t, n in parts]
     x = np.ascontiguousarray(x, dtype=np.float32)
     if x.ndim == 1:
         x = x[None, :]
@@ -73,15 +89,15 @@ def matmul(x: F32, weight: np.ndarray, ggml_type: int, n_out: int, n_in: int, *,
     ids = None
     if rows is not None:
         ids = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
-    n_sel = n_out if ids is None else ids.size
+    n_sel = sum(n for _, _, n in checked) if ids is None else ids.size
     if out is None:
         out = np.empty((x.shape[0], n_sel), dtype=np.float32)
     elif not (isinstance(out, np.ndarray) and out.dtype == np.float32 and out.ndim == 2
-              and out.flags.c_contiguous and out.flags.writeable):
-        raise ModelError("out must be a writeable C-contiguous float32 (T, n_out) array")
+              and out.flags.writeable):
+        raise ModelError("out must be a writeable float32 (T, n_out) array")
     try:
-        _core.kernels_matmul(x, _as_bytes(weight), t, int(n_out), int(n_in), out, ids,
-                             int(n_threads), SIMD if simd is None else bool(simd))
+        _core.kernels_matmul(x, checked, int(n_in), out, ids, int(n_threads),
+                             SIMD if simd is None else bool(simd))
     except (ValueError, TypeError) as e:
         raise ModelError(str(e)) from None
     return out
