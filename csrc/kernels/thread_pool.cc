@@ -9,7 +9,9 @@ namespace lexguide::kernels {
 namespace {
 // Spin this many polls for a new job before sleeping on the condition variable: decode runs
 // ~150 small matvecs per token, and a sleeping worker takes tens of microseconds to wake.
-constexpr int kSpinPolls = 20000;
+constexpr int kSpinPolls = 5000;
+// The caller polls this often for the last tasks before yielding its core to them.
+constexpr int kWaitPolls = 2000;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -75,6 +77,7 @@ void ThreadPool::work() {
       std::lock_guard<std::mutex> lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
     }
+    done_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
@@ -94,10 +97,10 @@ void ThreadPool::worker_loop(int index, uint64_t seen) {
     }
     if (stop_.load()) return;
     seen = gen;
-    if (index < int(gen & 0xFFFF)) {
-      work();
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
-    }
+    if (index >= int(gen & 0xFFFF)) continue;  // not asked to join (or the job is closed)
+    active_.fetch_add(1, std::memory_order_acq_rel);
+    if (generation_.load(std::memory_order_acquire) == gen) work();  // still this job's fields
+    active_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -112,19 +115,28 @@ void ThreadPool::run(int64_t n_tasks, int n_threads, const std::function<void(in
     for (int64_t i = 0; i < n_tasks; ++i) task(i);
     return;
   }
+  // close the job word to newcomers, wait for stragglers of the last job, then write the job
+  const uint64_t job = (generation_.load(std::memory_order_relaxed) >> 16) + 1;
+  generation_.store(job << 16, std::memory_order_release);
+  while (active_.load(std::memory_order_acquire) != 0) sched_yield();
   task_ = &task;
   n_tasks_ = n_tasks;
   next_.store(0, std::memory_order_relaxed);
-  pending_.store(use - 1, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> wl(wake_mutex_);
-    const uint64_t job = (generation_.load(std::memory_order_relaxed) >> 16) + 1;
     generation_.store(job << 16 | uint64_t(use - 1), std::memory_order_release);
   }
   wake_.notify_all();
   work();
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
-  task_ = nullptr;
+  for (int poll = 0; done_.load(std::memory_order_acquire) != n_tasks; ++poll) {
+    if (poll < kWaitPolls) {
+      cpu_relax();
+    } else {
+      sched_yield();
+    }
+  }
+  std::lock_guard<std::mutex> el(error_mutex_);
   if (error_) std::rethrow_exception(error_);
 }
 

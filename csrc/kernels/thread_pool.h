@@ -3,8 +3,10 @@
 //
 // The process holds one pool (`shared_pool()`): the only global mutable state of the kernels.
 // Guarding: `run` and `resize` take `mutex_`, so jobs from several Python threads (the GIL is
-// released around them) run one after another; job state inside a run is published to workers
-// by the release/acquire `generation_` counter and completion by `pending_`.
+// released around them) run one after another. A job's fields are written only while no
+// worker is inside a job (`active_` == 0, after the job word was closed to newcomers), then
+// published by a release store of the job word; completion is counted in tasks (`done_`), so
+// the caller never waits for a worker that was descheduled before it claimed anything.
 #pragma once
 
 #include <atomic>
@@ -44,7 +46,8 @@ class ThreadPool {
   const std::function<void(int64_t)>* task_ = nullptr;
   int64_t n_tasks_ = 0;
   std::atomic<int64_t> next_{0};
-  std::atomic<int> pending_{0};  // participants still working on the job
+  std::atomic<int64_t> done_{0};  // tasks finished in the current job
+  std::atomic<int> active_{0};    // workers inside a job (between entering and leaving)
   // job counter << 16 | number of workers that join the job (index < that number): one
   // atomic word, so a worker reads the job and its participation together
   std::atomic<uint64_t> generation_{0};
