@@ -19,6 +19,7 @@
 #include "kernels/blocks.h"
 #include "kernels/dot.h"
 #include "kernels/matmul.h"
+#include "kernels/quantize_act.h"
 #include "kernels/thread_pool.h"
 
 namespace nb = nanobind;
@@ -140,6 +141,21 @@ void dequantize_rows(Bytes weight, int32_t ggml_type, int64_t n_rows, int64_t n_
   }
 }
 
+void quantize_roundtrip(Floats2 x, int32_t ggml_type, OutFloats2 out) {
+  const k::TypeTraits& t = traits_of(ggml_type);
+  const int64_t n = int64_t(x.shape(1));
+  if (n % t.block) {
+    fail(std::string(t.name) + ": row length " + std::to_string(n) +
+         " is not a multiple of the block size " + std::to_string(t.block));
+  }
+  if (out.shape(0) != x.shape(0) || out.shape(1) != x.shape(1)) fail("out must have x's shape");
+  if (overlaps(out.data(), out.size() * 4, x.data(), x.size() * 4)) fail("out must not share memory with x");
+  nb::gil_scoped_release release;
+  for (size_t r = 0; r < x.shape(0); ++r) {
+    k::roundtrip_act_row(t.act, x.data() + r * size_t(n), out.data() + r * size_t(n), n);
+  }
+}
+
 }  // namespace
 
 void bind_kernels(nb::module_& m) {
@@ -153,6 +169,9 @@ void bind_kernels(nb::module_& m) {
   m.def("kernels_dequantize_rows", &dequantize_rows, nb::arg("weight").noconvert(),
         nb::arg("ggml_type"), nb::arg("n_rows"), nb::arg("n_in"), nb::arg("ids").noconvert(),
         nb::arg("out").noconvert(), "out (len(ids), n_in) <- rows ids of W, dequantized.");
+  m.def("kernels_quantize_roundtrip", &quantize_roundtrip, nb::arg("x").noconvert(),
+        nb::arg("ggml_type"), nb::arg("out").noconvert(),
+        "out <- x as the activation blocks of the type's dot products stand for it (d·q).");
   m.def("kernels_supported_types", [] {
     std::vector<std::pair<int, std::string>> v;
     for (int id = 0; id < 64; ++id) {

@@ -126,7 +126,6 @@ void q8_0(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n_blo
           size_t out_stride) {
   const BlockQ8_0* wb = reinterpret_cast<const BlockQ8_0*>(w);
   Sums<NA> sums;
-  float* extra = sums.extra;
   for (int64_t i = 0; i < n_blocks; ++i) {
     const __m256i q = load32(wb[i].qs);
     const __m256i aq = _mm256_sign_epi8(q, q);  // |q| as u8 (−128 → 128, correct unsigned)

@@ -61,4 +61,23 @@ void quantize_act_row(ActKind kind, const float* x, uint8_t* out, int64_t n) {
   }
 }
 
+namespace {
+template <class Act, int N, void (*Quantize)(const float*, Act*, int64_t)>
+void roundtrip_blocks(const float* x, float* out, int64_t n) {
+  for (int64_t b = 0; b < n / N; ++b) {
+    Act y;
+    Quantize(x + b * N, &y, N);
+    for (int j = 0; j < N; ++j) out[b * N + j] = y.d * float(y.qs[j]);
+  }
+}
+}  // namespace
+
+void roundtrip_act_row(ActKind kind, const float* x, float* out, int64_t n) {
+  switch (kind) {
+    case ActKind::F32: std::memcpy(out, x, size_t(n) * sizeof(float)); return;
+    case ActKind::Q8: return roundtrip_blocks<ActQ8, kQK, quantize_row_q8>(x, out, n);
+    case ActKind::Q8K: return roundtrip_blocks<ActQ8K, kQKK, quantize_row_q8k>(x, out, n);
+  }
+}
+
 }  // namespace lexguide::kernels

@@ -15,5 +15,8 @@ void quantize_row_q8(const float* x, ActQ8* out, int64_t n);
 void quantize_row_q8k(const float* x, ActQ8K* out, int64_t n);
 // Quantize (or copy) one activation row for a weight type's dot product.
 void quantize_act_row(ActKind kind, const float* x, uint8_t* out, int64_t n);
+// x (n,) → the values its activation blocks stand for (d·q), written to out (n,): what a
+// float product must multiply to equal the integer dot products (up to float rounding).
+void roundtrip_act_row(ActKind kind, const float* x, float* out, int64_t n);
 
 }  // namespace lexguide::kernels

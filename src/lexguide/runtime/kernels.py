@@ -24,7 +24,7 @@ from lexguide.errors import ModelError
 from lexguide.gguf.constants import GGMLType
 
 __all__ = ["KERNEL_TYPES", "SIMD", "default_threads", "dequantize_rows", "has_avx2",
-           "kernel_name", "matmul", "matmul_parts", "set_threads", "threads"]
+           "kernel_name", "matmul", "matmul_parts", "quantize_roundtrip", "set_threads", "threads"]
 
 F32 = npt.NDArray[np.float32]
 
@@ -113,6 +113,20 @@ def dequantize_rows(weight: np.ndarray, ggml_type: int, n_rows: int, n_in: int,
     out = np.empty((idx.size, int(n_in)), dtype=np.float32)
     try:
         _core.kernels_dequantize_rows(_as_bytes(weight), t, int(n_rows), int(n_in), idx, out)
+    except (ValueError, TypeError) as e:
+        raise ModelError(str(e)) from None
+    return out
+
+
+def quantize_roundtrip(x: F32, ggml_type: int) -> F32:
+    """x (T, n_in) → a new array of the values x's activation blocks stand for in a product with
+    a ``ggml_type`` matrix (Q8_0/Q8_K quantized, dequantized; a copy for float types): a float
+    product of it with the dequantized matrix equals :func:`matmul` up to float rounding."""
+    t = _check_type(ggml_type)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty_like(x)
+    try:
+        _core.kernels_quantize_roundtrip(x, t, out)
     except (ValueError, TypeError) as e:
         raise ModelError(str(e)) from None
     return out

@@ -33,6 +33,14 @@ __all__ = ["Embedding", "LayerWeights", "Projection", "QuantMatrix", "Weights", 
 
 F32 = npt.NDArray[np.float32]
 
+# Products of at least this many rows of x (prompt chunks) run as float32 tiles: the native
+# dequantizer expands about _TILE_FLOATS weights at a time and BLAS sgemm multiplies them with
+# x rounded as its Q8 activation blocks (so results equal the integer kernels' up to float
+# rounding). Measured (Gemma 3, 256-token prefill, one thread): the int8 kernels spent 2.4 s,
+# 1.1 s of it in the Q5_0 gate|up products.
+DENSE_MIN_ROWS = 32
+_TILE_FLOATS = 1 << 18
+
 
 class _FileMap:
     """A read-only map of the GGUF file that the weights keep alive (the parser may close)."""
@@ -95,10 +103,27 @@ class Projection:
         self.n_in = self.parts[0].n_in
 
     def matmul(self, x: F32, n_threads: int = 0, out: F32 | None = None) -> F32:
-        """x (T, n_in) → (T, n_out), all parts side by side (a fresh array unless ``out``)."""
-        y = kernels.matmul_parts(x, self._parts, self.n_in, out=out, n_threads=n_threads)
+        """x (T, n_in) → (T, n_out), all parts side by side (a fresh array unless ``out``).
+        From :data:`DENSE_MIN_ROWS` rows on, float32 tiles and BLAS (BLAS threads as set)."""
+        if x.shape[0] >= DENSE_MIN_ROWS:
+            y = self._matmul_tiles(x, out)
+        else:
+            y = kernels.matmul_parts(x, self._parts, self.n_in, out=out, n_threads=n_threads)
         if self.bias is not None:
             y += self.bias
+        return y
+
+    def _matmul_tiles(self, x: F32, out: F32 | None) -> F32:
+        y = np.empty((x.shape[0], self.n_out), np.float32) if out is None else out
+        col = 0
+        for p in self.parts:
+            xq = kernels.quantize_roundtrip(x, p.ggml_type)  # (T, n_in)
+            step = max(1, _TILE_FLOATS // p.n_in)
+            for lo in range(0, p.n_out, step):
+                hi = min(lo + step, p.n_out)
+                w = p.take(np.arange(lo, hi))  # (hi - lo, n_in)
+                np.matmul(xq, w.T, out=y[:, col + lo:col + hi])
+            col += p.n_out
         return y
 
     def __call__(self, x: F32, n_threads: int = 0) -> list[F32]:
