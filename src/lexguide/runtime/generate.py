@@ -40,7 +40,7 @@ from lexguide.runtime.chat import GEMMA_TEMPLATE, render_chat
 from lexguide.runtime.config import ModelConfig
 from lexguide.runtime.model import Transformer
 from lexguide.runtime.sampler import Sampler, SamplerConfig, mask_to_ids
-from lexguide.runtime.weights import DENSE_MIN_ROWS, load_weights
+from lexguide.runtime.weights import load_weights
 
 __all__ = ["Completion", "CompletionChunk", "Model", "Timings"]
 
@@ -246,7 +246,7 @@ class Model:
         """Logits (T, n_vocab) of every position of ``token_ids``, from an empty cache (pure)."""
         ids = list(token_ids)
         with self._lock:
-            self._blas.set(self.n_threads)
+            self._blas.set(1)
             self.transformer.threads = self.n_threads
             try:
                 cache = self.transformer.new_cache(max(len(ids), 1))
@@ -442,8 +442,6 @@ class Model:
                 break
             t0 = time.perf_counter()
             tf.threads = self.n_threads if len(pending) > 1 else self.decode_threads
-            # prompt chunks multiply float32 tiles with BLAS (weights.DENSE_MIN_ROWS)
-            self._blas.set(self.n_threads if len(pending) >= DENSE_MIN_ROWS else 1)
             self._cached_ids = self._cached_ids[: self._cache.n]
             h = tf.hidden_last(pending, self._cache)
             self._cached_ids.extend(pending)

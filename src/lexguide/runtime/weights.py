@@ -83,6 +83,19 @@ class QuantMatrix:
         return kernels.dequantize_rows(self.raw, self.ggml_type, self.n_out, self.n_in, ids)
 
 
+_tile_pools: dict[int, Any] = {}
+
+
+def _tile_pool(n: int) -> Any:
+    """A process-wide executor of ``n`` threads for float32 tiles (created on first use)."""
+    pool = _tile_pools.get(n)
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = _tile_pools.setdefault(n, ThreadPoolExecutor(n, thread_name_prefix="lexguide-tiles"))
+    return pool
+
+
 class Projection:
     """One or more linear maps of the same input, evaluated together in one native call.
 
@@ -104,26 +117,38 @@ class Projection:
 
     def matmul(self, x: F32, n_threads: int = 0, out: F32 | None = None) -> F32:
         """x (T, n_in) → (T, n_out), all parts side by side (a fresh array unless ``out``).
-        From :data:`DENSE_MIN_ROWS` rows on, float32 tiles and BLAS (BLAS threads as set)."""
+        From :data:`DENSE_MIN_ROWS` rows on, float32 tiles and single-threaded BLAS calls, the
+        tiles spread over ``n_threads`` Python threads (numpy and the kernels release the GIL;
+        OpenBLAS's own threads busy-wait and collapsed under load: 2 threads gave 25 tok/s
+        SmolLM2 prefill where one gave 93, load average 4)."""
         if x.shape[0] >= DENSE_MIN_ROWS:
-            y = self._matmul_tiles(x, out)
+            y = self._matmul_tiles(x, out, n_threads)
         else:
             y = kernels.matmul_parts(x, self._parts, self.n_in, out=out, n_threads=n_threads)
         if self.bias is not None:
             y += self.bias
         return y
 
-    def _matmul_tiles(self, x: F32, out: F32 | None) -> F32:
+    def _matmul_tiles(self, x: F32, out: F32 | None, n_threads: int) -> F32:
         y = np.empty((x.shape[0], self.n_out), np.float32) if out is None else out
+        jobs = []
         col = 0
         for p in self.parts:
             xq = kernels.quantize_roundtrip(x, p.ggml_type)  # (T, n_in)
             step = max(1, _TILE_FLOATS // p.n_in)
-            for lo in range(0, p.n_out, step):
-                hi = min(lo + step, p.n_out)
-                w = p.take(np.arange(lo, hi))  # (hi - lo, n_in)
-                np.matmul(xq, w.T, out=y[:, col + lo:col + hi])
+            jobs += [(p, xq, lo, min(lo + step, p.n_out), col) for lo in range(0, p.n_out, step)]
             col += p.n_out
+
+        def tile(job: tuple[QuantMatrix, F32, int, int, int]) -> None:
+            p, xq, lo, hi, c = job
+            np.matmul(xq, p.take(np.arange(lo, hi)).T, out=y[:, c + lo:c + hi])
+
+        n = kernels.default_threads() if n_threads <= 0 else n_threads
+        if n > 1 and len(jobs) > 1:
+            list(_tile_pool(n).map(tile, jobs))
+        else:
+            for job in jobs:
+                tile(job)
         return y
 
     def __call__(self, x: F32, n_threads: int = 0) -> list[F32]:
