@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
 """Runtime benchmark: prompt eval and generation speed, load time, peak RSS, constrained overhead.
 
-For each real model (SmolLM2-135M Q4_1, Gemma-3-270M Q4_K_M) and weight mode (eager, lazy),
-a fresh worker process (so peak RSS is its own) measures:
+For each real model (SmolLM2-135M Q4_1, Gemma-3-270M Q4_K_M) a fresh worker process (so peak
+RSS is its own) measures lexguide (native kernels on the file's quantized blocks):
 
 * load time and peak RSS (``ru_maxrss``) after load, after plain generation, and at the end
   (after constrained generation, i.e. with the grammar engine's tables), file size;
-* prompt evaluation tok/s (a P-token prompt) with 1 and 2 BLAS threads;
-* generation tok/s (greedy, N tokens) with 1 and 2 BLAS threads for the decode matvecs;
+* prompt evaluation tok/s (a P-token prompt) with 1 and 2 kernel threads;
+* generation tok/s (greedy, N tokens) with 1 and 2 kernel threads;
 * constrained generation tok/s (a JSON Schema forcing a long integer array) vs unconstrained
   at the same settings: overhead = 1 - constrained/unconstrained (forced tokens excluded from
   the constrained rate, so the matcher gets no credit for skipped forwards);
-* the numpy ceiling: a bare chain of the model's own decode matvecs (nothing else, one
-  thread), timed in the same worker — "gen 1t / bare" is how close the decoder gets to it;
+* with ``--baseline-src DIR``: the same worker on another lexguide source tree (e.g. the numpy
+  float32 runtime before the native kernels: ``git archive da212e7 src | tar -x -C DIR``),
+  imported instead of the installed package — a before/after comparison in one run;
 * the peer, llama-cpp-python (llama.cpp), when importable, in its own worker process per model
   (so its RSS is its own and a crash costs only its column): load time, peak RSS, prompt eval
   tok/s (the same P-token prompt), generation tok/s (same prompt and N, greedy) and
@@ -23,10 +24,10 @@ a fresh worker process (so peak RSS is its own) measures:
 
 Generation speed, for both engines, is the steady streaming rate: (tokens − 1) / time from the
 first streamed token to the last (the first token's time is prompt evaluation), greedy. Engines
-run one after the other per model (lexguide eager, llama.cpp, lexguide lazy); ratios compare
-figures of the same run. The machine is shared: the load average is printed with the results.
+run one after the other per model (lexguide, llama.cpp, baseline); ratios compare figures of
+the same run. The machine is shared: the load average is printed with the results.
 
-    python bench/runtime.py --quick        # P=64, N=16, lazy with N=4 (a few minutes)
+    python bench/runtime.py --quick        # P=64, N=16 (a few minutes)
     python bench/runtime.py                # P=256, N=64
     python bench/runtime.py --no-constrained   # without the grammar engine
 """
@@ -78,13 +79,12 @@ def _steady_rate(batches, n: int) -> tuple[float, int]:
     return ((count - 1) / (t_last - t_first) if count > 1 and t_last > t_first else 0.0), count
 
 
-def _lexguide(path: str, mode: str, p: int, n: int, constrained: bool = True,
-              repeat: int = 1) -> dict:
+def _lexguide(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1) -> dict:
     from lexguide.runtime import Model
 
     out: dict = {"file_mb": os.path.getsize(path) / 2**20}
     t0 = time.perf_counter()
-    model = Model.from_gguf(path, weights=mode, n_ctx=max(512, p + 4 * n + 64), progress=False)
+    model = Model.from_gguf(path, n_ctx=max(512, p + 4 * n + 64), progress=False)
     out["load_s"] = time.perf_counter() - t0
     out["rss_load_mb"] = _rss_mb()
     for threads in (1, 2):
@@ -106,10 +106,7 @@ def _lexguide(path: str, mode: str, p: int, n: int, constrained: bool = True,
             runs.append(_steady_rate((c.token_ids for c in stream), n))
         out[f"gen_tok_s_{threads}t"], out[f"gen_tokens_{threads}t"] = max(runs)
     out["rss_gen_mb"] = _rss_mb()  # before the grammar engine adds its tables
-    if mode == "eager":  # the numpy ceiling: the same matvecs, nothing else, one thread
-        out["bare_chain_tok_s_1t"] = _bare_chain(model)
-        out["gen_vs_bare_1t"] = out["gen_tok_s_1t"] / out["bare_chain_tok_s_1t"]
-    model.decode_threads = 1
+    model.decode_threads = 2
     if not constrained:
         out.update(free_tok_s=None, constrained_tok_s=None, constrained_forced=None,
                    mask_ms_per_token=None, constrained_overhead=None, rss_peak_mb=_rss_mb())
@@ -132,24 +129,6 @@ def _lexguide(path: str, mode: str, p: int, n: int, constrained: bool = True,
 
 def _overhead(constrained: float | None, free: float | None) -> float | None:
     return 1 - constrained / free if constrained is not None and free else None
-
-
-def _bare_chain(model, repeats: int = 5) -> float:
-    """Tokens/s of a bare chain of the model's own decode matvecs (single-threaded BLAS): the
-    ceiling of a numpy decoder on this machine *now*, so the ratio survives background load."""
-    import numpy as np
-    from threadpoolctl import threadpool_limits
-
-    w = model.transformer.weights
-    mats = [p.dense for lw in w.layers for p in (lw.qkv, lw.wo, lw.gate_up, lw.down)]
-    mats.append(w.output.dense)
-    xs = [np.ones(m.shape[1], dtype=np.float32) for m in mats]
-    with threadpool_limits(1, "blas"):
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            for m, x in zip(mats, xs):
-                m @ x
-    return repeats / (time.perf_counter() - t0)
 
 
 def _peer(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1) -> dict:
@@ -204,25 +183,28 @@ def worker(args: argparse.Namespace) -> int:
     if args.engine == "llama_cpp":
         result = _peer(args.path, args.prompt, args.tokens, constrained, args.repeat)
     else:
-        n = args.lazy_tokens if args.mode == "lazy" else args.tokens
-        result = _lexguide(args.path, args.mode, args.prompt, n, constrained, args.repeat)
+        if args.src:  # another source tree instead of the installed (editable) package
+            sys.meta_path[:] = [f for f in sys.meta_path if "Redirecting" not in type(f).__name__]
+            sys.path.insert(0, args.src)
+        result = _lexguide(args.path, args.prompt, args.tokens, constrained, args.repeat)
     print(json.dumps(result))
     return 0
 
 
-def _run_worker(args: argparse.Namespace, path: str, engine: str, mode: str,
-                sizes: tuple[int, int, int]) -> dict:
+def _run_worker(args: argparse.Namespace, path: str, engine: str, sizes: tuple[int, int],
+                src: str | None = None) -> dict:
     """One measurement in a fresh process; a failing peer becomes a status, lexguide's raises."""
-    p, n, lazy_n = sizes
+    p, n = sizes
     cmd = [sys.executable, __file__, "--worker", "--engine", engine, "--path", path,
-           "--mode", mode, "--prompt", str(p), "--tokens", str(n), "--lazy-tokens", str(lazy_n),
-           "--repeat", str(args.repeat)]
+           "--prompt", str(p), "--tokens", str(n), "--repeat", str(args.repeat)]
+    if src:
+        cmd += ["--src", src]
     if args.no_constrained:
         cmd.append("--no-constrained")
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode == 0:
         return json.loads(proc.stdout.strip().splitlines()[-1])
-    if engine == "lexguide":
+    if engine == "lexguide" and not src:
         raise RuntimeError(f"lexguide worker failed:\n{proc.stderr}")
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
     return {"status": f"worker failed (exit {proc.returncode}): {tail}"}
@@ -246,51 +228,50 @@ def _fmt(v, spec=".1f") -> str:
 
 
 def render(results: dict) -> str:
-    """The lexguide table: one row per (model, weights)."""
-    rows = [("| model | weights | load s | RSS load MB | RSS gen MB | RSS peak MB | file MB "
-             "| peak / file | prompt tok/s 1t / 2t | gen tok/s 1t / 2t | constrained tok/s "
-             "| overhead | mask ms/tok | bare matvec chain tok/s 1t | gen 1t / bare |"),
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (name, mode), lg in results.items():
+    """One row per (model, engine): lexguide and, when asked, the baseline source tree."""
+    rows = [("| model | engine | load s | RSS load MB | RSS gen MB | RSS peak MB | file MB "
+             "| peak / file | prompt tok/s 1t / 2t | gen tok/s 1t / 2t | gen 2t / 1t "
+             "| constrained tok/s | overhead | mask ms/tok |"),
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (name, engine), lg in results.items():
+        if "status" in lg:
+            rows.append(f"| {name} | {engine} | {lg['status']} |" + " |" * 11)
+            continue
         overhead = lg["constrained_overhead"]
         rows.append(
-            f"| {name} | {mode} | {lg['load_s']:.2f} | {lg['rss_load_mb']:.0f} "
+            f"| {name} | {engine} | {lg['load_s']:.2f} | {lg['rss_load_mb']:.0f} "
             f"| {lg.get('rss_gen_mb', 0):.0f} | {lg['rss_peak_mb']:.0f} | {lg['file_mb']:.0f} "
             f"| {lg['rss_peak_mb'] / lg['file_mb']:.2f} "
             f"| {lg['prompt_tok_s_1t']:.1f} / {lg['prompt_tok_s_2t']:.1f} "
-            f"| {lg['gen_tok_s_1t']:.1f} / {lg['gen_tok_s_2t']:.1f} | {_fmt(lg['constrained_tok_s'])} "
+            f"| {lg['gen_tok_s_1t']:.1f} / {lg['gen_tok_s_2t']:.1f} "
+            f"| {lg['gen_tok_s_2t'] / lg['gen_tok_s_1t']:.2f} | {_fmt(lg['constrained_tok_s'])} "
             f"| {_fmt(None if overhead is None else 100 * overhead, '+.1f')}% "
-            f"| {_fmt(lg['mask_ms_per_token'], '.2f')} | {_fmt(lg.get('bare_chain_tok_s_1t'))} "
-            f"| {_fmt(lg.get('gen_vs_bare_1t'), '.2f')} |"
+            f"| {_fmt(lg['mask_ms_per_token'], '.2f')} |"
         )
     return "\n".join(rows)
 
 
 def render_peers(results: dict, peers: dict) -> str:
-    """lexguide (eager, best of 1 and 2 threads) vs llama.cpp (2 threads), ratios lexguide/peer."""
+    """lexguide vs llama.cpp, both 2 threads, ratios lexguide / llama.cpp."""
     rows = [("| model | prompt tok/s lexguide / llama.cpp | ratio | gen tok/s lexguide / llama.cpp "
-             "| ratio | constrained overhead lexguide / llama.cpp | RSS peak MB lexguide eager, "
-             "lazy / llama.cpp | load s lexguide eager / llama.cpp |"),
-            "|---|---|---|---|---|---|---|---|"]
+             "| ratio | constrained tok/s lexguide / llama.cpp | ratio "
+             "| RSS peak MB lexguide / llama.cpp | load s lexguide / llama.cpp |"),
+            "|---|---|---|---|---|---|---|---|---|"]
     for name, peer in peers.items():
-        lg = results.get((name, "eager"))
-        lazy = results.get((name, "lazy"))
+        lg = results.get((name, "lexguide"))
         if lg is None:
             continue
         if "status" in peer:
-            rows.append(f"| {name} | {peer['status']} | | | | | | |")
+            rows.append(f"| {name} | {peer['status']} | | | | | | | |")
             continue
-        best_p = max(lg["prompt_tok_s_1t"], lg["prompt_tok_s_2t"])
-        best_g = max(lg["gen_tok_s_1t"], lg["gen_tok_s_2t"])
         pp, pg = peer["prompt_tok_s_2t"], peer["gen_tok_s_2t"]
-        lo, po = lg["constrained_overhead"], peer.get("constrained_overhead")
-        lazy_rss = f"{lazy['rss_peak_mb']:.0f}" if lazy else "n/a"
+        lc, pc = lg["constrained_tok_s"], peer.get("constrained_tok_s")
+        ratio_c = _fmt(lc / pc if lc is not None and pc else None, ".2f")
         rows.append(
-            f"| {name} | {best_p:.1f} / {pp:.1f} | {best_p / pp:.2f} | {best_g:.1f} / {pg:.1f} "
-            f"| {best_g / pg:.2f} "
-            f"| {_fmt(None if lo is None else 100 * lo, '+.1f')}% / "
-            f"{_fmt(None if po is None else 100 * po, '+.1f')}% "
-            f"| {lg['rss_peak_mb']:.0f}, {lazy_rss} / {peer['rss_peak_mb']:.0f} "
+            f"| {name} | {lg['prompt_tok_s_2t']:.1f} / {pp:.1f} | {lg['prompt_tok_s_2t'] / pp:.2f} "
+            f"| {lg['gen_tok_s_2t']:.1f} / {pg:.1f} | {lg['gen_tok_s_2t'] / pg:.2f} "
+            f"| {_fmt(lc)} / {_fmt(pc)} | {ratio_c} "
+            f"| {lg['rss_peak_mb']:.0f} / {peer['rss_peak_mb']:.0f} "
             f"| {lg['load_s']:.2f} / {peer['load_s']:.2f} |"
         )
     return "\n".join(rows)
@@ -301,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short prompt and few tokens")
     ap.add_argument("--models", default="smollm2,gemma3", help="comma list: smollm2,gemma3")
-    ap.add_argument("--modes", default="eager,lazy", help="comma list: eager,lazy")
+    ap.add_argument("--baseline-src", default=None,
+                    help="also measure the lexguide sources in this folder (e.g. an older commit)")
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "lexguide-bench-runtime.json"))
     ap.add_argument("--no-constrained", action="store_true",
                     help="skip the constrained-generation measurement")
@@ -311,35 +293,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--engine", default="lexguide", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
-    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--src", help=argparse.SUPPRESS)
     ap.add_argument("--prompt", type=int, default=256, help=argparse.SUPPRESS)
     ap.add_argument("--tokens", type=int, default=64, help=argparse.SUPPRESS)
-    ap.add_argument("--lazy-tokens", type=int, default=8, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)
-    sizes = (64, 16, 4) if args.quick else (256, 64, 8)
+    sizes = (64, 16) if args.quick else (256, 64)
     models = _models([m.strip() for m in args.models.split(",") if m.strip()])
     if not models:
         print("no model installed (see /work/shared/models.md)", file=sys.stderr)
         return 2
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     has_peer = importlib.util.find_spec("llama_cpp") is not None and not args.no_peer
     results: dict = {}
     peers: dict = {}
     for name, path in models.items():
-        for mode in modes:
-            print(f"[bench] {name} lexguide {mode} ...", file=sys.stderr, flush=True)
-            results[(name, mode)] = _run_worker(args, path, "lexguide", mode, sizes)
-            if mode == modes[0]:  # the peer right after lexguide's first mode
-                if has_peer:
-                    print(f"[bench] {name} llama.cpp ...", file=sys.stderr, flush=True)
-                    peers[name] = _run_worker(args, path, "llama_cpp", "eager", sizes)
-                else:
-                    peers[name] = {"status": "llama-cpp-python not installed" if not args.no_peer
-                                   else "skipped (--no-peer)"}
-    p, n, lazy_n = sizes
-    meta = {"prompt_tokens": p, "gen_tokens": n, "lazy_gen_tokens": lazy_n,
+        print(f"[bench] {name} lexguide ...", file=sys.stderr, flush=True)
+        results[(name, "lexguide")] = _run_worker(args, path, "lexguide", sizes)
+        if has_peer:
+            print(f"[bench] {name} llama.cpp ...", file=sys.stderr, flush=True)
+            peers[name] = _run_worker(args, path, "llama_cpp", sizes)
+        else:
+            peers[name] = {"status": "llama-cpp-python not installed" if not args.no_peer
+                           else "skipped (--no-peer)"}
+        if args.baseline_src:
+            print(f"[bench] {name} baseline {args.baseline_src} ...", file=sys.stderr, flush=True)
+            results[(name, "baseline")] = _run_worker(args, path, "lexguide", sizes,
+                                                      args.baseline_src)
+    p, n = sizes
+    meta = {"prompt_tokens": p, "gen_tokens": n, "baseline_src": args.baseline_src,
             "python": sys.version.split()[0], "platform": platform.platform(),
             "nproc": os.cpu_count(), "loadavg_end": os.getloadavg()}
     print(render(results))

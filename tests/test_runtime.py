@@ -159,13 +159,6 @@ def test_kv_cache_decode_equals_full_recompute(smollm2):
     assert np.abs(np.stack(step) - full[len(prompt):]).max() < 1e-3
 
 
-def test_lazy_equals_eager(smollm2, smollm2_file):
-    lazy = Model.from_gguf(smollm2_file, weights="lazy", n_threads=1, n_ctx=32, progress=False)
-    assert lazy.transformer.weights.output.dense is None
-    ids = smollm2.tokenizer.encode("The quick brown fox")
-    assert np.abs(lazy.logits(ids) - smollm2.logits(ids)).max() < 1e-4
-
-
 def test_seeded_generation_is_reproducible(smollm2):
     kw = {"max_tokens": 4, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
     a = smollm2.generate("Once upon a time", seed=42, **kw)

@@ -11,10 +11,11 @@ The generation loop (one step = one forward + one sampled token):
    they join the next forward's batch; stop when the matcher is stopped (only EOS can follow).
 
 A grammar failure (empty mask, rejected token, dead end) raises :class:`MatcherError`; the loop
-never continues unconstrained. BLAS runs single-threaded; projections are split into row blocks
-over ``n_threads`` Python threads for prefill and ``decode_threads`` for the big decode
-matvecs (see ``weights.RowSplitter``): OpenBLAS's own threads busy-wait and were 2-5x slower
-than one thread on decode shapes on this shared 2-core machine.
+never continues unconstrained. The matrix products run in the native kernels straight from the
+GGUF's quantized blocks, split over ``n_threads`` threads of the kernels' pool for prefill and
+``decode_threads`` for decode (``runtime.kernels``); numpy's BLAS (attention only) runs
+single-threaded: OpenBLAS's own threads busy-wait and were 2-5x slower on this shared 2-core
+machine.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from lexguide.runtime.chat import GEMMA_TEMPLATE, render_chat
 from lexguide.runtime.config import ModelConfig
 from lexguide.runtime.model import Transformer
 from lexguide.runtime.sampler import Sampler, SamplerConfig, mask_to_ids
-from lexguide.runtime.weights import WeightMode, load_weights
+from lexguide.runtime.weights import load_weights
 
 __all__ = ["Completion", "CompletionChunk", "Model", "Timings"]
 
@@ -189,18 +190,14 @@ class Model:
     # ----------------------------------------------------------------------------- loading
     @classmethod
     def from_gguf(cls, path: str | os.PathLike[str] | None = None, *,
-                  weights: str | WeightMode = "eager", n_ctx: int | None = None,
-                  n_threads: int | None = None, decode_threads: int | None = None,
+                  n_ctx: int | None = None, n_threads: int | None = None, decode_threads: int | None = None,
                   progress: bool | None = None) -> Model:
         """Load a GGUF model (default: the bundled SmolLM2-135M-Instruct).
 
-        ``weights="eager"`` dequantizes to float32 at load (fast generation, ~4 bytes per
-        parameter); ``"lazy"`` keeps the quantized weights mapped (memory ≈ file size, slower).
-        ``n_ctx`` defaults to min(training context, 4096). ``n_threads`` (prompt evaluation)
-        and ``decode_threads`` default to the available cores (at most 8); in decode only the
-        big matrices (the output projection) are split over threads, which measured faster
-        on this 2-core machine while splitting the small layer matvecs was slower
-        (``weights.SPLIT_MIN_DECODE``, ``bench/runtime.py``). Raises :class:`ModelError` for an
+        The weights stay the file's quantized blocks, mapped (memory ≈ file size), multiplied
+        by the native kernels. ``n_ctx`` defaults to min(training context, 4096).
+        ``n_threads`` (prompt evaluation) and ``decode_threads`` (decode steps) default to the
+        available cores (at most 8). Raises :class:`ModelError` for an
         unsupported architecture or missing tensors, ``GGUFError`` for a malformed file.
         """
         from lexguide.gguf import open_gguf
@@ -216,10 +213,9 @@ class Model:
         tokenizer = Tokenizer.from_gguf(gguf)
         if tokenizer.vocab_size != config.n_vocab:
             config = ModelConfig.from_metadata(gguf.metadata, n_vocab=tokenizer.vocab_size)
-        mode = WeightMode(weights) if isinstance(weights, str) else weights
-        w = load_weights(gguf, config, mode, progress=progress)
-        # eager copied everything out, lazy maps the file itself: the parser's map (and the
-        # metadata pages it touched) can go
+        w = load_weights(gguf, config, progress=progress)
+        # the weights map the file themselves: the parser's map (and the metadata pages it
+        # touched) can go
         gguf.close()
         n_ctx = min(config.ctx_train, _DEFAULT_N_CTX) if n_ctx is None else int(n_ctx)
         if n_threads is None:
@@ -578,7 +574,7 @@ class Model:
     def __repr__(self) -> str:
         c = self.config
         return (f"Model({c.arch}, {c.n_layer} layers, n_embd={c.n_embd}, vocab={c.n_vocab}, "
-                f"weights={self.transformer.weights.mode.value}, n_ctx={self.n_ctx})")
+                f"n_ctx={self.n_ctx})")
 
 
 def _available_cores() -> int:

@@ -18,7 +18,8 @@ import numpy.typing as npt
 
 from lexguide.errors import ModelError
 from lexguide.runtime.config import Activation, ModelConfig, RopeMode
-from lexguide.runtime.weights import LayerWeights, RowSplitter, Weights
+from lexguide.runtime import kernels
+from lexguide.runtime.weights import LayerWeights, Weights
 
 __all__ = ["PREFILL_CHUNK", "KVCache", "Transformer"]
 
@@ -164,29 +165,23 @@ class Transformer:
                 np.broadcast_to(lw.k_norm, (config.n_head_kv, config.head_dim))])
             for lw in weights.layers
         ]
-        self._splitter: RowSplitter | None = None
-        self._rows: RowSplitter | None = None  # the splitter when threads > 1, else None
+        self._threads = kernels.default_threads()
         self.local_layers = [config.is_local_layer(il) for il in range(config.n_layer)]
 
     @property
     def threads(self) -> int:
-        """Threads each projection is split over (row blocks; 1 = the caller's thread only).
+        """Threads each native product is split over (output rows; 1 = the caller's only).
 
-        Set it freely between calls: the worker pool grows to the largest value seen and is
-        reused. BLAS itself should run single-threaded meanwhile (``Model`` sees to that)."""
-        return self._rows.n_threads if self._rows is not None else 1
+        Defaults to the available cores. Set it freely between calls: the shared pool grows to
+        the largest value seen (``kernels.set_threads``)."""
+        return self._threads
 
     @threads.setter
     def threads(self, n: int) -> None:
         n = max(1, int(n))
-        if n == 1:
-            self._rows = None
-            return
-        if self._splitter is None or self._splitter.n_threads != n:
-            if self._splitter is not None:
-                self._splitter.close()
-            self._splitter = RowSplitter(n)
-        self._rows = self._splitter
+        if kernels.threads() < n:
+            kernels.set_threads(n)
+        self._threads = n
 
     def new_cache(self, n_ctx: int) -> KVCache:
         """A fresh KV cache of ``n_ctx`` positions (memory is committed only as it is used)."""
@@ -266,11 +261,11 @@ class Transformer:
         """Logits of hidden state h (n_embd,) for vocabulary ``rows`` (all when None)."""
         if rows is None:
             return self._project(h[None, :])[0]
-        out = self.weights.output.rows(rows, h[None, :])[0]
+        out = self.weights.output.rows(rows, h[None, :], self._threads)[0]
         return self._softcap(out)
 
     def _project(self, x: F32) -> F32:
-        return self._softcap(self.weights.output(x, self._rows)[0])
+        return self._softcap(self.weights.output.matmul(x, self._threads))
 
     def _softcap(self, y: F32) -> F32:
         cap = self.config.final_logit_softcap
@@ -305,8 +300,8 @@ class Transformer:
         g = n_q // n_kv
 
         h = rms_norm(x, lw.attn_norm, eps)
-        rows = self._rows
-        qkv = lw.qkv.matmul(h, rows)  # (T, (n_head + 2·n_kv)·hd), fresh: rotated in place
+        nt = self._threads
+        qkv = lw.qkv.matmul(h, nt)  # (T, (n_head + 2·n_kv)·hd), fresh: rotated in place
         qk = qkv[:, :(n_q + n_kv) * hd].reshape(T, n_q + n_kv, hd)
         qk_norm = self._qk_norms[il]
         if qk_norm is not None:
@@ -341,17 +336,17 @@ class Transformer:
         scores /= scores.sum(axis=-1, keepdims=True)
         att = scores @ vals  # (n_kv, g·T, hd)
         att = att.reshape(n_kv, g, T, hd).transpose(2, 0, 1, 3).reshape(T, n_q * hd)
-        a = lw.wo.matmul(np.ascontiguousarray(att, dtype=np.float32), rows)  # (T, n_embd)
+        a = lw.wo.matmul(np.ascontiguousarray(att, dtype=np.float32), nt)  # (T, n_embd)
         if lw.post_attn_norm is not None:
             a = rms_norm(a, lw.post_attn_norm, eps)
         x += a
 
         h = rms_norm(x, lw.ffn_norm, eps)
-        gate_up = lw.gate_up.matmul(h, rows)  # (T, 2·n_ff), fresh
+        gate_up = lw.gate_up.matmul(h, nt)  # (T, 2·n_ff), fresh
         gate = gate_up[:, :c.n_ff]
         self._act(gate)
         gate *= gate_up[:, c.n_ff:]
-        f = lw.down.matmul(gate, rows)  # (T, n_embd)
+        f = lw.down.matmul(gate, nt)  # (T, n_embd)
         if lw.post_ffn_norm is not None:
             f = rms_norm(f, lw.post_ffn_norm, eps)
         x += f

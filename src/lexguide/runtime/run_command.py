@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"lexguide run: note: {note}", file=sys.stderr)
     if args.captures and (args.grammar is None and args.grammar_file is None):
         raise ModelError("--captures needs a grammar (--grammar/--grammar-file) with capture rules")
-    model = Model.from_gguf(args.model, weights=args.weights, n_ctx=args.ctx_size,
+    model = Model.from_gguf(args.model, n_ctx=args.ctx_size,
                             n_threads=args.threads, decode_threads=args.decode_threads,
                             progress=False if args.quiet else True if args.verbose else None)
     if not args.quiet:
@@ -249,14 +249,12 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
                    help="treat the prompt as a user message and apply the chat template")
     p.add_argument("--parse-special", action="store_true",
                    help="recognise control-token text such as <|im_start|> in the prompt")
-    p.add_argument("--weights", choices=("eager", "lazy"), default="eager",
-                   help="eager: dequantize at load (fast); lazy: keep quantized (memory ≈ file)")
     p.add_argument("-c", "--ctx-size", type=_ranged(int, 1), default=None,
                    help="context size (default: min(training context, 4096))")
     p.add_argument("-t", "--threads", type=_ranged(int, 1), default=None,
                    help="threads for prompt evaluation (default: available cores)")
     p.add_argument("--decode-threads", type=_ranged(int, 1), default=None,
-                   help="threads for the big decode matvecs (default: as -t)")
+                   help="threads for decode steps (default: as -t)")
     p.add_argument("--captures", action="store_true",
                    help="after the output, print the grammar's capture rules' values as JSON "
                         "[[name, value], ...] to stderr")

@@ -1,27 +1,24 @@
-"""Model weights from a GGUF file, either dequantized once (``eager``) or kept quantized (``lazy``).
+"""Model weights from a GGUF file: matrices stay the file's ggml blocks, multiplied natively.
 
-``eager`` dequantizes every matrix to float32 at load and fuses the projections that read the
-same input (Q|K|V, gate|up) into one matrix, so a decode step is a handful of BLAS matvecs.
-``lazy`` keeps the quantized bytes in the file's memory map and dequantizes a bounded chunk of
-rows per use into one reused buffer, then tells the kernel it no longer needs those mapped
-pages (``MADV_DONTNEED``: they stay in the page cache, the next use maps them again without
-I/O), so resident memory stays below the file size, at the price of dequantizing every matrix
-on every forward pass (decode is then several times slower).
+Every matrix is a zero-copy view of the GGUF's memory map, multiplied by the native kernels
+(:mod:`lexguide.runtime.kernels`: activations quantized per block as ggml does, AVX2 when the
+CPU has it, rows split over the shared thread pool). Nothing is dequantized to float32 except
+the small vectors (norms, biases) and the embedding rows a forward pass looks up, so resident
+memory stays about the file size and a decode step streams the file's bytes, not 4 bytes per
+weight. Matrices that read the same input (Q|K|V, gate|up) run as one native call.
 
-Shapes: a projection's numpy weight is ``(n_out, n_in)`` (GGUF ``ne`` reversed), so
+Shapes: a projection's weight is ``(n_out, n_in)`` (GGUF ``ne`` reversed), so
 ``y = x @ W.T``; activations are ``(T, n_in)``.
 """
 
 from __future__ import annotations
 
-import enum
 import itertools
 import mmap
 import os
 import sys
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,46 +26,31 @@ import numpy as np
 import numpy.typing as npt
 
 from lexguide.errors import ModelError
+from lexguide.runtime import kernels
 from lexguide.runtime.config import ModelConfig
 
-__all__ = ["Embedding", "LayerWeights", "Projection", "RowSplitter", "WeightMode", "Weights", "load_weights"]
+__all__ = ["Embedding", "LayerWeights", "Projection", "QuantMatrix", "Weights", "load_weights"]
 
 F32 = npt.NDArray[np.float32]
 
-# A single-row (decode) product is split over threads only for matrices at least this big:
-# splitting SmolLM2's 1-3 MB layer matvecs measured slower (hand-off costs more than the second
-# core's bandwidth gives), splitting the 113-671 MB output projections 5-45% faster.
-SPLIT_MIN_DECODE = 4 * 1024 * 1024
-
-# Floats dequantized at once by a lazy projection: bounds its transient memory to ~1 MB per
-# thread (one reused buffer); smaller chunks measured no slower (the per-chunk call costs ~30 µs).
-_LAZY_CHUNK_FLOATS = 256 * 1024
-
-_PAGE = mmap.PAGESIZE
-
-
-class WeightMode(enum.Enum):
-    """How weights are held in memory."""
-
-    EAGER = "eager"
-    LAZY = "lazy"
+# Products of at least this many rows of x (prompt chunks) run as float32 tiles: the native
+# dequantizer expands about _TILE_FLOATS weights at a time and BLAS sgemm multiplies them with
+# x rounded as its Q8 activation blocks (so results equal the integer kernels' up to float
+# rounding). Measured (Gemma 3, 256-token prefill, one thread): the int8 kernels spent 2.4 s,
+# 1.1 s of it in the Q5_0 gate|up products.
+DENSE_MIN_ROWS = 32
+_TILE_FLOATS = 1 << 18
 
 
 class _FileMap:
-    """A read-only map of the GGUF file whose pages a lazy matrix hands back after each use.
+    """A read-only map of the GGUF file that the weights keep alive (the parser may close)."""
 
-    ``release`` is ``madvise(MADV_DONTNEED)`` on the range (whole pages): the pages leave the
-    process's resident set but stay in the kernel's page cache, so the next access is a minor
-    fault, not a read. Without ``madvise`` (non-Linux) it does nothing.
-    """
-
-    __slots__ = ("_can_release", "buf", "mm")
+    __slots__ = ("buf", "mm")
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         with open(path, "rb") as fh:
             self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         self.buf = np.frombuffer(self.mm, dtype=np.uint8)  # (file_size,)
-        self._can_release = hasattr(self.mm, "madvise") and hasattr(mmap, "MADV_DONTNEED")
 
     def view(self, offset: int, nbytes: int) -> npt.NDArray[np.uint8]:
         """Zero-copy read-only bytes ``offset .. offset + nbytes`` of the file."""
@@ -76,192 +58,130 @@ class _FileMap:
         v.flags.writeable = False
         return v
 
-    def release(self, offset: int, nbytes: int) -> None:
-        """Drop the mapped pages covering ``offset .. offset + nbytes`` from the resident set."""
-        if self._can_release and nbytes > 0:
-            lo = offset - offset % _PAGE
-            hi = min(offset + nbytes + (-(offset + nbytes)) % _PAGE, len(self.buf))
-            self.mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
+class QuantMatrix:
+    """An ``(n_out, n_in)`` matrix held as its ggml bytes (a view of the file, never copied)."""
 
-_scratch = threading.local()
+    __slots__ = ("ggml_type", "n_in", "n_out", "name", "raw")
 
-
-def _scratch_buffer(n: int) -> F32:
-    """This thread's reused float32 buffer of at least ``n`` elements (first ``n`` returned)."""
-    buf = getattr(_scratch, "buf", None)
-    if buf is None or buf.size < n:
-        buf = np.empty(max(n, _LAZY_CHUNK_FLOATS), dtype=np.float32)
-        _scratch.buf = buf
-    return buf[:n]
-
-
-class _QuantMatrix:
-    """A quantized ``(n_out, n_in)`` matrix whose rows are dequantized on demand (no copy held).
-
-    With a ``file_map`` (and the tensor's byte ``offset`` in it), the mapped pages of the rows
-    used by :meth:`matmul` and :meth:`take` are released right after use.
-    """
-
-    __slots__ = ("_dequantize", "file_map", "ggml_type", "n_in", "n_out", "name", "offset",
-                 "row_bytes", "rows")
-
-    def __init__(self, name: str, raw: np.ndarray, ggml_type: Any, shape: tuple[int, int],
-                 dequantize: Callable[..., np.ndarray], file_map: _FileMap | None = None,
-                 offset: int = 0) -> None:
+    def __init__(self, name: str, raw: np.ndarray, ggml_type: Any, shape: tuple[int, int]) -> None:
         self.name = name
         self.n_out, self.n_in = shape
-        if raw.size % self.n_out:
-            raise ModelError(f"tensor {name!r}: {raw.size} bytes do not split into {self.n_out} rows")
-        self.row_bytes = raw.size // self.n_out
-        self.rows = raw.reshape(self.n_out, self.row_bytes)  # (n_out, row_bytes) zero-copy
-        self.ggml_type = ggml_type
-        self._dequantize = dequantize
-        self.file_map = file_map
-        self.offset = offset
+        self.ggml_type = int(ggml_type)
+        if self.ggml_type not in kernels.KERNEL_TYPES:
+            kernels.matmul(np.zeros((1, self.n_in), np.float32), raw, self.ggml_type,
+                           self.n_out, self.n_in)  # raises the ModelError naming the type
+        self.raw = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)  # (n_out · row_bytes,)
+
+    @property
+    def part(self) -> tuple[np.ndarray, int, int]:
+        """The (bytes, ggml type, n_out) triple of :func:`kernels.matmul_parts`."""
+        return self.raw, self.ggml_type, self.n_out
 
     def take(self, ids: np.ndarray) -> F32:
         """Dequantize rows ``ids`` → (len(ids), n_in) float32 (a new array)."""
-        rows = self.rows[ids]
-        out = self._dequantize(rows, self.ggml_type, (len(ids), self.n_in))
-        self._release(0, self.n_out)
-        return out
-
-    def matmul(self, x: F32) -> F32:
-        """``x @ W.T`` for x (T, n_in), dequantizing at most ``_LAZY_CHUNK_FLOATS`` at a time
-        into this thread's scratch buffer; releases the mapped pages of each chunk after use."""
-        step = max(1, _LAZY_CHUNK_FLOATS // max(self.n_in, 1))
-        out = np.empty((x.shape[0], self.n_out), dtype=np.float32)
-        for lo in range(0, self.n_out, step):
-            hi = min(lo + step, self.n_out)
-            shape = (hi - lo, self.n_in)
-            w = self._dequantize(self.rows[lo:hi], self.ggml_type, shape,
-                                 out=_scratch_buffer(shape[0] * shape[1]).reshape(shape))
-            self._release(lo, hi)
-            np.matmul(x, w.T, out=out[:, lo:hi])
-        return out
-
-    def _release(self, lo: int, hi: int) -> None:
-        if self.file_map is not None:
-            self.file_map.release(self.offset + lo * self.row_bytes, (hi - lo) * self.row_bytes)
+        return kernels.dequantize_rows(self.raw, self.ggml_type, self.n_out, self.n_in, ids)
 
 
-class RowSplitter:
-    """Runs a projection as ``n_threads`` row blocks of the weight on as many threads.
+_tile_pools: dict[int, Any] = {}
 
-    Decode is memory-bound, and OpenBLAS's own threading busy-waits badly on small shared
-    machines (a threaded sgemv measured 2-5x *slower* than one thread here); plain Python
-    threads over row blocks, each calling single-threaded BLAS (numpy releases the GIL), use
-    the other cores without that pathology. Cost: one task hand-off per block (~20 µs).
-    Thread-safe; ``close`` stops the threads.
-    """
 
-    def __init__(self, n_threads: int) -> None:
+def _tile_pool(n: int) -> Any:
+    """A process-wide executor of ``n`` threads for float32 tiles (created on first use)."""
+    pool = _tile_pools.get(n)
+    if pool is None:
         from concurrent.futures import ThreadPoolExecutor
 
-        if n_threads < 2:
-            raise ModelError(f"RowSplitter needs at least 2 threads, got {n_threads}")
-        self.n_threads = n_threads
-        self._pool = ThreadPoolExecutor(n_threads - 1, thread_name_prefix="lexguide-matmul")
-
-    def matmul(self, w: F32, x: F32) -> F32:
-        """``x @ w.T`` for w (n_out, n_in) C-contiguous, x (T, n_in) → (T, n_out)."""
-        n_out = w.shape[0]
-        step = -(-n_out // self.n_threads)
-        if x.shape[0] == 1:
-            out = np.empty(n_out, dtype=np.float32)
-            v = x[0]
-            futures = [self._pool.submit(np.matmul, w[lo:lo + step], v, out=out[lo:lo + step])
-                       for lo in range(step, n_out, step)]
-            np.matmul(w[:step], v, out=out[:step])
-            for f in futures:
-                f.result()
-            return out[None, :]
-        futures = [self._pool.submit(np.matmul, x, w[lo:lo + step].T)
-                   for lo in range(step, n_out, step)]
-        first = x @ w[:step].T
-        return np.concatenate([first, *(f.result() for f in futures)], axis=1)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        pool = _tile_pools.setdefault(n, ThreadPoolExecutor(n, thread_name_prefix="lexguide-tiles"))
+    return pool
 
 
 class Projection:
-    """One or more linear maps of the same input, evaluated together.
+    """One or more linear maps of the same input, evaluated together in one native call.
 
-    Eager: the parts' weights are concatenated into one float32 matrix (one BLAS call); lazy:
-    each part stays a quantized matrix. ``__call__`` returns one array per part.
+    ``__call__`` returns one array per part; ``n_threads`` (≤ 0: the whole pool) bounds the
+    threads a product uses.
     """
 
-    __slots__ = ("_bounds", "bias", "dense", "n_out", "parts", "splits")
+    __slots__ = ("_bounds", "_parts", "bias", "n_in", "n_out", "parts")
 
-    def __init__(self, dense: F32 | None, parts: Sequence[_QuantMatrix], sizes: Sequence[int],
-                 bias: F32 | None) -> None:
-        self.dense = dense  # (sum(sizes), n_in) float32, C-contiguous, or None when lazy
+    def __init__(self, parts: Sequence[QuantMatrix], bias: F32 | None) -> None:
         self.parts = tuple(parts)
-        self.splits = [int(v) for v in np.cumsum(sizes)[:-1]]
-        edges = [0, *self.splits, int(sum(sizes))]
+        self._parts = [p.part for p in self.parts]
+        sizes = [p.n_out for p in self.parts]
+        edges = [0, *itertools.accumulate(sizes)]
         self._bounds = list(itertools.pairwise(edges))
         self.bias = bias  # (sum(sizes),) or None
-        self.n_out = int(sum(sizes))
+        self.n_out = edges[-1]
+        self.n_in = self.parts[0].n_in
 
-    def matmul(self, x: F32, rows: RowSplitter | None = None) -> F32:
-        """x (T, n_in) → a fresh (T, n_out) array, all parts side by side. Costs one matvec or
-        matmul per part (one when eager); with a ``RowSplitter`` the product runs on several
-        threads (a single row only for matrices of at least ``SPLIT_MIN_DECODE`` elements)."""
-        if self.dense is not None:
-            if rows is not None and (x.shape[0] > 1 or self.dense.size >= SPLIT_MIN_DECODE):
-                y = rows.matmul(self.dense, x)
-            elif x.shape[0] == 1:
-                y = (self.dense @ x[0])[None, :]  # gemv: the decode path
-            else:
-                y = x @ self.dense.T
+    def matmul(self, x: F32, n_threads: int = 0, out: F32 | None = None) -> F32:
+        """x (T, n_in) → (T, n_out), all parts side by side (a fresh array unless ``out``).
+        From :data:`DENSE_MIN_ROWS` rows on, float32 tiles and single-threaded BLAS calls, the
+        tiles spread over ``n_threads`` Python threads (numpy and the kernels release the GIL;
+        OpenBLAS's own threads busy-wait and collapsed under load: 2 threads gave 25 tok/s
+        SmolLM2 prefill where one gave 93, load average 4)."""
+        if x.shape[0] >= DENSE_MIN_ROWS:
+            y = self._matmul_tiles(x, out, n_threads)
         else:
-            y = np.concatenate([p.matmul(x) for p in self.parts], axis=1) if len(self.parts) > 1 \
-                else self.parts[0].matmul(x)
+            y = kernels.matmul_parts(x, self._parts, self.n_in, out=out, n_threads=n_threads)
         if self.bias is not None:
             y += self.bias
         return y
 
-    def __call__(self, x: F32, rows: RowSplitter | None = None) -> list[F32]:
+    def _matmul_tiles(self, x: F32, out: F32 | None, n_threads: int) -> F32:
+        y = np.empty((x.shape[0], self.n_out), np.float32) if out is None else out
+        jobs = []
+        col = 0
+        for p in self.parts:
+            xq = kernels.quantize_roundtrip(x, p.ggml_type)  # (T, n_in)
+            step = max(1, _TILE_FLOATS // p.n_in)
+            jobs += [(p, xq, lo, min(lo + step, p.n_out), col) for lo in range(0, p.n_out, step)]
+            col += p.n_out
+
+        def tile(job: tuple[QuantMatrix, F32, int, int, int]) -> None:
+            p, xq, lo, hi, c = job
+            np.matmul(xq, p.take(np.arange(lo, hi)).T, out=y[:, c + lo:c + hi])
+
+        n = kernels.default_threads() if n_threads <= 0 else n_threads
+        if n > 1 and len(jobs) > 1:
+            list(_tile_pool(n).map(tile, jobs))
+        else:
+            for job in jobs:
+                tile(job)
+        return y
+
+    def __call__(self, x: F32, n_threads: int = 0) -> list[F32]:
         """x (T, n_in) → [ (T, size_i) ... ]: :meth:`matmul` split into the parts (views)."""
-        y = self.matmul(x, rows)
+        y = self.matmul(x, n_threads)
         return [y[:, lo:hi] for lo, hi in self._bounds]
 
-    def rows(self, ids: np.ndarray, x: F32) -> F32:
-        """Only output rows ``ids`` of a single-part projection: x (T, n_in) → (T, len(ids))."""
-        if self.dense is not None:
-            w = self.dense[ids]
-        else:
-            w = self.parts[0].take(ids)
-        y = x @ w.T
+    def rows(self, ids: np.ndarray, x: F32, n_threads: int = 0) -> F32:
+        """Only output rows ``ids`` of a single-part projection: x (T, n_in) → (T, len(ids)).
+        Costs a pass over those rows only (the sparse output projection of constrained steps)."""
+        p = self.parts[0]
+        y = kernels.matmul(x, p.raw, p.ggml_type, p.n_out, p.n_in, rows=ids, n_threads=n_threads)
         if self.bias is not None:
             y += self.bias[ids]
         return y
 
     @property
     def nbytes(self) -> int:
-        """Bytes held (eager) or mapped (lazy) for the weights."""
-        if self.dense is not None:
-            return int(self.dense.nbytes)
-        return int(sum(p.rows.nbytes for p in self.parts))
+        """Bytes of the weights (mapped from the file)."""
+        return int(sum(p.raw.nbytes for p in self.parts))
 
 
 class Embedding:
-    """Token embedding table: rows looked up by id (dequantizing only those rows when lazy)."""
+    """Token embedding table: only the rows looked up are dequantized."""
 
-    __slots__ = ("dense", "quant")
+    __slots__ = ("quant",)
 
-    def __init__(self, dense: F32 | None, quant: _QuantMatrix | None) -> None:
-        self.dense = dense  # (n_vocab, n_embd) float32 or None
+    def __init__(self, quant: QuantMatrix) -> None:
         self.quant = quant
 
     def __call__(self, ids: np.ndarray) -> F32:
         """ids (T,) → (T, n_embd) float32 (a fresh array)."""
-        if self.dense is not None:
-            return self.dense[ids]
-        assert self.quant is not None
-        return self.quant.take(ids).copy()
+        return self.quant.take(ids)
 
 
 @dataclass(slots=True)
@@ -284,7 +204,6 @@ class LayerWeights:
 class Weights:
     """All weights of a model."""
 
-    mode: WeightMode
     token_embd: Embedding
     layers: list[LayerWeights]
     output_norm: F32
@@ -293,7 +212,7 @@ class Weights:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the big matrices (held when eager, mapped when lazy)."""
+        """Bytes of the big matrices (mapped from the file)."""
         total = sum(p.nbytes for lw in self.layers for p in (lw.qkv, lw.wo, lw.gate_up, lw.down))
         return total + self.output.nbytes
 
@@ -330,18 +249,14 @@ def _tensor_shape(info: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
-def load_weights(gguf: Any, config: ModelConfig, mode: WeightMode | str = WeightMode.EAGER,
-                 *, progress: bool | None = None) -> Weights:
+def load_weights(gguf: Any, config: ModelConfig, *, progress: bool | None = None) -> Weights:
     """Build :class:`Weights` from an open GGUF file.
 
-    Eager dequantizes everything (memory ≈ 4 bytes per parameter, loading costs a dequantize
-    pass); lazy keeps zero-copy views into a map of the file (its own map when ``gguf.path``
-    is known, so ``gguf`` may be closed afterwards). Raises :class:`ModelError`
-    naming a missing tensor or a tensor of the wrong shape.
+    Matrices are zero-copy views into a map of the file (its own map when ``gguf.path`` is
+    known, so ``gguf`` may be closed afterwards); only vectors are dequantized. Raises
+    :class:`ModelError` naming a missing tensor, a tensor of the wrong shape, or a matrix
+    type without a native kernel.
     """
-    from lexguide.gguf import dequantize as dequantize_raw
-
-    mode = WeightMode(mode)
     infos = {t.name: t for t in gguf.tensors}
     c = config
     hd = c.head_dim
@@ -361,16 +276,14 @@ def load_weights(gguf: Any, config: ModelConfig, mode: WeightMode | str = Weight
         info(name, (n,))
         return np.ascontiguousarray(gguf.dequantize(name), dtype=np.float32).reshape(n)
 
-    # lazy: our own map of the file, so used pages can be released (a GGUF held in memory,
-    # without a path, is used through its own buffer and nothing is released)
-    file_map = _FileMap(gguf.path) if mode is WeightMode.LAZY and gguf.path is not None else None
+    # our own map of the file, so the weights outlive the parser (a GGUF held in memory, without
+    # a path, is used through its own buffer)
+    file_map = _FileMap(gguf.path) if gguf.path is not None else None
 
-    def quant(name: str, shape: tuple[int, int]) -> _QuantMatrix:
+    def quant(name: str, shape: tuple[int, int]) -> QuantMatrix:
         t = info(name, shape)
-        if file_map is None:
-            return _QuantMatrix(name, gguf.raw(name), t.ggml_type, shape, dequantize_raw)
-        return _QuantMatrix(name, file_map.view(t.offset, t.nbytes), t.ggml_type, shape,
-                            dequantize_raw, file_map, t.offset)
+        raw = gguf.raw(name) if file_map is None else file_map.view(t.offset, t.nbytes)
+        return QuantMatrix(name, raw, t.ggml_type, shape)
 
     def projection(names: Sequence[str], shapes: Sequence[tuple[int, int]],
                    biases: Sequence[str] = ()) -> Projection:
@@ -381,24 +294,14 @@ def load_weights(gguf: Any, config: ModelConfig, mode: WeightMode | str = Weight
                 vector(b, s) if b in infos else np.zeros(s, np.float32)  # type: ignore[misc]
                 for b, s in zip(biases, sizes)
             ])
-        if mode is WeightMode.EAGER:
-            mats = [np.asarray(gguf.dequantize(info(n, s).name), dtype=np.float32).reshape(s)
-                    for n, s in zip(names, shapes)]
-            dense = np.ascontiguousarray(np.concatenate(mats) if len(mats) > 1 else mats[0])
-            return Projection(dense, (), sizes, bias)
-        return Projection(None, [quant(n, s) for n, s in zip(names, shapes)], sizes, bias)
+        return Projection([quant(n, s) for n, s in zip(names, shapes)], bias)
 
     n_embd, n_ff = c.n_embd, c.n_ff
     n_q, n_kv = c.n_head * hd, c.n_head_kv * hd
-    bar = _Progress(c.n_layer + 2, progress, f"loading {c.arch} ({mode.value})")
+    bar = _Progress(c.n_layer + 2, progress, f"loading {c.arch}")
 
     embd_shape = (c.n_vocab, n_embd)
-    if mode is WeightMode.EAGER:
-        info("token_embd.weight", embd_shape)
-        embd_dense = np.ascontiguousarray(gguf.dequantize("token_embd.weight"), dtype=np.float32)
-        token_embd = Embedding(embd_dense.reshape(embd_shape), None)
-    else:
-        token_embd = Embedding(None, quant("token_embd.weight", embd_shape))
+    token_embd = Embedding(quant("token_embd.weight", embd_shape))
     bar.step()
 
     layers = []
@@ -429,12 +332,9 @@ def load_weights(gguf: Any, config: ModelConfig, mode: WeightMode | str = Weight
     output_norm = vector("output_norm.weight", n_embd)
     if "output.weight" in infos:
         output = projection(["output.weight"], [embd_shape])
-    elif token_embd.dense is not None:
-        output = Projection(token_embd.dense, (), [c.n_vocab], None)  # tied: shares memory
     else:
-        assert token_embd.quant is not None
-        output = Projection(None, [token_embd.quant], [c.n_vocab], None)
+        output = Projection([token_embd.quant], None)  # tied: the same bytes
     rope_freqs = vector("rope_freqs.weight", c.n_rot // 2, optional=True)
     bar.step()
     bar.close()
-    return Weights(mode, token_embd, layers, output_norm, output, rope_freqs)  # type: ignore[arg-type]
+    return Weights(token_embd, layers, output_norm, output, rope_freqs)  # type: ignore[arg-type]

@@ -406,7 +406,7 @@ def _prometheus(scheduler: Scheduler, counts: Counter[tuple[str, int]]) -> str:
 
 
 def serve(model_path: Any = None, *, host: str = "127.0.0.1", port: int = 8080,
-          parallel: int = 4, n_ctx: int = 4096, weights: str = "eager",
+          parallel: int = 4, n_ctx: int = 4096, n_threads: int | None = None,
           max_body: int = MAX_BODY_BYTES, log_level: str = "warning") -> None:
     """Load the model and serve it until interrupted (blocks)."""
     import sys
@@ -415,7 +415,7 @@ def serve(model_path: Any = None, *, host: str = "127.0.0.1", port: int = 8080,
 
     from lexguide.runtime import Model
 
-    model = Model.from_gguf(model_path, n_ctx=n_ctx, weights=weights)
+    model = Model.from_gguf(model_path, n_ctx=n_ctx, n_threads=n_threads)
     app = create_app(model, parallel=parallel, n_ctx=n_ctx, max_body=max_body)
     print(f"lexguide serve: {model} on http://{host}:{port} ({parallel} slots)",
           file=sys.stderr, flush=True)

@@ -20,12 +20,12 @@ def _run_serve(args: argparse.Namespace) -> int:
     except ImportError as e:
         print(f"lexguide serve: error: {e}", file=sys.stderr)
         return 1
-    if args.parallel < 1 or args.ctx < 16:
-        print("lexguide serve: error: --parallel must be >= 1 and --ctx >= 16", file=sys.stderr)
+    if args.parallel < 1 or args.ctx < 16 or (args.threads is not None and args.threads < 1):
+        print("lexguide serve: error: --parallel and --threads must be >= 1, --ctx >= 16", file=sys.stderr)
         return 2
     try:
         serve(args.model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.ctx,
-              weights=args.weights, max_body=args.max_body_bytes)
+              n_threads=args.threads, max_body=args.max_body_bytes)
     except KeyboardInterrupt:
         pass
     return 0
@@ -48,8 +48,8 @@ def add_serve_parser(subparsers: argparse._SubParsersAction,
                    "(default: 4)")
     p.add_argument("--ctx", type=int, default=4096, metavar="N",
                    help="context size of each slot, prompt plus completion (default: 4096)")
-    p.add_argument("--weights", choices=("eager", "lazy"), default="eager",
-                   help="eager: dequantize at load (fast); lazy: keep quantized (small)")
+    p.add_argument("-t", "--threads", type=int, default=None, metavar="N",
+                   help="threads for the model's kernels (default: available cores)")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, metavar="N",
                    help="largest request body accepted (default: 1048576)")
     p.set_defaults(handler=_run_serve)

@@ -1,0 +1,32 @@
+// Dot products of a weight row (ggml blocks) with activation rows (ActQ8 / ActQ8K / float32).
+//
+// A DotFn computes, for one weight row w of n_blocks blocks and n_act (1 .. kMaxAct)
+// activation rows act + a·act_stride, out[a·out_stride] = Σ_blocks dot(w block, act block).
+// Computing several activation rows per weight row lets a SIMD kernel unpack each weight block
+// once for all of them (prefill, batched decode).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/blocks.h"
+
+namespace lexguide::kernels {
+
+constexpr int kMaxAct = 4;
+
+using DotFn = void (*)(const uint8_t* w, const uint8_t* act, size_t act_stride, int n_act,
+                       int64_t n_blocks, float* out, size_t out_stride);
+
+// The portable reference kernel of a type (never null for a supported type).
+DotFn scalar_dot(GgmlType type);
+// The AVX2/FMA kernel of a type, or nullptr where there is none (the scalar one is used).
+// Call only when cpu_has_avx2() is true.
+DotFn avx2_dot(GgmlType type);
+bool cpu_has_avx2();
+
+// Dequantize n elements (whole blocks) of a weight row to float32, bit-identical to ggml's
+// reference dequantizers (and lexguide.gguf.dequantize).
+void dequantize_row(GgmlType type, const uint8_t* src, float* dst, int64_t n);
+
+}  // namespace lexguide::kernels

@@ -1,0 +1,96 @@
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/dot.h"
+#include "kernels/quantize_act.h"
+#include "kernels/thread_pool.h"
+
+namespace lexguide::kernels {
+
+namespace {
+DotFn pick(const TypeTraits* type, bool simd) {
+  if (simd && cpu_has_avx2()) {
+    if (DotFn f = avx2_dot(type->type)) return f;
+  }
+  return scalar_dot(type->type);
+}
+}  // namespace
+
+const char* kernel_name(const TypeTraits* type, bool simd) {
+  return simd && cpu_has_avx2() && avx2_dot(type->type) ? "avx2" : "scalar";
+}
+
+void matmul(const MatmulArgs& a) {
+  ThreadPool& pool = shared_pool();
+  if (a.T == 0) return;
+
+  // activations: float rows are read in place, each quantized format once into its buffer
+  const uint8_t* act[3] = {reinterpret_cast<const uint8_t*>(a.x), nullptr, nullptr};
+  size_t act_stride[3] = {size_t(a.n_in) * sizeof(float), 0, 0};
+  std::vector<uint8_t> act_buf[3];
+  for (int p = 0; p < a.n_parts; ++p) {
+    const ActKind kind = a.parts[p].type->act;
+    const int k = int(kind);
+    if (act[k]) continue;
+    act_stride[k] = act_row_bytes(kind, a.n_in);
+    act_buf[k].resize(act_stride[k] * size_t(a.T));
+    uint8_t* buf = act_buf[k].data();
+    auto quantize = [&](int64_t t) {
+      quantize_act_row(kind, a.x + t * a.n_in, buf + t * act_stride[k], a.n_in);
+    };
+    if (a.T > 1) {
+      pool.run(a.T, a.n_threads, quantize);
+    } else {
+      quantize(0);
+    }
+    act[k] = buf;
+  }
+
+  // tasks: chunks of output rows of each part, a few per thread so that a thread slowed down
+  // by another process is helped out
+  struct Task { int part; int64_t lo, hi, col; };
+  const int threads = std::max(1, a.n_threads <= 0 ? pool.size()
+                                                    : std::min(a.n_threads, pool.size()));
+  int64_t n_sel = 0;
+  for (int p = 0; p < a.n_parts; ++p) n_sel += a.rows ? a.n_rows : a.parts[p].n_out;
+  if (n_sel == 0) return;
+  const int64_t chunk = threads == 1 ? n_sel : std::max<int64_t>(8, (n_sel + 4 * threads - 1) / (4 * threads));
+  std::vector<Task> tasks;
+  int64_t col = 0;
+  for (int p = 0; p < a.n_parts; ++p) {
+    const int64_t n = a.rows ? a.n_rows : a.parts[p].n_out;
+    for (int64_t lo = 0; lo < n; lo += chunk) tasks.push_back({p, lo, std::min(n, lo + chunk), col + lo});
+    col += n;
+  }
+  DotFn dots[kMaxParts];
+  for (int p = 0; p < a.n_parts; ++p) dots[p] = pick(a.parts[p].type, a.simd);
+
+  auto task = [&](int64_t k) {
+    const Task& tk = tasks[size_t(k)];
+    const MatPart& part = a.parts[tk.part];
+    const DotFn dot = dots[tk.part];
+    const int kind = int(part.type->act);
+    const uint8_t* av = act[kind];
+    const size_t as = act_stride[kind];
+    const int64_t n_blocks = a.n_in / part.type->block;
+    const size_t row_bytes = size_t(n_blocks) * size_t(part.type->block_bytes);
+    for (int64_t t0 = 0; t0 < a.T; t0 += kTBlock) {
+      const int64_t t1 = std::min(a.T, t0 + kTBlock);
+      for (int64_t i = tk.lo; i < tk.hi; ++i) {
+        const int64_t r = a.rows ? a.rows[i] : i;
+        const uint8_t* wr = part.w + size_t(r) * row_bytes;
+        float* o = a.out + tk.col + (i - tk.lo);
+        for (int64_t t = t0; t < t1; t += kMaxAct) {
+          const int n_act = int(std::min<int64_t>(kMaxAct, t1 - t));
+          dot(wr, av + size_t(t) * as, as, n_act, n_blocks, o + t * a.out_stride,
+              size_t(a.out_stride));
+        }
+      }
+    }
+  };
+  pool.run(int64_t(tasks.size()), threads, task);
+}
+
+}  // namespace lexguide::kernels

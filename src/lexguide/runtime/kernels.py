@@ -1,0 +1,161 @@
+"""Native quantized matmul kernels (``lexguide._core``, sources in ``csrc/kernels/``).
+
+Weights stay in the GGUF's ggml blocks (zero-copy views of the mapped file); activations are
+quantized per block the way ggml does it (Q8_0/Q8_1 for the 32-element types, Q8_K for the
+k-quants; float weights read float activations), and each output is a sum of exact integer
+block dot products scaled in float32. AVX2/FMA kernels are chosen at run time when the CPU has
+them; ``LEXGUIDE_KERNELS=scalar`` in the environment (or ``simd=False`` per call) forces the
+portable reference kernels, which agree with them to float32 rounding of the block sums.
+
+Work is split over output rows on one process-wide pool of persistent threads (the caller's
+thread included; ``set_threads``); the GIL is released while the kernels run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from lexguide import _core
+from lexguide.errors import ModelError
+from lexguide.gguf.constants import GGMLType
+
+__all__ = ["KERNEL_TYPES", "SIMD", "default_threads", "dequantize_rows", "has_avx2",
+           "kernel_name", "matmul", "matmul_parts", "quantize_roundtrip", "set_threads", "threads"]
+
+F32 = npt.NDArray[np.float32]
+
+#: ggml types with a native kernel.
+KERNEL_TYPES: frozenset[GGMLType] = frozenset(GGMLType(i) for i, _ in _core.kernels_supported_types())
+#: Whether the SIMD kernels are used by default (``LEXGUIDE_KERNELS=scalar`` turns them off).
+_MAX_PARTS = 8  # csrc/kernels/matmul.h kMaxParts
+SIMD: bool = os.environ.get("LEXGUIDE_KERNELS", "").lower() != "scalar"
+
+
+def _check_type(ggml_type: int) -> int:
+    t = int(ggml_type)
+    if t not in KERNEL_TYPES:
+        try:
+            name = GGMLType(t).name
+        except ValueError:
+            name = f"unknown type id {t}"
+        supported = ", ".join(sorted(k.name for k in KERNEL_TYPES))
+        raise ModelError(f"no native kernel for ggml type {name} (supported: {supported})")
+    return t
+
+
+def _as_bytes(weight: np.ndarray) -> np.ndarray:
+    if not isinstance(weight, np.ndarray) or weight.dtype != np.uint8:
+        raise ModelError("weight must be a uint8 numpy array of ggml blocks")
+    if not weight.flags.c_contiguous:
+        raise ModelError("weight bytes must be C-contiguous")
+    return weight
+
+
+def matmul(x: F32, weight: np.ndarray, ggml_type: int, n_out: int, n_in: int, *,
+           out: F32 | None = None, rows: npt.ArrayLike | None = None, n_threads: int = 0,
+           simd: bool | None = None) -> F32:
+    """``x @ W.T`` for x (T, n_in) float32 and W (n_out, n_in) given as its ggml bytes.
+
+    ``rows`` (int ids) computes only those output rows: result (T, len(rows)). ``out``, when
+    given, must be a float32 array of the result's shape with contiguous rows (a column slice
+    of a wider array is fine); it is written and returned. ``n_threads`` ≤ 0 uses the whole
+    pool. Never mutates x or the weight. Costs one pass over the selected weight rows per 64
+    rows of x. Raises :class:`ModelError` for an unsupported type (named), mismatched sizes or
+    shapes, or out-of-range rows.
+    """
+    return matmul_parts(x, [(weight, ggml_type, n_out)], n_in, out=out, rows=rows,
+                        n_threads=n_threads, simd=simd)
+
+
+def matmul_parts(x: F32, parts: Sequence[tuple[np.ndarray, int, int]], n_in: int, *,
+                 out: F32 | None = None, rows: npt.ArrayLike | None = None,
+                 n_threads: int = 0, simd: bool | None = None) -> F32:
+    """``x @ [W_1 | W_2 | ...].T`` for parts ``(weight bytes, ggml type, n_out)`` of matrices
+    reading the same x (Q|K|V, gate|up): (T, Σ n_out), the parts' outputs side by side, in one
+    native call (x quantized once per activation format). ``rows`` needs a single part.
+    Otherwise as :func:`matmul`."""
+    if not 1 <= len(parts) <= _MAX_PARTS:
+        raise ModelError(f"a product takes 1 to {_MAX_PARTS} matrices, got {len(parts)}")
+    checked = [(_as_bytes(w), _check_type(t), int(n)) for w, t, n in parts]
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2:
+        raise ModelError(f"x must be (T, n_in), got shape {x.shape}")
+    ids = None
+    if rows is not None:
+        ids = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+    n_sel = sum(n for _, _, n in checked) if ids is None else ids.size
+    if out is None:
+        out = np.empty((x.shape[0], n_sel), dtype=np.float32)
+    elif not (isinstance(out, np.ndarray) and out.dtype == np.float32 and out.ndim == 2
+              and out.flags.writeable):
+        raise ModelError("out must be a writeable float32 (T, n_out) array")
+    try:
+        _core.kernels_matmul(x, checked, int(n_in), out, ids, int(n_threads),
+                             SIMD if simd is None else bool(simd))
+    except (ValueError, TypeError) as e:
+        raise ModelError(str(e)) from None
+    return out
+
+
+def dequantize_rows(weight: np.ndarray, ggml_type: int, n_rows: int, n_in: int,
+                    ids: npt.ArrayLike) -> F32:
+    """Rows ``ids`` of W (n_rows, n_in) dequantized → (len(ids), n_in) float32 (a new array),
+    bit-identical to :func:`lexguide.gguf.dequantize` of those rows. Raises :class:`ModelError`
+    like :func:`matmul`."""
+    t = _check_type(ggml_type)
+    idx = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
+    out = np.empty((idx.size, int(n_in)), dtype=np.float32)
+    try:
+        _core.kernels_dequantize_rows(_as_bytes(weight), t, int(n_rows), int(n_in), idx, out)
+    except (ValueError, TypeError) as e:
+        raise ModelError(str(e)) from None
+    return out
+
+
+def quantize_roundtrip(x: F32, ggml_type: int) -> F32:
+    """x (T, n_in) → a new array of the values x's activation blocks stand for in a product with
+    a ``ggml_type`` matrix (Q8_0/Q8_K quantized, dequantized; a copy for float types): a float
+    product of it with the dequantized matrix equals :func:`matmul` up to float rounding."""
+    t = _check_type(ggml_type)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty_like(x)
+    try:
+        _core.kernels_quantize_roundtrip(x, t, out)
+    except (ValueError, TypeError) as e:
+        raise ModelError(str(e)) from None
+    return out
+
+
+def kernel_name(ggml_type: int, simd: bool | None = None) -> str:
+    """``"avx2"`` or ``"scalar"``: the kernel :func:`matmul` uses for a type."""
+    return str(_core.kernels_kernel_name(_check_type(ggml_type), SIMD if simd is None else simd))
+
+
+def has_avx2() -> bool:
+    """Whether this CPU runs the AVX2/FMA/F16C kernels."""
+    return bool(_core.kernels_has_avx2())
+
+
+def default_threads() -> int:
+    """Cores available to this process (the pool's initial size)."""
+    return int(_core.kernels_default_threads())
+
+
+def threads() -> int:
+    """Threads of the shared pool (the calling thread counts as one)."""
+    return int(_core.kernels_pool_size())
+
+
+def set_threads(n: int) -> None:
+    """Resize the shared pool to ``n`` threads (1 .. 1024; mutates process-wide state: a
+    running product finishes first). Raises :class:`ModelError` outside that range."""
+    try:
+        _core.kernels_set_pool_size(int(n))
+    except ValueError as e:
+        raise ModelError(str(e)) from None
