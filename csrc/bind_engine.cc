@@ -345,6 +345,22 @@ void bind_engine(nb::module_& m) {
             std::memcpy(out.data(), m->data(), size_t(h.n_words) * 4);
           },
           nb::arg("state"), nb::arg("out").noconvert())
+      .def("budget_mask",
+           [](MaskEngineHandle& h, const State& st, uint32_t left) {
+             check_state(h.engine->lexparser(), st);
+             std::vector<uint32_t> m;
+             {
+               nb::gil_scoped_release nogil;
+               m = h.engine->budget_mask(to_state(st), left);
+             }
+             return to_numpy(m);
+           })
+      .def("min_completion",
+           [](MaskEngineHandle& h, const State& st) {
+             check_state(h.engine->lexparser(), st);
+             uint32_t r = h.engine->min_completion(to_state(st));
+             return r == UINT32_MAX ? std::optional<uint32_t>() : std::optional<uint32_t>(r);
+           })
       .def("advance_token",
            [](MaskEngineHandle& h, const State& st, uint32_t token) {
              check_state(h.engine->lexparser(), st);

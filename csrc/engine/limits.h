@@ -31,6 +31,11 @@ constexpr size_t kMaskCacheBytes = size_t(256) << 20;
 constexpr uint32_t kDirectWalkNodes = 1024;
 // (lexer state, UTF-8 position) pairs explored when checking a state against the slices
 constexpr uint32_t kSliceBudget = 4096;
+// token budgets: masks are narrowed to tokens that leave a completion of at most this many
+// bytes once fewer tokens than this are left; the search for the shortest completion stops
+// after this many parse states (then the mask is not narrowed)
+constexpr uint32_t kBudgetWindow = 64;
+constexpr uint32_t kCompletionSearchStates = 20'000;
 // vocabulary
 constexpr uint32_t kMaxVocab = 1u << 24;
 constexpr uint32_t kMaxTokenBytes = 4096;

@@ -114,6 +114,16 @@ class MaskEngine {
 
   // The mask of st (n_words uint32), shared and immutable; cached per parse state.
   std::shared_ptr<const std::vector<uint32_t>> mask(ParseState st);
+  // The mask of st narrowed to the tokens after which the grammar can still complete within
+  // `left` more tokens (EOS and the rest as in mask()): the shortest completion (in bytes)
+  // split into vocabulary tokens must take at most `left`. When no token qualifies, or
+  // left >= kBudgetWindow, the plain mask.
+  std::vector<uint32_t> budget_mask(ParseState st, uint32_t left);
+  // Tokens of a completion from st (0 if complete): the shortest byte completion split
+  // greedily into the longest tokens; UINT32_MAX when none within kBudgetWindow bytes was
+  // found. An upper bound on the fewest tokens that complete. Memoised.
+  uint32_t min_completion(ParseState st);
+  uint32_t greedy_tokens(const std::string& w) const;
   // The token lexemes a token id belongs to (sorted local lexeme indices).
   std::vector<int32_t> token_lexemes_of(uint32_t token_id) const;
   // The state after a whole token, or nullopt if the grammar rejects it.
@@ -132,6 +142,7 @@ class MaskEngine {
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<const std::vector<uint32_t>>> cache_;
   std::vector<uint64_t> order_;  // insertion order, for eviction
+  std::unordered_map<uint64_t, uint32_t> completion_;  // min_completion memo (under the parser lock)
   size_t order_head_ = 0;
 
   void collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words, int trie_id);

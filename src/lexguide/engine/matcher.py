@@ -18,6 +18,9 @@ from lexguide.grammar.lexparser import ParseState
 __all__ = ["Matcher", "apply_mask", "engine_for", "fill_masks"]
 
 MAX_FORCED_BYTES = 512
+#: below this many remaining tokens, ``compute_mask(remaining)`` narrows the mask to tokens
+#: after which the grammar can still complete in time (``csrc/engine/limits.h``)
+BUDGET_WINDOW = 64
 #: grammars whose mask caches a tokenizer keeps (the oldest are dropped past this)
 MAX_ENGINES = 256
 
@@ -82,13 +85,34 @@ class Matcher:
         return self._stopped or not self._lp.can_continue(self.state)
 
     # -- masks ----------------------------------------------------------------------------
-    def compute_mask(self) -> np.ndarray:
-        """Allowed-token bitmask (read-only; cached per parse state, so usually microseconds)."""
+    def compute_mask(self, remaining: int | None = None) -> np.ndarray:
+        """Allowed-token bitmask (read-only; cached per parse state, so usually microseconds).
+
+        ``remaining``: tokens the caller can still generate, this one included (``max_tokens``
+        and the context left). When fewer than :data:`BUDGET_WINDOW` remain, the mask keeps
+        only tokens after which the grammar can still complete in time (the shortest byte
+        completion, split into the longest vocabulary tokens, takes at most
+        ``remaining - 1`` tokens), so the output ends valid whenever such a completion
+        exists; when none does, the plain mask. Costs one vocabulary walk per step in that
+        window.
+        """
         if self._stopped:
             return self.info.mask_from_ids(np.zeros(0, dtype=np.int64))
         if self._budgets:
             return self._budget_mask(self.state, self._counts[-1])
+        if remaining is not None and remaining <= BUDGET_WINDOW:
+            mask = self._engine._core.budget_mask(self.state, max(0, int(remaining) - 1))
+            mask.flags.writeable = False
+            return mask
         return self._engine.compute_mask(self.state)
+
+    def min_completion(self) -> int | None:
+        """Tokens of a completion from here (0 when complete): the shortest byte completion
+        split into the longest vocabulary tokens, an upper bound on the fewest; None when no
+        completion of at most :data:`BUDGET_WINDOW` bytes was found."""
+        if self._stopped:
+            return 0
+        return self._engine._core.min_completion(self.state)
 
     def is_allowed(self, token_id: int) -> bool:
         mask = self.compute_mask()
@@ -363,13 +387,15 @@ def _mask_rows(out: Any, n_words: int) -> np.ndarray:
     return arr
 
 
-def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = None) -> None:
+def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = None,
+               remaining: Sequence[int | None] | None = None) -> None:
     """Fill row ``i`` of ``out`` with the next mask of ``matchers[i]``, in one call.
 
     Matchers may have different grammars (one tokenizer: rows are ``ceil(V / 32)`` words).
     The core computes the masks with the GIL released, spread over ``n_threads`` threads
     (default: all cores). ``out`` is as for :meth:`Matcher.fill_mask`, with at least
-    ``len(matchers)`` rows.
+    ``len(matchers)`` rows. ``remaining[i]``: tokens sequence ``i`` may still generate (see
+    :meth:`Matcher.compute_mask`); those in the budget window are masked one by one.
     """
     if not matchers:
         return
@@ -381,7 +407,8 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
     for i, m in enumerate(matchers):
         if m.info.n_words != n_words:
             raise ValueError("fill_masks: every matcher must use the same vocabulary size")
-        if m._stopped or m._budgets:
+        if m._stopped or m._budgets or (
+                remaining is not None and remaining[i] is not None and remaining[i] <= BUDGET_WINDOW):
             rest.append(i)
         else:
             batch.append(i)
@@ -395,7 +422,7 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
             _core.fill_masks(items, tmp, max(1, threads))
             rows[batch] = tmp
     for i in rest:
-        rows[i] = matchers[i].compute_mask()
+        rows[i] = matchers[i].compute_mask(None if remaining is None else remaining[i])
 
 
 def apply_mask(logits: Any, mask: np.ndarray) -> Any:

@@ -471,7 +471,9 @@ class Model:
                 first = False
             if matcher is not None:
                 tm = time.perf_counter()
-                allowed = mask_to_ids(matcher.compute_mask(), n_vocab)
+                # tokens left, this one included: the mask keeps the output completable
+                left = min(max_tokens - n_gen, self._cache.n_ctx - self._cache.n + 1)
+                allowed = mask_to_ids(matcher.compute_mask(left), n_vocab)
                 timings.mask_s += time.perf_counter() - tm
                 timings.mask_steps += 1
                 if allowed.size == 0:

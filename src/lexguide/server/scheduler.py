@@ -69,8 +69,10 @@ def forward_last(model: Any, batch: Sequence[tuple[list[int], Any]]) -> list[npt
     return out
 
 
-def fill_masks(matchers: Sequence[Any], n_words: int) -> npt.NDArray[np.uint32]:
-    """The masks of ``matchers`` as rows of one (N, n_words) uint32 bitmask.
+def fill_masks(matchers: Sequence[Any], n_words: int,
+               remaining: Sequence[int] | None = None) -> npt.NDArray[np.uint32]:
+    """The masks of ``matchers`` as rows of one (N, n_words) uint32 bitmask; ``remaining[i]``
+    is the tokens sequence ``i`` may still generate (masks keep the output completable).
 
     Uses the engine's ``fill_masks(matchers, out)`` when it has one (one call for the batch),
     else one ``compute_mask`` per matcher.
@@ -80,10 +82,10 @@ def fill_masks(matchers: Sequence[Any], n_words: int) -> npt.NDArray[np.uint32]:
 
     batch = getattr(engine, "fill_masks", None)
     if batch is not None:
-        batch(list(matchers), out)
+        batch(list(matchers), out, remaining=remaining)
         return out
     for i, m in enumerate(matchers):
-        out[i] = m.compute_mask()
+        out[i] = m.compute_mask(None if remaining is None else remaining[i])
     return out
 
 
@@ -415,7 +417,9 @@ class Scheduler:
         constrained = [s for s in active if s.matcher is not None and id(s) in sampling]
         masks = None
         try:
-            masks = fill_masks([s.matcher for s in constrained], self._n_words)
+            left = [min(s.max_tokens - s.n_gen, self.n_ctx - _slot(s).cache.n - len(s.pending) + 1)
+                    for s in constrained]
+            masks = fill_masks([s.matcher for s in constrained], self._n_words, left)
         except LexguideError:  # find whose grammar failed, one by one
             for s in constrained:
                 self._guarded(s.job, s.matcher.compute_mask)

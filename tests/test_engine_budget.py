@@ -1,0 +1,94 @@
+"""Complete within the token budget: compute_mask(remaining) keeps only tokens after which the
+grammar can still finish in time, so a random walk given at least the shortest completion's
+length in tokens always ends complete."""
+
+from __future__ import annotations
+
+import random
+
+import jsonschema
+import numpy as np
+import pytest
+
+from lexguide import Grammar, Matcher, TokenizerInfo
+
+# every byte the schemas need is a token, plus longer tokens that run ahead
+ALPHABET = b'{}[]":,0123456789-.abcdefghijklmnopqrstuvwxyz \n'
+VOCAB = [b"</s>"] + [bytes([c]) for c in ALPHABET] + [
+    b'{"', b'":', b'"a', b'"b', b'", "', b'[1', b'],', b'": "', b'123456', b'"abcdef', b"null",
+    b"true", b"[[[[", b"{{", b'{"a":[', b'"}', b']}', b'"x": {"', b"    ", b"\n  "]
+INFO = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0])
+SCHEMAS = [
+    {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+                                      "b": {"type": "string"}}, "required": ["a", "b"]},
+    {"$defs": {"t": {"type": "object", "properties": {"x": {"$ref": "#/$defs/t"}, "v": {"type": "integer"}},
+                     "required": ["v"]}}, "$ref": "#/$defs/t"},
+    {"type": "array", "items": {"type": "array", "items": {"type": "string", "maxLength": 4}}, "minItems": 2},
+    {"type": "string", "pattern": "^[a-f]{3,9}$"},
+]
+
+
+def _ids(mask: np.ndarray) -> list[int]:
+    return np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[: len(VOCAB)]).tolist()
+
+
+@pytest.mark.parametrize("schema", range(len(SCHEMAS)))
+@pytest.mark.parametrize("seed", range(6))
+def test_random_walks_complete_within_budget(schema, seed):
+    rng = random.Random(seed)
+    grammar = Grammar.from_json_schema(SCHEMAS[schema])
+    m = Matcher(grammar, INFO)
+    shortest = m.min_completion()
+    assert shortest is not None and shortest > 0
+    budget = shortest + rng.randint(0, 6)  # one token per byte of the shortest completion is enough
+    out = []
+    for used in range(budget):
+        allowed = _ids(m.compute_mask(remaining=budget - used))
+        assert allowed, "the budget mask left nothing"
+        tok = rng.choice(allowed)
+        m.consume(tok)
+        if tok == 0:
+            break
+        out.append(tok)
+    assert m.is_accepting(), b"".join(VOCAB[t] for t in out)
+    text = b"".join(VOCAB[t] for t in out).decode()
+    import json
+
+    jsonschema.validate(json.loads(text), SCHEMAS[schema])
+
+
+def test_without_a_budget_random_walks_run_out():
+    """The test above can fail: the same walks with the plain mask often end incomplete."""
+    incomplete = 0
+    for seed in range(12):
+        rng = random.Random(seed)
+        m = Matcher(Grammar.from_json_schema(SCHEMAS[1]), INFO)
+        budget = m.min_completion()
+        for _ in range(budget):
+            tok = rng.choice(_ids(m.compute_mask()))
+            m.consume(tok)
+            if tok == 0:
+                break
+        incomplete += not m.is_accepting()
+    assert incomplete >= 6
+
+
+def test_budget_mask_falls_back_when_nothing_fits():
+    m = Matcher(Grammar.from_json_schema(SCHEMAS[0]), INFO)
+    assert np.array_equal(m.compute_mask(remaining=1), m.compute_mask())
+    assert m.compute_mask(remaining=1000) is not None  # outside the window: the plain mask
+
+
+def test_generation_with_a_small_budget_completes(smollm2_file):
+    """The runtime passes what is left of max_tokens: a tight budget still ends valid, "stop"."""
+    import json
+
+    from lexguide import Model
+
+    model = Model.from_gguf(smollm2_file)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {
+        "type": "array", "items": {"type": "string"}}}, "required": ["name", "tags"]}
+    for n in (12, 16, 24):
+        out = model.generate("A JSON record: ", json_schema=schema, max_tokens=n, temperature=0.8, seed=n)
+        assert out.finish_reason == "stop", (n, out.text)
+        jsonschema.validate(json.loads(out.text), schema)
