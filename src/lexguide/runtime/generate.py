@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lexguide.engine.matcher import Matcher
 from lexguide.errors import MatcherError, ModelError, TokenRejected
 from lexguide.runtime.chat import GEMMA_TEMPLATE, render_chat
 from lexguide.runtime.config import ModelConfig
@@ -473,7 +474,8 @@ class Model:
                 tm = time.perf_counter()
                 # tokens left, this one included: the mask keeps the output completable
                 left = min(max_tokens - n_gen, self._cache.n_ctx - self._cache.n + 1)
-                allowed = mask_to_ids(matcher.compute_mask(left), n_vocab)
+                mask = matcher.compute_mask(left) if isinstance(matcher, Matcher) else matcher.compute_mask()
+                allowed = mask_to_ids(mask, n_vocab)
                 timings.mask_s += time.perf_counter() - tm
                 timings.mask_steps += 1
                 if allowed.size == 0:

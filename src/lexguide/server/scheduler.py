@@ -497,7 +497,10 @@ class Scheduler:
             self._finish(s, "stop", flushed=True)
             return False
         if s.n_gen >= s.max_tokens:
-            self._finish(s, "length")
+            # the last token allowed may complete the grammar: then the output is whole
+            m = s.matcher
+            done = m is not None and m.is_stopped() and m.is_accepting()
+            self._finish(s, "stop" if done else "length")
             return False
         return True
 
