@@ -277,7 +277,8 @@ def test_long_prompt_prefilled_over_steps_while_others_decode():
     model = _FakeModel(n_ctx=1024)
     long_prompt = [5] * (2 * PREFILL_STEP + 88)
     long_events, short_events = _run_jobs(model, [
-        {"prompt": long_prompt, "max_tokens": 1}, {"prompt": "hi", "max_tokens": 3}],
+        {"prompt": long_prompt, "max_tokens": 1, "temperature": 0},
+        {"prompt": "hi", "max_tokens": 3, "temperature": 0}],  # greedy: never the EOS token
         parallel=2)
     assert long_events[-1][1].finish_reason == "length"
     assert short_events[-1][1].text == "xxx"
