@@ -92,3 +92,20 @@ def test_generation_with_a_small_budget_completes(smollm2_file):
         out = model.generate("A JSON record: ", json_schema=schema, max_tokens=n, temperature=0.8, seed=n)
         assert out.finish_reason == "stop", (n, out.text)
         jsonschema.validate(json.loads(out.text), schema)
+
+
+def test_the_budget_mask_can_be_turned_off(smollm2_file):
+    """complete_within_budget=False: the plain mask, so a tight budget cuts the output."""
+    from lexguide import Model
+
+    model = Model.from_gguf(smollm2_file)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    cut = 0
+    for seed in range(4):
+        out = model.generate("A JSON record: ", json_schema=schema, max_tokens=8, temperature=1.0,
+                             seed=seed, complete_within_budget=False)
+        cut += out.finish_reason == "length"
+        on = model.generate("A JSON record: ", json_schema=schema, max_tokens=8, temperature=1.0,
+                            seed=seed)
+        assert on.finish_reason == "stop", on.text
+    assert cut >= 1

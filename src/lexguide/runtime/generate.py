@@ -270,6 +270,7 @@ class Model:
                  json_schema: Any = None, stop: str | Sequence[str] | None = None,
                  stream: bool = False, sampler: SamplerConfig | None = None,
                  matcher: Any = None, add_special: bool = True, parse_special: bool = False,
+                 complete_within_budget: bool = True,
                  ) -> Completion | Iterator[CompletionChunk]:
         """Continue ``prompt`` (text, or token ids used as given).
 
@@ -279,7 +280,11 @@ class Model:
         unless ``max_tokens`` ran out (``finish_reason == "length"``). ``sampler`` overrides
         the individual sampling arguments; ``matcher`` is a ready ``lexguide.Matcher`` (or an
         object with its interface) used instead of ``grammar``/``json_schema`` — it is advanced
-        in place. ``stream=True`` returns an iterator of
+        in place. ``complete_within_budget`` (default on): in the last 64 tokens of
+        ``max_tokens`` (or of the context) the mask keeps only tokens after which the grammar
+        can still finish in time, so the output ends complete whenever a completion fits
+        (:meth:`lexguide.Matcher.compute_mask`); ``False`` masks without looking ahead.
+        ``stream=True`` returns an iterator of
         :class:`CompletionChunk`. Raises :class:`MatcherError` if the grammar cannot go on,
         :class:`ModelError` for bad arguments.
         """
@@ -306,7 +311,7 @@ class Model:
         stops = [stop] if isinstance(stop, str) else list(stop or ())
         if any(not s for s in stops):
             raise ModelError("stop strings must be non-empty")
-        chunks = self._chunks(ids, sampler, matcher, max_tokens, stops)
+        chunks = self._chunks(ids, sampler, matcher, max_tokens, stops, complete_within_budget)
         if stream:
             return chunks
         text: list[str] = []
@@ -386,7 +391,7 @@ class Model:
         return g
 
     def _chunks(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any, max_tokens: int,
-                stops: list[str]) -> Iterator[CompletionChunk]:
+                stops: list[str], budget_aware: bool = True) -> Iterator[CompletionChunk]:
         """Text chunks with stop strings applied; holds back text that may start a stop string."""
         timings = Timings(load_s=self.load_s)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -394,7 +399,7 @@ class Model:
         text = ""
         emitted = 0
         longest = max((len(s) for s in stops), default=0)
-        steps = self._steps(prompt_ids, cfg, matcher, max_tokens, timings)
+        steps = self._steps(prompt_ids, cfg, matcher, max_tokens, timings, budget_aware)
         try:
             for tokens, finish in steps:
                 if tokens:
@@ -414,17 +419,20 @@ class Model:
             steps.close()
 
     def _steps(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any, max_tokens: int,
-               timings: Timings) -> Generator[tuple[list[int], str | None], None, None]:
+               timings: Timings, budget_aware: bool = True
+               ) -> Generator[tuple[list[int], str | None], None, None]:
         """The token loop: yields (new tokens, None) per step and finally ([], finish_reason)."""
         with self._lock:
             self._blas.set(1)
             try:
-                yield from self._steps_locked(prompt_ids, cfg, matcher, max_tokens, timings)
+                yield from self._steps_locked(prompt_ids, cfg, matcher, max_tokens, timings,
+                                              budget_aware)
             finally:
                 self._blas.restore()
 
     def _steps_locked(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any,
-                      max_tokens: int, timings: Timings) -> Iterator[tuple[list[int], str | None]]:
+                      max_tokens: int, timings: Timings, budget_aware: bool = True
+                      ) -> Iterator[tuple[list[int], str | None]]:
         tf = self.transformer
         n_vocab = self.config.n_vocab
         sampler = Sampler(cfg)
@@ -474,7 +482,8 @@ class Model:
                 tm = time.perf_counter()
                 # tokens left, this one included: the mask keeps the output completable
                 left = min(max_tokens - n_gen, self._cache.n_ctx - self._cache.n + 1)
-                mask = matcher.compute_mask(left) if isinstance(matcher, Matcher) else matcher.compute_mask()
+                budget = budget_aware and isinstance(matcher, Matcher)
+                mask = matcher.compute_mask(left) if budget else matcher.compute_mask()
                 allowed = mask_to_ids(mask, n_vocab)
                 timings.mask_s += time.perf_counter() - tm
                 timings.mask_steps += 1

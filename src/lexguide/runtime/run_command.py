@@ -138,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
         min_p=args.min_p, repeat_penalty=args.repeat_penalty, repeat_last_n=args.repeat_last_n,
         seed=args.seed, stop=args.stop or None, stream=True, **constraint,
     )
+    if args.no_budget_mask:
+        kwargs["complete_within_budget"] = False
     matcher = None
     if args.captures:  # keep the matcher to read its captures after the stream
         matcher = model._matcher(kwargs.pop("grammar"), None)
@@ -225,6 +227,9 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
     layout.add_argument("--whitespace-pattern", metavar="REGEX",
                         help="whitespace allowed between tokens, matched at most once per place "
                              "(e.g. '[ \\n]{0,2}'; '[ \\t\\n\\r]*' is the spec's any whitespace)")
+    p.add_argument("--no-budget-mask", action="store_true",
+                   help="in the last 64 tokens of -n, do not narrow the mask to tokens after which "
+                        "the output can still complete in time (on by default)")
     p.add_argument("--lenient", action="store_true",
                    help="JSON Schema: ignore keywords that cannot be enforced (e.g. uniqueItems "
                         "over strings) instead of failing; each is printed as a note")
