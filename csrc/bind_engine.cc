@@ -110,16 +110,6 @@ void bind_engine(nb::module_& m) {
         return regex_store().import_nodes(flat, roots);
       },
       "Rebuild exported regex DAGs in the core's store; returns the roots' core node ids.");
-  m.def("regex_matches", [](NodeId x, nb::bytes data) {
-    check_node(x);
-    std::lock_guard<std::recursive_mutex> g(store_mutex());
-    return regex_store().matches(x, reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
-  });
-  m.def("regex_n_nodes", []() {
-    std::lock_guard<std::recursive_mutex> g(store_mutex());
-    return regex_store().n_nodes();
-  });
-
   nb::class_<VocabHandle>(m, "Vocab")
       .def(
           "__init__",
@@ -264,7 +254,6 @@ void bind_engine(nb::module_& m) {
                      std::lock_guard<std::recursive_mutex> g(h.lp->mu());
                      return h.lp->parser().n_sets();
                    })
-      .def_prop_ro("rule_first_dr", [](LexParserHandle& h) { return h.lp->parser().rule_first_dr(); })
       .def_prop_ro("chain_limit_hits", [](LexParserHandle& h) { return h.lp->chain_limit_hits; })
       // local/global lexemes
       .def("locals_of", [](LexParserHandle& h, uint32_t g) { return h.lp->locals_of(g); })

@@ -45,7 +45,6 @@ class EarleyParser {
   const std::vector<int32_t>& last_classes(int32_t set_id) const { return sets_[set_id]->last_classes; }
   bool is_accepting(int32_t set_id) const { return sets_[set_id]->accepting; }
   uint32_t n_sets() const { return uint32_t(sets_.size()); }
-  const std::vector<int32_t>& rule_first_dr() const { return rule_first_dr_; }
 
  private:
   using Item = uint64_t;  // dr << 32 | uint32(origin)

@@ -397,11 +397,6 @@ bool RegexStore::nonempty(NodeId node) {
   return result;
 }
 
-bool RegexStore::matches(NodeId x, const uint8_t* data, size_t n) {
-  for (size_t i = 0; i < n && x != NOTHING; i++) x = derivative(x, data[i]);
-  return nodes_[x].null;
-}
-
 std::vector<NodeId> RegexStore::import_nodes(const std::vector<uint32_t>& flat,
                                              const std::vector<uint32_t>& roots) {
   std::vector<NodeId> ids;

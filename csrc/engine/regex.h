@@ -76,7 +76,6 @@ class RegexStore {
   uint32_t refine(uint32_t p, uint32_t q);
   NodeId derivative(NodeId x, unsigned b);
   bool nonempty(NodeId x);  // does x match some byte string (bounded search, see limits.h)
-  bool matches(NodeId x, const uint8_t* data, size_t n);
   size_t n_nodes() const { return nodes_.size(); }
 
  private:
