@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from lexguide.engine.grammar import Grammar
 from lexguide.errors import SchemaError
-from lexguide.grammar.grammar import Grammar
 
 SUITE = Path("/work/shared/corpora/json-schema-test-suite/tests")
 DRAFTS = {"draft2020-12": 2020, "draft7": 7}

@@ -16,14 +16,12 @@ from decimal import Decimal
 from typing import Any
 
 from lexguide.errors import SchemaError
-from lexguide.grammar import rx
 from lexguide.grammar.ir import CompileNote
 from lexguide.jsonschema.formats import FORMATS, format_rx
 from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.numeric import decimal_of
 from lexguide.jsonschema.pattern import PatternError, pattern_rx
 from lexguide.jsonschema.refs import RefIndex, escape_pointer
-from lexguide.limits import Nesting
 from lexguide.jsonschema.schema import (
     ANY,
     ArraySchema,
@@ -41,6 +39,8 @@ from lexguide.jsonschema.schema import (
     check_number,
     check_string,
 )
+from lexguide.limits import Nesting
+from lexguide.regex import nodes as rx
 
 __all__ = ["BuildOptions", "SchemaBuilder", "detect_draft", "nesting_error"]
 

@@ -22,11 +22,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from lexguide.errors import LimitExceeded, SchemaError
-from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder
 from lexguide.jsonschema.build import SchemaBuilder, nesting_error
 from lexguide.jsonschema.formats import format_rx
-from lexguide.limits import Nesting
 from lexguide.jsonschema.negate import NotSupported, negate
 from lexguide.jsonschema.numeric import (
     NON_INTEGER_RX,
@@ -50,6 +48,8 @@ from lexguide.jsonschema.schema import (
     Unsat,
 )
 from lexguide.jsonschema.unique import distinct_subsets, finite_values, unique_items_problem
+from lexguide.limits import Nesting
+from lexguide.regex import nodes as rx
 
 __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 

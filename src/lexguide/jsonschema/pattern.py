@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
-from lexguide.grammar import rx
-from lexguide.grammar import unicode_tables as _uni
 from lexguide.limits import Nesting
+from lexguide.regex import nodes as rx
+from lexguide.regex import unicode as _uni
 
 __all__ = [
     "CharSet",
