@@ -81,6 +81,15 @@ void check_state(LexParser& lp, const State& st) {
   check_lexer_state(lp, std::get<1>(st));
 }
 
+// A view of a cached mask, no copy: the array keeps the mask alive (Python marks it read-only).
+MaskArray shared_numpy(std::shared_ptr<const std::vector<uint32_t>> words) {
+  auto* keep = new std::shared_ptr<const std::vector<uint32_t>>(std::move(words));
+  nb::capsule owner(keep, [](void* p) noexcept {
+    delete static_cast<std::shared_ptr<const std::vector<uint32_t>>*>(p);
+  });
+  return MaskArray(const_cast<uint32_t*>((*keep)->data()), {(*keep)->size()}, owner);
+}
+
 MaskArray to_numpy(const std::vector<uint32_t>& words) {
   auto* data = new uint32_t[words.size()];
   std::memcpy(data, words.data(), words.size() * 4);
@@ -322,7 +331,7 @@ void bind_engine(nb::module_& m) {
                nb::gil_scoped_release nogil;
                m = h.engine->mask(to_state(st));
              }
-             return to_numpy(*m);
+             return shared_numpy(std::move(m));
            })
       .def(
           "fill",

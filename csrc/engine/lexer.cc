@@ -16,7 +16,8 @@ LexerDFA::LexerDFA(uint32_t max_states)
     : max_states_(max_states),
       states_(new std::unique_ptr<LexerState>[max_states]),
       rows_(new std::unique_ptr<std::atomic<uint32_t>[]>[max_states]),
-      has_row_(new std::atomic<bool>[max_states]) {
+      has_row_(new std::atomic<bool>[max_states]),
+      flags_(new uint8_t[max_states]()) {
   for (uint32_t i = 0; i < max_states; i++) has_row_[i].store(false, std::memory_order_relaxed);
   std::lock_guard<std::recursive_mutex> g(store_mutex());
   intern({});  // DEAD
@@ -58,6 +59,7 @@ StateId LexerDFA::intern(Entries entries) {
       if (lexeme_lazy_[lex]) st->lazy_accept = true;
     }
   ids_.emplace(entries, sid);
+  flags_[sid] = uint8_t((st->accepting.empty() ? 0 : kAccepts) | (st->lazy_accept ? kLazyAccept : 0));
   st->entries = std::move(entries);
   auto row = std::unique_ptr<std::atomic<uint32_t>[]>(new std::atomic<uint32_t>[256]);
   for (int b = 0; b < 256; b++) row[b].store(MISSING, std::memory_order_relaxed);

@@ -53,11 +53,19 @@ class LexerDFA {
     return row_ptr(s);
   }
   const LexerState& state(StateId s) const { return *states_[s]; }
-  bool accepts(StateId s) const { return !states_[s]->accepting.empty(); }
-  bool accepts_lazy(StateId s) const { return states_[s]->lazy_accept; }
+  bool accepts(StateId s) const { return flags_[s] & kAccepts; }
+  bool accepts_lazy(StateId s) const { return flags_[s] & kLazyAccept; }
+  // The row of s as it is now (entries MISSING until computed): for walks that step many
+  // times from one state. next_from(s, row, b) is next(s, b) given row == row_of(s).
+  const std::atomic<uint32_t>* row_of(StateId s) const { return row_ptr(s); }
+  StateId next_from(StateId s, const std::atomic<uint32_t>* row, unsigned b) {
+    uint32_t t = row[b].load(std::memory_order_acquire);
+    return t != MISSING ? t : next_slow(s, b);
+  }
   bool can_extend(StateId s);
   StateId without_extensions(StateId s, const std::vector<uint32_t>& lexemes);
   uint32_t n_states() const { return n_states_.load(std::memory_order_acquire); }
+  uint32_t max_states() const { return max_states_; }
   uint32_t n_lexemes() const { return uint32_t(lexeme_rx_.size()); }
   int64_t budget(uint32_t lexeme) const { return lexeme_budget_[lexeme]; }
 
@@ -71,6 +79,9 @@ class LexerDFA {
   std::unique_ptr<std::unique_ptr<LexerState>[]> states_;
   std::unique_ptr<std::unique_ptr<std::atomic<uint32_t>[]>[]> rows_;
   std::unique_ptr<std::atomic<bool>[]> has_row_;
+  // per state, written once before the state's id is published: accepting / lazy lexeme ends
+  static constexpr uint8_t kAccepts = 1, kLazyAccept = 2;
+  std::unique_ptr<uint8_t[]> flags_;
   std::atomic<uint32_t> n_states_{0};
   struct EntriesHash {
     size_t operator()(const std::vector<std::pair<uint32_t, NodeId>>& e) const {

@@ -103,7 +103,28 @@ size_t Vocab::memory_bytes() const {
 
 // -- Walker -----------------------------------------------------------------------------------
 Walker::Walker(std::shared_ptr<const Vocab> vocab, std::shared_ptr<LexerDFA> lexer)
-    : vocab_(std::move(vocab)), lexer_(std::move(lexer)) {}
+    : vocab_(std::move(vocab)), lexer_(std::move(lexer)) {
+  size_t n = (size_t(lexer_->max_states()) * 8 + kBoundsChunk - 1) / kBoundsChunk;
+  bound_index_.reset(new std::atomic<std::atomic<uint32_t>*>[n]);
+  for (size_t i = 0; i < n; i++) bound_index_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+std::atomic<uint32_t>& Walker::bounds_at(size_t at) {
+  size_t c = at / kBoundsChunk;
+  std::atomic<uint32_t>* chunk = bound_index_[c].load(std::memory_order_acquire);
+  if (chunk == nullptr) {
+    std::lock_guard<std::mutex> g(bounds_mu_);
+    chunk = bound_index_[c].load(std::memory_order_acquire);
+    if (chunk == nullptr) {
+      auto fresh = std::unique_ptr<std::atomic<uint32_t>[]>(new std::atomic<uint32_t>[kBoundsChunk]);
+      for (size_t i = 0; i < kBoundsChunk; i++) fresh[i].store(0, std::memory_order_relaxed);
+      chunk = fresh.get();
+      bound_chunks_.push_back(std::move(fresh));
+      bound_index_[c].store(chunk, std::memory_order_release);
+    }
+  }
+  return chunk[at % kBoundsChunk];
+}
 
 std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, int trie_id) {
   char key[13];
@@ -167,12 +188,19 @@ const PlainMoves& plain_moves() {
 // from this check or an earlier one, costs a lookup. Recursion depth <= kSliceMaxDepth.
 Walker::Survival Walker::survives(StateId s, int u, uint32_t depth, uint32_t& budget) {
   if (depth == 0) return Survival::Yes;
-  size_t at = size_t(s) * 8 + size_t(u);
-  if (at >= slice_bounds_.size()) slice_bounds_.resize(std::max(at + 1, slice_bounds_.size() * 2));
+  std::atomic<uint32_t>& bound = bounds_at(size_t(s) * 8 + size_t(u));
+  auto safe_of = [](uint32_t v) { return v & 0xFFFFu; };
+  auto fails_of = [](uint32_t v) { return v >> 16; };
+  auto note_fail = [&](uint32_t f) {  // a plain string of f bytes dies from here
+    uint32_t v = bound.load(std::memory_order_relaxed);
+    while ((fails_of(v) == 0 || f < fails_of(v)) &&
+           !bound.compare_exchange_weak(v, (f << 16) | safe_of(v), std::memory_order_relaxed)) {
+    }
+  };
   {
-    const SliceBounds& sb = slice_bounds_[at];
-    if (sb.safe >= depth) return Survival::Yes;
-    if (sb.fails_at != 0 && sb.fails_at <= depth) return Survival::No;
+    uint32_t v = bound.load(std::memory_order_relaxed);
+    if (safe_of(v) >= depth) return Survival::Yes;
+    if (fails_of(v) != 0 && fails_of(v) <= depth) return Survival::No;
   }
   if (budget == 0) return Survival::OverBudget;
   budget--;
@@ -184,7 +212,7 @@ Walker::Survival Walker::survives(StateId s, int u, uint32_t depth, uint32_t& bu
   for (auto [b, u2] : plain_moves().from[u]) {
     StateId t = row[b].load(std::memory_order_acquire);
     if (t == DEAD || lx.accepts_lazy(t)) {
-      slice_bounds_[at].fails_at = 1;
+      note_fail(1);
       return Survival::No;
     }
     uint64_t key = (uint64_t(t) << 3) | u2;
@@ -193,19 +221,17 @@ Walker::Survival Walker::survives(StateId s, int u, uint32_t depth, uint32_t& bu
   std::sort(next.begin(), next.end());
   next.erase(std::unique(next.begin(), next.end()), next.end());
   for (uint64_t key : next) {
-    StateId t = StateId(key >> 3);
-    int u2 = int(key & 7);
-    Survival r = survives(t, u2, depth - 1, budget);
+    Survival r = survives(StateId(key >> 3), int(key & 7), depth - 1, budget);
     if (r == Survival::OverBudget) return r;
     if (r == Survival::No) {  // that string dies one byte later from here
-      uint16_t f = uint16_t(slice_bounds_[size_t(t) * 8 + u2].fails_at + 1);
-      SliceBounds& sb = slice_bounds_[at];
-      if (sb.fails_at == 0 || f < sb.fails_at) sb.fails_at = f;
+      note_fail(fails_of(bounds_at(size_t(key)).load(std::memory_order_relaxed)) + 1);
       return Survival::No;
     }
   }
-  SliceBounds& sb = slice_bounds_[at];
-  sb.safe = std::max<uint16_t>(sb.safe, uint16_t(depth));
+  uint32_t v = bound.load(std::memory_order_relaxed);
+  while (safe_of(v) < depth &&
+         !bound.compare_exchange_weak(v, (v & 0xFFFF0000u) | depth, std::memory_order_relaxed)) {
+  }
   return Survival::Yes;
 }
 
@@ -219,14 +245,11 @@ int Walker::slice_level(StateId s) {
   // plain string that long stays inside the lexeme (no token of the slice needs walking)
   uint32_t max_len = vocab_->max_plain_len();
   int level = -1;
-  {
-    std::lock_guard<std::mutex> g(slice_mu_);
-    uint32_t budget = kSliceBudget;
-    for (int k = 0; k < kSliceLevels; k++) {
-      uint32_t depth = std::min(kSliceLengths[k], max_len);
-      if (depth > kSliceMaxDepth || survives(s, 0, depth, budget) != Survival::Yes) break;
-      level = k;
-    }
+  uint32_t budget = kSliceBudget;
+  for (int k = 0; k < kSliceLevels; k++) {
+    uint32_t depth = std::min(kSliceLengths[k], max_len);
+    if (depth > kSliceMaxDepth || survives(s, 0, depth, budget) != Survival::Yes) break;
+    level = k;
   }
   std::lock_guard<std::mutex> g(mu_);
   slice_levels_[s] = level;
@@ -239,16 +262,19 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
   auto w = std::make_shared<Walk>();
   w->trie_id = uint8_t(trie_id);
   if (lo >= hi) return w;
+  // per depth: the state before that depth's byte and its row (rows never move)
   std::vector<StateId> stack(size_t(trie.max_depth()) + 2, DEAD);
+  std::vector<const std::atomic<uint32_t>*> rows(stack.size(), nullptr);
   uint32_t d0 = trie.depth(lo) - 1u;
   stack[d0] = s0;
+  rows[d0] = lx.row_of(s0);
   std::vector<uint32_t>& ids = w->ids;
   uint32_t p = lo;
   while (p < hi) {
     uint32_t d = trie.depth(p);
     // single transitions: deep states see few distinct bytes, a whole row would waste
     // one derivative per byte class
-    StateId t = lx.next(stack[d - 1], trie.byte(p));
+    StateId t = lx.next_from(stack[d - 1], rows[d - 1], trie.byte(p));
     if (t == DEAD) {
       if (lx.accepts(stack[d - 1])) w->boundaries.push_back({p, stack[d - 1], BoundaryKind::Before});
       p += trie.size(p);
@@ -259,8 +285,11 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
       p += trie.size(p);
       continue;
     }
-    ids.insert(ids.end(), trie.tokens_begin(p), trie.tokens_end(p));
+    const uint32_t* tb = trie.tokens_begin(p);
+    const uint32_t* te = trie.tokens_end(p);
+    if (tb != te) ids.insert(ids.end(), tb, te);
     stack[d] = t;
+    rows[d] = lx.row_of(t);
     p++;
   }
   nodes_walked.fetch_add(p - lo, std::memory_order_relaxed);

@@ -104,14 +104,15 @@ class Walker {
   size_t cache_bytes_ = 0;
   std::unordered_map<StateId, int> slice_levels_;
   // Slice checks: per (lexer state, UTF-8 position) the depth up to which every plain byte
-  // string is known to stay alive, and a depth at which one is known to die (0: none known).
-  // Monotone bounds, kept across checks; guarded by slice_mu_ (taken before store_mutex).
-  struct SliceBounds {
-    uint16_t safe = 0;
-    uint16_t fails_at = 0;
-  };
-  std::mutex slice_mu_;
-  std::vector<SliceBounds> slice_bounds_;  // index: state * 8 + utf8 position
+  // string is known to stay alive (low 16 bits) and a depth at which one is known to die (high
+  // 16 bits, 0: none known). Proven facts that only tighten, kept across checks; updated with
+  // compare-and-swap, so checks on several threads share them without a lock. Stored in chunks
+  // allocated on first use (bounds_mu_ guards allocation only).
+  static constexpr size_t kBoundsChunk = 4096;
+  std::mutex bounds_mu_;
+  std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> bound_chunks_;
+  std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> bound_index_;
+  std::atomic<uint32_t>& bounds_at(size_t at);
   enum class Survival { Yes, No, OverBudget };
   Survival survives(StateId s, int u, uint32_t depth, uint32_t& budget);
   std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi, int trie_id);
