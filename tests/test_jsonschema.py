@@ -240,22 +240,43 @@ def test_one_of_disjointness():
     check(overlapping, ["1", "2", '"s"'], coerce_one_of=True)
     check({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
           ['{"a":1}', '{"b":1}'], ['{"a":1,"b":2}', "{}"])
-    inexpressible = {"type": "array", "oneOf": [{"items": {"type": "string"}}, {"maxItems": 1}]}
+    # exclusions relative to the other branch: item schemas, additionalProperties: false
+    check({"type": "array", "oneOf": [{"items": {"type": "string"}}, {"maxItems": 1}]},
+          ['["a","b"]', "[1]", "[]"[:0] + '[null]'], ["[]", '["a"]', '["a",1]'])
+    check({"type": "object", "oneOf": [
+        {"properties": {"key": {"type": "string"}}, "additionalProperties": False},
+        {"properties": {"keys": {"type": "array"}}, "additionalProperties": False}]},
+          ['{"key":"a"}', '{"keys":[]}'], ["{}", '{"key":"a","keys":[]}', '{"x":1}'])
+    check({"oneOf": [{"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}},
+                     {"properties": {"kind": {"const": "b"}}}]},  # discriminator, not required
+          ['{"kind":"a","x":1}', '{"kind":"b","x":"s"}', '{"x":"s"}'],
+          ["{}", '{"x":1}', "null", '{"kind":"c"}'])
+    check({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]},
+          ['"ab"', '"ba"'], ['"c"'])
+    inexpressible = {"type": "object", "oneOf": [{"additionalProperties": {"type": "string"}},
+                                                 {"required": ["a"]}]}
     with pytest.raises(SchemaError) as e:
         G(inexpressible)
     assert e.value.keyword == "oneOf" and e.value.pointer == "/oneOf"
+    assert "branches 1 and 0" in str(e.value) and "additionalProperties" in str(e.value)
+    for relax in ({"lenient": True}, {"coerce_one_of": True}):
+        g = G(inexpressible, **relax)
+        assert g.validate('{"a":"s"}')  # both branches match: anyOf semantics, noted
+        assert [(n.pointer, n.keyword) for n in g.notes] == [("/oneOf", "oneOf")]
+        assert "compiled as anyOf" in g.notes[0].message
 
 
 def test_unsupported_keywords_error_with_pointer_or_note_when_lenient():
     with pytest.raises(SchemaError) as e:
-        G({"type": "object", "properties": {"a": {"type": "array",
-                                                  "not": {"items": {"type": "string"}}}}})
+        G({"type": "object", "properties": {"a": {
+            "type": "object", "not": {"additionalProperties": {"type": "string"}}}}})
     assert e.value.keyword == "not" and e.value.pointer == "/properties/a/not"
     assert "lenient=True" in str(e.value)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # lenient reports on the result, never as a warning
-        g = G({"type": "array", "not": {"items": {"type": "string"}}}, lenient=True)
-    assert g.validate('["x"]') and not g.validate("1")
+        g = G({"type": "object", "not": {"additionalProperties": {"type": "string"}}},
+              lenient=True)
+    assert g.validate('{"x":"s"}') and not g.validate("1")
     assert [(n.pointer, n.keyword) for n in g.notes] == [("/not", "not")]
     assert "ignored: lenient" in g.notes[0].message
     assert G({"type": "array", "items": {"type": "string"}}).notes == ()
@@ -306,6 +327,8 @@ def test_not_of_types_and_trivial_keywords():
     check({"type": "object", "not": {"required": ["a", "b"]}},
           ['{"a":1}', '{"b":1}', "{}", '{"c":1}'], ['{"a":1,"b":2}'])
     check({"type": "array", "not": {"maxItems": 1}}, ["[1,2]"], ["[]", "[1]"])
+    check({"type": "array", "not": {"items": {"type": "string"}}}, ['["x",1]', "[null]"],
+          ["[]", '["x"]', '["x","y"]'])
     check({"not": {"anyOf": [{"type": "string"}, {"type": "number", "maximum": 0}]}},
           ["1", "null"], ['"s"', "0", "-1"])
     check({"not": {"not": {"type": "string", "maxLength": 1}}}, ['"a"'], ['"ab"', "1"])
@@ -336,8 +359,10 @@ def test_if_then_else_and_dependencies():
     check({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
            "properties": {"a": {}, "b": {}}, "dependencies": {"a": ["b"]}},
           ['{"a":1,"b":2}', '{"b":2}'], ['{"a":1}'])
+    check({"if": {"items": {"type": "string"}}, "then": {"maxItems": 1}, "else": {"minItems": 2}},
+          ['["a"]', "[1,2]", "1"], ['["a","b"]', "[1]"])
     with pytest.raises(SchemaError) as e:
-        G({"if": {"items": {"type": "string"}}, "then": {"type": "array"}})
+        G({"if": {"additionalProperties": {"type": "string"}}, "then": {"type": "object"}})
     assert e.value.keyword == "if"
 
 
@@ -348,8 +373,11 @@ def test_contains_counts():
            "maxItems": 4}, ["[1,2]", '[1,"a",2,3]'], ["[1]", "[1,2,3,4]", '[1,"a","b","c",2]'])
     check({"type": "array", "contains": {"const": 5}, "minContains": 0, "maxContains": 1},
           ["[]", "[5]", "[1,2]"], ["[5,5]"])
+    check({"type": "array", "contains": {"items": {"type": "string"}}, "maxContains": 1},
+          ['[["a"],[1]]', '[[1],2]'], ['[[],["a"]]', "[1,2]", "[]", "[[1]]"])
     with pytest.raises(SchemaError, match="maxContains"):
-        G({"type": "array", "contains": {"items": {"type": "string"}}, "maxContains": 1})
+        G({"type": "array", "contains": {"additionalProperties": {"type": "string"}},
+           "maxContains": 1})
 
 
 def test_formats():

@@ -26,8 +26,7 @@ from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder
 from lexguide.jsonschema.build import SchemaBuilder, nesting_error
 from lexguide.jsonschema.formats import format_rx
-from lexguide.limits import Nesting
-from lexguide.jsonschema.negate import NotSupported, negate
+from lexguide.jsonschema.negate import NotSupported
 from lexguide.jsonschema.numeric import (
     NON_INTEGER_RX,
     NUMBER_RX,
@@ -50,6 +49,7 @@ from lexguide.jsonschema.schema import (
     Unsat,
 )
 from lexguide.jsonschema.unique import distinct_subsets, finite_values, unique_items_problem
+from lexguide.limits import Nesting
 
 __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 
@@ -302,6 +302,9 @@ class SchemaCompiler:
             if got is not None:
                 return got
         if s.contains is not None:
+            if s.prefix:
+                raise SchemaError("contains together with prefixItems is not supported",
+                                  pointer=s.pointer, keyword="contains")
             return self.array_contains(s, lay)
         k = len(s.prefix) if hi is None else min(len(s.prefix), hi)
         prefix = [self.compile(p, child) for p in s.prefix[:k]]
@@ -389,11 +392,11 @@ class SchemaCompiler:
             miss = self.compile(s.items, lay.child)  # any item; the count is a lower bound
         else:
             try:
-                other = negate(s.contains, self.schemas.resolve, inter)
+                other = self.schemas.diff(s.items, s.contains)
             except NotSupported as e:
-                raise SchemaError(f"maxContains needs the complement of contains: {e}",
-                                  keyword="maxContains") from None
-            miss = self.compile(inter(s.items, other), lay.child)
+                raise SchemaError(f"maxContains needs the items that fail contains: {e}",
+                                  pointer=s.pointer, keyword="maxContains") from None
+            miss = self.compile(other, lay.child)
         n_cap = hi if hi is not None else max(lo, 1)
         c_cap = hi_c if hi_c is not None else lo_c
         if (n_cap + 1) * (c_cap + 1) > MAX_COUNT_RULES:

@@ -34,6 +34,7 @@ __all__ = [
     "Unsat",
     "any_of",
     "is_unsat",
+    "json_body",
     "json_types",
 ]
 
@@ -324,7 +325,7 @@ class Intersector:
 
         if not o.pattern_properties:
             return o.additional
-        body = _json_body(name)
+        body = json_body(name)
         matching = [s for p, s in o.pattern_properties if rx.matches(pattern_rx(p), body)]
         if not matching:
             return o.additional
@@ -351,7 +352,7 @@ def _all_string_consts(xs: tuple[Schema, ...]) -> bool:
     return all(isinstance(x, StringSchema) and x.const is not None for x in xs)
 
 
-def _json_body(name: str) -> bytes:
+def json_body(name: str) -> bytes:
     import json
 
     return json.dumps(name, ensure_ascii=False)[1:-1].encode()
