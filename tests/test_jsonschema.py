@@ -487,3 +487,18 @@ def test_public_surface_and_registration():
     assert sorted(js.__all__) == ["BOUNDED_WHITESPACE", "SchemaError", "add_json_schema",
                                   "compile_json_schema"]
     assert json_schema_compiler() is js.add_json_schema
+
+
+def test_large_length_and_item_bounds_are_counted_not_unrolled():
+    # a string length is a counter in the regex: one lexer state per count reached
+    check({"type": "string", "maxLength": 262144}, ['"abc"', '"' + "x" * 3000 + '"'], ['"a'])
+    check({"type": "string", "minLength": 3, "maxLength": 150_000, "pattern": "^[a-z]+$"},
+          ['"abc"', '"' + "q" * 5000 + '"'], ['"ab"', '"abC"'])
+    # item counts past 256 are built from doubling rules (E[i] -> E[i-1] E[i-1]), exactly
+    g = G({"type": "array", "maxItems": 1_000_000, "items": {"type": "integer"}})
+    assert len(g.ir.rules) < 200 and g.validate("[1,2,3]") and not g.validate('["a"]')
+    g = G({"type": "array", "minItems": 300, "maxItems": 1000, "items": {"const": 1}})
+    assert len(g.ir.rules) < 200
+    for n in (0, 299, 300, 301, 511, 512, 513, 777, 999, 1000, 1001):
+        assert g.validate("[" + ",".join(["1"] * n) + "]") == (300 <= n <= 1000), n
+    assert len(G({"type": "array", "minItems": 100_000}).ir.rules) < 200
