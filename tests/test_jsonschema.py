@@ -502,3 +502,32 @@ def test_large_length_and_item_bounds_are_counted_not_unrolled():
     for n in (0, 299, 300, 301, 511, 512, 513, 777, 999, 1000, 1001):
         assert g.validate("[" + ",".join(["1"] * n) + "]") == (300 <= n <= 1000), n
     assert len(G({"type": "array", "minItems": 100_000}).ir.rules) < 200
+
+
+def test_escapes_in_keys_and_llguidance_escape_options():
+    # keys are decoded text (RFC 8259 §4): every spelling of a key is that key, by default
+    check({"additionalProperties": {"type": "integer"}}, ['{"\\u00e9": 1}', '{"é": 1}'],
+          ['{"\\u00e9": "x"}', '{"\\ud800": 1}'])
+    check({"properties": {"Ab": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+          ['{"\\u0041b": 1}', '{"Ab": 1}', '{"x": "s"}'], ['{"\\u0041b": "s"}', '{"A\\u0062": "s"}'])
+    # string values: llguidance's default (\uXXXX only for characters that must be escaped)
+    check({"type": "string"}, ['"é"', '"\\u0001"'], ['"\\u00e9"', '"\\u0022"'])
+    general = {"x-guidance": {"json_allow_general_unicode_escapes": True}}
+    check({**general, "type": "string", "maxLength": 1},
+          ['"\\u00e9"', '"\\ud83d\\ude00"', '"\\uD83D\\uDE00"', '"😀"', '"\\u0022"'],
+          ['"\\ud83d"', '"\\ude00\\ud83d"', '"\\ud83d\\ude00\\ud83d\\ude00"', '"\\u00e9x"'])
+    check({**general, "type": "string", "pattern": "^[A-Z]+$"}, ['"\\u0041A"'], ['"\\u0061"'])
+    check({**general, "enum": ["é"]}, ['"\\u00E9"', '"é"'], ['"e"'])
+    check({"x-guidance": {"json_allow_general_unicode_escapes": False},
+           "additionalProperties": {}}, ['{"é": 1}'], ['{"\\u00e9": 1}'])
+    no_u = {"x-guidance": {"json_allowed_escapes": 'nrbtf\\"'}}
+    check({**no_u, "type": "string"}, ['"\\n"', '"\\\\"', '"\\""'], ['"\\u0001"', '"\\u000a"'])
+    check({"x-guidance": {"json_allowed_escapes": "u"}, "type": "string"}, ['"\\u000a"'],
+          ['"\\n"', '"\\""'])
+    check({"type": "string"}, ['"\\t"'], ['"\\t"'[:0] + '"\\u0009x"'[:0] + '"\\x"'],
+          json_allowed_escapes="t")
+    with pytest.raises(SchemaError, match="invalid escape character in allowed_escapes: x") as e:
+        G({"x-guidance": {"json_allowed_escapes": "x"}})
+    assert e.value.pointer == "/x-guidance"
+    with pytest.raises(SchemaError, match="must be a bool"):
+        G({"x-guidance": {"json_allow_general_unicode_escapes": "yes"}})

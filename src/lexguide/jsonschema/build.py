@@ -19,7 +19,7 @@ from lexguide.grammar import rx
 from lexguide.grammar.ir import CompileNote
 from lexguide.jsonschema.applicators import Applicators, OneOf
 from lexguide.jsonschema.difference import Difference
-from lexguide.jsonschema.formats import format_rx
+from lexguide.jsonschema.formats import filter_rx, format_rx
 from lexguide.jsonschema.keywords import TypedKeywords
 from lexguide.jsonschema.pattern import pattern_rx
 from lexguide.jsonschema.refs import RefIndex, escape_pointer
@@ -151,7 +151,7 @@ class SchemaBuilder(TypedKeywords, Applicators):
         body = json.dumps(value, ensure_ascii=False)[1:-1].encode()
         return all(rx.matches(pattern_rx(p), body) for p in s.patterns) and all(
             rx.matches(format_rx(f), body) for f in s.formats) and all(
-            rx.matches(r, body) == want for want, r in s.rx_filters)
+            rx.matches(filter_rx(kind, x), body) == want for want, kind, x in s.rx_filters)
 
     # -- schema objects -----------------------------------------------------------------------
     def build(self, raw: Any, ptr: str) -> Schema:

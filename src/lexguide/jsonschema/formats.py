@@ -12,9 +12,10 @@ by intersection. Unknown formats are annotations, as the spec says since 2019-09
 
 from __future__ import annotations
 
+from lexguide.jsonschema.escapes import DEFAULT, Escapes
 from lexguide.jsonschema.pattern import anchored_pattern_rx
 
-__all__ = ["FORMATS", "format_rx"]
+__all__ = ["FORMATS", "filter_rx", "format_rx"]
 
 # leap years (Gregorian): divisible by 4, and centuries only when divisible by 400
 _LEAP_YEAR = r"(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
@@ -80,6 +81,20 @@ FORMATS: dict[str, str] = {
 }
 
 
-def format_rx(name: str) -> int:
+def filter_rx(kind: str, payload: str, esc: Escapes = DEFAULT) -> int:
+    """Regex over JSON string bodies of a string filter: ``("pattern", p)``, ``("format", f)``
+    or ``("const", text)`` (the pieces of a negated string schema)."""
+    if kind == "pattern":
+        from lexguide.jsonschema.pattern import pattern_rx
+
+        return pattern_rx(payload, esc)
+    if kind == "format":
+        return format_rx(payload, esc)
+    from lexguide.jsonschema.escapes import json_literal_body
+
+    return json_literal_body(payload, esc)
+
+
+def format_rx(name: str, esc: Escapes = DEFAULT) -> int:
     """Regex over JSON string bodies for ``format: name``; KeyError for unknown formats."""
-    return anchored_pattern_rx(FORMATS[name])
+    return anchored_pattern_rx(FORMATS[name], esc)

@@ -84,8 +84,9 @@ class StringSchema:
     formats: tuple[str, ...] = ()
     const: str | None = None
     pointer: str = field(default="", compare=False)
-    # (must match?, regex node over the escaped body): from "not" of patterns/formats/consts
-    rx_filters: tuple[tuple[bool, int], ...] = ()
+    # (must match?, kind, payload): from "not" of patterns/formats/consts, kind being
+    # "pattern", "format" or "const" (compiled by formats.filter_rx under the escape policy)
+    rx_filters: tuple[tuple[bool, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
