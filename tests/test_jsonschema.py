@@ -531,3 +531,51 @@ def test_escapes_in_keys_and_llguidance_escape_options():
     assert e.value.pointer == "/x-guidance"
     with pytest.raises(SchemaError, match="must be a bool"):
         G({"x-guidance": {"json_allow_general_unicode_escapes": "yes"}})
+
+
+def test_remote_refs_bundled_metaschemas_and_user_documents():
+    for uri in ("http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-06/schema#",
+                "http://json-schema.org/draft-07/schema#",
+                "https://json-schema.org/draft/2019-09/schema",
+                "https://json-schema.org/draft/2020-12/schema"):
+        # the metaschemas' "required" arrays need uniqueItems of strings: strict is an error
+        # pointing into the bundled document, lenient compiles and notes it
+        with pytest.raises(SchemaError, match="uniqueItems") as e:
+            G({"$ref": uri})
+        assert e.value.pointer.startswith(uri.rstrip("#").rsplit("/", 1)[0])
+        g = G({"$ref": uri}, lenient=True)
+        assert g.validate('{"minLength": 1}') and g.validate('{"type": ["string", "null"]}'), uri
+        assert not g.validate('{"minLength": -1}') and not g.validate('{"type": 1}'), uri
+        assert {n.keyword for n in g.notes} <= {"uniqueItems", "format"}
+    other = {"$id": "https://example.test/int.json", "type": "integer", "minimum": 2,
+             "$defs": {"s": {"type": "string"}}}
+    check({"properties": {"n": {"$ref": "https://example.test/int.json"}}},
+          ['{"n":2}'], ['{"n":1}', '{"n":"x"}'], refs={"https://example.test/int.json": other})
+    check({"$id": "https://example.test/root.json", "items": {"$ref": "int.json#/$defs/s"}},
+          ['["a"]'], ["[2]"], refs={"https://example.test/int.json": other})  # relative, pointer
+    with pytest.raises(SchemaError, match="never fetched") as e:
+        G({"$ref": "https://example.test/missing.json"})
+    assert e.value.keyword == "$ref" and "refs={uri: schema}" in str(e.value)
+
+
+def test_dynamic_refs_follow_the_dynamic_scope():
+    tree = {  # the extendible tree of core 2020-12 §8.2.3.2: strict nodes via $dynamicAnchor
+        "$id": "https://example.test/strict-tree", "$dynamicAnchor": "node",
+        "$ref": "tree", "unevaluatedProperties": False,
+        "$defs": {"tree": {"$id": "tree", "$dynamicAnchor": "node", "type": "object",
+                           "properties": {"data": True, "children": {
+                               "type": "array", "items": {"$dynamicRef": "#node"}}}}}}
+    check(tree, ['{"children":[{"data":1}]}', '{"data":1,"children":[]}'],
+          ['{"children":[{"daat":1}]}', '{"x":1}'])
+    loose = {"$id": "https://example.test/tree", "$dynamicAnchor": "node", "type": "object",
+             "properties": {"data": True, "children": {"type": "array",
+                                                       "items": {"$dynamicRef": "#node"}}}}
+    check(loose, ['{"children":[{"daat":1}]}'], ['{"children":[1]}'])
+    recursive = {  # 2019-09: $recursiveRef to the outermost $recursiveAnchor: true
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "$id": "https://example.test/r-root", "$recursiveAnchor": True,
+        "$ref": "r-tree", "properties": {"data": {"type": "integer"}},
+        "$defs": {"t": {"$id": "r-tree", "$recursiveAnchor": True, "type": "object",
+                        "properties": {"kids": {"type": "array",
+                                                "items": {"$recursiveRef": "#"}}}}}}
+    check(recursive, ['{"kids":[{"data":1}]}'], ['{"kids":[{"data":"s"}]}', '{"data":"s"}'])

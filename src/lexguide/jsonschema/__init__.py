@@ -170,8 +170,9 @@ def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int =
     coerce = bool(xg.get("coerce_one_of", options.get("coerce_one_of", False)))
     layout = _layout(options, xg)
     try:
-        schemas = SchemaBuilder(schema, BuildOptions(lenient, coerce, options.get("draft"),
-                                                     bool(options.get("strict_formats", False))))
+        schemas = SchemaBuilder(schema, BuildOptions(
+            lenient, coerce, options.get("draft"), bool(options.get("strict_formats", False)),
+            options.get("refs")))
         root = schemas.build_root()
         start = SchemaCompiler(builder, schemas, layout, lenient=lenient).compile_root(root)
         builder.notes.extend(schemas.notes)

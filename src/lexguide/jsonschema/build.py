@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urldefrag
 
 from lexguide.errors import SchemaError
 from lexguide.grammar import rx
@@ -22,10 +23,15 @@ from lexguide.jsonschema.difference import Difference
 from lexguide.jsonschema.formats import filter_rx, format_rx
 from lexguide.jsonschema.keywords import TypedKeywords
 from lexguide.jsonschema.pattern import pattern_rx
-from lexguide.jsonschema.refs import RefIndex, escape_pointer
+from lexguide.jsonschema.refs import RefIndex, detect_draft, escape_pointer, split_key
 from lexguide.jsonschema.schema import (
     ANY,
+    ArraySchema,
+    BoolSchema,
     Intersector,
+    NullSchema,
+    NumberSchema,
+    ObjectSchema,
     RefSchema,
     Schema,
     StringSchema,
@@ -47,29 +53,13 @@ SIMPLE_KW = frozenset(("type", *NUMBER_KW, *STRING_KW, *ARRAY_KW, *OBJECT_KW))
 # keyword -> (first draft defining it, last draft defining it)
 KNOWN_UNSUPPORTED = {
     "not": (4, 2020), "if": (7, 2020), "then": (7, 2020), "else": (7, 2020),
-    "dependencies": (4, 7), "dependentRequired": (2019, 2020),
+    "dependencies": (4, 2020), "dependentRequired": (2019, 2020),
     "dependentSchemas": (2019, 2020), "unevaluatedItems": (2019, 2020),
-    "unevaluatedProperties": (2019, 2020), "$recursiveRef": (2019, 2019),
-    "$dynamicRef": (2020, 2020),
+    "unevaluatedProperties": (2019, 2020),
 }
+DYNAMIC_REFS = {"$dynamicRef": 2020, "$recursiveRef": 2019}
 INTRODUCED = {"const": 6, "contains": 6, "propertyNames": 6, "prefixItems": 2020,
               "minContains": 2019, "maxContains": 2019}
-
-_DRAFTS = {
-    "draft/2020-12/schema": 2020, "draft/2019-09/schema": 2019, "draft-07/schema": 7,
-    "draft-06/schema": 6, "draft-04/schema": 4,
-}
-
-
-def detect_draft(root: Any) -> int:
-    """The draft of a document from its ``$schema`` (2020 when missing or unknown)."""
-    uri = root.get("$schema") if isinstance(root, dict) else None
-    if isinstance(uri, str):
-        for suffix, draft in _DRAFTS.items():
-            if uri.rstrip("#").endswith(suffix):
-                return draft
-    return 2020
-
 
 def nesting_error(pointer: str | None, limit: int) -> SchemaError:
     """The error of a schema nested deeper than ``limit`` (subschemas and ``$ref`` hops)."""
@@ -83,6 +73,7 @@ class BuildOptions:
     coerce_one_of: bool = False
     draft: int | None = None
     strict_formats: bool = False
+    refs: dict[str, Any] | None = None  # {uri: schema} documents $ref may reach (not fetched)
 
 
 class SchemaBuilder(TypedKeywords, Applicators):
@@ -94,16 +85,24 @@ class SchemaBuilder(TypedKeywords, Applicators):
     def __init__(self, root: Any, options: BuildOptions = BuildOptions()) -> None:
         self.root = root
         self.options = options
-        self.draft = options.draft or detect_draft(root)
+        self.draft = self.root_draft = options.draft or detect_draft(root)
+        if options.refs is not None and not isinstance(options.refs, dict):
+            raise TypeError("refs must be a dict {uri: schema}")
         self.index = RefIndex(root, "id" if self.draft == 4 else "$id",
-                              ref_overrides=self.draft <= 7)
+                              ref_overrides=self.draft <= 7, refs=options.refs)
+        # dynamic scope (core 2020-12 §7.1): the resources with dynamic anchors entered on
+        # the way here, outermost first; a reference target is built once per scope
+        self.scope: tuple[str, ...] = ()
+        self._scoped: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._scope_ids: dict[tuple[tuple[str, str], ...], int] = {}
         self.defs: dict[str, Schema] = {}
         self._building: set[str] = set()
         self._pending: list[str] = []
         self.intersect = Intersector(self.resolve, self.string_accepts)
         self.diff = Difference(self.intersect)
         self.nesting = Nesting(nesting_error)
-        self.notes: list[CompileNote] = []  # accepted but not enforced (Grammar.notes)
+        self.notes: list[CompileNote] = []
+        self._noted: set[CompileNote] = set()  # accepted but not enforced (Grammar.notes)
 
     # -- entry points -------------------------------------------------------------------------
     def build_root(self) -> Schema:
@@ -122,10 +121,14 @@ class SchemaBuilder(TypedKeywords, Applicators):
             raise SchemaError("circular references with sibling keywords are not supported",
                               pointer=key, keyword="$ref")
         self._building.add(key)
+        target, scope = self._scoped.get(key, (key, ()))
+        saved = self.draft, self.scope
+        self.draft, self.scope = self._draft_of(target), scope
         try:
-            s = self.build(self.index.get(key), key)
+            s = self.build(self.index.get(target), target)
         finally:
             self._building.discard(key)
+            self.draft, self.scope = saved
         self.defs[key] = s
         return s
 
@@ -138,8 +141,12 @@ class SchemaBuilder(TypedKeywords, Applicators):
                           "on Grammar.notes", pointer=pointer, keyword=keyword)
 
     def note(self, pointer: str, keyword: str, message: str) -> None:
-        """Record something accepted without being enforced (mutates ``notes``)."""
-        self.notes.append(CompileNote(pointer, keyword, message))
+        """Record something accepted without being enforced (mutates ``notes``; a subschema
+        built once per dynamic scope is noted once)."""
+        note = CompileNote(pointer, keyword, message)
+        if note not in self._noted:
+            self._noted.add(note)
+            self.notes.append(note)
 
     def string_accepts(self, s: StringSchema, value: str) -> bool:
         """Does ``value`` satisfy the length/pattern/format constraints of ``s``."""
@@ -157,7 +164,23 @@ class SchemaBuilder(TypedKeywords, Applicators):
     def build(self, raw: Any, ptr: str) -> Schema:
         """IR of the raw subschema ``raw`` at pointer ``ptr``; one nesting level deeper."""
         with self.nesting(ptr):
-            return self._build(raw, ptr)
+            res = self.index.resource_of(ptr) if self.index.dynamic else None
+            if res is None or res not in self.index.dynamic or res in self.scope:
+                return self._build(raw, ptr)
+            saved = self.scope
+            self.scope = (*saved, res)
+            try:
+                return self._build(raw, ptr)
+            finally:
+                self.scope = saved
+
+    def _draft_of(self, key: str) -> int:
+        """The draft of the document holding ``key`` (its ``$schema``, else the root's)."""
+        doc = split_key(key)[0]
+        raw = self.index.documents.get(doc)
+        if doc == "" or not (isinstance(raw, dict) and "$schema" in raw):
+            return self.root_draft
+        return detect_draft(raw)
 
     def _build(self, raw: Any, ptr: str) -> Schema:
         if raw is True:
@@ -190,6 +213,13 @@ class SchemaBuilder(TypedKeywords, Applicators):
                 if not simple or key == "properties":
                     simple_pos = len(parts)  # property order follows "properties" (§4.5)
                 simple[key] = value
+            elif key in ("contentEncoding", "contentMediaType") and self.draft == 7:
+                content = self._content(key, value, raw, ptr)
+                if content is not None:
+                    parts.append(content)
+            elif key in DYNAMIC_REFS:
+                if self.draft == DYNAMIC_REFS[key]:
+                    parts.append(self._ref(value, ptr, key))
             elif key in KNOWN_UNSUPPORTED:
                 lo, hi = KNOWN_UNSUPPORTED[key]
                 if lo <= self.draft <= hi:
@@ -218,6 +248,19 @@ class SchemaBuilder(TypedKeywords, Applicators):
                 out = self.if_keyword(raw, ptr, out)
         return out
 
+    def _content(self, key: str, value: Any, raw: dict, ptr: str) -> Schema | None:
+        """Draft 7 ``contentEncoding``/``contentMediaType``: annotations noted on the result,
+        assertions under ``strict_formats`` (base64 is enforced; media types are not)."""
+        at = f"{ptr}/{key}"
+        if not self.options.strict_formats:
+            self.note(at, key, f"{key} {value!r} is an annotation: any string is accepted")
+            return None
+        if key == "contentEncoding" and value == "base64" and "contentMediaType" not in raw:
+            return any_of([StringSchema(formats=("byte",), pointer=at), NullSchema(),
+                           BoolSchema(), NumberSchema(False), ArraySchema(), ObjectSchema()])
+        self.unsupported(f"{key} {value!r} cannot be enforced (strict_formats)", at, key)
+        return None
+
     def _subschemas(self, key: str, value: Any, at: str) -> list[Schema]:
         if not isinstance(value, list) or not value:
             raise SchemaError(f"{key} must be a non-empty array", pointer=at, keyword=key)
@@ -231,10 +274,28 @@ class SchemaBuilder(TypedKeywords, Applicators):
         self.unsupported(f"Unimplemented keys: [{key!r}]", at, key)
         return None
 
-    def _ref(self, ref: Any, ptr: str) -> Schema:
+    def _ref(self, ref: Any, ptr: str, keyword: str = "$ref") -> Schema:
         if not isinstance(ref, str):
-            raise SchemaError("$ref must be a string", pointer=ptr, keyword="$ref")
-        key = self.index.resolve(ref, ptr)
+            raise SchemaError(f"{keyword} must be a string", pointer=ptr, keyword=keyword)
+        target = self.index.resolve(ref, ptr)
+        raw = self.index.get(target)
+        if keyword == "$dynamicRef":  # dynamic only when it lands on a matching $dynamicAnchor
+            name = urldefrag(ref)[1]
+            if name and not name.startswith("/") and isinstance(raw, dict) \
+                    and raw.get("$dynamicAnchor") == name:
+                got = self.index.dynamic_target(self.scope, name)
+                target = target if got is None else got
+        elif keyword == "$recursiveRef" and isinstance(raw, dict) \
+                and raw.get("$recursiveAnchor") is True:
+            got = self.index.dynamic_target(self.scope, "")
+            target = target if got is None else got
+        key = target
+        if self.index.dynamic and self.scope:
+            # scopes binding every dynamic anchor name alike resolve alike: one build each
+            sid = self._scope_ids.setdefault(self.index.bindings(self.scope),
+                                             len(self._scope_ids))
+            key = f"{target}@scope{sid}"
+            self._scoped[key] = (target, self.scope)
         if key not in self.defs:
             self._pending.append(key)
         return RefSchema(key)
