@@ -579,3 +579,27 @@ def test_dynamic_refs_follow_the_dynamic_scope():
                         "properties": {"kids": {"type": "array",
                                                 "items": {"$recursiveRef": "#"}}}}}}
     check(recursive, ['{"kids":[{"data":1}]}'], ['{"kids":[{"data":"s"}]}', '{"data":"s"}'])
+
+
+def test_unevaluated_properties_and_items():
+    base = {"$defs": {"b": {"properties": {"b": {"type": "integer"}}}}}
+    check({**base, "type": "object", "properties": {"a": {}}, "allOf": [{"$ref": "#/$defs/b"}],
+           "unevaluatedProperties": False}, ['{"a":1,"b":2}', "{}"], ['{"c":1}', '{"b":"s"}'])
+    check({"type": "object", "anyOf": [{"properties": {"a": {}}, "required": ["a"]},
+                                       {"properties": {"b": {}}, "required": ["b"]}],
+           "unevaluatedProperties": {"type": "string"}},
+          ['{"a":1}', '{"a":1,"b":2}', '{"b":1,"z":"s"}'], ['{"a":1,"z":2}', "{}"])
+    check({"type": "object", "properties": {"kind": {}},
+           "if": {"properties": {"kind": {"const": "x"}}, "required": ["kind"]},
+           "then": {"properties": {"x": {}}}, "unevaluatedProperties": False},
+          ['{"kind":"x","x":1}', '{"kind":"y"}'], ['{"kind":"y","x":1}'])
+    check({"type": "array", "contains": {"type": "integer"}, "unevaluatedItems": False},
+          ["[1,2]", "[1]"], ['[1,"a"]', "[]"])
+    check({"type": "array", "prefixItems": [{"type": "string"}], "unevaluatedItems": False},
+          ['["a"]', "[]"], ['["a",1]'])
+    check({"type": "array", "allOf": [{"prefixItems": [{}, {}]}], "unevaluatedItems": False},
+          ["[1,2]", "[]"], ["[1,2,3]"])
+    with pytest.raises(SchemaError) as e:
+        G({"type": "object", "anyOf": [{"properties": {k: {}}} for k in "abcde"],
+           "unevaluatedProperties": False})
+    assert e.value.pointer == "/unevaluatedProperties" and "statically" in str(e.value)

@@ -41,10 +41,11 @@ INCOMPLETE: dict[tuple[str, str], tuple[int, str]] = {
     ("draft2020-12", "optional/dependencies-compatibility.json"): (3, _ORDER),
     ("draft2020-12", "format.json"): (12, _FORMAT),
     ("draft2020-12", "vocabulary.json"): (1, _VOCAB),
+    ("draft2020-12", "unevaluatedProperties.json"): (1, _ORDER),
     ("draft2020-12", "optional/format/email.json"): (4, _QUOTED_EMAIL),
 }
 # regression floors: (cases compiled, tests agreeing) per draft
-FLOORS = {"draft2020-12": (350, 1632), "draft7": (285, 1355)}
+FLOORS = {"draft2020-12": (418, 1794), "draft7": (285, 1355)}
 
 
 @cache

@@ -38,6 +38,7 @@ from lexguide.jsonschema.schema import (
     Unsat,
     any_of,
 )
+from lexguide.jsonschema.unevaluated import Unevaluated
 from lexguide.limits import Nesting
 
 __all__ = ["BuildOptions", "SchemaBuilder", "detect_draft", "nesting_error"]
@@ -51,7 +52,7 @@ OBJECT_KW = ("properties", "required", "additionalProperties", "patternPropertie
              "propertyNames", "minProperties", "maxProperties")
 SIMPLE_KW = frozenset(("type", *NUMBER_KW, *STRING_KW, *ARRAY_KW, *OBJECT_KW))
 # keyword -> (first draft defining it, last draft defining it)
-KNOWN_UNSUPPORTED = {
+DRAFT_KEYWORDS = {
     "not": (4, 2020), "if": (7, 2020), "then": (7, 2020), "else": (7, 2020),
     "dependencies": (4, 2020), "dependentRequired": (2019, 2020),
     "dependentSchemas": (2019, 2020), "unevaluatedItems": (2019, 2020),
@@ -76,7 +77,7 @@ class BuildOptions:
     refs: dict[str, Any] | None = None  # {uri: schema} documents $ref may reach (not fetched)
 
 
-class SchemaBuilder(TypedKeywords, Applicators):
+class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
     """Builds the IR of one document; ``defs`` maps reference keys (pointers) to their IR.
 
     Mutates only itself. Cost: linear in the schema size, plus intersections.
@@ -220,17 +221,13 @@ class SchemaBuilder(TypedKeywords, Applicators):
             elif key in DYNAMIC_REFS:
                 if self.draft == DYNAMIC_REFS[key]:
                     parts.append(self._ref(value, ptr, key))
-            elif key in KNOWN_UNSUPPORTED:
-                lo, hi = KNOWN_UNSUPPORTED[key]
+            elif key in DRAFT_KEYWORDS:
+                lo, hi = DRAFT_KEYWORDS[key]
                 if lo <= self.draft <= hi:
-                    if key in ("not", "if"):
+                    if key in ("not", "if", "unevaluatedProperties", "unevaluatedItems"):
                         deferred.append(key)
                     elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
                         parts.append(self.dependencies(key, value, f"{ptr}/{key}"))
-                    elif key not in ("then", "else"):
-                        extra = self._special(key, value, raw, ptr)
-                        if extra is not None:
-                            parts.append(extra)
         if simple:
             parts.insert(simple_pos, None)
             for k in one_ofs:
@@ -244,8 +241,10 @@ class SchemaBuilder(TypedKeywords, Applicators):
         for key in deferred:
             if key == "not":
                 out = self.not_keyword(raw["not"], f"{ptr}/not", out)
-            else:
+            elif key == "if":
                 out = self.if_keyword(raw, ptr, out)
+        if "unevaluatedProperties" in deferred or "unevaluatedItems" in deferred:
+            out = self.unevaluated(raw, ptr, out)
         return out
 
     def _content(self, key: str, value: Any, raw: dict, ptr: str) -> Schema | None:
@@ -266,15 +265,33 @@ class SchemaBuilder(TypedKeywords, Applicators):
             raise SchemaError(f"{key} must be a non-empty array", pointer=at, keyword=key)
         return [self.build(v, f"{at}/{i}") for i, v in enumerate(value)]
 
-    def _special(self, key: str, value: Any, raw: dict, ptr: str) -> Schema | None:
-        """Keywords not handled yet: an error (a note when lenient), or trivial forms."""
+    def _content(self, key: str, value: Any, raw: dict, ptr: str) -> Schema | None:
+        """Draft 7 ``contentEncoding``/``contentMediaType``: annotations noted on the result,
+        assertions under ``strict_formats`` (base64 is enforced; media types are not)."""
         at = f"{ptr}/{key}"
-        if key in ("unevaluatedProperties", "unevaluatedItems") and value in (True, {}):
+        if not self.options.strict_formats:
+            self.note(at, key, f"{key} {value!r} is an annotation: any string is accepted")
             return None
+        if key == "contentEncoding" and value == "base64" and "contentMediaType" not in raw:
+            return any_of([StringSchema(formats=("byte",), pointer=at), NullSchema(),
+                           BoolSchema(), NumberSchema(False), ArraySchema(), ObjectSchema()])
+        self.unsupported(f"{key} {value!r} cannot be enforced (strict_formats)", at, key)
+        return None
+
+    def _subschemas(self, key: str, value: Any, at: str) -> list[Schema]:
+        if not isinstance(value, list) or not value:
+            raise SchemaError(f"{key} must be a non-empty array", pointer=at, keyword=key)
+        return [self.build(v, f"{at}/{i}") for i, v in enumerate(value)]
+
+    def _special(self, key: str, value: Any, raw: dict, ptr: str) -> Schema | None:
+        """Keywords not handled: an error (a note when lenient)."""
+        at = f"{ptr}/{key}"
         self.unsupported(f"Unimplemented keys: [{key!r}]", at, key)
         return None
 
-    def _ref(self, ref: Any, ptr: str, keyword: str = "$ref") -> Schema:
+    def ref_target(self, ref: Any, ptr: str, keyword: str) -> str:
+        """Key of the target of a ``$ref``/``$dynamicRef``/``$recursiveRef`` written at
+        ``ptr``, in the current dynamic scope."""
         if not isinstance(ref, str):
             raise SchemaError(f"{keyword} must be a string", pointer=ptr, keyword=keyword)
         target = self.index.resolve(ref, ptr)
@@ -289,7 +306,10 @@ class SchemaBuilder(TypedKeywords, Applicators):
                 and raw.get("$recursiveAnchor") is True:
             got = self.index.dynamic_target(self.scope, "")
             target = target if got is None else got
-        key = target
+        return target
+
+    def _ref(self, ref: Any, ptr: str, keyword: str = "$ref") -> Schema:
+        key = target = self.ref_target(ref, ptr, keyword)
         if self.index.dynamic and self.scope:
             # scopes binding every dynamic anchor name alike resolve alike: one build each
             sid = self._scope_ids.setdefault(self.index.bindings(self.scope),
