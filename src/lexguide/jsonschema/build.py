@@ -265,30 +265,6 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
             raise SchemaError(f"{key} must be a non-empty array", pointer=at, keyword=key)
         return [self.build(v, f"{at}/{i}") for i, v in enumerate(value)]
 
-    def _content(self, key: str, value: Any, raw: dict, ptr: str) -> Schema | None:
-        """Draft 7 ``contentEncoding``/``contentMediaType``: annotations noted on the result,
-        assertions under ``strict_formats`` (base64 is enforced; media types are not)."""
-        at = f"{ptr}/{key}"
-        if not self.options.strict_formats:
-            self.note(at, key, f"{key} {value!r} is an annotation: any string is accepted")
-            return None
-        if key == "contentEncoding" and value == "base64" and "contentMediaType" not in raw:
-            return any_of([StringSchema(formats=("byte",), pointer=at), NullSchema(),
-                           BoolSchema(), NumberSchema(False), ArraySchema(), ObjectSchema()])
-        self.unsupported(f"{key} {value!r} cannot be enforced (strict_formats)", at, key)
-        return None
-
-    def _subschemas(self, key: str, value: Any, at: str) -> list[Schema]:
-        if not isinstance(value, list) or not value:
-            raise SchemaError(f"{key} must be a non-empty array", pointer=at, keyword=key)
-        return [self.build(v, f"{at}/{i}") for i, v in enumerate(value)]
-
-    def _special(self, key: str, value: Any, raw: dict, ptr: str) -> Schema | None:
-        """Keywords not handled: an error (a note when lenient)."""
-        at = f"{ptr}/{key}"
-        self.unsupported(f"Unimplemented keys: [{key!r}]", at, key)
-        return None
-
     def ref_target(self, ref: Any, ptr: str, keyword: str) -> str:
         """Key of the target of a ``$ref``/``$dynamicRef``/``$recursiveRef`` written at
         ``ptr``, in the current dynamic scope."""
