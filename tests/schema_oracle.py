@@ -69,7 +69,7 @@ def _vocabulary(schema: Any) -> tuple[list[str], list[Any], list[float], list[in
 def instances(schema: Any, rng: random.Random, n: int, depth: int = 3) -> list[Any]:
     """``n`` random JSON values in the vocabulary of ``schema``."""
     names, consts, numbers, lengths = _vocabulary(schema)
-    strings = [c for c in consts if isinstance(c, str)] + names + ["", "é", "ab", "a\nb"]
+    strings = [c for c in consts if isinstance(c, str)] + names + ["", "é", "ab", "a\nb", "😀"]
 
     def value(d: int) -> Any:
         r = rng.random()
@@ -126,7 +126,8 @@ def _orders(data: Any, rank: dict[str, int], cap: int) -> list[Any]:
 
 
 def disagreements(schema: Any, n: int = 300, seed: int = 0, *, grammar: Grammar | None = None,
-                  registry: Any = None, **opts: Any) -> tuple[list, list, int]:
+                  registry: Any = None, ensure_ascii: bool = False,
+                  **opts: Any) -> tuple[list, list, int]:
     """``(unsound, incomplete, n_valid)`` over ``n`` generated instances of ``schema``."""
     g = grammar if grammar is not None else Grammar.from_json_schema(schema, **opts)
     v = validator(schema, registry)
@@ -148,7 +149,7 @@ def disagreements(schema: Any, n: int = 300, seed: int = 0, *, grammar: Grammar 
         n_valid += valid
         accepted = False
         for form in _orders(data, rank, 24):
-            ok = g.validate(json.dumps(form, ensure_ascii=False))
+            ok = g.validate(json.dumps(form, ensure_ascii=ensure_ascii))
             if ok and not valid:
                 unsound.append(form)
             accepted |= ok
