@@ -57,8 +57,8 @@ def pct(xs: list[float], p: float) -> float | None:
 
 def coverage(per_subset: int | None, seed: int) -> dict:
     """Compile every (or a sample of) schema with lexguide and llguidance; times in ms."""
+    from lexguide.engine.grammar import Grammar
     from lexguide.errors import LexguideError
-    from lexguide.grammar.grammar import Grammar
 
     try:
         import llguidance
@@ -236,11 +236,11 @@ def masks_in_process(vocab_path: Path, limit: int, seed: int) -> dict:
     import llguidance as llg
     import numpy as np
 
-    from lexguide.engine import Matcher, TokenizerInfo
-    from lexguide.errors import LexguideError
-    from lexguide.grammar.grammar import Grammar
-    from lexguide.tokenizer import Tokenizer
     import lexguide.jsonschema  # noqa: F401  (imported before timing, as llguidance is)
+    from lexguide.engine import Matcher, TokenizerInfo
+    from lexguide.engine.grammar import Grammar
+    from lexguide.errors import LexguideError
+    from lexguide.tokenizer import Tokenizer
 
     spec = iu.spec_from_file_location("bench_peers", HARNESS)
     peers = iu.module_from_spec(spec)

@@ -131,9 +131,9 @@ class LexguideAdapter:
         # the first grammar's compile time should not include Python module loading
         import lexguide.grammar.gbnf  # noqa: F401
         import lexguide.grammar.lark  # noqa: F401
-        import lexguide.grammar.rx_syntax  # noqa: F401
-        import lexguide.grammar.unicode_tables  # noqa: F401
         import lexguide.jsonschema  # noqa: F401
+        import lexguide.regex.syntax  # noqa: F401
+        import lexguide.regex.unicode  # noqa: F401
 
         self.info = self.vocab.tokenizer_info()
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import jsonschema
 
-from lexguide.grammar.grammar import Grammar
+from lexguide.engine.grammar import Grammar
 
 __all__ = ["disagreements", "instances", "validator"]
 

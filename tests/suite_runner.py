@@ -80,8 +80,8 @@ def run(draft: str, compile_fn: Callable[[dict, dict], Callable[[str], bool] | N
 
 
 def lexguide_compile(schema: dict, opts: dict) -> Callable[[str], bool] | None:
+    from lexguide.engine.grammar import Grammar
     from lexguide.errors import LexguideError
-    from lexguide.grammar.grammar import Grammar
 
     try:
         g = Grammar.from_json_schema(schema, **opts)

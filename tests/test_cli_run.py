@@ -45,8 +45,7 @@ def test_help_lists_schema_flags(capsys, flag):
 
 def test_layout_flags_reach_the_schema_compiler(monkeypatch, capsys):
     seen = {}
-    from lexguide.grammar import Grammar
-
+    from lexguide import Grammar
     real = Grammar.from_json_schema.__func__
 
     def spy(cls, schema, **opts):

@@ -5,16 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 from lexguide import Grammar
-from lexguide.errors import LimitExceeded
-from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder
+from lexguide.regex.syntax import parse_regex
 
 
 def _lex(b: GrammarBuilder, pattern: str, **kw) -> int:
-    return b.lexeme(rx.from_regex(pattern), pattern, **kw)
+    return b.lexeme(parse_regex(pattern), pattern, **kw)
 
 
 def test_arithmetic_with_left_and_right_recursion():
@@ -58,7 +55,7 @@ def test_skip_between_lexemes_only():
     b = GrammarBuilder()
     start = b.nonterminal("start")
     b.rule(start, [_lex(b, "a"), _lex(b, "b")])
-    b.set_skip(0, rx.from_regex("[ ]+"))
+    b.set_skip(0, parse_regex("[ ]+"))
     g = Grammar(b.build(start))
     assert g.validate("a b") and g.validate("ab") and g.validate("a   b")
     assert not g.validate(" ab")  # no initial skip by default
@@ -68,7 +65,7 @@ def test_skip_between_lexemes_only():
 def test_trailing_skip_while_more_may_come():
     b = GrammarBuilder()
     a = _lex(b, "a")
-    b.set_skip(0, rx.from_regex("[ ]+"))
+    b.set_skip(0, parse_regex("[ ]+"))
     g = Grammar(b.build(b.plus(a)))
     assert g.validate("a a ") and g.validate("aa")
 

@@ -7,11 +7,11 @@ import random
 
 import numpy as np
 import pytest
-
-from lexguide import Grammar, GrammarError, Matcher, TokenizerInfo, TokenRejected, apply_mask
-from lexguide.grammar import rx
-from lexguide.grammar.ir import GrammarBuilder
 from reference import recognizer
+
+from lexguide import Grammar, Matcher, TokenizerInfo, TokenRejected, apply_mask
+from lexguide.grammar.ir import GrammarBuilder
+from lexguide.regex.syntax import parse_regex
 
 ALPHABET = b"ab0 ,"
 LEXEME_POOL = ["a", "ab", "b", "[ab]+", "a*b", "[0-9]+", "0", " ", ",", "(ab)+", "b?a", "[a0]{2,3}", "b*", "(a0)?"]
@@ -32,7 +32,7 @@ INFO = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0], special_ids=[1])
 
 def _random_grammar(rng: random.Random) -> Grammar:
     b = GrammarBuilder()
-    lexemes = [b.lexeme(rx.from_regex(p), f"/{p}/", lazy=rng.random() < 0.1) for p in rng.sample(LEXEME_POOL, 5)]
+    lexemes = [b.lexeme(parse_regex(p), f"/{p}/", lazy=rng.random() < 0.1) for p in rng.sample(LEXEME_POOL, 5)]
     nts = [b.nonterminal(f"r{i}") for i in range(3)]
     for i, nt in enumerate(nts):
         for _ in range(rng.randint(1, 3)):
@@ -46,7 +46,7 @@ def _random_grammar(rng: random.Random) -> Grammar:
                     rhs.append(rng.choice(lexemes))
             b.rule(nt, rhs)
     if rng.random() < 0.5:
-        b.set_skip(0, rx.from_regex(" +"))
+        b.set_skip(0, parse_regex(" +"))
     return Grammar(b.build(nts[0]))
 
 
@@ -116,7 +116,7 @@ def test_mask_equals_brute_force_on_random_grammars(seed):
 
 def test_consume_rejects_and_leaves_state():
     b = GrammarBuilder()
-    g = Grammar(b.build(b.lexeme(rx.from_regex("ab"), "ab")))
+    g = Grammar(b.build(b.lexeme(parse_regex("ab"), "ab")))
     m = Matcher(g, INFO)
     before = m.state
     with pytest.raises(TokenRejected):

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from lexguide.engine.grammar import Grammar
 from lexguide.errors import GrammarError
 from lexguide.grammar.gbnf import compile_gbnf, gbnf_to_lark, plan_gbnf
-from lexguide.grammar.gbnf_parser import Alt, Chars, Lit, Ref, Rep, Seq, Tok, parse_gbnf
-from lexguide.grammar.grammar import Grammar
+from lexguide.grammar.gbnf.parser import Alt, Chars, Lit, Ref, Rep, Seq, Tok, parse_gbnf
 
 CORPORA = Path("/work/shared/corpora")
 GBNF_FILES = sorted((CORPORA / "gbnf").glob("*.gbnf"))
@@ -455,7 +455,7 @@ def test_large_repetitions(monkeypatch: pytest.MonkeyPatch) -> None:
     g = Grammar(ir)
     assert g.validate("a" * 101_000) and not g.validate("a" * 1000)
     # a fragment too large for the conflict analysis stays rules, still exact
-    import lexguide.grammar.gbnf as gbnf_module
+    import lexguide.grammar.gbnf.plan as gbnf_module
 
     monkeypatch.setattr(gbnf_module, "MAX_UNIT_POSITIONS", 50)
     text = 'root ::= [a-z]{0,60} "b" | "(" root ")"\n'

@@ -11,12 +11,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from test_gbnf import GBNF_FILES, GRAMMAR_CASES, oracle_accepts, random_sentence
 
+from lexguide.engine.grammar import Grammar
 from lexguide.errors import TokenRejected
 from lexguide.grammar.gbnf import compile_gbnf, gbnf_to_lark
-from lexguide.grammar.grammar import Grammar
-
-from test_gbnf import GBNF_FILES, GRAMMAR_CASES, oracle_accepts, random_sentence
 
 engine = pytest.importorskip("lexguide.engine")
 lark = pytest.importorskip("lexguide.grammar.lark")

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from lexguide.engine.grammar import Grammar
 from lexguide.errors import SchemaError
-from lexguide.grammar import rx
-from lexguide.grammar.grammar import Grammar
 from lexguide.jsonschema import compile_json_schema
 from lexguide.jsonschema.numeric import number_rx
 from lexguide.jsonschema.pattern import PatternError, pattern_rx
+from lexguide.regex import nodes as rx
 
 CORPORA = Path("/work/shared/corpora")
 

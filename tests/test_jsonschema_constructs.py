@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 pytest.importorskip("jsonschema")
 referencing = pytest.importorskip("referencing")
 
-from schema_oracle import disagreements  # noqa: E402
+from schema_oracle import disagreements
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
                     suppress_health_check=list(HealthCheck))

@@ -57,7 +57,7 @@ def _results(draft: str):
 def test_suite(draft):
     if not sr.available(draft):
         pytest.skip(f"{sr.SHARED / 'tests' / draft} not present")
-    n_cases, n_compiled, results = _results(draft)
+    _, n_compiled, results = _results(draft)
     unsound = [(key, data) for key, data, valid, got in results if got and not valid]
     assert not unsound, "accepted invalid instances:\n" + "\n".join(map(str, unsound))
     incomplete: dict[str, list] = {}

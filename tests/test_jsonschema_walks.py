@@ -21,8 +21,8 @@ import pytest
 jsonschema = pytest.importorskip("jsonschema")
 
 from lexguide.engine import Matcher, TokenizerInfo
+from lexguide.engine.grammar import Grammar
 from lexguide.errors import SchemaError
-from lexguide.grammar.grammar import Grammar
 
 BENCH = Path("/work/shared/corpora/jsonschemabench")
 EXPECTED = Path("/work/shared/corpora/llguidance-data/json_stats/expected_maskbench.json")

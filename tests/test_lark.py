@@ -11,12 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lexguide.errors import GrammarError, LexguideError
-from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarIR, GrammarOptions, TokenSet
 from lexguide.grammar.lark import COMMON_REGEXES, compile_lark
-from lexguide.grammar.lark_compiler import chunk_words, substring_rx
-from lexguide.grammar.lark_lexer import Kind, lex_lark
-from lexguide.grammar.lark_parser import parse_lark
+from lexguide.grammar.lark.compiler import chunk_words, substring_rx
+from lexguide.grammar.lark.lexer import Kind, lex_lark
+from lexguide.grammar.lark.parser import parse_lark
+from lexguide.regex import nodes as rx
+from lexguide.regex.syntax import parse_regex
 
 
 def lexeme_by_name(ir: GrammarIR, name: str):
@@ -256,7 +257,7 @@ def test_json_in_rule_uses_registered_compiler(monkeypatch):
 
     def fake(builder, schema, *, lexeme_class, **options):
         calls.append((schema, lexeme_class))
-        return builder.lexeme(rx.from_regex("[0-9]+"), "int", lexeme_class=lexeme_class)
+        return builder.lexeme(parse_regex("[0-9]+"), "int", lexeme_class=lexeme_class)
 
     monkeypatch.setattr(ir_mod, "_JSON_COMPILER", fake)
     ir = compile_lark('start: "x" %json {"type": "integer"} "y"')

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-Grammar = pytest.importorskip("lexguide.grammar.grammar").Grammar
+Grammar = pytest.importorskip("lexguide.engine.grammar").Grammar
 
 CORPUS = Path("/work/shared/corpora/llguidance-cases.jsonl")
 if not CORPUS.exists():

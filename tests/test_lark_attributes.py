@@ -13,7 +13,7 @@ import pytest
 
 from lexguide import Grammar, Matcher, TokenizerInfo
 from lexguide.errors import GrammarError, TokenRejected
-from lexguide.grammar import rx
+from lexguide.regex import nodes as rx
 
 WORDS = [b"ab", b"abc", b"cd", b"a!", b"xa", b"<end>", b"o<e", b"nd>"]
 TOKENS = [bytes([c]) for c in range(32, 127)] + WORDS + [b""]

@@ -11,7 +11,7 @@ import pytest
 from lexguide.errors import LexguideError, TokenRejected
 
 engine = pytest.importorskip("lexguide.engine")
-Grammar = pytest.importorskip("lexguide.grammar.grammar").Grammar
+Grammar = pytest.importorskip("lexguide.engine.grammar").Grammar
 
 WORDS = [b"hello", b"<think>", b"ab"]  # ordinary text tokens, including the text "<think>"
 SPECIALS = ["<think>", "</think>", "<|eot_id|>"]

@@ -9,11 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexguide import Grammar
-from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder
+from lexguide.regex import nodes as rx
+from lexguide.regex.syntax import parse_regex
 
 LEXEMES = [r"[a-z]+", "if", r"[0-9]+", r"[0-9]+\.[0-9]+", r'"(\\.|[^"\\])*"', r"\s+", "é+"]
-RXS = [rx.from_regex(p) for p in LEXEMES]
+RXS = [parse_regex(p) for p in LEXEMES]
 
 
 def _one_of(indices: set[int]):

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexguide.errors import LimitExceeded, RegexError
-from lexguide.grammar import rx
+from lexguide.regex import nodes as rx
+from lexguide.regex.syntax import format_regex, parse_regex
 
 A, B, C = rx.literal(b"a"), rx.literal(b"b"), rx.literal(b"cd")
 
@@ -23,7 +24,7 @@ def test_canonical_alternation() -> None:
     assert rx.alt(A, rx.NOTHING) == A
     assert rx.alt() == rx.NOTHING
     # byte sets merge: a|b is the byte set [ab]
-    assert rx.alt(A, B) == rx.byteset(b"ab") == rx.from_regex("[ab]") == rx.from_regex("a|b")
+    assert rx.alt(A, B) == rx.byteset(b"ab") == parse_regex("[ab]") == parse_regex("a|b")
     # EPSILON is dropped next to a nullable alternative
     assert rx.alt(rx.EPSILON, rx.star(A)) == rx.star(A)
     assert rx.alt(rx.ANY_BYTES, A) == rx.ANY_BYTES
@@ -37,8 +38,8 @@ def test_canonical_concat_and_repeat() -> None:
     assert rx.star(rx.star(A)) == rx.star(A)
     assert rx.star(rx.opt(A)) == rx.star(A)
     assert rx.star(rx.EPSILON) == rx.star(rx.NOTHING) == rx.EPSILON
-    assert rx.plus(A) == rx.concat(A, rx.star(A)) == rx.from_regex("a+") == rx.from_regex("aa*")
-    assert rx.repeat(A, 0, 1) == rx.opt(A) == rx.from_regex("a?")
+    assert rx.plus(A) == rx.concat(A, rx.star(A)) == parse_regex("a+") == parse_regex("aa*")
+    assert rx.repeat(A, 0, 1) == rx.opt(A) == parse_regex("a?")
     assert rx.repeat(A, 1, 1) == A
     assert rx.repeat(A, 0, 0) == rx.EPSILON
     assert rx.repeat(A, 0, None) == rx.star(A)
@@ -63,8 +64,8 @@ def test_canonical_intersection_and_complement() -> None:
 
 
 def test_same_regex_same_id_and_shared_derivatives() -> None:
-    s1 = rx.from_regex(r'"(\\.|[^"\\])*"')
-    s2 = rx.from_regex(r'"(?:[^"\\]|\\.)*"')
+    s1 = parse_regex(r'"(\\.|[^"\\])*"')
+    s2 = parse_regex(r'"(?:[^"\\]|\\.)*"')
     assert s1 == s2
     # the state "inside the string" is the same node as in another regex with the same tail
     d1 = rx.derivative(s1, ord('"'))
@@ -83,7 +84,7 @@ def test_nullable() -> None:
 # -- derivatives per byte class are sound ----------------------------------------------------
 SMALL = ["a", "b", "ab", "[ab]", "[^a]", "a*", "(ab|b)+", "a{2,3}", ".", r"\d", "é", "(?s:.*)"]
 _nodes = st.recursive(
-    st.sampled_from(SMALL).map(rx.from_regex),
+    st.sampled_from(SMALL).map(parse_regex),
     lambda ch: st.one_of(
         st.tuples(ch, ch).map(lambda t: rx.concat(*t)),
         st.tuples(ch, ch).map(lambda t: rx.alt(*t)),
@@ -106,7 +107,7 @@ def test_byte_classes_have_equal_derivatives(x: int) -> None:
     for b in range(256):
         d = rx._derive(x, b)  # unmemoised at the top: the real derivative by byte b
         assert rx.derivative(x, b) == d
-        assert by_class.setdefault(labels[b], d) == d, (rx.to_string(x), b)
+        assert by_class.setdefault(labels[b], d) == d, (format_regex(x), b)
         assert labels[reps[b]] == labels[b]
 
 
@@ -158,10 +159,10 @@ def test_from_literal_case_insensitive() -> None:
 
 
 def test_to_string() -> None:
-    assert rx.to_string(rx.from_regex("ab*")) == "ab*"
-    assert rx.to_string(rx.from_regex("x{2,5}")) == "x{2,5}"
-    assert rx.to_string(rx.intersect(rx.star(A), rx.complement(C))) in ("a*&~(cd)", "~(cd)&a*")
-    assert len(rx.to_string(rx.from_regex(r"\w+"), max_len=50)) <= 53
+    assert format_regex(parse_regex("ab*")) == "ab*"
+    assert format_regex(parse_regex("x{2,5}")) == "x{2,5}"
+    assert format_regex(rx.intersect(rx.star(A), rx.complement(C))) in ("a*&~(cd)", "~(cd)&a*")
+    assert len(format_regex(parse_regex(r"\w+"), max_len=50)) <= 53
 
 
 # -- limits ------------------------------------------------------------------------------------
@@ -190,7 +191,7 @@ def test_per_regex_node_limit() -> None:
     rx.LIMITS["max_regex_nodes"] = 50
     try:
         with pytest.raises(LimitExceeded) as ei:
-            rx.from_regex("qwertyuiopasdfghjklzxcvbnm" * 4 + "QWERTY[0-9]{3}")
+            parse_regex("qwertyuiopasdfghjklzxcvbnm" * 4 + "QWERTY[0-9]{3}")
         assert ei.value.limit == "max_regex_nodes"
     finally:
         rx.LIMITS["max_regex_nodes"] = old
@@ -198,7 +199,7 @@ def test_per_regex_node_limit() -> None:
 
 def test_exponential_regex_is_lazy() -> None:
     """(a|b)*a(a|b){20} has 2**21 DFA states; matching one string builds only its path."""
-    x = rx.from_regex("(a|b)*a(a|b){20}")
+    x = parse_regex("(a|b)*a(a|b){20}")
     t0 = time.perf_counter()
     s = ("ab" * 40).encode()
     assert rx.matches(x, s + b"a" + b"b" * 20)
@@ -208,13 +209,13 @@ def test_exponential_regex_is_lazy() -> None:
 
 def test_matches_agrees_with_re_on_common_regexes() -> None:
     pattern = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
-    node = rx.from_regex(pattern)
+    node = parse_regex(pattern)
     for s in ["0", "-0.5", "12e-3", "01", "1.", "-", "1E+10", "3.14159"]:
         assert rx.matches(node, s.encode()) == (re.fullmatch(pattern, s) is not None), s
 
 
 def test_export_import_roundtrip() -> None:
-    roots = [rx.from_regex(r'"(\\.|[^"\\])*"'), rx.intersect(rx.star(A), rx.complement(C)),
+    roots = [parse_regex(r'"(\\.|[^"\\])*"'), rx.intersect(rx.star(A), rx.complement(C)),
              rx.repeat(rx.any_char(), 2, 7), rx.EPSILON, rx.NOTHING]  # fmt: skip
     data = rx.export_nodes(roots)
     assert rx.import_nodes(data) == roots
@@ -238,13 +239,12 @@ def test_large_alternation_of_literals() -> None:
     for w in probes:
         assert rx.matches(node, w.encode()) == (pattern.fullmatch(w) is not None), w
     # a complement child (first bytes: all) is reachable from every byte
-    with_not = rx.alt(node, rx.intersect(rx.complement(rx.literal(b"q")), rx.from_regex("[q-r]")))
+    with_not = rx.alt(node, rx.intersect(rx.complement(rx.literal(b"q")), parse_regex("[q-r]")))
     assert rx.matches(with_not, b"r") and not rx.matches(with_not, b"q")
 
 
 def test_unicode_tables_disk_cache(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from lexguide.grammar import unicode_tables as ut
-
+    from lexguide.regex import unicode as ut
     monkeypatch.setenv("LEXGUIDE_CACHE", str(tmp_path))
     assert ut._load_cached_categories() is None and ut._load_cached_orbits() is None
     table = ut._scan_categories()
@@ -275,7 +275,7 @@ def test_deep_partition_classes_are_interchangeable(x: int, samples: list[bytes]
         a, c = x, x
         for b1, b2 in zip(data, canon):
             a, c = rx.derivative(a, b1), rx.derivative(c, b2)
-            assert a == c, (rx.to_string(x), data)
+            assert a == c, (format_regex(x), data)
     # the deep partition refines the node's own partition
     for b in range(256):
         assert labels[first_of[deep[b]]] == labels[b]
@@ -296,7 +296,7 @@ def _viable(x: int, data: bytes) -> bool:
 )
 def test_capped_counters_agree_on_short_strings(pattern: str) -> None:
     """cap_counters keeps membership and viability of every string shorter than k bytes."""
-    x = rx.from_regex(pattern)
+    x = parse_regex(pattern)
     k = 6
     capped = rx.cap_counters(x, k)
     assert capped != x  # every pattern here has a counter that no short string can tell
@@ -309,6 +309,6 @@ def test_capped_counters_agree_on_short_strings(pattern: str) -> None:
 
 def test_capped_counters_leave_boolean_subterms() -> None:
     """Under & and ~ a long extension matters: those subterms are not capped."""
-    x = rx.complement(rx.from_regex("a{0,40}"))
+    x = rx.complement(parse_regex("a{0,40}"))
     assert rx.cap_counters(x, 6) == x
-    assert rx.has_boolean(x) and not rx.has_boolean(rx.from_regex("a{0,40}"))
+    assert rx.has_boolean(x) and not rx.has_boolean(parse_regex("a{0,40}"))

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lexguide.errors import LexguideError
-from lexguide.grammar import rx
+from lexguide.regex import nodes as rx
+from lexguide.regex.syntax import parse_regex
 
 llguidance = pytest.importorskip("llguidance")
 TOK = llguidance.LLTokenizer("byte")
@@ -31,7 +32,7 @@ def llg_accepts(pattern: str, data: bytes) -> bool | None:
 
 def ours(pattern: str, data: bytes) -> bool | None:
     try:
-        node = rx.from_regex(pattern)
+        node = parse_regex(pattern)
     except LexguideError:
         return None
     return rx.matches(node, data)
@@ -143,7 +144,7 @@ def test_jsonschemabench_patterns_against_llguidance() -> None:
         assert (ours(p, b"") is not None) == valid, p
         if not valid:
             continue
-        x = rx.from_regex(p)
+        x = parse_regex(p)
         dfa = LexerDFA([x])
         for _ in range(3):
             s, out = dfa.start([0]), bytearray()

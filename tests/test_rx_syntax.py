@@ -9,12 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lexguide.errors import LimitExceeded, RegexError
-from lexguide.grammar import rx
+from lexguide.regex import nodes as rx
+from lexguide.regex.syntax import parse_regex
 
 
 def full(pattern: str, text: str | bytes, flags: str = "") -> bool:
     data = text.encode("utf-8") if isinstance(text, str) else text
-    return rx.matches(rx.from_regex(pattern, flags), data)
+    return rx.matches(parse_regex(pattern, flags), data)
 
 
 # -- hypothesis: random patterns over a small alphabet, compared with re.fullmatch ------------
@@ -50,7 +51,7 @@ texts = st.lists(st.sampled_from(ALPHABET), max_size=8).map("".join)
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(patterns, st.lists(texts, min_size=1, max_size=6))
 def test_differential_against_re(pattern: str, samples: list[str]) -> None:
-    node = rx.from_regex(pattern)
+    node = parse_regex(pattern)
     compiled = re.compile(pattern)
     for s in samples:
         expected = compiled.fullmatch(s) is not None
@@ -62,7 +63,7 @@ def test_differential_against_re(pattern: str, samples: list[str]) -> None:
 def test_differential_on_matching_strings(pattern: str, data: st.DataObject) -> None:
     """Strings generated *from* the regex must match (exercises the accepting paths)."""
     s = data.draw(st.from_regex(re.compile(pattern), fullmatch=True), label="text")
-    assert rx.matches(rx.from_regex(pattern), s.encode("utf-8")), (pattern, s)
+    assert rx.matches(parse_regex(pattern), s.encode("utf-8")), (pattern, s)
 
 
 @settings(max_examples=200, deadline=None)
@@ -71,7 +72,7 @@ def test_never_matches_invalid_utf8(pattern: str, data: bytes) -> None:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
-        assert not rx.matches(rx.from_regex(pattern), data)
+        assert not rx.matches(parse_regex(pattern), data)
 
 
 @settings(max_examples=150, deadline=None)
@@ -81,7 +82,7 @@ def test_never_matches_invalid_utf8(pattern: str, data: bytes) -> None:
 )
 def test_case_insensitive_ascii_against_re(parts: list[str], samples: list[str]) -> None:
     pattern = "(?i)" + "".join(parts)
-    node = rx.from_regex(pattern)
+    node = parse_regex(pattern)
     for s in samples:
         assert rx.matches(node, s.encode()) == (re.fullmatch(pattern, s) is not None), (pattern, s)
 
@@ -131,7 +132,7 @@ def test_case_insensitive_ascii_against_re(parts: list[str], samples: list[str])
     ],
 )
 def test_syntax_features(pattern: str, yes: list[str], no: list[str]) -> None:
-    node = rx.from_regex(pattern)
+    node = parse_regex(pattern)
     for s in yes:
         assert rx.matches(node, s.encode()), (pattern, s)
     for s in no:
@@ -143,15 +144,15 @@ def test_flags_argument() -> None:
     assert full("a.c", "a\nc", flags="s")
     assert not full("a.c", "a\nc", flags="i")
     with pytest.raises(RegexError, match="l-flag is not supported"):
-        rx.from_regex("a", "l")
+        parse_regex("a", "l")
 
 
 def test_invalid_utf8_bytes_mode() -> None:
-    node = rx.from_regex(r"(?-u:\xFF)a", allow_invalid_utf8=True)
+    node = parse_regex(r"(?-u:\xFF)a", allow_invalid_utf8=True)
     assert rx.matches(node, b"\xffa")
     assert not rx.matches(node, "ÿa".encode())
     with pytest.raises(RegexError, match="invalid UTF-8"):
-        rx.from_regex(r"(?-u:\xFF)")
+        parse_regex(r"(?-u:\xFF)")
     assert full(r"(?-u:\w)+", "ab_9")
     assert not full(r"(?-u:\w)", "é")
     # in Unicode mode \xFF is the code point U+00FF
@@ -192,26 +193,26 @@ def test_invalid_utf8_bytes_mode() -> None:
 )
 def test_errors_with_offsets(pattern: str, message: str, offset: int) -> None:
     with pytest.raises(RegexError, match=re.escape(message)) as ei:
-        rx.from_regex(pattern)
+        parse_regex(pattern)
     assert ei.value.offset == offset
     assert repr(pattern)[1:-1] in str(ei.value) or pattern in str(ei.value)
 
 
 def test_lone_surrogates_are_errors() -> None:
     with pytest.raises(RegexError, match="surrogate"):
-        rx.from_regex("a\ud800")
+        parse_regex("a\ud800")
     with pytest.raises(RegexError, match="surrogate"):
         rx.from_literal("x\udfff")
     with pytest.raises(RegexError, match="scalar value"):
-        rx.from_regex(r"\x{D800}")
+        parse_regex(r"\x{D800}")
     assert full("[\ud7ff-\ue000]", "\ue000")  # a range across the surrogates skips them
 
 
 def test_nested_repetition_limit_is_quick() -> None:
     with pytest.raises((RegexError, LimitExceeded), match="max_repeat"):
-        rx.from_regex("x{1000}{1000}")
+        parse_regex("x{1000}{1000}")
     with pytest.raises((RegexError, LimitExceeded)):
-        rx.from_regex("(" * 500 + "a" + ")" * 500)
+        parse_regex("(" * 500 + "a" + ")" * 500)
 
 
 # -- spec section 11 (common) and 12 (regex algebra) ------------------------------------------
@@ -244,7 +245,7 @@ COMMON = {
 @pytest.mark.parametrize("name", sorted(COMMON))
 def test_common_regexes(name: str) -> None:
     pattern, yes, no = COMMON[name]
-    node = rx.from_regex(pattern)
+    node = parse_regex(pattern)
     for s in yes + no:
         assert rx.matches(node, s.encode()) == (re.fullmatch(pattern, s) is not None), (name, s)
     assert all(rx.matches(node, s.encode()) for s in yes)
@@ -252,15 +253,15 @@ def test_common_regexes(name: str) -> None:
 
 def test_regex_algebra_examples() -> None:
     ascii_lines = rx.intersect(
-        rx.from_regex(r"[a-zA-Z \n]*"), rx.complement(rx.from_regex(r"(?s:.*)\n\n(?s:.*)"))
+        parse_regex(r"[a-zA-Z \n]*"), rx.complement(parse_regex(r"(?s:.*)\n\n(?s:.*)"))
     )
     assert rx.matches(ascii_lines, b"ab\ncd\n")
     assert not rx.matches(ascii_lines, b"ab\n\ncd")
-    not_foo = rx.intersect(rx.from_regex("[a-z]+"), rx.complement(rx.from_literal("foo")))
+    not_foo = rx.intersect(parse_regex("[a-z]+"), rx.complement(rx.from_literal("foo")))
     assert rx.matches(not_foo, b"bar") and rx.matches(not_foo, b"food")
     assert not rx.matches(not_foo, b"foo")
     no_aaa = rx.intersect(
-        rx.from_regex("(?s:.*)"), rx.complement(rx.from_regex("(?s:.*)AAA(?s:.*)"))
+        parse_regex("(?s:.*)"), rx.complement(parse_regex("(?s:.*)AAA(?s:.*)"))
     )
     assert rx.matches(no_aaa, "xAAxé".encode())
     assert not rx.matches(no_aaa, b"xAAAx")

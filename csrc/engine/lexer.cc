@@ -10,14 +10,6 @@ namespace lexguide {
 namespace {
 using Entries = std::vector<std::pair<uint32_t, NodeId>>;
 
-std::string entries_key(const Entries& e) {
-  std::string k(e.size() * 8, '\0');
-  for (size_t i = 0; i < e.size(); i++) {
-    std::memcpy(&k[8 * i], &e[i].first, 4);
-    std::memcpy(&k[8 * i + 4], &e[i].second, 4);
-  }
-  return k;
-}
 }  // namespace
 
 LexerDFA::LexerDFA(uint32_t max_states)
@@ -50,8 +42,7 @@ uint32_t LexerDFA::lexeme_id(NodeId rx, bool lazy, int64_t max_tokens) {
 }
 
 StateId LexerDFA::intern(Entries entries) {
-  std::string key = entries_key(entries);
-  auto it = ids_.find(key);
+  auto it = ids_.find(entries);
   if (it != ids_.end()) return it->second;
   uint32_t sid = n_states_.load(std::memory_order_relaxed);
   if (sid >= max_states_)
@@ -66,12 +57,12 @@ StateId LexerDFA::intern(Entries entries) {
       st->accepting.push_back(lex);
       if (lexeme_lazy_[lex]) st->lazy_accept = true;
     }
+  ids_.emplace(entries, sid);
   st->entries = std::move(entries);
   auto row = std::unique_ptr<std::atomic<uint32_t>[]>(new std::atomic<uint32_t>[256]);
   for (int b = 0; b < 256; b++) row[b].store(MISSING, std::memory_order_relaxed);
   states_[sid] = std::move(st);
   rows_[sid] = std::move(row);
-  ids_.emplace(std::move(key), sid);
   n_states_.store(sid + 1, std::memory_order_release);
   return sid;
 }
@@ -109,24 +100,25 @@ bool LexerDFA::is_live(StateId t) {
   return ok;
 }
 
-Entries LexerDFA::stepping_entries(StateId s) const {
-  const Entries& e = states_[s]->entries;
+const Entries& LexerDFA::stepping_entries(StateId s, Entries& buf) const {
+  const Entries& e = states_[s]->entries;  // stable: states are never moved or freed
   if (!any_lazy_) return e;
   RegexStore& rs = regex_store();
-  Entries out;
+  buf.clear();
   for (auto& p : e)
-    if (!(lexeme_lazy_[p.first] && rs.nullable(p.second))) out.push_back(p);
-  return out;
+    if (!(lexeme_lazy_[p.first] && rs.nullable(p.second))) buf.push_back(p);
+  return buf;
 }
 
 StateId LexerDFA::successor(const Entries& entries, unsigned b) {
   RegexStore& rs = regex_store();
-  Entries nxt;
+  scratch_.clear();
   for (auto& [lex, x] : entries) {
     NodeId d = rs.derivative(x, b);
-    if (d != NOTHING) nxt.emplace_back(lex, d);
+    if (d != NOTHING) scratch_.emplace_back(lex, d);
   }
-  StateId t = intern(std::move(nxt));
+  auto it = ids_.find(scratch_);  // most successors exist already: no allocation then
+  StateId t = it != ids_.end() ? it->second : intern(scratch_);
   return is_live(t) ? t : DEAD;
 }
 
@@ -134,7 +126,8 @@ StateId LexerDFA::next_slow(StateId s, unsigned b) {
   std::lock_guard<std::recursive_mutex> g(store_mutex());
   uint32_t t = rows_[s][b].load(std::memory_order_acquire);
   if (t != MISSING) return t;
-  t = successor(stepping_entries(s), b);
+  Entries buf;
+  t = successor(stepping_entries(s, buf), b);
   rows_[s][b].store(t, std::memory_order_release);
   return t;
 }
@@ -143,7 +136,8 @@ void LexerDFA::compute_row(StateId s) {
   std::lock_guard<std::recursive_mutex> g(store_mutex());
   if (has_row_[s].load(std::memory_order_acquire)) return;
   RegexStore& rs = regex_store();
-  Entries e = stepping_entries(s);
+  Entries buf;
+  const Entries& e = stepping_entries(s, buf);
   uint32_t pid = 0;
   bool first = true;
   for (auto& p : e) {

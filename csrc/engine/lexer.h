@@ -72,14 +72,27 @@ class LexerDFA {
   std::unique_ptr<std::unique_ptr<std::atomic<uint32_t>[]>[]> rows_;
   std::unique_ptr<std::atomic<bool>[]> has_row_;
   std::atomic<uint32_t> n_states_{0};
-  std::unordered_map<std::string, StateId> ids_;
+  struct EntriesHash {
+    size_t operator()(const std::vector<std::pair<uint32_t, NodeId>>& e) const {
+      uint64_t h = 0x9E3779B97F4A7C15ull ^ e.size();
+      for (auto& [lex, x] : e) {
+        h ^= (uint64_t(lex) << 32 | x) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+        h *= 0xFF51AFD7ED558CCDull;
+      }
+      return size_t(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<std::vector<std::pair<uint32_t, NodeId>>, StateId, EntriesHash> ids_;
+  std::vector<std::pair<uint32_t, NodeId>> scratch_;  // successor()'s buffer (under store_mutex)
   std::unordered_map<std::string, StateId> start_cache_;
   std::unordered_map<StateId, bool> live_;
 
   std::atomic<uint32_t>* row_ptr(StateId s) const { return rows_[s].get(); }
   StateId intern(std::vector<std::pair<uint32_t, NodeId>> entries);
   bool is_live(StateId t);
-  std::vector<std::pair<uint32_t, NodeId>> stepping_entries(StateId s) const;
+  // the entries of s that take more bytes (lazy lexemes that matched end): s's own, or buf
+  const std::vector<std::pair<uint32_t, NodeId>>& stepping_entries(
+      StateId s, std::vector<std::pair<uint32_t, NodeId>>& buf) const;
   StateId successor(const std::vector<std::pair<uint32_t, NodeId>>& entries, unsigned b);
   StateId next_slow(StateId s, unsigned b);
   void compute_row(StateId s);

@@ -29,8 +29,12 @@ constexpr size_t kMaskCacheBytes = size_t(256) << 20;
 // in the loop instead of through the walk cache (the default of MaskEngine's direct_walk_nodes;
 // tests set it to 0 to take the cached path on small vocabularies)
 constexpr uint32_t kDirectWalkNodes = 1024;
-// (lexer state, UTF-8 position) pairs explored when checking a state against the slices
+// (lexer state, UTF-8 position) pairs expanded when checking one state against the slices
+// (results are memoised across states, so this bounds the new work of one check); past it
+// the state uses no slice (always correct, only slower)
 constexpr uint32_t kSliceBudget = 4096;
+// slice checks look at most this many plain bytes ahead; a longer slice length is not used
+constexpr uint32_t kSliceMaxDepth = 512;
 // token budgets: masks are narrowed to tokens that leave a completion of at most this many
 // bytes once fewer tokens than this are left; the search for the shortest completion stops
 // after this many parse states (then the mask is not narrowed)

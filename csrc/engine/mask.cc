@@ -57,14 +57,15 @@ Vocab::Vocab(std::vector<std::string> token_bytes, std::vector<uint32_t> eos_ids
     }
   }
   for (int k = 0; k < kSliceLevels; k++) {
-    std::vector<bool> rest(is_text);
     std::vector<uint32_t> words(n_words(), 0);
-    for (size_t i = 0; i < bytes_.size(); i++)
-      if (plain[i] && bytes_[i].size() <= kSliceLengths[k]) {
-        rest[i] = false;
-        set_bit(words.data(), uint32_t(i));
-      }
-    rest_.push_back(std::make_unique<TokenTrie>(bytes_, rest));
+    std::vector<uint32_t> rest;  // in the main trie's order: no sort
+    for (uint32_t id : trie_.token_order()) {
+      if (plain[id] && bytes_[id].size() <= kSliceLengths[k])
+        set_bit(words.data(), id);
+      else
+        rest.push_back(id);
+    }
+    rest_.push_back(std::make_unique<TokenTrie>(bytes_, std::move(rest)));
     slice_words_.push_back(std::move(words));
   }
 }
@@ -142,46 +143,91 @@ std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, in
   return it->second;
 }
 
+namespace {
+// The plain bytes (those a JSON string holds unescaped) that may follow UTF-8 position u, with
+// the position after each: utf8_plain_next as lists, built once.
+struct PlainMoves {
+  std::vector<std::pair<uint8_t, uint8_t>> from[8];
+  PlainMoves() {
+    for (int u = 0; u < 8; u++)
+      for (unsigned b = 0x20; b < 256; b++) {
+        int u2 = utf8_plain_next(u, b);
+        if (u2 >= 0) from[u].emplace_back(uint8_t(b), uint8_t(u2));
+      }
+  }
+};
+const PlainMoves& plain_moves() {
+  static const PlainMoves moves;
+  return moves;
+}
+}  // namespace
+
+// Whether every plain byte string of at most `depth` bytes from (s, u) stays inside the lexeme
+// (no DEAD, no lazy lexeme ending). Depth-first with memoised bounds: a state reached again,
+// from this check or an earlier one, costs a lookup. Recursion depth <= kSliceMaxDepth.
+Walker::Survival Walker::survives(StateId s, int u, uint32_t depth, uint32_t& budget) {
+  if (depth == 0) return Survival::Yes;
+  size_t at = size_t(s) * 8 + size_t(u);
+  if (at >= slice_bounds_.size()) slice_bounds_.resize(std::max(at + 1, slice_bounds_.size() * 2));
+  {
+    const SliceBounds& sb = slice_bounds_[at];
+    if (sb.safe >= depth) return Survival::Yes;
+    if (sb.fails_at != 0 && sb.fails_at <= depth) return Survival::No;
+  }
+  if (budget == 0) return Survival::OverBudget;
+  budget--;
+  LexerDFA& lx = *lexer_;
+  const std::atomic<uint32_t>* row = lx.row(s);
+  // the distinct successors (most plain bytes share a few: one per byte class)
+  std::vector<uint64_t> next;
+  uint64_t last = ~uint64_t(0);
+  for (auto [b, u2] : plain_moves().from[u]) {
+    StateId t = row[b].load(std::memory_order_acquire);
+    if (t == DEAD || lx.accepts_lazy(t)) {
+      slice_bounds_[at].fails_at = 1;
+      return Survival::No;
+    }
+    uint64_t key = (uint64_t(t) << 3) | u2;
+    if (key != last) next.push_back(last = key);
+  }
+  std::sort(next.begin(), next.end());
+  next.erase(std::unique(next.begin(), next.end()), next.end());
+  for (uint64_t key : next) {
+    StateId t = StateId(key >> 3);
+    int u2 = int(key & 7);
+    Survival r = survives(t, u2, depth - 1, budget);
+    if (r == Survival::OverBudget) return r;
+    if (r == Survival::No) {  // that string dies one byte later from here
+      uint16_t f = uint16_t(slice_bounds_[size_t(t) * 8 + u2].fails_at + 1);
+      SliceBounds& sb = slice_bounds_[at];
+      if (sb.fails_at == 0 || f < sb.fails_at) sb.fails_at = f;
+      return Survival::No;
+    }
+  }
+  SliceBounds& sb = slice_bounds_[at];
+  sb.safe = std::max<uint16_t>(sb.safe, uint16_t(depth));
+  return Survival::Yes;
+}
+
 int Walker::slice_level(StateId s) {
   {
     std::lock_guard<std::mutex> g(mu_);
     auto it = slice_levels_.find(s);
     if (it != slice_levels_.end()) return it->second;
   }
-  // breadth first over (lexer state, UTF-8 position) along plain bytes: the first depth at
-  // which the lexeme can die (or a lazy lexeme end) bounds the slice lengths that are safe
-  LexerDFA& lx = *lexer_;
+  // level k holds the plain tokens of at most kSliceLengths[k] bytes: usable from s when every
+  // plain string that long stays inside the lexeme (no token of the slice needs walking)
   uint32_t max_len = vocab_->max_plain_len();
-  uint32_t fail = 0xFFFFFFFFu;
-  std::vector<uint64_t> frontier{uint64_t(s) << 3}, next;
-  std::unordered_map<uint64_t, bool> seen{{frontier[0], true}};
-  for (uint32_t depth = 1; depth <= max_len && !frontier.empty() && fail == 0xFFFFFFFFu; depth++) {
-    next.clear();
-    for (uint64_t pair : frontier) {
-      StateId st = StateId(pair >> 3);
-      int u = int(pair & 7);
-      const std::atomic<uint32_t>* row = lx.row(st);
-      for (unsigned b = 0x20; b < 256 && fail == 0xFFFFFFFFu; b++) {
-        int u2 = utf8_plain_next(u, b);
-        if (u2 < 0) continue;
-        StateId t = row[b].load(std::memory_order_acquire);
-        if (t == DEAD || lx.accepts_lazy(t)) {
-          fail = depth;
-          break;
-        }
-        uint64_t key = (uint64_t(t) << 3) | uint64_t(u2);
-        if (seen.emplace(key, true).second) {
-          next.push_back(key);
-          if (seen.size() > kSliceBudget) fail = depth;
-        }
-      }
-      if (fail != 0xFFFFFFFFu) break;
-    }
-    frontier.swap(next);
-  }
   int level = -1;
-  for (int k = 0; k < kSliceLevels; k++)
-    if (fail == 0xFFFFFFFFu || (kSliceLengths[k] < fail && kSliceLengths[k] < max_len)) level = k;
+  {
+    std::lock_guard<std::mutex> g(slice_mu_);
+    uint32_t budget = kSliceBudget;
+    for (int k = 0; k < kSliceLevels; k++) {
+      uint32_t depth = std::min(kSliceLengths[k], max_len);
+      if (depth > kSliceMaxDepth || survives(s, 0, depth, budget) != Survival::Yes) break;
+      level = k;
+    }
+  }
   std::lock_guard<std::mutex> g(mu_);
   slice_levels_[s] = level;
   return level;

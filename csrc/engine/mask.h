@@ -103,6 +103,17 @@ class Walker {
   std::unordered_map<std::string, std::shared_ptr<const Walk>> cache_;
   size_t cache_bytes_ = 0;
   std::unordered_map<StateId, int> slice_levels_;
+  // Slice checks: per (lexer state, UTF-8 position) the depth up to which every plain byte
+  // string is known to stay alive, and a depth at which one is known to die (0: none known).
+  // Monotone bounds, kept across checks; guarded by slice_mu_ (taken before store_mutex).
+  struct SliceBounds {
+    uint16_t safe = 0;
+    uint16_t fails_at = 0;
+  };
+  std::mutex slice_mu_;
+  std::vector<SliceBounds> slice_bounds_;  // index: state * 8 + utf8 position
+  enum class Survival { Yes, No, OverBudget };
+  Survival survives(StateId s, int u, uint32_t depth, uint32_t& budget);
   std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi, int trie_id);
 };
 

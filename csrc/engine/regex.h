@@ -1,6 +1,6 @@
 // Hash-consed byte regexes with Brzozowski derivatives (the lexer's algebra).
 //
-// The Python front ends build regexes in lexguide.grammar.rx and export each lexeme's DAG;
+// The Python front ends build regexes in lexguide.regex.nodes and export each lexeme's DAG;
 // import_nodes rebuilds it here with the same smart constructors (ACI-normalised | and &,
 // right-nested concatenation, byte sets as 256-bit sets, normalised repetition), so equal
 // regexes get equal ids and derivatives stay finite (Brzozowski 1964, modulo ACI). Each node
@@ -61,7 +61,7 @@ class RegexStore {
   NodeId star(NodeId x);
   NodeId repeat(NodeId x, uint32_t lo, uint32_t hi);  // hi == kInf: unbounded
 
-  // Rebuild an exported DAG (lexguide.grammar.rx.export_nodes, flattened by the binding):
+  // Rebuild an exported DAG (lexguide.regex.nodes.export_nodes, flattened by the binding):
   // per node [kind, n_args, args...], children as positions of earlier nodes; BYTES args are
   // the 8 little-endian 32-bit words of the set, REPEAT args (child, lo, hi or kInf); kind 9
   // (one arg) refers to a node imported before by its core id.

@@ -9,18 +9,43 @@
 
 namespace lexguide {
 
-TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vector<bool>& is_text) {
+namespace {
+// The first 8 bytes of s, big-endian, zero-padded: comparing these keys orders strings as
+// their bytes do, except between strings equal on those bytes (the tie-break compares them
+// whole) -- most comparisons of a sort become one integer compare.
+uint64_t prefix_key(const std::string& s) {
+  uint64_t k = 0;
+  size_t n = std::min<size_t>(8, s.size());
+  for (size_t i = 0; i < n; i++) k |= uint64_t(uint8_t(s[i])) << (56 - 8 * i);
+  return k;
+}
+
+std::vector<uint32_t> sorted_text_ids(const std::vector<std::string>& token_bytes, const std::vector<bool>& is_text) {
   if (token_bytes.size() > kMaxVocab) throw std::invalid_argument("vocabulary too large");
-  std::vector<uint32_t> ids;
+  std::vector<std::pair<uint64_t, uint32_t>> keyed;
   for (uint32_t i = 0; i < token_bytes.size(); i++)
     if (is_text[i] && !token_bytes[i].empty()) {
       if (token_bytes[i].size() > kMaxTokenBytes)
         throw std::invalid_argument("token " + std::to_string(i) + " is longer than " +
                                     std::to_string(kMaxTokenBytes) + " bytes");
-      ids.push_back(i);
+      keyed.emplace_back(prefix_key(token_bytes[i]), i);
     }
-  std::stable_sort(ids.begin(), ids.end(),
-                   [&](uint32_t a, uint32_t b) { return token_bytes[a] < token_bytes[b]; });
+  // bytes order, ties by id: the order a stable sort by bytes gives
+  std::sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    int c = token_bytes[a.second].compare(token_bytes[b.second]);
+    return c != 0 ? c < 0 : a.second < b.second;
+  });
+  std::vector<uint32_t> ids(keyed.size());
+  for (size_t i = 0; i < keyed.size(); i++) ids[i] = keyed[i].second;
+  return ids;
+}
+}  // namespace
+
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vector<bool>& is_text)
+    : TokenTrie(token_bytes, sorted_text_ids(token_bytes, is_text)) {}
+
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, std::vector<uint32_t> ids) {
   // root
   byte_.push_back(0);
   depth_.push_back(0);

@@ -18,6 +18,11 @@ class TokenTrie {
  public:
   // token_bytes[i]: bytes of token i; is_text[i]: whether it belongs in the tree
   TokenTrie(const std::vector<std::string>& token_bytes, const std::vector<bool>& is_text);
+  // The same from text token ids already in trie order (sorted by bytes, ties by id), e.g. a
+  // subset of another trie's token_order(): no sort.
+  TokenTrie(const std::vector<std::string>& token_bytes, std::vector<uint32_t> sorted_ids);
+  // Token ids in node order, which is their order sorted by bytes (ties by id).
+  const std::vector<uint32_t>& token_order() const { return tok_ids_; }
 
   uint32_t n_nodes() const { return uint32_t(byte_.size()); }
   uint8_t byte(uint32_t n) const { return byte_[n]; }

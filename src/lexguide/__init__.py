@@ -35,9 +35,9 @@ _LAZY = {
     # tokenizer
     "Tokenizer": "lexguide.tokenizer",
     # grammar
-    "Grammar": "lexguide.grammar",
     "gbnf_to_lark": "lexguide.grammar",
     # engine
+    "Grammar": "lexguide.engine",
     "Matcher": "lexguide.engine",
     "TokenizerInfo": "lexguide.engine",
     "apply_mask": "lexguide.engine",

@@ -2,7 +2,7 @@
 
 A state is the canonical tuple of ``(lexeme_index, derivative_node)`` pairs of the lexemes still
 alive (sorted by index; ``NOTHING`` derivatives dropped). State 0 is ``DEAD`` (no lexeme alive).
-Because derivative nodes are hash-consed (:mod:`lexguide.grammar.rx`), "inside a JSON string"
+Because derivative nodes are hash-consed (:mod:`lexguide.regex.nodes`), "inside a JSON string"
 is the same node in every grammar, so callers can cache per-state work by the state's key.
 
 Rows of the transition table are computed on demand, one derivative per *byte class* of the
@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lexguide.errors import LimitExceeded
-from lexguide.grammar import rx
+from lexguide.regex import nodes as rx
 
 __all__ = ["DEAD", "DEFAULT_MAX_STATES", "LexerDFA"]
 

@@ -19,9 +19,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lexguide.grammar import rx
-from reference.earley import DEAD_SET, EarleyParser
 from lexguide.grammar.ir import GrammarIR
+from lexguide.regex import nodes as rx
+from reference.earley import DEAD_SET, EarleyParser
 from reference.lexer import LexerDFA
 
 __all__ = ["LexParser", "ParseState"]

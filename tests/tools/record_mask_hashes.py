@@ -66,7 +66,7 @@ def grammar_cases() -> list[dict]:
 
 
 def compile_case(case: dict):
-    from lexguide.grammar.grammar import Grammar
+    from lexguide.engine.grammar import Grammar
 
     if case["kind"] == "json":
         schema = dict(case["schema"])
@@ -102,10 +102,11 @@ def main() -> None:
     ap.add_argument("--models", default="smollm2,gemma3")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from model_paths import model_path  # tests/tools/model_paths.py
+
     from lexguide.engine.tokenizer_info import TokenizerInfo
     from lexguide.errors import LexguideError
     from lexguide.tokenizer import Tokenizer
-    from model_paths import model_path  # tests/tools/model_paths.py
 
     cases = grammar_cases() + schema_cases(args.schemas, args.seed)
     out: dict = {"cases": {c["id"]: {k: v for k, v in c.items() if k != "id"} for c in cases}, "digests": {}}

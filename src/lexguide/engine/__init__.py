@@ -1,6 +1,8 @@
-"""The constrained-decoding engine: token masks for a grammar over a vocabulary."""
+"""The constrained-decoding engine: grammars lowered into the C++ core, and token masks for a
+grammar over a vocabulary."""
 
+from lexguide.engine.grammar import Grammar
 from lexguide.engine.matcher import Matcher, apply_mask, fill_masks
 from lexguide.engine.tokenizer_info import TokenizerInfo
 
-__all__ = ["Matcher", "TokenizerInfo", "apply_mask", "fill_masks"]
+__all__ = ["Grammar", "Matcher", "TokenizerInfo", "apply_mask", "fill_masks"]

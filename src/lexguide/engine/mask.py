@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from lexguide import _core
+from lexguide.engine.grammar import Grammar
+from lexguide.engine.lexparser import LexParser, ParseState
 from lexguide.engine.tokenizer_info import TokenizerInfo
 from lexguide.errors import GrammarError
-from lexguide.grammar.grammar import Grammar
-from lexguide.grammar.lexparser import LexParser, ParseState
 
 __all__ = ["MaskEngine"]
 

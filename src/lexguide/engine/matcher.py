@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 
 from lexguide import _core
+from lexguide.engine.grammar import Grammar
+from lexguide.engine.lexparser import ParseState
 from lexguide.engine.mask import MaskEngine
 from lexguide.engine.tokenizer_info import TokenizerInfo
 from lexguide.errors import MatcherError, TokenRejected
-from lexguide.grammar.grammar import Grammar
-from lexguide.grammar.lexparser import ParseState
 
 __all__ = ["Matcher", "apply_mask", "engine_for", "fill_masks"]
 
@@ -270,7 +270,7 @@ class Matcher:
     # -- captures -------------------------------------------------------------------------
     def captures(self) -> list[tuple[str, bytes]]:
         """``(name, bytes)`` of the Lark ``capture``/``stop_capture`` rules in the output so
-        far, ordered by end position (see :mod:`lexguide.grammar.captures`).
+        far, ordered by end position (see :mod:`lexguide.engine.captures`).
 
         Once the output is complete (EOS consumed, or nothing but EOS can follow) the last
         lexeme counts as ended; before that, only rules a parse of the prefix has completed
@@ -280,7 +280,7 @@ class Matcher:
         lp = self._lp
         if not lp.ir.has_captures:
             return []
-        from lexguide.grammar.captures import captures
+        from lexguide.engine.captures import captures
 
         pieces: list = []
         data = bytearray()

@@ -1,16 +1,11 @@
-"""Grammars: the IR, its front ends (Lark variant, GBNF, JSON Schema via ``jsonschema``, regex),
-the regex → byte-DFA lexer and the Earley parser. Tokenizer-independent."""
+"""Grammars as data: the grammar IR (:mod:`.ir`) and its front ends, the Lark variant
+(:mod:`.lark`) and GBNF (:mod:`.gbnf`). Tokenizer-independent; no parser or regex engine here
+(regexes are :mod:`lexguide.regex`, the lexer and parser the C++ core behind
+:class:`lexguide.Grammar`). JSON Schema (:mod:`lexguide.jsonschema`) also builds this IR; it
+registers itself for ``%json`` through :func:`.ir.set_json_schema_compiler`."""
 
 from lexguide.errors import GrammarError, RegexError
-from lexguide.grammar.grammar import Grammar
+from lexguide.grammar.gbnf import gbnf_to_lark
 from lexguide.grammar.ir import CompileNote
 
-
-def gbnf_to_lark(text: str) -> str:
-    """Convert a GBNF grammar to equivalent llguidance Lark-variant text."""
-    from lexguide.grammar.gbnf import gbnf_to_lark as convert
-
-    return convert(text)
-
-
-__all__ = ["CompileNote", "Grammar", "GrammarError", "RegexError", "gbnf_to_lark"]
+__all__ = ["CompileNote", "GrammarError", "RegexError", "gbnf_to_lark"]

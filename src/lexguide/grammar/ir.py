@@ -1,7 +1,7 @@
 """The grammar IR every front end compiles to (Lark variant, GBNF, JSON Schema, regex).
 
 A grammar is a CFG over *lexemes*. A lexeme is a regular language over bytes (a node id of the
-hash-consed regex algebra in :mod:`lexguide.grammar.rx`), or a set of token ids (special tokens,
+hash-consed regex algebra in :mod:`lexguide.regex.nodes`), or a set of token ids (special tokens,
 which match one vocabulary token and no bytes). Rules are plain BNF; front ends build EBNF
 through :class:`GrammarBuilder`, which desugars ``*``/``+`` into left-recursive helper rules
 (left recursion keeps the canonical Earley sets of repeated items identical, which is what makes
@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lexguide.errors import GrammarError
+from lexguide.regex import nodes as rx
 
 __all__ = [
     "CompileNote",
@@ -91,7 +92,7 @@ class Lexeme:
     visible). ``suffix_rx`` (Lark ``suffix=V``) records the same split for a visible tail.
 
     ``capture`` names the lexeme's value (its bytes without the stop/suffix tail) and
-    ``stop_capture`` the tail, for :mod:`lexguide.grammar.captures`.
+    ``stop_capture`` the tail, for :mod:`lexguide.engine.captures`.
     """
 
     name: str
@@ -123,10 +124,8 @@ class Lexeme:
         tail_rx = self.stop_rx if self.stop_rx is not None else self.suffix_rx
         if tail_rx is None or self.body_rx is None:
             return data, b""
-        from lexguide.grammar import rx as _rx
-
         for k in range(len(data) + 1):
-            if _rx.matches(tail_rx, data[k:]) and _rx.matches(self.body_rx, data[:k]):
+            if rx.matches(tail_rx, data[k:]) and rx.matches(self.body_rx, data[:k]):
                 return data[:k], data[k:]
         return data, b""
 
@@ -267,14 +266,12 @@ class GrammarBuilder:
 
     def token_lexeme(self, token_set: TokenSet, *, lexeme_class: int = 0) -> int:
         """The symbol of a special-token lexeme (matches one token id, no bytes)."""
-        from lexguide.grammar import rx as _rx
-
         key = (None, lexeme_class, False, token_set, None, None)
         idx = self._lexeme_ids.get(key)
         if idx is None:
             idx = len(self._lexemes)
             self._lexemes.append(
-                Lexeme(token_set.describe(), _rx.NOTHING, lexeme_class, False, token_set, None)
+                Lexeme(token_set.describe(), rx.NOTHING, lexeme_class, False, token_set, None)
             )
             self._lexeme_ids[key] = idx
         return lexeme_sym(idx)
@@ -513,8 +510,7 @@ def regex_is_empty(x: int) -> bool:
     ``x == NOTHING``; with them, a breadth-first search over derivatives (one per byte class)
     for a nullable state, within :data:`MAX_EMPTINESS_STATES` states (unknown counts as not
     empty, which is safe: the lexer still makes dead states DEAD). Pure; memoised by ``rx``."""
-    from lexguide.grammar import rx
-
+    from lexguide.regex import nodes as rx
     if x == rx.NOTHING:
         return True
     if not rx.has_boolean(x):
@@ -532,14 +528,15 @@ def regex_is_empty(x: int) -> bool:
     return not todo
 
 
-# -- hook for %json: grammar must not import jsonschema (which imports grammar) ------------
+# -- hook for %json: grammar never imports jsonschema (which builds this IR) ---------------
 _JSON_COMPILER: Callable[..., int] | None = None
 
 
 def set_json_schema_compiler(fn: Callable[..., int]) -> None:
     """Register ``fn(builder, schema, lexeme_class=..., **options) -> symbol``.
 
-    :mod:`lexguide.jsonschema` registers itself on import; ``%json`` and
+    :mod:`lexguide.jsonschema` registers itself on import (``lexguide.engine`` imports it,
+    so a :class:`lexguide.Grammar` always finds it); ``%json`` and
     ``Grammar.from_json_schema`` call it.
     """
     global _JSON_COMPILER
@@ -548,6 +545,6 @@ def set_json_schema_compiler(fn: Callable[..., int]) -> None:
 
 def json_schema_compiler() -> Callable[..., int]:
     if _JSON_COMPILER is None:
-        import lexguide.jsonschema  # noqa: F401  (registers itself)
-    assert _JSON_COMPILER is not None
+        raise GrammarError("%json needs the JSON Schema compiler: import lexguide.jsonschema "
+                           "(lexguide.Grammar does) before compiling this grammar")
     return _JSON_COMPILER

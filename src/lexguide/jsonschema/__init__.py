@@ -43,13 +43,14 @@ import json
 from typing import Any
 
 from lexguide.errors import RegexError, SchemaError, line_col
-from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, set_json_schema_compiler
 from lexguide.jsonschema.build import BuildOptions, SchemaBuilder
 from lexguide.jsonschema.compiler import WHITESPACE_RX, LayoutOptions, SchemaCompiler
 from lexguide.jsonschema.escapes import escapes_from_options
 from lexguide.jsonschema.refs import escape_pointer
 from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep, json_value_too_deep
+from lexguide.regex import nodes as rx
+from lexguide.regex.syntax import parse_regex
 
 __all__ = ["BOUNDED_WHITESPACE", "SchemaError", "add_json_schema", "compile_json_schema"]
 
@@ -72,7 +73,7 @@ def _regex(value: Any, name: str) -> int:
     if not isinstance(value, str):
         raise SchemaError(f"{name} must be a string", pointer="/x-guidance", keyword=name)
     try:
-        return rx.from_regex(value)
+        return parse_regex(value)
     except RegexError as e:
         raise SchemaError(f"{name}: {e}", pointer="/x-guidance", keyword=name) from None
 
@@ -121,7 +122,7 @@ def _layout(options: dict[str, Any], xg: dict[str, Any]) -> LayoutOptions:
     elif indent is None and ws == "flexible":
         skip = WHITESPACE_RX
     elif indent is None and ws == "bounded":
-        explicit_ws = rx.from_regex(BOUNDED_WHITESPACE)
+        explicit_ws = parse_regex(BOUNDED_WHITESPACE)
     item = rx.literal(b",")
     key = rx.literal(b": " if indent is not None else b":")
     for name, default in (("item_separator", None), ("key_separator", None)):

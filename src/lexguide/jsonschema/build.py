@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urldefrag
 
 from lexguide.errors import SchemaError
-from lexguide.grammar import rx
 from lexguide.grammar.ir import CompileNote
 from lexguide.jsonschema.applicators import Applicators, OneOf
 from lexguide.jsonschema.difference import Difference
@@ -40,6 +39,7 @@ from lexguide.jsonschema.schema import (
 )
 from lexguide.jsonschema.unevaluated import Unevaluated
 from lexguide.limits import Nesting
+from lexguide.regex import nodes as rx
 
 __all__ = ["BuildOptions", "SchemaBuilder", "detect_draft", "nesting_error"]
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from lexguide.errors import LimitExceeded, SchemaError
-from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder
 from lexguide.jsonschema.build import SchemaBuilder, nesting_error
 from lexguide.jsonschema.escapes import DEFAULT, KEYS_DEFAULT, Escapes
@@ -51,6 +50,7 @@ from lexguide.jsonschema.schema import (
 )
 from lexguide.jsonschema.unique import distinct_subsets, finite_values, unique_items_problem
 from lexguide.limits import Nesting
+from lexguide.regex import nodes as rx
 
 __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 

@@ -220,10 +220,10 @@ class Difference:
 
 def _empty_string_language(s: StringSchema) -> bool:
     """Do the patterns and formats of ``s`` exclude one another (bounded search)?"""
-    from lexguide.grammar import rx
     from lexguide.grammar.ir import regex_is_empty
     from lexguide.jsonschema.formats import format_rx
     from lexguide.jsonschema.pattern import pattern_rx
+    from lexguide.regex import nodes as rx
 
     parts = [pattern_rx(p) for p in s.patterns] + [format_rx(f) for f in s.formats]
     return regex_is_empty(rx.intersect(*parts))
@@ -241,8 +241,8 @@ def _member(inter: Intersector, o: ObjectSchema, name: str) -> Schema:
         return inter.extra_schema(o, name)
     s = listed[name]
     if o.pattern_properties:
-        from lexguide.grammar import rx
         from lexguide.jsonschema.pattern import pattern_rx
+        from lexguide.regex import nodes as rx
         
         body = json_body(name)
         for p, ps in o.pattern_properties:

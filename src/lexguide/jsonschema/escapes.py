@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from lexguide.grammar import rx
+from lexguide.regex import nodes as rx
 
 __all__ = ["DEFAULT", "KEYS_DEFAULT", "MAX_CP", "CharSet", "Escapes", "any_json_char",
            "escapes_from_options", "json_char", "json_chars_rx", "json_literal_body"]

@@ -107,8 +107,8 @@ def format_rx(name: str, esc: Escapes = DEFAULT) -> int:
     """Regex over JSON string bodies for ``format: name``; KeyError for unknown formats."""
     node = anchored_pattern_rx(FORMATS[name], esc)
     if name == "hostname":  # at most 253 characters in all (RFC 1123 §2.1)
-        from lexguide.grammar import rx
         from lexguide.jsonschema.escapes import any_json_char
+        from lexguide.regex import nodes as rx
 
         node = rx.intersect(node, rx.repeat(any_json_char(esc), 1, 253))
     return node

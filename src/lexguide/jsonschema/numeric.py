@@ -17,7 +17,7 @@ from decimal import Decimal, localcontext
 from functools import lru_cache
 from math import gcd
 
-from lexguide.grammar import rx
+from lexguide.regex import nodes as rx
 
 __all__ = [
     "INTEGER_RX",

@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from lexguide.grammar import rx
-from lexguide.grammar import unicode_tables as _uni
 from lexguide.jsonschema.escapes import (
     DEFAULT,
     MAX_CP,
@@ -31,6 +29,8 @@ from lexguide.jsonschema.escapes import (
     json_literal_body,
 )
 from lexguide.limits import Nesting
+from lexguide.regex import nodes as rx
+from lexguide.regex import unicode as _uni
 
 __all__ = [
     "CharSet",

@@ -321,8 +321,8 @@ class Intersector:
 
     def extra_schema(self, o: ObjectSchema, name: str) -> Schema:
         """Schema a key ``name`` not in ``o.properties`` must satisfy (patterns, else additional)."""
-        from lexguide.grammar import rx
         from lexguide.jsonschema.pattern import pattern_rx
+        from lexguide.regex import nodes as rx
 
         if not o.pattern_properties:
             return o.additional

@@ -26,7 +26,6 @@ from itertools import combinations
 from typing import Any
 
 from lexguide.errors import SchemaError
-from lexguide.grammar import rx
 from lexguide.jsonschema.keywords import BuilderHooks
 from lexguide.jsonschema.negate import NotSupported
 from lexguide.jsonschema.pattern import pattern_rx
@@ -43,6 +42,7 @@ from lexguide.jsonschema.schema import (
     any_of,
     json_body,
 )
+from lexguide.regex import nodes as rx
 
 __all__ = ["MAX_CASES", "Evaluated", "Unevaluated"]
 

@@ -373,8 +373,7 @@ class Model:
         """The Grammar of a schema or grammar text, from a small per-model cache: a server
         answering many requests with one schema compiles it once, and the masks memoised for
         it serve every request (after the first, a mask is a dict lookup)."""
-        from lexguide.grammar import Grammar
-
+        from lexguide import Grammar
         try:
             key = ("text", text) if json_schema is None else (
                 "json", json_schema if isinstance(json_schema, str) else json.dumps(json_schema))

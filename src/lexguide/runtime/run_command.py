@@ -75,14 +75,12 @@ def _constraint(args: argparse.Namespace) -> dict[str, Any]:
             schema = json.loads(text)
         except json.JSONDecodeError as e:
             raise ModelError(f"JSON Schema is not valid JSON: line {e.lineno}:{e.colno}: {e.msg}") from None
-        from lexguide.grammar import Grammar
-
+        from lexguide import Grammar
         return {"grammar": Grammar.from_json_schema(schema, **_schema_options(args))}
     if _layout_flags(args):
         raise ModelError("only for JSON Schemas (-j/--json-schema-file): "
                          + ", ".join(_layout_flags(args)))
-    from lexguide.grammar import Grammar
-
+    from lexguide import Grammar
     if args.regex is not None:
         return {"grammar": Grammar.from_regex(args.regex)}
     text = args.grammar if args.grammar is not None else _read(args.grammar_file, "grammar file")

@@ -128,8 +128,7 @@ class GrammarCache:
     def get(self, constraint: Constraint, req: GenerationRequest) -> Any:
         """The grammar of ``constraint``; raises ``SchemaError``/``GrammarError`` (with their
         locations, and ``param``: the request field it came from) when it does not compile."""
-        from lexguide.grammar import Grammar
-
+        from lexguide import Grammar
         kind, source = constraint.kind, constraint.source
         if kind == "tools":
             # each parameter schema on its own first, so an error names its tool

@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from lexguide.engine.lexparser import DEAD_SET, LexParser, ParseState
 from lexguide.errors import MatcherError
 from lexguide.grammar.ir import is_lexeme, lexeme_index, lexeme_sym
-from lexguide.grammar.lexparser import DEAD_SET, LexParser, ParseState
 
 __all__ = ["Span", "captures", "lexeme_trace"]
 

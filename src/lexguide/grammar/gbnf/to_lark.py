@@ -14,10 +14,10 @@ import re
 from typing import TYPE_CHECKING
 
 from lexguide.errors import GrammarError
-from lexguide.grammar.gbnf_parser import Alt, Chars, Lit, Node, Ref, Rep, Seq, Tok
+from lexguide.grammar.gbnf.parser import Alt, Chars, Lit, Node, Ref, Rep, Seq, Tok
 
 if TYPE_CHECKING:
-    from lexguide.grammar.gbnf import GbnfPlan
+    from lexguide.grammar.gbnf.plan import GbnfPlan
 
 __all__ = ["emit_lark"]
 

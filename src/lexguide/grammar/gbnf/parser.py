@@ -7,7 +7,7 @@ the whole grammar (undefined references, missing root, left recursion as llama.c
 are in :func:`check_grammar`. Every error is a :class:`GrammarError` with line:col and caret.
 
 The AST is plain data; :mod:`lexguide.grammar.gbnf` compiles it to the grammar IR and
-:mod:`lexguide.grammar.gbnf_to_lark` prints it as Lark-variant text.
+:mod:`lexguide.grammar.gbnf.to_lark` prints it as Lark-variant text.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Union
 
 from lexguide.errors import GrammarError
 from lexguide.grammar.ir import TokenSet
-from lexguide.grammar.unicode_tables import negate, normalize
 from lexguide.limits import Nesting
+from lexguide.regex.unicode import negate, normalize
 
 __all__ = [
     "MAX_CODEPOINT",

@@ -4,8 +4,8 @@ The language is specified in ``lark-syntax.md`` (shared spec): lowercase CFG rul
 terminals compiled to one regex each, string and ``/regex/`` literals, EBNF operators,
 ``%ignore``, ``%import common``, ``%llguidance {}``, ``%json {}``, ``%regex {}``, ``%lark {}``,
 special tokens ``<|name|>`` / ``<[ids]>`` and rule attributes. The pipeline is three small
-passes: :mod:`lark_lexer` (text → tokens), :mod:`lark_parser` (tokens → AST) and
-:mod:`lark_compiler` (AST → IR through :class:`~lexguide.grammar.ir.GrammarBuilder`).
+passes: :mod:`.lexer` (text → tokens), :mod:`.parser` (tokens → AST) and
+:mod:`.compiler` (AST → IR through :class:`~lexguide.grammar.ir.GrammarBuilder`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 from lexguide.errors import GrammarError
 from lexguide.grammar.ir import GrammarIR
-from lexguide.grammar.lark_compiler import COMMON_REGEXES, GrammarEntry, LarkCompiler
-from lexguide.grammar.lark_parser import parse_lark
+from lexguide.grammar.lark.compiler import COMMON_REGEXES, GrammarEntry, LarkCompiler
+from lexguide.grammar.lark.parser import parse_lark
 from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep
 
 __all__ = ["COMMON_REGEXES", "compile_grammar_list", "compile_lark"]

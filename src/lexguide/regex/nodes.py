@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from lexguide.errors import LimitExceeded, RegexError
-from lexguide.grammar.unicode_tables import utf8_sequences
+from lexguide.regex.unicode import case_fold_ranges, utf8_sequences
 
 __all__ = [
     "ANY_BYTES",
@@ -55,7 +55,6 @@ __all__ = [
     "derivative",
     "export_nodes",
     "from_literal",
-    "from_regex",
     "import_nodes",
     "intersect",
     "literal",
@@ -69,13 +68,13 @@ __all__ = [
     "plus",
     "repeat",
     "star",
-    "to_string",
 ]
 
 #: Resource limits (mutable: set before building regexes). ``max_rx_nodes`` bounds the
 #: process-wide store; ``max_repeat`` bounds the product of nested counted repetitions
-#: (``x{1000}{1000}`` = 10**6 is refused; one counter ``x{10**6}`` over a counter-free ``x`` is not); ``max_regex_nodes`` bounds the nodes one
-#: :func:`from_regex` call may create.
+#: (``x{1000}{1000}`` = 10**6 is refused; one counter ``x{10**6}`` over a counter-free ``x``
+#: is not); ``max_regex_nodes`` bounds the nodes one
+#: :func:`lexguide.regex.syntax.parse_regex` call may create.
 LIMITS: dict[str, int] = {
     "max_rx_nodes": 2_000_000,
     "max_repeat": 100_000,
@@ -782,20 +781,9 @@ def from_literal(text: str, case_insensitive: bool = False) -> int:
             )
     if not case_insensitive:
         return literal(text.encode("utf-8"))
-    from lexguide.grammar.unicode_tables import case_fold_ranges
-
     return concat(*[codepoint_ranges(case_fold_ranges([(ord(c), ord(c))])) for c in text])
 
 
-def from_regex(pattern: str, flags: str = "", *, allow_invalid_utf8: bool = False) -> int:
-    """Compile a Rust-``regex``-syntax pattern (implicitly anchored) to a node id.
-
-    Raises :class:`RegexError` (with the character offset) for bad or unsupported syntax and
-    :class:`LimitExceeded` when the regex is too large. See :mod:`lexguide.grammar.rx_syntax`.
-    """
-    from lexguide.grammar.rx_syntax import parse_regex
-
-    return parse_regex(pattern, flags, allow_invalid_utf8=allow_invalid_utf8)
 
 
 # -- transport between processes ----------------------------------------------------------------
@@ -870,9 +858,3 @@ def import_nodes(data: tuple[tuple, ...]) -> list[int]:
     return [ids[r] for r in roots]
 
 
-# -- printing ---------------------------------------------------------------------------------
-def to_string(x: int, max_len: int = 2000) -> str:
-    """A readable regex-like rendering of ``x`` (for errors and debugging), truncated."""
-    from lexguide.grammar.rx_syntax import format_regex
-
-    return format_regex(x, max_len)

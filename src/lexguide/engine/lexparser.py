@@ -1,6 +1,6 @@
 """The lexer/parser pair of one grammar, computed by the compiled core (``lexguide._core``).
 
-The grammar IR is lowered once: every lexeme's regex (a node of :mod:`lexguide.grammar.rx`) is
+The grammar IR is lowered once: every lexeme's regex (a node of :mod:`lexguide.regex.nodes`) is
 exported into the core's own hash-consed store, rules become flat arrays, and the core builds
 the Earley parser and shares one lazy lexer DFA between all grammars of the process
 (``csrc/engine/lexparser.h`` describes the semantics: greedy and lazy lexemes, ``%ignore``
@@ -19,8 +19,8 @@ from typing import NamedTuple
 import numpy as np
 
 from lexguide import _core
-from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarIR
+from lexguide.regex import nodes as rx
 
 __all__ = ["DEAD_SET", "LexParser", "ParseState", "core_node"]
 
@@ -117,7 +117,7 @@ class _LexerView:
 class _ParserView:
     """The grammar's Earley parser (canonical sets by id), plus the dotted-rule tables of its
     grammar (``_dr_next``, ``_dr_lhs``, ``_rules_of``, ``_start_dr``, ``_accept_dr``, ``_rule_first_dr``) for
-    the positional parse of :mod:`lexguide.grammar.captures`."""
+    the positional parse of :mod:`lexguide.engine.captures`."""
 
     __slots__ = ("_c", "_dr_lhs", "_dr_next", "_expected", "_rule_first_dr", "_rules_of", "_start_dr",
                  "_accept_dr")

@@ -4,7 +4,7 @@ Two compilation contexts, as in llguidance's ``lark/compiler.rs``:
 
 * *terminal context* (UPPERCASE definitions, ``%ignore``, attribute rules, anything written
   inline in a rule that is not a rule reference): expressions become one regex-algebra node
-  (:mod:`lexguide.grammar.rx`); concatenation admits no skip in between; ``&`` and ``~`` are
+  (:mod:`lexguide.regex.nodes`); concatenation admits no skip in between; ``&`` and ``~`` are
   intersection and complement.
 * *rule context*: expressions become CFG symbols through :class:`GrammarBuilder`; every literal,
   regex or terminal reference is a lexeme of the current lexeme class (deduplicated by regex).
@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lexguide.errors import GrammarError, LimitExceeded, RegexError, SchemaError
-from lexguide.grammar import rx
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, GrammarOptions, TokenSet
-from lexguide.limits import MAX_NESTING_DEPTH
-from lexguide.grammar.lark_parser import (
+from lexguide.grammar.lark.parser import (
     Atom,
     CharRange,
     Expansions,
@@ -46,6 +44,9 @@ from lexguide.grammar.lark_parser import (
     Value,
     parse_lark,
 )  # fmt: skip
+from lexguide.limits import MAX_NESTING_DEPTH
+from lexguide.regex import nodes as rx
+from lexguide.regex.syntax import parse_regex
 
 __all__ = ["COMMON_REGEXES", "LarkCompiler", "chunk_words", "substring_rx"]
 
@@ -375,7 +376,7 @@ class LarkCompiler:
                 raise self.error("l-flag is not supported in regexes", v.offset)
             return self._guard(
                 v.offset,
-                lambda: rx.from_regex(
+                lambda: parse_regex(
                     v.pattern, v.flags, allow_invalid_utf8=self.options.allow_invalid_utf8
                 ),
                 v.src,
@@ -456,7 +457,7 @@ class LarkCompiler:
                              offset)  # fmt: skip
         scope.in_progress.add(name)
         if isinstance(definition, str):
-            x = self._guard(offset, lambda: rx.from_regex(definition), f"common.{name}")
+            x = self._guard(offset, lambda: parse_regex(definition), f"common.{name}")
         else:
             x = self.term_expansions(scope, definition.body)
         scope.in_progress.discard(name)
@@ -640,7 +641,7 @@ class LarkCompiler:
             raise self.error("%json needs the JSON Schema compiler (lexguide.jsonschema), "
                              "which is not available", v.offset) from None  # fmt: skip
         if self._json_skip is None:
-            self._json_skip = rx.from_regex(JSON_WHITESPACE)
+            self._json_skip = parse_regex(JSON_WHITESPACE)
         cls = self.builder.new_lexeme_class(self._json_skip)
         try:
             # llguidance's default layout (any JSON whitespace); x-guidance may change it

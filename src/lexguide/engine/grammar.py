@@ -8,7 +8,14 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+import lexguide.jsonschema  # noqa: F401  (registers the %json / from_json_schema compiler)
+from lexguide.engine.captures import captures
+from lexguide.engine.lexparser import LexParser
+from lexguide.errors import RegexError, SchemaError
+from lexguide.grammar.gbnf import compile_gbnf
 from lexguide.grammar.ir import CompileNote, GrammarBuilder, GrammarIR, json_schema_compiler
+from lexguide.grammar.lark import compile_grammar_list, compile_lark
+from lexguide.regex.syntax import parse_regex
 
 __all__ = ["Grammar"]
 
@@ -68,8 +75,6 @@ class Grammar:
     def from_lark(cls, text: str) -> Grammar:
         """Parse the llguidance Lark variant (see docs). Raises ``GrammarError`` with line:col,
         also for a grammar that matches no input at all."""
-        from lexguide.grammar.lark import compile_lark
-
         return cls(compile_lark(text, reject_empty=True), "lark")
 
     @classmethod
@@ -77,8 +82,6 @@ class Grammar:
     def from_gbnf(cls, text: str) -> Grammar:
         """Parse a llama.cpp GBNF grammar. Raises ``GrammarError`` with line:col, also for a
         grammar that matches no input at all."""
-        from lexguide.grammar.gbnf import compile_gbnf
-
         return cls(compile_gbnf(text, reject_empty=True), "gbnf")
 
     @classmethod
@@ -100,8 +103,6 @@ class Grammar:
         start = json_schema_compiler()(builder, schema, lexeme_class=0, **options)
         ir = builder.build(start)
         if ir.is_empty:  # contradictions the schema compiler could not see (regex & and ~)
-            from lexguide.errors import SchemaError
-
             raise SchemaError("Unsatisfiable schema: no JSON value matches it (its string "
                               "patterns/formats exclude one another)")
         return cls(ir, "json_schema")
@@ -111,12 +112,8 @@ class Grammar:
     def from_regex(cls, pattern: str, flags: str = "") -> Grammar:
         """A grammar of one lexeme: full match of ``pattern`` (Rust-regex syntax, anchored).
         Raises ``RegexError`` (with the offset) for a malformed regex or one matching nothing."""
-        from lexguide.grammar import rx
-
-        from lexguide.errors import RegexError
-
         builder = GrammarBuilder()
-        sym = builder.lexeme(rx.from_regex(pattern, flags), f"/{pattern}/")
+        sym = builder.lexeme(parse_regex(pattern, flags), f"/{pattern}/")
         ir = builder.build(sym)
         if ir.is_empty:
             raise RegexError("the regex matches no string", pattern=pattern, offset=0)
@@ -130,8 +127,6 @@ class Grammar:
         text not starting with ``{``, one Lark-variant grammar. Raises ``GrammarError``."""
         if isinstance(spec, str) and not spec.lstrip().startswith("{"):
             return cls.from_lark(spec)
-        from lexguide.grammar.lark import compile_grammar_list
-
         return cls(compile_grammar_list(spec, reject_empty=True), "lark")
 
     @classmethod
@@ -157,8 +152,6 @@ class Grammar:
     def lexparser(self):
         """The shared lexer/parser (built on first use)."""
         if self._lexparser is None:
-            from lexguide.grammar.lexparser import LexParser
-
             self._lexparser = LexParser(self.ir)
         return self._lexparser
 
@@ -169,12 +162,10 @@ class Grammar:
 
     def captures(self, text: str | bytes) -> list[tuple[str, bytes]]:
         """``(name, bytes)`` of the Lark ``capture``/``stop_capture`` rules in a complete
-        sentence ``text``, ordered by end position (see :mod:`lexguide.grammar.captures`).
+        sentence ``text``, ordered by end position (see :mod:`lexguide.engine.captures`).
 
         Raises :class:`~lexguide.errors.MatcherError` if ``text`` does not match the grammar.
         """
-        from lexguide.grammar.captures import captures
-
         data = text.encode() if isinstance(text, str) else bytes(text)
         lp = self.lexparser
         pieces: list = [(data, None)]

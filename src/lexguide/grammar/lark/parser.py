@@ -1,7 +1,7 @@
 """Recursive-descent parser for the llguidance Lark variant: tokens → AST (spec §3, §4, §9).
 
 Only syntax is checked here; name resolution, regex compilation and most semantic errors are
-left to :mod:`lexguide.grammar.lark_compiler`, which (like llguidance) compiles only what is
+left to :mod:`lexguide.grammar.lark.compiler`, which (like llguidance) compiles only what is
 reachable from ``start``. Every AST node keeps the character offset of its first token.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from lexguide.errors import GrammarError
-from lexguide.grammar.lark_lexer import Kind, Token, decode_string, lex_lark
+from lexguide.grammar.lark.lexer import Kind, Token, decode_string, lex_lark
 from lexguide.limits import MAX_NESTING_DEPTH
 
 __all__ = [

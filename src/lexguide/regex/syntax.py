@@ -1,4 +1,4 @@
-"""Regex text -> :mod:`lexguide.grammar.rx` nodes: the Rust ``regex`` crate syntax as llguidance
+"""Regex text -> :mod:`lexguide.regex.nodes` nodes: the Rust ``regex`` crate syntax as llguidance
 uses it (spec ``lark-syntax.md`` section 5.2).
 
 Unicode mode by default: literals, ``.``, classes and ``\\p{..}`` match whole UTF-8 encoded
@@ -21,9 +21,9 @@ categories, ``Any``, ``ASCII``, ``Assigned``.
 from __future__ import annotations
 
 from lexguide.errors import LimitExceeded, RegexError
-from lexguide.grammar import rx
-from lexguide.grammar import unicode_tables as ut
 from lexguide.limits import MAX_NESTING_DEPTH
+from lexguide.regex import nodes as rx
+from lexguide.regex import unicode as ut
 
 __all__ = ["MAX_NESTING", "format_regex", "parse_regex"]
 

@@ -4,7 +4,7 @@ GBNF is a CFG over code points with no lexer: every alternative is explored, not
 greedy (``root ::= word "b"``, ``word ::= [a-z]+`` accepts ``xb``). The IR's lexer is greedy,
 so turning a regular GBNF fragment into one lexeme can change the language (spec/gbnf.md §4.1).
 :func:`plan_gbnf` makes the largest regular fragments lexemes, asks
-:func:`lexguide.grammar.gbnf_lexemes.find_conflicts` which of them greedy lexing could run
+:func:`lexguide.grammar.gbnf.lexemes.find_conflicts` which of them greedy lexing could run
 past, splits those into their parts and repeats until no conflict is left; at worst every
 code point is its own lexeme, which is always exact (UTF-8 is prefix-free). A regular root
 (chess.gbnf) becomes a single lexeme: inside one regex nothing is greedy.
@@ -12,7 +12,7 @@ code point is its own lexeme, which is always exact (UTF-8 is prefix-free). A re
 Semantics kept from llama.cpp: ``.`` and negated classes match any code point including newline;
 left recursion is refused (as llama.cpp does); a later definition of a rule replaces an earlier
 one. Differences: texts must be valid UTF-8 (llama.cpp decodes invalid bytes leniently);
-repetition bounds are kept exactly as written up to ``gbnf_parser.MAX_REPETITION`` (llama.cpp
+repetition bounds are kept exactly as written up to ``parser.MAX_REPETITION`` (llama.cpp
 refuses repetitions expanding to 2000 rules or more); ``<text>`` token elements match the
 vocabulary's *special* token with that text (llama.cpp tokenises the text and requires exactly
 one token).
@@ -21,14 +21,13 @@ one token).
 from __future__ import annotations
 
 from lexguide.errors import GrammarError, LimitExceeded
-from lexguide.grammar import rx
-from lexguide.grammar.gbnf_lexemes import (
+from lexguide.grammar.gbnf.lexemes import (
     CodepointClasses,
     PositionAutomaton,
     TooBig,
     find_conflicts,
 )
-from lexguide.grammar.gbnf_parser import (
+from lexguide.grammar.gbnf.parser import (
     Alt,
     Chars,
     GbnfGrammar,
@@ -45,8 +44,9 @@ from lexguide.grammar.gbnf_parser import (
 )
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, lexeme_index
 from lexguide.limits import MAX_NESTING_DEPTH
+from lexguide.regex import nodes as rx
 
-__all__ = ["GbnfPlan", "compile_gbnf", "gbnf_to_lark", "plan_gbnf"]
+__all__ = ["GbnfPlan", "plan_gbnf"]
 
 #: A fragment whose position automaton is bigger is not made a lexeme (it stays exact as rules;
 #: only speed is lost).
@@ -441,40 +441,3 @@ def plan_gbnf(text: str, root: str = "root") -> tuple[GbnfPlan, GrammarIR]:
             return plan, ir
         plan.demoted |= demote
     raise GrammarError("internal error: GBNF lexeme analysis did not converge")
-
-
-def compile_gbnf(text: str, root: str = "root", *, reject_empty: bool = False) -> GrammarIR:
-    """Compile a llama.cpp GBNF grammar to the grammar IR, with GBNF's exact language.
-
-    ``root`` names the start rule (llama.cpp's default is ``root``). Regular fragments become
-    lexemes only where greedy lexing provably accepts the same strings (module docstring).
-    Raises :class:`GrammarError` with line:col and caret for syntax errors, an undefined
-    rule, a missing start rule or left recursion, and with ``reject_empty`` (as
-    ``Grammar.from_gbnf`` does; llama.cpp does not) for a grammar matching no input.
-    Cost: a few ms for the llama.cpp sample grammars; the analysis is quadratic in the number
-    of lexemes in the worst case.
-    """
-    try:
-        plan, ir = plan_gbnf(text, root)
-    except RecursionError:  # backstop: the nesting limits make this unreachable in practice
-        raise GrammarError("grammar is nested too deeply to compile") from None
-    if reject_empty and ir.is_empty:
-        raise GrammarError(f"the grammar matches no input: rule {root!r} can never be completed "
-                           "(each alternative needs a rule that never ends, or an empty class)",
-                           text=text, offset=plan.g.rules[root].offset)
-    return ir
-
-
-def gbnf_to_lark(text: str, root: str = "root") -> str:
-    """The GBNF grammar as llguidance Lark-variant text accepting the same strings.
-
-    Fragments that ``compile_gbnf`` makes lexemes are printed as UPPERCASE terminals (rules)
-    or string literals; everything else stays rules, with multi-character literals split into
-    one-character strings where greedy lexing would change the language. Differences from
-    llguidance's own converter are listed in spec/gbnf.md §4.1; this one keeps the language.
-    Raises :class:`GrammarError` like :func:`compile_gbnf`, and for ``!<text>`` (no Lark form).
-    """
-    from lexguide.grammar.gbnf_to_lark import emit_lark
-
-    plan, _ = plan_gbnf(text, root)
-    return emit_lark(plan)
