@@ -6,6 +6,11 @@ with llguidance (``LLMatcher.validate_grammar``, no tokenizer) and report compil
 compile time p50/p99, next to llguidance's recorded expectations
 (``llguidance-data/json_stats/expected_maskbench.json``).
 
+Part 1b (in process): the JSON-Schema-Test-Suite (drafts 2020-12 and 7, required and
+optional tests, ``tests/suite_runner.py``): per engine, cases compiled and instances that agree
+with the suite, accept an invalid instance (unsound) or reject a valid one, on the same cases;
+llguidance is driven with its byte tokenizer (it gets no ``refs`` and no draft option).
+
 Part 2 (subprocess): the shared fair harness ``shared/reference/bench_peers.py`` forces one
 valid instance per schema token by token with every available engine (lexguide, llguidance,
 xgrammar, outlines-core, lm-format-enforcer; absent ones are reported as such), once per
@@ -94,6 +99,63 @@ def coverage(per_subset: int | None, seed: int) -> dict:
         }
         print(f"  {sub}: {ok_ours}/{len(lines)}", flush=True)
     return out
+
+
+def suite(seed: int) -> dict:
+    """JSON-Schema-Test-Suite agreement per draft for lexguide and llguidance."""
+    del seed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import suite_runner as sr
+
+    engines = {"lexguide": sr.lexguide_compile}
+    try:
+        import llguidance
+
+        tok = llguidance.LLTokenizer("byte")
+
+        def llg_compile(schema: dict, opts: dict):
+            del opts
+            try:
+                g = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
+            except Exception:  # noqa: BLE001  (a peer's refusal, whatever its type)
+                return None
+            if llguidance.LLMatcher.validate_grammar(g):
+                return None
+
+            def accepts(text: str) -> bool:
+                m = llguidance.LLMatcher(tok, g, log_level=0)
+                return all(m.consume_token(t) for t in tok.tokenize_bytes(text.encode())) \
+                    and m.is_accepting()
+            return accepts
+
+        engines["llguidance"] = llg_compile
+    except ImportError:
+        pass
+    out: dict = {}
+    for draft in sr.DRAFTS:
+        if not sr.available(draft):
+            continue
+        for name, fn in engines.items():
+            n_cases, n_compiled, res = sr.run(draft, fn)
+            out.setdefault(draft, {})[name] = {
+                "cases": n_cases, "compiled": n_compiled, "tests": len(res),
+                "agree": sum(v == g for _, _, v, g in res),
+                "unsound": sum(g and not v for _, _, v, g in res),
+                "incomplete": sum(v and not g for _, _, v, g in res)}
+        print(f"  {draft}: done", flush=True)
+    return out
+
+
+def print_suite(res: dict) -> None:
+    print("\n| draft | engine | cases compiled | tests run | agree | unsound (accepts invalid) "
+          "| incomplete (rejects valid) | agree ratio vs lexguide |")
+    print("|---|---|---|---|---|---|---|---|")
+    for draft, by in res.items():
+        base = by["lexguide"]["agree"]
+        for name, r in by.items():
+            print(f"| {draft} | {name} | {r['compiled']}/{r['cases']} | {r['tests']} | "
+                  f"{r['agree']} | {r['unsound']} | {r['incomplete']} | "
+                  f"{r['agree'] / base:.3f} |")
 
 
 def print_coverage(cov: dict) -> None:
@@ -281,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         print("coverage (compiled / total) and compile time per subset", flush=True)
         result["coverage"] = coverage(30 if args.quick else None, args.seed)
         print_coverage(result["coverage"])
+        print("\nJSON-Schema-Test-Suite agreement", flush=True)
+        result["suite"] = suite(args.seed)
+        print_suite(result["suite"])
     if not args.no_masks:
         known = {"smollm2": ("smollm2-49k", smollm2_path), "gemma3": ("gemma3-262k", gemma3_path)}
         names = args.vocabs.split(",") if args.vocabs else (

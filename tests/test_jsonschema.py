@@ -240,22 +240,43 @@ def test_one_of_disjointness():
     check(overlapping, ["1", "2", '"s"'], coerce_one_of=True)
     check({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
           ['{"a":1}', '{"b":1}'], ['{"a":1,"b":2}', "{}"])
-    inexpressible = {"type": "array", "oneOf": [{"items": {"type": "string"}}, {"maxItems": 1}]}
+    # exclusions relative to the other branch: item schemas, additionalProperties: false
+    check({"type": "array", "oneOf": [{"items": {"type": "string"}}, {"maxItems": 1}]},
+          ['["a","b"]', "[1]", "[]"[:0] + '[null]'], ["[]", '["a"]', '["a",1]'])
+    check({"type": "object", "oneOf": [
+        {"properties": {"key": {"type": "string"}}, "additionalProperties": False},
+        {"properties": {"keys": {"type": "array"}}, "additionalProperties": False}]},
+          ['{"key":"a"}', '{"keys":[]}'], ["{}", '{"key":"a","keys":[]}', '{"x":1}'])
+    check({"oneOf": [{"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}},
+                     {"properties": {"kind": {"const": "b"}}}]},  # discriminator, not required
+          ['{"kind":"a","x":1}', '{"kind":"b","x":"s"}', '{"x":"s"}'],
+          ["{}", '{"x":1}', "null", '{"kind":"c"}'])
+    check({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]},
+          ['"ab"', '"ba"'], ['"c"'])
+    inexpressible = {"type": "object", "oneOf": [{"additionalProperties": {"type": "string"}},
+                                                 {"required": ["a"]}]}
     with pytest.raises(SchemaError) as e:
         G(inexpressible)
     assert e.value.keyword == "oneOf" and e.value.pointer == "/oneOf"
+    assert "branches 1 and 0" in str(e.value) and "additionalProperties" in str(e.value)
+    for relax in ({"lenient": True}, {"coerce_one_of": True}):
+        g = G(inexpressible, **relax)
+        assert g.validate('{"a":"s"}')  # both branches match: anyOf semantics, noted
+        assert [(n.pointer, n.keyword) for n in g.notes] == [("/oneOf", "oneOf")]
+        assert "compiled as anyOf" in g.notes[0].message
 
 
 def test_unsupported_keywords_error_with_pointer_or_note_when_lenient():
     with pytest.raises(SchemaError) as e:
-        G({"type": "object", "properties": {"a": {"type": "array",
-                                                  "not": {"items": {"type": "string"}}}}})
+        G({"type": "object", "properties": {"a": {
+            "type": "object", "not": {"additionalProperties": {"type": "string"}}}}})
     assert e.value.keyword == "not" and e.value.pointer == "/properties/a/not"
     assert "lenient=True" in str(e.value)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # lenient reports on the result, never as a warning
-        g = G({"type": "array", "not": {"items": {"type": "string"}}}, lenient=True)
-    assert g.validate('["x"]') and not g.validate("1")
+        g = G({"type": "object", "not": {"additionalProperties": {"type": "string"}}},
+              lenient=True)
+    assert g.validate('{"x":"s"}') and not g.validate("1")
     assert [(n.pointer, n.keyword) for n in g.notes] == [("/not", "not")]
     assert "ignored: lenient" in g.notes[0].message
     assert G({"type": "array", "items": {"type": "string"}}).notes == ()
@@ -306,6 +327,8 @@ def test_not_of_types_and_trivial_keywords():
     check({"type": "object", "not": {"required": ["a", "b"]}},
           ['{"a":1}', '{"b":1}', "{}", '{"c":1}'], ['{"a":1,"b":2}'])
     check({"type": "array", "not": {"maxItems": 1}}, ["[1,2]"], ["[]", "[1]"])
+    check({"type": "array", "not": {"items": {"type": "string"}}}, ['["x",1]', "[null]"],
+          ["[]", '["x"]', '["x","y"]'])
     check({"not": {"anyOf": [{"type": "string"}, {"type": "number", "maximum": 0}]}},
           ["1", "null"], ['"s"', "0", "-1"])
     check({"not": {"not": {"type": "string", "maxLength": 1}}}, ['"a"'], ['"ab"', "1"])
@@ -336,8 +359,10 @@ def test_if_then_else_and_dependencies():
     check({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
            "properties": {"a": {}, "b": {}}, "dependencies": {"a": ["b"]}},
           ['{"a":1,"b":2}', '{"b":2}'], ['{"a":1}'])
+    check({"if": {"items": {"type": "string"}}, "then": {"maxItems": 1}, "else": {"minItems": 2}},
+          ['["a"]', "[1,2]", "1"], ['["a","b"]', "[1]"])
     with pytest.raises(SchemaError) as e:
-        G({"if": {"items": {"type": "string"}}, "then": {"type": "array"}})
+        G({"if": {"additionalProperties": {"type": "string"}}, "then": {"type": "object"}})
     assert e.value.keyword == "if"
 
 
@@ -348,8 +373,11 @@ def test_contains_counts():
            "maxItems": 4}, ["[1,2]", '[1,"a",2,3]'], ["[1]", "[1,2,3,4]", '[1,"a","b","c",2]'])
     check({"type": "array", "contains": {"const": 5}, "minContains": 0, "maxContains": 1},
           ["[]", "[5]", "[1,2]"], ["[5,5]"])
+    check({"type": "array", "contains": {"items": {"type": "string"}}, "maxContains": 1},
+          ['[["a"],[1]]', '[[1],2]'], ['[[],["a"]]', "[1,2]", "[]", "[[1]]"])
     with pytest.raises(SchemaError, match="maxContains"):
-        G({"type": "array", "contains": {"items": {"type": "string"}}, "maxContains": 1})
+        G({"type": "array", "contains": {"additionalProperties": {"type": "string"}},
+           "maxContains": 1})
 
 
 def test_formats():
@@ -459,3 +487,119 @@ def test_public_surface_and_registration():
     assert sorted(js.__all__) == ["BOUNDED_WHITESPACE", "SchemaError", "add_json_schema",
                                   "compile_json_schema"]
     assert json_schema_compiler() is js.add_json_schema
+
+
+def test_large_length_and_item_bounds_are_counted_not_unrolled():
+    # a string length is a counter in the regex: one lexer state per count reached
+    check({"type": "string", "maxLength": 262144}, ['"abc"', '"' + "x" * 3000 + '"'], ['"a'])
+    check({"type": "string", "minLength": 3, "maxLength": 150_000, "pattern": "^[a-z]+$"},
+          ['"abc"', '"' + "q" * 5000 + '"'], ['"ab"', '"abC"'])
+    # item counts past 256 are built from doubling rules (E[i] -> E[i-1] E[i-1]), exactly
+    g = G({"type": "array", "maxItems": 1_000_000, "items": {"type": "integer"}})
+    assert len(g.ir.rules) < 200 and g.validate("[1,2,3]") and not g.validate('["a"]')
+    g = G({"type": "array", "minItems": 300, "maxItems": 1000, "items": {"const": 1}})
+    assert len(g.ir.rules) < 200
+    for n in (0, 299, 300, 301, 511, 512, 513, 777, 999, 1000, 1001):
+        assert g.validate("[" + ",".join(["1"] * n) + "]") == (300 <= n <= 1000), n
+    assert len(G({"type": "array", "minItems": 100_000}).ir.rules) < 200
+
+
+def test_escapes_in_keys_and_llguidance_escape_options():
+    # keys are decoded text (RFC 8259 §4): every spelling of a key is that key, by default
+    check({"additionalProperties": {"type": "integer"}}, ['{"\\u00e9": 1}', '{"é": 1}'],
+          ['{"\\u00e9": "x"}', '{"\\ud800": 1}'])
+    check({"properties": {"Ab": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+          ['{"\\u0041b": 1}', '{"Ab": 1}', '{"x": "s"}'], ['{"\\u0041b": "s"}', '{"A\\u0062": "s"}'])
+    # string values: llguidance's default (\uXXXX only for characters that must be escaped)
+    check({"type": "string"}, ['"é"', '"\\u0001"'], ['"\\u00e9"', '"\\u0022"'])
+    general = {"x-guidance": {"json_allow_general_unicode_escapes": True}}
+    check({**general, "type": "string", "maxLength": 1},
+          ['"\\u00e9"', '"\\ud83d\\ude00"', '"\\uD83D\\uDE00"', '"😀"', '"\\u0022"'],
+          ['"\\ud83d"', '"\\ude00\\ud83d"', '"\\ud83d\\ude00\\ud83d\\ude00"', '"\\u00e9x"'])
+    check({**general, "type": "string", "pattern": "^[A-Z]+$"}, ['"\\u0041A"'], ['"\\u0061"'])
+    check({**general, "enum": ["é"]}, ['"\\u00E9"', '"é"'], ['"e"'])
+    check({"x-guidance": {"json_allow_general_unicode_escapes": False},
+           "additionalProperties": {}}, ['{"é": 1}'], ['{"\\u00e9": 1}'])
+    no_u = {"x-guidance": {"json_allowed_escapes": 'nrbtf\\"'}}
+    check({**no_u, "type": "string"}, ['"\\n"', '"\\\\"', '"\\""'], ['"\\u0001"', '"\\u000a"'])
+    check({"x-guidance": {"json_allowed_escapes": "u"}, "type": "string"}, ['"\\u000a"'],
+          ['"\\n"', '"\\""'])
+    check({"type": "string"}, ['"\\t"'], ['"\\t"'[:0] + '"\\u0009x"'[:0] + '"\\x"'],
+          json_allowed_escapes="t")
+    with pytest.raises(SchemaError, match="invalid escape character in allowed_escapes: x") as e:
+        G({"x-guidance": {"json_allowed_escapes": "x"}})
+    assert e.value.pointer == "/x-guidance"
+    with pytest.raises(SchemaError, match="must be a bool"):
+        G({"x-guidance": {"json_allow_general_unicode_escapes": "yes"}})
+
+
+def test_remote_refs_bundled_metaschemas_and_user_documents():
+    for uri in ("http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-06/schema#",
+                "http://json-schema.org/draft-07/schema#",
+                "https://json-schema.org/draft/2019-09/schema",
+                "https://json-schema.org/draft/2020-12/schema"):
+        # the metaschemas' "required" arrays need uniqueItems of strings: strict is an error
+        # pointing into the bundled document, lenient compiles and notes it
+        with pytest.raises(SchemaError, match="uniqueItems") as e:
+            G({"$ref": uri})
+        assert e.value.pointer.startswith(uri.rstrip("#").rsplit("/", 1)[0])
+        g = G({"$ref": uri}, lenient=True)
+        assert g.validate('{"minLength": 1}') and g.validate('{"type": ["string", "null"]}'), uri
+        assert not g.validate('{"minLength": -1}') and not g.validate('{"type": 1}'), uri
+        assert {n.keyword for n in g.notes} <= {"uniqueItems", "format"}
+    other = {"$id": "https://example.test/int.json", "type": "integer", "minimum": 2,
+             "$defs": {"s": {"type": "string"}}}
+    check({"properties": {"n": {"$ref": "https://example.test/int.json"}}},
+          ['{"n":2}'], ['{"n":1}', '{"n":"x"}'], refs={"https://example.test/int.json": other})
+    check({"$id": "https://example.test/root.json", "items": {"$ref": "int.json#/$defs/s"}},
+          ['["a"]'], ["[2]"], refs={"https://example.test/int.json": other})  # relative, pointer
+    with pytest.raises(SchemaError, match="never fetched") as e:
+        G({"$ref": "https://example.test/missing.json"})
+    assert e.value.keyword == "$ref" and "refs={uri: schema}" in str(e.value)
+
+
+def test_dynamic_refs_follow_the_dynamic_scope():
+    tree = {  # the extendible tree of core 2020-12 §8.2.3.2: strict nodes via $dynamicAnchor
+        "$id": "https://example.test/strict-tree", "$dynamicAnchor": "node",
+        "$ref": "tree", "unevaluatedProperties": False,
+        "$defs": {"tree": {"$id": "tree", "$dynamicAnchor": "node", "type": "object",
+                           "properties": {"data": True, "children": {
+                               "type": "array", "items": {"$dynamicRef": "#node"}}}}}}
+    check(tree, ['{"children":[{"data":1}]}', '{"data":1,"children":[]}'],
+          ['{"children":[{"daat":1}]}', '{"x":1}'])
+    loose = {"$id": "https://example.test/tree", "$dynamicAnchor": "node", "type": "object",
+             "properties": {"data": True, "children": {"type": "array",
+                                                       "items": {"$dynamicRef": "#node"}}}}
+    check(loose, ['{"children":[{"daat":1}]}'], ['{"children":[1]}'])
+    recursive = {  # 2019-09: $recursiveRef to the outermost $recursiveAnchor: true
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "$id": "https://example.test/r-root", "$recursiveAnchor": True,
+        "$ref": "r-tree", "properties": {"data": {"type": "integer"}},
+        "$defs": {"t": {"$id": "r-tree", "$recursiveAnchor": True, "type": "object",
+                        "properties": {"kids": {"type": "array",
+                                                "items": {"$recursiveRef": "#"}}}}}}
+    check(recursive, ['{"kids":[{"data":1}]}'], ['{"kids":[{"data":"s"}]}', '{"data":"s"}'])
+
+
+def test_unevaluated_properties_and_items():
+    base = {"$defs": {"b": {"properties": {"b": {"type": "integer"}}}}}
+    check({**base, "type": "object", "properties": {"a": {}}, "allOf": [{"$ref": "#/$defs/b"}],
+           "unevaluatedProperties": False}, ['{"a":1,"b":2}', "{}"], ['{"c":1}', '{"b":"s"}'])
+    check({"type": "object", "anyOf": [{"properties": {"a": {}}, "required": ["a"]},
+                                       {"properties": {"b": {}}, "required": ["b"]}],
+           "unevaluatedProperties": {"type": "string"}},
+          ['{"a":1}', '{"a":1,"b":2}', '{"b":1,"z":"s"}'], ['{"a":1,"z":2}', "{}"])
+    check({"type": "object", "properties": {"kind": {}},
+           "if": {"properties": {"kind": {"const": "x"}}, "required": ["kind"]},
+           "then": {"properties": {"x": {}}}, "unevaluatedProperties": False},
+          ['{"kind":"x","x":1}', '{"kind":"y"}'], ['{"kind":"y","x":1}'])
+    check({"type": "array", "contains": {"type": "integer"}, "unevaluatedItems": False},
+          ["[1,2]", "[1]"], ['[1,"a"]', "[]"])
+    check({"type": "array", "prefixItems": [{"type": "string"}], "unevaluatedItems": False},
+          ['["a"]', "[]"], ['["a",1]'])
+    check({"type": "array", "allOf": [{"prefixItems": [{}, {}]}], "unevaluatedItems": False},
+          ["[1,2]", "[]"], ["[1,2,3]"])
+    with pytest.raises(SchemaError) as e:
+        G({"type": "object", "anyOf": [{"properties": {k: {}}} for k in "abcde"],
+           "unevaluatedProperties": False})
+    assert e.value.pointer == "/unevaluatedProperties" and "statically" in str(e.value)

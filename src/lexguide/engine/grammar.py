@@ -95,7 +95,9 @@ class Grammar:
         ``item_separator``, ``key_separator``, ``lenient`` (keywords that cannot be enforced
         are ignored instead of raising, and listed on :attr:`notes`), ``strict_formats``
         (unknown ``format`` values raise instead of being annotations listed on
-        :attr:`notes`); see :mod:`lexguide.jsonschema` for the rest.
+        :attr:`notes`), ``refs`` ({uri: schema} documents ``$ref`` may reach; the draft
+        metaschemas are bundled; nothing is fetched), ``json_allowed_escapes`` and
+        ``json_allow_general_unicode_escapes``; see :mod:`lexguide.jsonschema` for the rest.
         """
         builder = GrammarBuilder()
         start = json_schema_compiler()(builder, schema, lexeme_class=0, **options)

@@ -359,17 +359,27 @@ class GrammarBuilder:
         return self._helpers[key]
 
     def repeat(self, sym: int, min_count: int, max_count: int | None) -> int:
-        """``sym{min,max}`` (``max=None``: unbounded). Bounded repeats use O(max) rules."""
+        """``sym{min,max}`` (``max=None``: unbounded), unambiguous. Counts up to
+        :data:`UNROLL_COUNT` are unrolled (O(max) rules); larger ones are built from doubling
+        rules ``E[i] -> E[i-1] E[i-1]`` (``sym`` exactly 2**i times), so a bound of 10**6
+        costs about 60 rules, not a million."""
         if min_count < 0 or (max_count is not None and max_count < min_count):
             raise ValueError(f"bad repetition bounds {{{min_count},{max_count}}}")
         key = ("rep", sym, min_count, max_count)
         if key in self._helpers:
             return self._helpers[key]
-        if max_count is None:
+        if max_count is not None and max_count == 0:
+            result = self._empty()
+        elif max(min_count, (max_count or 0) - min_count) > UNROLL_COUNT:
+            parts = [self._exactly(sym, min_count)] if min_count else []
+            if max_count is None:
+                parts.append(self.star(sym))
+            elif max_count > min_count:
+                parts.append(self._up_to(sym, max_count - min_count))
+            result = self.seq(parts or [self._empty()], name="rep")
+        elif max_count is None:
             tail = self.star(sym)
             result = self.seq([sym] * min_count + [tail], name="rep")
-        elif max_count == 0:
-            result = self._empty()
         else:
             # upto[k] derives sym{0,k}: upto[k] -> "" | sym upto[k-1]
             upto = self._empty()
@@ -382,6 +392,31 @@ class GrammarBuilder:
             result = self.seq(parts or [self._empty()], name="rep")
         self._helpers[key] = result
         return result
+
+    def _power(self, sym: int, i: int) -> int:
+        """``sym`` exactly ``2**i`` times."""
+        return sym if i == 0 else self.seq([self._power(sym, i - 1)] * 2, name="pow2")
+
+    def _exactly(self, sym: int, n: int) -> int:
+        """``sym`` exactly ``n >= 1`` times: one power of two per set bit of ``n``."""
+        return self.seq([self._power(sym, i) for i in range(n.bit_length() - 1, -1, -1)
+                         if n >> i & 1], name="exactly")
+
+    def _below_power(self, sym: int, j: int) -> int:
+        """``sym{0, 2**j - 1}``: ``A[j] -> A[j-1] | E[j-1] A[j-1]`` (the two alternatives
+        cover disjoint lengths, so the grammar stays unambiguous)."""
+        if j == 0:
+            return self._empty()
+        below = self._below_power(sym, j - 1)
+        return self.alt([[below], [self._power(sym, j - 1), below]], "below_pow2")
+
+    def _up_to(self, sym: int, n: int) -> int:
+        """``sym{0,n}``, ``n >= 1``: ``A[k] | E[k] sym{0, n - 2**k}`` with ``2**k <= n``."""
+        k = n.bit_length() - 1
+        below = self._below_power(sym, k)
+        rest = n - (1 << k)
+        high = [self._power(sym, k)] + ([self._up_to(sym, rest)] if rest else [])
+        return self.alt([[below], high], "up_to")
 
     # -- result ---------------------------------------------------------------------------
     @property
@@ -466,6 +501,8 @@ class GrammarBuilder:
 
 #: Derivative states explored to prove a regex with ``&``/``~`` empty (past it: assumed not).
 MAX_EMPTINESS_STATES = 512
+#: Largest count :meth:`GrammarBuilder.repeat` unrolls; beyond it, doubling rules count.
+UNROLL_COUNT = 256
 
 
 def regex_is_empty(x: int) -> bool:

@@ -26,6 +26,15 @@ Options (keyword arguments, or ``"x-guidance"`` in the top-level schema object):
 ``coerce_one_of``   treat ``oneOf`` as ``anyOf`` when branches are not provably disjoint.
 ``max_indent_depth`` nesting depth up to which ``indent`` applies (default 32; deeper is compact).
 ``draft``           force a draft (4, 6, 7, 2019, 2020) instead of reading ``$schema``.
+``json_allowed_escapes`` letters of ``nrbtf\\"u`` that may follow ``\\`` in strings and keys
+                    (default all; without ``u`` no ``\\uXXXX`` at all).
+``json_allow_general_unicode_escapes`` bool: ``\\uXXXX`` (and surrogate pairs, one character
+                    each) for every character, not only those that must be escaped. Default:
+                    off for string values (llguidance's default), on for object keys (a key is
+                    its decoded text, RFC 8259 §4: ``"\\u0041b"`` is the key ``"Ab"``); an
+                    explicit value applies to both. See :mod:`lexguide.jsonschema.escapes`.
+``refs``            ``{uri: schema}``: documents that ``$ref`` may point to (never fetched);
+                    the draft 4/6/7/2019-09/2020-12 metaschemas are bundled.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from lexguide.errors import RegexError, SchemaError, line_col
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, set_json_schema_compiler
 from lexguide.jsonschema.build import BuildOptions, SchemaBuilder
 from lexguide.jsonschema.compiler import WHITESPACE_RX, LayoutOptions, SchemaCompiler
+from lexguide.jsonschema.escapes import escapes_from_options
 from lexguide.jsonschema.refs import escape_pointer
 from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep, json_value_too_deep
 from lexguide.regex import nodes as rx
@@ -47,6 +57,7 @@ __all__ = ["BOUNDED_WHITESPACE", "SchemaError", "add_json_schema", "compile_json
 _OPTION_NAMES = frozenset((
     "whitespace", "indent", "item_separator", "key_separator", "lenient", "coerce_one_of",
     "max_indent_depth", "draft", "strict_formats", "whitespace_flexible", "whitespace_pattern",
+    "json_allowed_escapes", "json_allow_general_unicode_escapes", "refs",
 ))
 #: The default whitespace between JSON tokens: one optional space, or one newline and an
 #: indentation of at most 24 spaces/tabs (pretty-printed JSON up to 12 levels at indent 2).
@@ -77,10 +88,12 @@ def _x_guidance(schema: Any) -> tuple[Any, dict[str, Any]]:
     for k in opts:
         if k not in _XGUIDANCE:
             raise SchemaError(f"unknown field `{k}`", pointer="/x-guidance", keyword=k)
-    if opts.get("json_allowed_escapes", 'nrbtf\\"u') != 'nrbtf\\"u' or opts.get(
-            "json_allow_general_unicode_escapes", False):
-        raise SchemaError("only the default JSON string escapes are supported",
-                          pointer="/x-guidance", keyword="json_allowed_escapes")
+    for name, kind in (("json_allowed_escapes", str), ("json_allow_general_unicode_escapes", bool),
+                       ("whitespace_flexible", bool), ("lenient", bool),
+                       ("coerce_one_of", bool)):
+        if name in opts and opts[name] is not None and not isinstance(opts[name], kind):
+            raise SchemaError(f"{name} must be a {kind.__name__}", pointer="/x-guidance",
+                              keyword=name)
     return {k: v for k, v in schema.items() if k != "x-guidance"}, opts
 
 
@@ -126,7 +139,17 @@ def _layout(options: dict[str, Any], xg: dict[str, Any]) -> LayoutOptions:
         else:
             key = val
     depth = options.get("max_indent_depth", 32)
-    return LayoutOptions(skip, item, key, indent, depth, explicit_ws)
+    allowed, general = options.get("json_allowed_escapes"), options.get(
+        "json_allow_general_unicode_escapes")
+    allowed = xg.get("json_allowed_escapes", allowed)
+    general = xg.get("json_allow_general_unicode_escapes", general)
+    if allowed is not None and not isinstance(allowed, str):
+        raise TypeError("json_allowed_escapes must be a str")
+    try:
+        values, keys = escapes_from_options(allowed, general)
+    except ValueError as e:
+        raise SchemaError(str(e), pointer="/x-guidance", keyword="json_allowed_escapes") from None
+    return LayoutOptions(skip, item, key, indent, depth, explicit_ws, values, keys)
 
 
 def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int = 0,
@@ -148,8 +171,9 @@ def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int =
     coerce = bool(xg.get("coerce_one_of", options.get("coerce_one_of", False)))
     layout = _layout(options, xg)
     try:
-        schemas = SchemaBuilder(schema, BuildOptions(lenient, coerce, options.get("draft"),
-                                                     bool(options.get("strict_formats", False))))
+        schemas = SchemaBuilder(schema, BuildOptions(
+            lenient, coerce, options.get("draft"), bool(options.get("strict_formats", False)),
+            options.get("refs")))
         root = schemas.build_root()
         start = SchemaCompiler(builder, schemas, layout, lenient=lenient).compile_root(root)
         builder.notes.extend(schemas.notes)

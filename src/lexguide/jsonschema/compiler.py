@@ -24,8 +24,9 @@ from functools import lru_cache
 from lexguide.errors import LimitExceeded, SchemaError
 from lexguide.grammar.ir import GrammarBuilder
 from lexguide.jsonschema.build import SchemaBuilder, nesting_error
-from lexguide.jsonschema.formats import format_rx
-from lexguide.jsonschema.negate import NotSupported, negate
+from lexguide.jsonschema.escapes import DEFAULT, KEYS_DEFAULT, Escapes
+from lexguide.jsonschema.formats import filter_rx, format_rx
+from lexguide.jsonschema.negate import NotSupported
 from lexguide.jsonschema.numeric import (
     NON_INTEGER_RX,
     NUMBER_RX,
@@ -55,8 +56,6 @@ __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 
 WHITESPACE_RX = rx.plus(rx.byteset(b" \t\n\r"))
 QUOTE = rx.literal(b'"')
-ANY_BODY = rx.star(any_json_char())
-STRING_RX = rx.concat(QUOTE, ANY_BODY, QUOTE)
 MAX_PATTERN_PROPERTIES = 6
 # regex node ids are process-wide and hash-consed, so these caches are valid across grammars
 _STRING_CACHE: dict[tuple, int] = {}
@@ -75,6 +74,10 @@ class LayoutOptions:
     # x-guidance whitespace_pattern: matched at most once at each place JSON allows whitespace,
     # so it is folded into the punctuation lexemes instead of being a (repeatable) skip regex
     explicit_ws: int | None = None
+    # the escapes string values and object keys may use (x-guidance json_allowed_escapes,
+    # json_allow_general_unicode_escapes; lexguide.jsonschema.escapes)
+    value_escapes: Escapes = DEFAULT
+    key_escapes: Escapes = KEYS_DEFAULT
 
 
 class _Layout:
@@ -192,7 +195,7 @@ class SchemaCompiler:
         if isinstance(s, NumberSchema):
             return self.lex(self.number(s), "integer" if s.integer else "number")
         if isinstance(s, StringSchema):
-            return self.lex(self.string(s), "string")
+            return self.lex(self.string(s, self.layout.value_escapes), "string")
         if isinstance(s, AnyOfSchema):
             live = [sym for sym in (self.compile(o, lay) for o in s.options) if sym != self.dead]
             return b.alt([[sym] for sym in live], "anyOf") if live else self.dead
@@ -224,39 +227,41 @@ class SchemaCompiler:
             self.schemas.note(s.pointer, "multipleOf", f"{e} (multipleOf ignored: lenient)")
             return self.number(replace(s, multiple_of=None))
 
-    def string_body(self, s: StringSchema) -> int:
-        """Regex of what goes between the quotes: lengths, patterns and formats intersected."""
+    def string_body(self, s: StringSchema, esc: Escapes) -> int:
+        """Regex of what goes between the quotes (spelled as ``esc`` allows): lengths,
+        patterns, formats and filters intersected."""
         if s.const is not None:
-            return json_literal_body(s.const)
+            return json_literal_body(s.const, esc)
         parts = []
         if s.min_length or s.max_length is not None:
-            parts.append(rx.repeat(any_json_char(), s.min_length, s.max_length))
-        parts += [pattern_rx(p) for p in s.patterns]
-        parts += [format_rx(f) for f in s.formats]
-        parts += [r for want, r in s.rx_filters if want]
-        negated = [rx.complement(r) for want, r in s.rx_filters if not want]
+            parts.append(rx.repeat(any_json_char(esc), s.min_length, s.max_length))
+        parts += [pattern_rx(p, esc) for p in s.patterns]
+        parts += [format_rx(f, esc) for f in s.formats]
+        parts += [filter_rx(kind, x, esc) for want, kind, x in s.rx_filters if want]
+        negated = [rx.complement(filter_rx(kind, x, esc))
+                   for want, kind, x in s.rx_filters if not want]
         if negated:  # a complement also contains non-JSON byte strings: intersect with bodies
-            parts = (parts or [ANY_BODY]) + negated
+            parts = (parts or [any_body(esc)]) + negated
         if not parts:
-            return ANY_BODY
+            return any_body(esc)
         return rx.intersect(*parts) if len(parts) > 1 else parts[0]
 
-    def string(self, s: StringSchema) -> int:
-        key = (s.const, s.min_length, s.max_length, s.patterns, s.formats, s.rx_filters)
+    def string(self, s: StringSchema, esc: Escapes) -> int:
+        key = (s.const, s.min_length, s.max_length, s.patterns, s.formats, s.rx_filters, esc)
         got = _STRING_CACHE.get(key)
         if got is not None:
             return got
         if len(_STRING_CACHE) > 65536:
             _STRING_CACHE.clear()
         try:
-            got = _STRING_CACHE[key] = rx.concat(QUOTE, self.string_body(s), QUOTE)
+            got = _STRING_CACHE[key] = rx.concat(QUOTE, self.string_body(s, esc), QUOTE)
             return got
         except LimitExceeded as e:
             if not self.lenient or (s.min_length == 0 and s.max_length is None):
                 raise SchemaError(f"string constraints too large to enforce: {e}",
                                   pointer=s.pointer, keyword="maxLength") from None
             self.schemas.note(s.pointer, "maxLength", f"{e} (length limits ignored: lenient)")
-            return self.string(replace(s, min_length=0, max_length=None))
+            return self.string(replace(s, min_length=0, max_length=None), esc)
 
     def any_value(self, lay: _Layout) -> int:
         """Any JSON value (recursive rules, one set per layout depth)."""
@@ -267,8 +272,9 @@ class SchemaCompiler:
         value = self._any[lay.depth] = b.nonterminal("json_value")
         child = lay.child
         inner = self.any_value(child)
-        string = self.lex(STRING_RX, "string")
-        member = b.seq([string, lay.colon, inner], "json_member")
+        string = self.lex(rx.concat(QUOTE, any_body(self.layout.value_escapes), QUOTE), "string")
+        key = self.lex(rx.concat(QUOTE, any_body(self.layout.key_escapes), QUOTE), "key")
+        member = b.seq([key, lay.colon, inner], "json_member")
         obj = b.alt([[lay.obj_open, b.plus(member, lay.sep), lay.obj_close], list(lay.obj_empty)],
                     "json_object")
         arr = b.alt([[lay.arr_open, b.plus(inner, lay.sep), lay.arr_close], list(lay.arr_empty)],
@@ -302,6 +308,9 @@ class SchemaCompiler:
             if got is not None:
                 return got
         if s.contains is not None:
+            if s.prefix:
+                raise SchemaError("contains together with prefixItems is not supported",
+                                  pointer=s.pointer, keyword="contains")
             return self.array_contains(s, lay)
         k = len(s.prefix) if hi is None else min(len(s.prefix), hi)
         prefix = [self.compile(p, child) for p in s.prefix[:k]]
@@ -389,11 +398,11 @@ class SchemaCompiler:
             miss = self.compile(s.items, lay.child)  # any item; the count is a lower bound
         else:
             try:
-                other = negate(s.contains, self.schemas.resolve, inter)
+                other = self.schemas.diff(s.items, s.contains)
             except NotSupported as e:
-                raise SchemaError(f"maxContains needs the complement of contains: {e}",
-                                  keyword="maxContains") from None
-            miss = self.compile(inter(s.items, other), lay.child)
+                raise SchemaError(f"maxContains needs the items that fail contains: {e}",
+                                  pointer=s.pointer, keyword="maxContains") from None
+            miss = self.compile(other, lay.child)
         n_cap = hi if hi is not None else max(lo, 1)
         c_cap = hi_c if hi_c is not None else lo_c
         if (n_cap + 1) * (c_cap + 1) > MAX_COUNT_RULES:
@@ -437,7 +446,8 @@ class SchemaCompiler:
     def object(self, s: ObjectSchema, lay: _Layout) -> int:
         b = self.b
         child = lay.child
-        names_rx = self.key_constraint(s.property_names)
+        names_rx = self.key_constraint(s.property_names, self.layout.key_escapes)
+        names_ok = None if names_rx is None else self.key_constraint(s.property_names, DEFAULT)
         inter = self.schemas.intersect
         props = list(s.properties)
         declared = [n for n, _ in props]
@@ -454,14 +464,15 @@ class SchemaCompiler:
                 for p, ps in s.pattern_properties:
                     if rx.matches(pattern_rx(p), body):
                         sch = inter(sch, ps)
-            if names_rx is not None and not rx.matches(names_rx, body):
+            if names_ok is not None and not rx.matches(names_ok, body):
                 sch = Unsat(f"property name {name!r} violates propertyNames")
             value = self.dead if isinstance(sch, Unsat) else self.compile(sch, child)
             if value == self.dead:  # unsatisfiable: absent if optional, else no object at all
                 if name in required:
                     return self.dead
                 continue
-            key = self.lex(_quoted_literal(body), json.dumps(name, ensure_ascii=False))
+            key = self.lex(_quoted_literal(name, self.layout.key_escapes),
+                           json.dumps(name, ensure_ascii=False))
             member = b.seq([key, lay.colon, value], "member")
             entries.append((member, name in required))
         extras = self.extra_members(s, lay, declared, names_rx)
@@ -525,7 +536,8 @@ class SchemaCompiler:
         """Member symbols for keys not declared: one per patternProperties region + additional."""
         b = self.b
         child = lay.child
-        base = _undeclared_keys(tuple(sorted(declared)))
+        esc = self.layout.key_escapes
+        base = _undeclared_keys(tuple(sorted(declared)), esc)
         if names_rx is not None:
             base = rx.intersect(base, names_rx)
         pats = s.pattern_properties
@@ -533,7 +545,7 @@ class SchemaCompiler:
             raise SchemaError(f"more than {MAX_PATTERN_PROPERTIES} patternProperties in one "
                               "object are not supported", pointer=s.pointer,
                               keyword="patternProperties")
-        prx = [pattern_rx(p) for p, _ in pats]
+        prx = [pattern_rx(p, esc) for p, _ in pats]
         out = []
         for mask in range(1, 1 << len(pats)):
             inside = [i for i in range(len(pats)) if mask >> i & 1]
@@ -556,28 +568,36 @@ class SchemaCompiler:
                 out.append(b.seq([key, lay.colon, value], "additional_member"))
         return out
 
-    def key_constraint(self, s: Schema, depth: int = 0) -> int | None:
-        """``propertyNames`` as a regex over key bodies (None: any key)."""
+    def key_constraint(self, s: Schema, esc: Escapes, depth: int = 0) -> int | None:
+        """``propertyNames`` as a regex over key bodies spelled as ``esc`` allows (None: any
+        key)."""
         if isinstance(s, AnySchema):
             return None
         if isinstance(s, RefSchema) and depth < 64:
-            return self.key_constraint(self.schemas.resolve(s.key), depth + 1)
+            return self.key_constraint(self.schemas.resolve(s.key), esc, depth + 1)
         if isinstance(s, StringSchema):
-            return self.string_body(s)
+            return self.string_body(s, esc)
         if isinstance(s, AnyOfSchema):
-            parts = [self.key_constraint(o, depth + 1) for o in s.options]
+            parts = [self.key_constraint(o, esc, depth + 1) for o in s.options]
             return None if any(p is None for p in parts) else rx.alt(*parts)
         return rx.NOTHING
 
 
 @lru_cache(maxsize=4096)
-def _undeclared_keys(declared: tuple[str, ...]) -> int:
+def _undeclared_keys(declared: tuple[str, ...], esc: Escapes) -> int:
     """Key bodies that spell none of the declared names (in any escaped form)."""
     if not declared:
-        return ANY_BODY
-    return rx.intersect(ANY_BODY, rx.complement(rx.alt(*map(json_literal_body, declared))))
+        return any_body(esc)
+    spellings = rx.alt(*(json_literal_body(name, esc) for name in declared))
+    return rx.intersect(any_body(esc), rx.complement(spellings))
+
+
+@lru_cache(maxsize=16)
+def any_body(esc: Escapes) -> int:
+    """Every string body ``esc`` allows (any characters, any allowed spelling)."""
+    return rx.star(any_json_char(esc))
 
 
 @lru_cache(maxsize=65536)
-def _quoted_literal(body: bytes) -> int:
-    return rx.literal(b'"' + body + b'"')
+def _quoted_literal(name: str, esc: Escapes) -> int:
+    return rx.concat(QUOTE, json_literal_body(name, esc), QUOTE)

@@ -12,9 +12,10 @@ by intersection. Unknown formats are annotations, as the spec says since 2019-09
 
 from __future__ import annotations
 
+from lexguide.jsonschema.escapes import DEFAULT, Escapes
 from lexguide.jsonschema.pattern import anchored_pattern_rx
 
-__all__ = ["FORMATS", "format_rx"]
+__all__ = ["FORMATS", "filter_rx", "format_rx"]
 
 # leap years (Gregorian): divisible by 4, and centuries only when divisible by 400
 _LEAP_YEAR = r"(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
@@ -22,7 +23,11 @@ _DATE = (
     r"(?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)"
     rf"|02-(?:0[1-9]|1\d|2[0-8]))|{_LEAP_YEAR}-02-29)"
 )
-_TIME = r"(?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
+_ZONE = r"(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
+# a leap second exists only at 23:59:60 UTC: accepted with a zero offset only (a leap second
+# written in another offset, e.g. 00:29:60+00:30, is valid RFC 3339 but rejected here)
+_TIME = (r"(?:(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?" + _ZONE
+         + r"|23:59:60(?:\.\d+)?(?:[Zz]|[+-]00:00))")
 _DUR_TIME = r"T(?:\d+H(?:\d+M(?:\d+S)?)?|\d+M(?:\d+S)?|\d+S)"
 _DURATION = (
     rf"P(?:(?:\d+Y(?:\d+M(?:\d+D)?)?|\d+M(?:\d+D)?|\d+D)(?:{_DUR_TIME})?|{_DUR_TIME}|\d+W)"
@@ -37,7 +42,11 @@ _IPV6 = (
     rf"|{_H16}:(?::{_H16}){{1,6}}|:(?:(?::{_H16}){{1,7}}|:))"
 )
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+# RFC 1123 labels of 1-63 characters; "--" in the 3rd and 4th positions is reserved for IDNA
+# A-labels (RFC 5891 §4.2.3.1), which are not decoded here: such labels ("xn--...") are rejected
+_AN = "[A-Za-z0-9]"
+_HOST_LABEL = (rf"(?:{_AN}(?:[A-Za-z0-9-]?{_AN})?|{_AN}[A-Za-z0-9-]"
+               rf"(?:{_AN}[A-Za-z0-9-]{{0,59}}{_AN}|-{_AN}(?:[A-Za-z0-9-]{{0,58}}{_AN})?))")
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _EMAIL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*@(?:{_LABEL}(?:\.{_LABEL})*|\[{_IPV4}\])"
 _PCT = r"%[0-9A-Fa-f]{2}"
@@ -80,6 +89,26 @@ FORMATS: dict[str, str] = {
 }
 
 
-def format_rx(name: str) -> int:
+def filter_rx(kind: str, payload: str, esc: Escapes = DEFAULT) -> int:
+    """Regex over JSON string bodies of a string filter: ``("pattern", p)``, ``("format", f)``
+    or ``("const", text)`` (the pieces of a negated string schema)."""
+    if kind == "pattern":
+        from lexguide.jsonschema.pattern import pattern_rx
+
+        return pattern_rx(payload, esc)
+    if kind == "format":
+        return format_rx(payload, esc)
+    from lexguide.jsonschema.escapes import json_literal_body
+
+    return json_literal_body(payload, esc)
+
+
+def format_rx(name: str, esc: Escapes = DEFAULT) -> int:
     """Regex over JSON string bodies for ``format: name``; KeyError for unknown formats."""
-    return anchored_pattern_rx(FORMATS[name])
+    node = anchored_pattern_rx(FORMATS[name], esc)
+    if name == "hostname":  # at most 253 characters in all (RFC 1123 §2.1)
+        from lexguide.jsonschema.escapes import any_json_char
+        from lexguide.regex import nodes as rx
+
+        node = rx.intersect(node, rx.repeat(any_json_char(esc), 1, 253))
+    return node

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lexguide.jsonschema.formats import format_rx
-from lexguide.jsonschema.pattern import json_literal_body, pattern_rx
 from lexguide.jsonschema.schema import (
     ANY,
     AnyOfSchema,
@@ -111,11 +109,11 @@ def _number(s: NumberSchema) -> list[Schema]:
 def _string(s: StringSchema) -> list[Schema]:
     out: list[Schema] = []
     if s.const is not None:
-        return [StringSchema(rx_filters=((False, json_literal_body(s.const)),))]
+        return [StringSchema(rx_filters=((False, "const", s.const),))]
     out += _counts(StringSchema, "min_length", "max_length", s.min_length, s.max_length)
-    out += [StringSchema(rx_filters=((False, pattern_rx(p)),)) for p in s.patterns]
-    out += [StringSchema(rx_filters=((False, format_rx(f)),)) for f in s.formats]
-    out += [StringSchema(rx_filters=((not want, r),)) for want, r in s.rx_filters]
+    out += [StringSchema(rx_filters=((False, "pattern", p),)) for p in s.patterns]
+    out += [StringSchema(rx_filters=((False, "format", f),)) for f in s.formats]
+    out += [StringSchema(rx_filters=((not want, kind, x),)) for want, kind, x in s.rx_filters]
     return out
 
 

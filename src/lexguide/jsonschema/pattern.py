@@ -16,14 +16,25 @@ grammar of ``shared/spec/json-schema.md`` §2.1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 
+from lexguide.jsonschema.escapes import (
+    DEFAULT,
+    MAX_CP,
+    CharSet,
+    Escapes,
+    any_json_char,
+    json_char,
+    json_chars_rx,
+    json_literal_body,
+)
 from lexguide.limits import Nesting
 from lexguide.regex import nodes as rx
 from lexguide.regex import unicode as _uni
 
 __all__ = [
     "CharSet",
+    "Escapes",
     "PatternError",
     "anchored_pattern_rx",
     "any_json_char",
@@ -33,8 +44,6 @@ __all__ = [
     "pattern_rx",
 ]
 
-MAX_CP = 0x10FFFF
-CharSet = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive code point ranges
 
 
 class PatternError(ValueError):
@@ -63,79 +72,6 @@ SPACE: CharSet = normalize(
 DOT: CharSet = negate(normalize([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]))
 ALL: CharSet = ((0, MAX_CP),)
 
-_SHORT_ESCAPES = {0x08: b"b", 0x09: b"t", 0x0A: b"n", 0x0C: b"f", 0x0D: b"r"}
-
-
-def _hex_rx(value: int, n_digits: int) -> int:
-    """Hex digits of ``value`` where letters may be upper or lower case."""
-    parts = []
-    for ch in f"{value:0{n_digits}x}":
-        parts.append(rx.byteset({ord(ch), ord(ch.upper())}))
-    return rx.concat(*parts)
-
-
-@cache
-def _special_rx(cp: int) -> int:
-    """The JSON spellings of a character that must be escaped (``"``, ``\\``, controls, DEL)."""
-    if cp == 0x22:
-        return rx.literal(b'\\"')
-    if cp == 0x5C:
-        return rx.literal(b"\\\\")
-    u = rx.concat(rx.literal(b"\\u"), _hex_rx(cp, 4))
-    short = _SHORT_ESCAPES.get(cp)
-    return rx.alt(rx.literal(b"\\" + short), u) if short else u
-
-
-def _is_special(cp: int) -> bool:
-    return cp < 0x20 or cp in (0x22, 0x5C, 0x7F)
-
-
-@lru_cache(maxsize=4096)
-def json_chars_rx(cs: CharSet) -> int:
-    """Regex matching the JSON spelling (inside a string) of exactly one character of ``cs``."""
-    parts: list[int] = []
-    for lo, hi in cs:
-        # specials inside the range get their escaped forms; the rest goes to UTF-8 ranges
-        cur = lo
-        for sp in (*range(0x20), 0x22, 0x5C, 0x7F):
-            if sp < cur or sp > hi:
-                continue
-            if cur < sp:
-                parts.append(_plain_range(cur, sp - 1))
-            parts.append(_special_rx(sp))
-            cur = sp + 1
-        if cur <= hi:
-            parts.append(_plain_range(cur, hi))
-    return rx.alt(*parts) if parts else rx.NOTHING
-
-
-def _plain_range(lo: int, hi: int) -> int:
-    """UTF-8 of code points lo..hi, surrogates excluded."""
-    pieces = []
-    if lo < 0xD800:
-        pieces.append(rx.codepoint_range(lo, min(hi, 0xD7FF)))
-    if hi > 0xDFFF:
-        pieces.append(rx.codepoint_range(max(lo, 0xE000), hi))
-    return rx.alt(*pieces) if pieces else rx.NOTHING
-
-
-def json_char(cp: int) -> int:
-    """The JSON spellings of one character."""
-    return json_chars_rx(((cp, cp),))
-
-
-def any_json_char() -> int:
-    return json_chars_rx(ALL)
-
-
-@lru_cache(maxsize=65536)
-def json_literal_body(text: str) -> int:
-    """All JSON spellings of the string ``text`` (without the quotes)."""
-    if not any(_is_special(ord(c)) or 0xD800 <= ord(c) <= 0xDFFF for c in text):
-        return rx.literal(text.encode())  # the only spelling: no character needs escaping
-    return rx.concat(*(json_char(ord(c)) for c in text)) if text else rx.EPSILON
-
-
 # -- parser -----------------------------------------------------------------------------------
 
 
@@ -150,8 +86,9 @@ class _Piece:
 
 
 class _Parser:
-    def __init__(self, src: str) -> None:
+    def __init__(self, src: str, esc: Escapes) -> None:
         self.src = src
+        self.esc = esc
         self.pos = 0
         self.nesting = Nesting(
             lambda at, limit: self.error(f"groups nested more than {limit} levels deep", at))
@@ -182,7 +119,8 @@ class _Parser:
             return _Piece(rx.alt(*(b.rx for b in branches)), s0, e0)
         # mixed anchoring: expand each branch to full search form, then it is anchored; exact
         # only when nothing but anchors stands next to this alternation (see parse_concat)
-        return _Piece(rx.alt(*(_expand(b) for b in branches)), True, True, tuple(branches))
+        return _Piece(rx.alt(*(_expand(b, self.esc) for b in branches)), True, True,
+                      tuple(branches))
 
     def parse_concat(self) -> _Piece:
         items: list[_Piece] = []
@@ -201,7 +139,7 @@ class _Parser:
             start = any(it.start for it in others)
             end = any(it.end for it in others)
             branches = [_Piece(b.rx, b.start or start, b.end or end) for b in mixed[0].mixed]
-            return _Piece(rx.alt(*(_expand(b) for b in branches)), True, True)
+            return _Piece(rx.alt(*(_expand(b, self.esc) for b in branches)), True, True)
         # "^" asserts the string start: everything before it must match the empty string;
         # "$" likewise for what follows it (no multiline flag in JSON Schema patterns)
         starts = [i for i, it in enumerate(items) if it.start]
@@ -263,20 +201,20 @@ class _Parser:
         if c == "$":
             return _Piece(rx.EPSILON, end=True)
         if c == ".":
-            return _Piece(json_chars_rx(DOT))
+            return _Piece(json_chars_rx(DOT, self.esc))
         if c == "(":
             return self.parse_group()
         if c == "[":
-            return _Piece(json_chars_rx(self.parse_class()))
+            return _Piece(json_chars_rx(self.parse_class(), self.esc))
         if c == "\\":
-            return _Piece(json_chars_rx(self.parse_escape(in_class=False)))
+            return _Piece(json_chars_rx(self.parse_escape(in_class=False), self.esc))
         if c in "*+?":
             raise self.error("nothing to repeat", self.pos - 1)
         if c == ")":
             raise self.error("unmatched ')'", self.pos - 1)
         if c == "{" and self._brace_quantifier_at(self.pos - 1):
             raise self.error("nothing to repeat", self.pos - 1)
-        return _Piece(json_char(ord(c)))
+        return _Piece(json_char(ord(c), self.esc))
 
     def _brace_quantifier_at(self, pos: int) -> bool:
         save = self.pos
@@ -410,37 +348,35 @@ def _is_anchor_only(p: _Piece) -> bool:
     return p.rx == rx.EPSILON and (p.start or p.end)
 
 
-def _any_star() -> int:
-    return rx.star(any_json_char())
-
-
-def _expand(p: _Piece) -> int:
+def _expand(p: _Piece, esc: Escapes) -> int:
     parts = [p.rx]
+    anything = rx.star(any_json_char(esc))
     if not p.start:
-        parts.insert(0, _any_star())
+        parts.insert(0, anything)
     if not p.end:
-        parts.append(_any_star())
+        parts.append(anything)
     return rx.concat(*parts)
 
 
 @lru_cache(maxsize=2048)
-def pattern_rx(pattern: str) -> int:
-    """Regex over JSON string bodies whose decoded text the ECMA ``pattern`` *searches*.
+def pattern_rx(pattern: str, esc: Escapes = DEFAULT) -> int:
+    """Regex over JSON string bodies (spelled as ``esc`` allows) whose decoded text the ECMA
+    ``pattern`` *searches*.
 
     Cost: linear in the pattern; cached. Raises :class:`PatternError` (with the offset) for
     malformed patterns and for lookarounds, backreferences, ``\\b`` and ``\\p{..}``.
     """
-    p = _Parser(pattern)
+    p = _Parser(pattern, esc)
     piece = p.parse_alt()
     if p.pos != len(pattern):
         raise p.error("unmatched ')'")
-    return _expand(piece)
+    return _expand(piece, esc)
 
 
 @lru_cache(maxsize=2048)
-def anchored_pattern_rx(pattern: str) -> int:
+def anchored_pattern_rx(pattern: str, esc: Escapes = DEFAULT) -> int:
     """Like :func:`pattern_rx` but the whole string must match (used for ``format`` regexes)."""
-    p = _Parser(pattern)
+    p = _Parser(pattern, esc)
     piece = p.parse_alt()
     if p.pos != len(pattern):
         raise p.error("unmatched ')'")

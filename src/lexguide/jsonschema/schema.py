@@ -34,6 +34,7 @@ __all__ = [
     "Unsat",
     "any_of",
     "is_unsat",
+    "json_body",
     "json_types",
 ]
 
@@ -83,8 +84,9 @@ class StringSchema:
     formats: tuple[str, ...] = ()
     const: str | None = None
     pointer: str = field(default="", compare=False)
-    # (must match?, regex node over the escaped body): from "not" of patterns/formats/consts
-    rx_filters: tuple[tuple[bool, int], ...] = ()
+    # (must match?, kind, payload): from "not" of patterns/formats/consts, kind being
+    # "pattern", "format" or "const" (compiled by formats.filter_rx under the escape policy)
+    rx_filters: tuple[tuple[bool, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -324,7 +326,7 @@ class Intersector:
 
         if not o.pattern_properties:
             return o.additional
-        body = _json_body(name)
+        body = json_body(name)
         matching = [s for p, s in o.pattern_properties if rx.matches(pattern_rx(p), body)]
         if not matching:
             return o.additional
@@ -351,7 +353,7 @@ def _all_string_consts(xs: tuple[Schema, ...]) -> bool:
     return all(isinstance(x, StringSchema) and x.const is not None for x in xs)
 
 
-def _json_body(name: str) -> bytes:
+def json_body(name: str) -> bytes:
     import json
 
     return json.dumps(name, ensure_ascii=False)[1:-1].encode()

@@ -19,7 +19,9 @@ split into UTF-8 byte-range sequences, as in the Rust ``utf8-ranges`` algorithm)
 classes only ever match valid UTF-8.
 
 Limits (documented defaults, changeable via :data:`LIMITS`): ``max_rx_nodes`` bounds the whole
-store, ``max_repeat`` bounds the product of nested counted-repetition bounds. Exceeding them
+store, ``max_repeat`` bounds the product of the bounds of *nested* counted repetitions (a
+single counter over a counter-free body, such as a string's ``maxLength``, is a counter: its
+derivatives count down, one state per count reached, so it has no such limit). Exceeding them
 raises :class:`lexguide.errors.LimitExceeded`.
 
 Thread safety: node creation takes a lock; derivative memo writes are single dict stores.
@@ -70,7 +72,8 @@ __all__ = [
 
 #: Resource limits (mutable: set before building regexes). ``max_rx_nodes`` bounds the
 #: process-wide store; ``max_repeat`` bounds the product of nested counted repetitions
-#: (``x{1000}{1000}`` = 10**6 is refused); ``max_regex_nodes`` bounds the nodes one
+#: (``x{1000}{1000}`` = 10**6 is refused; one counter ``x{10**6}`` over a counter-free ``x``
+#: is not); ``max_regex_nodes`` bounds the nodes one
 #: :func:`lexguide.regex.syntax.parse_regex` call may create.
 LIMITS: dict[str, int] = {
     "max_rx_nodes": 2_000_000,
@@ -616,7 +619,8 @@ def opt(x: int) -> int:
 
 
 def repeat(x: int, lo: int, hi: int | None) -> int:
-    """``x{lo,hi}`` (``hi=None``: unbounded). Raises LimitExceeded past ``max_repeat``."""
+    """``x{lo,hi}`` (``hi=None``: unbounded). Raises LimitExceeded when ``x`` itself has a
+    counted repetition and the product of the bounds passes ``max_repeat``."""
     if lo < 0 or (hi is not None and hi < lo):
         raise RegexError(f"invalid repetition bounds {{{lo},{'' if hi is None else hi}}}")
     if hi == 0 or x == EPSILON:
@@ -632,8 +636,12 @@ def repeat(x: int, lo: int, hi: int | None) -> int:
             return concat(x, star(x))
     elif hi == 1:
         return x if lo == 1 else opt(x)
+    # A counter over a body without counters is cheap at any bound: each derivative steps the
+    # count down by one (``x{lo,hi}`` -> ``d(x) x{lo-1,hi-1}``), so a DFA state exists only
+    # per count actually reached. Only *nested* counters multiply their bounds into states
+    # that short strings can reach; those are what ``max_repeat`` bounds.
     weight = max(lo, hi or 0) * _weight[x]
-    if weight > LIMITS["max_repeat"]:
+    if _weight[x] > 1 and weight > LIMITS["max_repeat"]:
         raise LimitExceeded(
             "max_repeat",
             LIMITS["max_repeat"],

@@ -1,0 +1,252 @@
+"""``A ∧ ¬B`` of two typed schemas: the exclusion behind exact ``oneOf``, ``not`` and ``if``.
+
+:func:`~lexguide.jsonschema.negate.negate` expresses ``¬B`` on its own, which fails as soon as
+``B`` constrains what it does not name (``additionalProperties``, item schemas). Relative to a
+known ``A`` far more is expressible, because only the values ``A`` admits must be split:
+
+* a value of another JSON type than ``B``'s is kept whole; unions distribute
+  (``(A1 ∪ A2) ∖ B = (A1 ∖ B) ∪ (A2 ∖ B)``, ``A ∖ (B1 ∪ B2) = (A ∖ B1) ∖ B2``);
+* numbers and strings: ``A ∩ negate(B)`` (always expressible);
+* objects: an instance of ``A`` escapes ``B`` when a member ``B`` requires is missing, the
+  member count leaves ``B``'s bounds, or a member *named by either schema* has a value in
+  ``A(name) ∖ B(name)`` (``B(name)`` being its property, pattern or additional schema, or
+  nothing when ``propertyNames`` rejects the name). Members named by neither are additional on
+  both sides: they can escape ``B`` only when ``B`` constrains them more than ``A``; that case
+  (an existential over unnamed keys) raises :class:`NotSupported`;
+* arrays: too few/many items, an item at a prefix position in ``A(i) ∖ B(i)``, an item past
+  both prefixes in ``A.items ∖ B.items`` (``contains`` when there is no prefix), or the
+  ``contains`` count of ``B`` not reached / exceeded.
+
+Every alternative is intersected with ``A``, so ``A``'s property order is kept. Provably
+disjoint pairs return ``A`` unchanged. Costs are counted by the intersector's budget; deeper
+than :data:`MAX_DEPTH` nested members raises :class:`NotSupported`.
+"""
+
+from __future__ import annotations
+
+from lexguide.errors import SchemaError
+from lexguide.jsonschema.negate import NotSupported, negate
+from lexguide.jsonschema.schema import (
+    ANY,
+    AnyOfSchema,
+    AnySchema,
+    ArraySchema,
+    BoolSchema,
+    Intersector,
+    NullSchema,
+    NumberSchema,
+    ObjectSchema,
+    RefSchema,
+    Schema,
+    StringSchema,
+    Unsat,
+    any_of,
+    json_body,
+    json_types,
+)
+
+__all__ = ["MAX_DEPTH", "Difference"]
+
+MAX_DEPTH = 24
+
+
+def _every_type() -> list[Schema]:
+    return [NullSchema(), BoolSchema(), NumberSchema(False), StringSchema(), ArraySchema(),
+            ObjectSchema()]
+
+
+class Difference:
+    """``diff(a, b)``: the IR of instances of ``a`` that ``b`` rejects. Pure apart from the
+    intersector's step counter; raises :class:`NotSupported` (the message says why)."""
+
+    def __init__(self, intersect: Intersector) -> None:
+        self.intersect = intersect
+        self.resolve = intersect.resolve
+
+    def disjoint(self, a: Schema, b: Schema) -> bool:
+        """Provably no common instance (False when unknown, e.g. a reference whose target is
+        still being built, or two patterns whose intersection is too costly to decide)."""
+        try:
+            both = self.intersect(a, b)
+        except SchemaError:
+            return False
+        if isinstance(both, StringSchema) and len(both.patterns) + len(both.formats) > 1:
+            return _empty_string_language(both)
+        return isinstance(both, Unsat)
+
+    def _types(self, s: Schema) -> frozenset[str]:
+        try:
+            return json_types(s, self.resolve)
+        except SchemaError:  # a reference under construction (recursion): could be anything
+            return frozenset(("null", "boolean", "number", "string", "array", "object"))
+
+    def __call__(self, a: Schema, b: Schema, depth: int = 0) -> Schema:
+        if depth > MAX_DEPTH:
+            raise NotSupported("the exclusion is nested too deeply")
+        if isinstance(a, Unsat) or isinstance(b, Unsat):
+            return a
+        if isinstance(b, AnySchema) or a is b:
+            return Unsat("excluded by a schema accepting it")
+        if isinstance(a, RefSchema) and isinstance(b, RefSchema) and a.key == b.key:
+            return Unsat("excluded by the same reference")
+        if isinstance(b, RefSchema):
+            return self(a, self.resolve(b.key), depth + 1)
+        if not (self._types(a) & self._types(b)):
+            return a  # no common JSON type: nothing of a is excluded
+        if isinstance(a, RefSchema):
+            return self(self.resolve(a.key), b, depth + 1)
+        if isinstance(a, AnySchema):
+            return any_of([self(t, b, depth + 1) for t in _every_type()],
+                          "the excluded schema accepts everything")
+        if isinstance(a, AnyOfSchema):
+            return any_of([self(o, b, depth + 1) for o in a.options],
+                          "every branch is excluded")
+        if isinstance(b, AnyOfSchema):
+            out = a
+            for o in b.options:
+                out = self(out, o, depth + 1)
+                if isinstance(out, Unsat):
+                    break
+            return out
+        if type(a) is not type(b):
+            return a
+        if self.disjoint(a, b):
+            return a
+        if isinstance(a, NullSchema):
+            return Unsat("null excluded")
+        if isinstance(a, BoolSchema):
+            return self._bool(a, b)  # type: ignore[arg-type]
+        if isinstance(a, (NumberSchema, StringSchema)):
+            return self.intersect(a, negate(b, self.resolve, self.intersect))
+        if isinstance(a, ArraySchema):
+            return self._array(a, b, depth)  # type: ignore[arg-type]
+        if isinstance(a, ObjectSchema):
+            return self._object(a, b, depth)  # type: ignore[arg-type]
+        raise NotSupported(f"exclusion of {type(a).__name__}")
+
+    def _bool(self, a: BoolSchema, b: BoolSchema) -> Schema:
+        if b.value is None or b.value == a.value:
+            return Unsat("boolean excluded")
+        return BoolSchema(not b.value) if a.value is None else a
+
+    def _union(self, a: Schema, alts: list[Schema]) -> Schema:
+        return any_of([self.intersect(a, alt) for alt in alts], "every instance is excluded")
+
+    # -- arrays -----------------------------------------------------------------------------
+    def _array(self, a: ArraySchema, b: ArraySchema, depth: int) -> Schema:
+        alts: list[Schema] = []
+        if b.min_items > 0:
+            alts.append(ArraySchema(max_items=b.min_items - 1))
+        if b.max_items is not None:
+            alts.append(ArraySchema(min_items=b.max_items + 1))
+        k = max(len(a.prefix), len(b.prefix))
+        for i in range(k):
+            d = self(_item(a, i), _item(b, i), depth + 1)
+            if not isinstance(d, Unsat):
+                alts.append(ArraySchema(min_items=i + 1, prefix=(ANY,) * i + (d,)))
+        tail = self(a.items, b.items, depth + 1)
+        if not isinstance(tail, Unsat):
+            if isinstance(b.items, Unsat):
+                alts.append(ArraySchema(min_items=k + 1))
+            elif k == 0 and a.contains is None:
+                alts.append(ArraySchema(contains=tail))
+            else:
+                raise NotSupported("items past prefixItems that one branch accepts and "
+                                   "another rejects")
+        if b.contains is not None:
+            if a.contains is not None or a.prefix or b.prefix:
+                raise NotSupported("contains together with another contains or prefixItems")
+            negate(b.contains, self.resolve, self.intersect)  # fewer/more needs its complement
+            if b.min_contains > 0:
+                alts.append(ArraySchema(contains=b.contains, min_contains=0,
+                                        max_contains=b.min_contains - 1))
+            if b.max_contains is not None:
+                alts.append(ArraySchema(contains=b.contains, min_contains=b.max_contains + 1))
+        if b.unique and not a.unique and (a.max_items is None or a.max_items > 1):
+            raise NotSupported("an array with duplicate items (not uniqueItems)")
+        return self._union(a, alts)
+
+    # -- objects ----------------------------------------------------------------------------
+    def _object(self, a: ObjectSchema, b: ObjectSchema, depth: int) -> Schema:
+        inter = self.intersect
+        alts: list[Schema] = [ObjectSchema(properties=((r, Unsat(f"{r!r} absent")),))
+                              for r in b.required]
+        if b.min_properties > 0:
+            alts.append(ObjectSchema(max_properties=b.min_properties - 1))
+        if b.max_properties is not None:
+            alts.append(ObjectSchema(min_properties=b.max_properties + 1))
+        named = dict.fromkeys([n for n, _ in a.properties] + list(a.required)
+                              + [n for n, _ in b.properties] + list(b.required))
+        for name in named:
+            sa = _member(inter, a, name)
+            if isinstance(sa, Unsat) or not self._name_ok(a, name):
+                continue  # a never has this member
+            d = sa if not self._name_ok(b, name) else self(sa, _member(inter, b, name),
+                                                            depth + 1)
+            if not isinstance(d, Unsat):
+                alts.append(ObjectSchema(properties=((name, d),), required=(name,)))
+        self._check_unnamed(a, b, depth)
+        return self._union(a, alts)
+
+    def _name_ok(self, o: ObjectSchema, name: str) -> bool:
+        if isinstance(o.property_names, AnySchema):
+            return True
+        return not isinstance(self.intersect(StringSchema(const=name), o.property_names), Unsat)
+
+    def _check_unnamed(self, a: ObjectSchema, b: ObjectSchema, depth: int) -> None:
+        """Members named by neither schema cannot escape ``b``, or NotSupported: ``b`` must
+        accept every such member ``a`` accepts (same patterns, each ``a`` schema inside the
+        ``b`` one, no stricter ``propertyNames``)."""
+        pats_a = [s for _, s in a.pattern_properties]
+        if isinstance(a.additional, Unsat) and all(isinstance(s, Unsat) for s in pats_a):
+            return  # a has no unnamed members
+        if not (isinstance(b.property_names, AnySchema)
+                or b.property_names is a.property_names):
+            raise NotSupported("propertyNames of one branch restrict the additional members "
+                               "of another")
+        if b.pattern_properties:
+            if [p for p, _ in a.pattern_properties] != [p for p, _ in b.pattern_properties]:
+                raise NotSupported("patternProperties of one branch restrict the additional "
+                                   "members of another")
+            pairs = list(zip(pats_a, (s for _, s in b.pattern_properties)))
+        else:
+            pairs = [(s, b.additional) for s in pats_a]
+        pairs.append((a.additional, b.additional))
+        for sa, sb in pairs:
+            if not isinstance(self(sa, sb, depth + 1), Unsat):
+                raise NotSupported("additionalProperties/patternProperties of one branch "
+                                   "reject additional members another branch accepts")
+
+
+def _empty_string_language(s: StringSchema) -> bool:
+    """Do the patterns and formats of ``s`` exclude one another (bounded search)?"""
+    from lexguide.grammar.ir import regex_is_empty
+    from lexguide.jsonschema.formats import format_rx
+    from lexguide.jsonschema.pattern import pattern_rx
+    from lexguide.regex import nodes as rx
+
+    parts = [pattern_rx(p) for p in s.patterns] + [format_rx(f) for f in s.formats]
+    return regex_is_empty(rx.intersect(*parts))
+
+
+def _item(a: ArraySchema, i: int) -> Schema:
+    return a.prefix[i] if i < len(a.prefix) else a.items
+
+
+def _member(inter: Intersector, o: ObjectSchema, name: str) -> Schema:
+    """The schema the member ``name`` of ``o`` satisfies (listed ∩ matching patterns, or the
+    pattern/additional schema of an unlisted name)."""
+    listed = dict(o.properties)
+    if name not in listed:
+        return inter.extra_schema(o, name)
+    s = listed[name]
+    if o.pattern_properties:
+        from lexguide.jsonschema.pattern import pattern_rx
+        from lexguide.regex import nodes as rx
+        
+        body = json_body(name)
+        for p, ps in o.pattern_properties:
+            if rx.matches(pattern_rx(p), body):
+                s = inter(s, ps)
+    return s
+

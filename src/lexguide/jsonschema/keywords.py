@@ -1,0 +1,264 @@
+"""Typed keywords of one schema object → IR nodes (``type``, numeric, string, array, object
+keywords and ``const``/``enum`` values), validated with the JSON pointer of each keyword.
+
+A mixin of :class:`~lexguide.jsonschema.build.SchemaBuilder`: it uses the builder's ``build``,
+``intersect``, ``note``, ``unsupported``, ``string_accepts``, ``draft`` and ``options``.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from lexguide.errors import SchemaError
+from lexguide.jsonschema.formats import FORMATS
+from lexguide.jsonschema.numeric import decimal_of
+from lexguide.jsonschema.pattern import PatternError, pattern_rx
+from lexguide.jsonschema.refs import escape_pointer
+from lexguide.jsonschema.schema import (
+    ANY,
+    ArraySchema,
+    BoolSchema,
+    NullSchema,
+    NumberSchema,
+    ObjectSchema,
+    Schema,
+    StringSchema,
+    Unsat,
+    any_of,
+    check_array,
+    check_number,
+    check_string,
+)
+
+__all__ = ["ALL_TYPES", "META_KW", "BuilderHooks", "TypedKeywords", "count_of"]
+
+ALL_TYPES = ("null", "boolean", "object", "array", "string", "number")
+
+
+META_KW = frozenset((
+    "$anchor", "$defs", "definitions", "$schema", "$id", "id", "$comment", "title",
+    "description", "default", "readOnly", "writeOnly", "examples", "contentMediaType",
+    "contentEncoding", "contentSchema", "deprecated", "$vocabulary", "$dynamicAnchor",
+    "$recursiveAnchor",
+))
+
+
+class BuilderHooks:
+    """What the builder's mixins use of :class:`~lexguide.jsonschema.build.SchemaBuilder`."""
+
+    draft: int
+    options: Any
+    intersect: Any
+
+    def build(self, raw: Any, ptr: str) -> Schema:  # provided by SchemaBuilder
+        raise NotImplementedError
+
+    def note(self, pointer: str, keyword: str, message: str) -> None:
+        raise NotImplementedError
+
+    def unsupported(self, message: str, pointer: str, keyword: str) -> None:
+        raise NotImplementedError
+
+    def string_accepts(self, s: StringSchema, value: str) -> bool:
+        raise NotImplementedError
+
+
+class TypedKeywords(BuilderHooks):
+    """Builds the typed IR of a schema object's non-applicator keywords (a mixin)."""
+
+    def const(self, value: Any, at: str) -> Schema:
+        """The IR accepting exactly ``value`` (structurally, whitespace free)."""
+        if value is None:
+            return NullSchema()
+        if isinstance(value, bool):
+            return BoolSchema(value)
+        if isinstance(value, (int, float)):
+            d = decimal_of(value)
+            return NumberSchema(isinstance(value, int), d, d, pointer=at)
+        if isinstance(value, str):
+            return StringSchema(const=value, pointer=at)
+        if isinstance(value, list):
+            items = tuple(self.const(v, f"{at}/{i}") for i, v in enumerate(value))
+            return ArraySchema(len(items), len(items), items, Unsat("const array is complete"),
+                               pointer=at)
+        if isinstance(value, dict):
+            props = tuple((k, self.const(v, f"{at}/{escape_pointer(k)}")) for k, v in value.items())
+            return ObjectSchema(props, tuple(value), Unsat("const object is complete"),
+                                pointer=at)
+        raise SchemaError(f"unsupported constant {value!r}", pointer=at, keyword="const")
+
+    # -- typed keywords -------------------------------------------------------------------------
+    def _simple(self, kw: dict[str, Any], ptr: str) -> Schema:
+        types = _types(kw["type"], f"{ptr}/type") if "type" in kw else ALL_TYPES
+        options: list[Schema] = []
+        for t in types:
+            if t == "null":
+                options.append(NullSchema())
+            elif t == "boolean":
+                options.append(BoolSchema())
+            elif t in ("number", "integer"):
+                if t == "integer" and "number" in types:
+                    continue
+                options.append(self._number(kw, t == "integer", ptr))
+            elif t == "string":
+                options.append(self._string(kw, ptr))
+            elif t == "array":
+                options.append(self._array(kw, ptr))
+            elif t == "object":
+                options.append(self._object(kw, ptr))
+        return any_of(options, f"no type of {list(types)} is satisfiable")
+
+    def _number(self, kw: dict[str, Any], integer: bool, ptr: str) -> Schema:
+        lo, lo_x = _num(kw, "minimum", ptr), False
+        hi, hi_x = _num(kw, "maximum", ptr), False
+        for key, sign in (("exclusiveMinimum", 1), ("exclusiveMaximum", -1)):
+            v = kw.get(key)
+            if v is None:
+                continue
+            if isinstance(v, bool):  # draft-4 modifier of minimum/maximum
+                if sign > 0:
+                    lo_x = v and lo is not None
+                else:
+                    hi_x = v and hi is not None
+                continue
+            d = _num(kw, key, ptr)
+            if sign > 0 and (lo is None or d >= lo):
+                lo, lo_x = d, True
+            elif sign < 0 and (hi is None or d <= hi):
+                hi, hi_x = d, True
+        mult = _num(kw, "multipleOf", ptr)
+        if mult is not None and mult <= 0:
+            if mult == 0:
+                raise SchemaError("invalid multipleOf 0", pointer=f"{ptr}/multipleOf",
+                                  keyword="multipleOf")
+            mult = -mult
+        return check_number(NumberSchema(integer, lo, hi, lo_x, hi_x, mult, ptr))
+
+    def _string(self, kw: dict[str, Any], ptr: str) -> Schema:
+        lo = count_of(kw, "minLength", ptr) or 0
+        hi = count_of(kw, "maxLength", ptr)
+        patterns: tuple[str, ...] = ()
+        if "pattern" in kw:
+            p = kw["pattern"]
+            if not isinstance(p, str):
+                raise SchemaError("pattern must be a string", pointer=f"{ptr}/pattern",
+                                  keyword="pattern")
+            try:
+                pattern_rx(p)
+                patterns = (p,)
+            except PatternError as e:
+                self.unsupported(f"pattern {p!r}: {e}", f"{ptr}/pattern", "pattern")
+        formats: tuple[str, ...] = ()
+        f = kw.get("format")
+        if f is not None:
+            if isinstance(f, str) and f in FORMATS:
+                formats = (f,)
+            elif not isinstance(f, str):
+                raise SchemaError("format must be a string", pointer=f"{ptr}/format",
+                                  keyword="format")
+            elif self.options.strict_formats:
+                self.unsupported(f"Unknown format: {f} (strict_formats)", f"{ptr}/format",
+                                 "format")
+            else:  # an annotation since 2019-09 (§7.2.1 of the validation spec)
+                self.note(f"{ptr}/format", "format",
+                          f"unknown format {f!r} is an annotation: any string is accepted")
+        return check_string(StringSchema(lo, hi, patterns, formats, None, ptr),
+                            self.string_accepts)
+
+    def _array(self, kw: dict[str, Any], ptr: str) -> Schema:
+        items = kw.get("items")
+        prefix: tuple[Schema, ...] = ()
+        rest: Schema = ANY
+        if isinstance(items, list):
+            prefix = tuple(self.build(v, f"{ptr}/items/{i}") for i, v in enumerate(items))
+            if "additionalItems" in kw:
+                rest = self.build(kw["additionalItems"], f"{ptr}/additionalItems")
+        else:
+            if "prefixItems" in kw:
+                pi = kw["prefixItems"]
+                if not isinstance(pi, list):
+                    raise SchemaError("prefixItems must be an array", pointer=f"{ptr}/prefixItems",
+                                      keyword="prefixItems")
+                prefix = tuple(self.build(v, f"{ptr}/prefixItems/{i}") for i, v in enumerate(pi))
+            if items is not None:
+                rest = self.build(items, f"{ptr}/items")
+        lo = count_of(kw, "minItems", ptr) or 0
+        hi = count_of(kw, "maxItems", ptr)
+        unique = kw.get("uniqueItems") is True and not (hi is not None and hi <= 1)
+        contains = None
+        lo_c, hi_c = 1, None
+        if "contains" in kw:
+            if self.draft >= 2019:
+                lo_c = count_of(kw, "minContains", ptr)
+                lo_c = 1 if lo_c is None else lo_c
+                hi_c = count_of(kw, "maxContains", ptr)
+            if lo_c > 0 or hi_c is not None:
+                if prefix:
+                    self.unsupported("contains together with prefixItems is not supported",
+                                     f"{ptr}/contains", "contains")
+                else:
+                    contains = self.build(kw["contains"], f"{ptr}/contains")
+        return check_array(ArraySchema(lo, hi, prefix, rest, contains, lo_c, hi_c, ptr, unique))
+
+    def _object(self, kw: dict[str, Any], ptr: str) -> Schema:
+        props_raw = kw.get("properties", {})
+        if not isinstance(props_raw, dict):
+            raise SchemaError("properties must be an object", pointer=f"{ptr}/properties",
+                              keyword="properties")
+        props = tuple((name, self.build(s, f"{ptr}/properties/{escape_pointer(name)}"))
+                      for name, s in props_raw.items())
+        required = kw.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise SchemaError("required must be an array of strings", pointer=f"{ptr}/required",
+                              keyword="required")
+        pats_raw = kw.get("patternProperties", {})
+        if not isinstance(pats_raw, dict):
+            raise SchemaError("patternProperties must be an object",
+                              pointer=f"{ptr}/patternProperties", keyword="patternProperties")
+        pats = []
+        for p, s in pats_raw.items():
+            at = f"{ptr}/patternProperties/{escape_pointer(p)}"
+            try:
+                pattern_rx(p)
+            except PatternError as e:
+                self.unsupported(f"patternProperties regex {p!r}: {e}", at, "patternProperties")
+                continue
+            pats.append((p, self.build(s, at)))
+        additional = self.build(kw.get("additionalProperties", True),
+                                f"{ptr}/additionalProperties")
+        names = self.build(kw.get("propertyNames", True), f"{ptr}/propertyNames")
+        return self.intersect.check_object(ObjectSchema(
+            props, tuple(dict.fromkeys(required)), additional, tuple(pats), names,
+            count_of(kw, "minProperties", ptr) or 0, count_of(kw, "maxProperties", ptr), ptr,
+        ))
+
+
+def _types(value: Any, at: str) -> tuple[str, ...]:
+    vals = value if isinstance(value, list) else [value]
+    allowed = ("null", "boolean", "object", "array", "string", "number", "integer")
+    for t in vals:
+        if t not in allowed:
+            raise SchemaError(f"Invalid type {t!r}", pointer=at, keyword="type")
+    return tuple(dict.fromkeys(vals))
+
+
+def _num(kw: dict[str, Any], key: str, ptr: str) -> Decimal | None:
+    v = kw.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise SchemaError(f"{key} must be a number", pointer=f"{ptr}/{key}", keyword=key)
+    return decimal_of(v)
+
+
+def count_of(kw: dict[str, Any], key: str, ptr: str) -> int | None:
+    v = kw.get(key)
+    if v is None:
+        return None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise SchemaError(f"{key} must be a non-negative integer", pointer=f"{ptr}/{key}",
+                          keyword=key)
+    return v
