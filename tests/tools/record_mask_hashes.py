@@ -9,7 +9,10 @@ engine reproduces them exactly.
 
     python tests/tools/record_mask_hashes.py --out tests/data/engine/mask_hashes.json
 
-It was run once with the pure-Python engine (before the C++ core replaced it).
+It was first run with the pure-Python engine (before the C++ core replaced it), which the core
+then reproduced exactly. Re-record only when the grammars change, not the engine: the last run
+followed the JSON Schema changes of session 5 (key escapes, exact oneOf, ...) with the core as it
+was when it still reproduced the previous digests.
 """
 
 from __future__ import annotations
