@@ -20,6 +20,7 @@ schemas of shared/corpora/llguidance-cases.jsonl (with their pass strings), llgu
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -139,6 +140,20 @@ def _steps(n: int) -> set[int]:
     return {round(k * n / (MAX_STEPS - 1)) for k in range(MAX_STEPS)}
 
 
+_LEAP_SECOND_AT = re.compile(rb"T(\d\d):(\d\d):$")
+
+
+def _stricter_by_design(done: bytes, token: bytes) -> bool:
+    """Tokens llguidance allows and lexguide masks on purpose (documented departures).
+
+    ``date-time``: a second of 60 exists only at 23:59 UTC (RFC 3339 section 5.7; the
+    JSON-Schema-Test-Suite's optional date-time tests reject 22:59:60Z); llguidance takes 60 at
+    any minute.
+    """
+    m = _LEAP_SECOND_AT.search(done)
+    return bool(m and token[:1] == b"6" and m.groups() != (b"23", b"59"))
+
+
 @pytest.mark.parametrize("name,source,texts", CASES)
 def test_mask_vs_llguidance(name: str, source: str, texts: list[str]) -> None:
     tok, info, llt = _vocab()
@@ -163,6 +178,8 @@ def test_mask_vs_llguidance(name: str, source: str, texts: list[str]) -> None:
                 done = b"".join(info.token_bytes[t] for t in ids[:k])
                 where = f"{name} step {k} after ...{done[-50:]!r}"
                 missing = np.setdiff1d(llg_ids, our_ids)
+                missing = np.array([t for t in missing if not _stricter_by_design(done, info.token_bytes[t])],
+                                   dtype=np.int64)
                 assert not len(missing), (
                     f"{where}: llguidance allows {len(missing)} tokens we mask out, e.g. "
                     f"{[info.token_bytes[t] for t in missing[:8]]}")
