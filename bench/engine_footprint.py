@@ -83,7 +83,26 @@ def _median_ms(fn, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def _measure(name: str, n_schemas: int, seed: int) -> dict:
+def _select(name: str, n_schemas: int, seed: int) -> list[tuple[dict, list[int]]]:
+    """Schemas that compile, with a valid instance's tokens (run in a process of its own, so the
+    measuring process has compiled nothing before it measures)."""
+    import lexguide as lg
+
+    vocab = load_vocab(name)
+    jobs = []
+    for schema, text in _cases(n_schemas, seed):
+        try:
+            g = lg.Grammar.from_json_schema(schema, whitespace="flexible")
+        except lg.LexguideError:
+            continue
+        if g.validate(text):
+            jobs.append((schema, vocab.encode(text)))
+        if len(jobs) == n_schemas:
+            break
+    return jobs
+
+
+def _measure(name: str, jobs: list[tuple[dict, list[int]]]) -> dict:
     import lexguide as lg
 
     vocab = load_vocab(name)
@@ -92,21 +111,10 @@ def _measure(name: str, n_schemas: int, seed: int) -> dict:
         vocab.token_bytes, vocab.eos_ids, vocab.special_ids, special_names=vocab.special_names)
     out["prep_ms"] = _median_ms(build)
     info = build()
-    jobs = []
-    for schema, text in _cases(n_schemas, seed):
-        try:
-            g = lg.Grammar.from_json_schema(schema)
-        except lg.LexguideError:
-            continue
-        ids = vocab.encode(text)
-        if g.validate(text):
-            jobs.append((schema, ids))
-        if len(jobs) == n_schemas:
-            break
     base = _rss_mb()
     grammars = []
-    for schema, _ in jobs:  # compiled afresh (the front end's memo is process-wide)
-        g = lg.Grammar.from_json_schema(json.loads(json.dumps(schema)), whitespace="flexible")
+    for schema, _ in jobs:
+        g = lg.Grammar.from_json_schema(schema, whitespace="flexible")
         g.lexparser  # lowered into the core
         grammars.append(g)
     after_compile = _rss_mb()
@@ -169,8 +177,12 @@ def _measure(name: str, n_schemas: int, seed: int) -> dict:
 
 def _worker(args) -> dict:
     name, n, seed = args
+    ctx = mp.get_context("spawn")
     try:
-        return _measure(name, n, seed)
+        with ctx.Pool(1) as pool:
+            jobs = pool.apply(_select, (name, n, seed))
+        with ctx.Pool(1) as pool:  # a fresh process: its RSS growth is what it compiled
+            return pool.apply(_measure, (name, jobs))
     except VocabError as e:
         return {"vocab": name, "error": str(e)}
 
@@ -185,11 +197,7 @@ def main() -> None:
     args = ap.parse_args()
     vocabs = ["smollm2"] if args.quick else args.vocabs.split(",")
     n = 8 if args.quick else args.schemas
-    ctx = mp.get_context("spawn")
-    rows = []
-    for name in vocabs:  # one fresh process per vocabulary: its RSS is its own
-        with ctx.Pool(1) as pool:
-            rows.append(pool.apply(_worker, ((name, n, args.seed),)))
+    rows = [_worker((name, n, args.seed)) for name in vocabs]
 
     def fmt(x, spec=".0f"):
         return "—" if x is None else format(x, spec)
