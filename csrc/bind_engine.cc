@@ -344,14 +344,16 @@ void bind_engine(nb::module_& m) {
           },
           nb::arg("state"), nb::arg("out").noconvert())
       .def("budget_mask",
-           [](MaskEngineHandle& h, const State& st, uint32_t left) {
+           [](MaskEngineHandle& h, const State& st, uint32_t left) -> nb::object {
              check_state(h.engine->lexparser(), st);
              std::vector<uint32_t> m;
+             bool narrowed;
              {
                nb::gil_scoped_release nogil;
-               m = h.engine->budget_mask(to_state(st), left);
+               narrowed = h.engine->budget_mask(to_state(st), left, m);
              }
-             return to_numpy(m);
+             if (!narrowed) return nb::none();  // the plain mask applies
+             return nb::cast(to_numpy(m));
            })
       .def("min_completion",
            [](MaskEngineHandle& h, const State& st) {

@@ -25,6 +25,10 @@ SCHEMAS = [
                      "required": ["v"]}}, "$ref": "#/$defs/t"},
     {"type": "array", "items": {"type": "array", "items": {"type": "string", "maxLength": 4}}, "minItems": 2},
     {"type": "string", "pattern": "^[a-f]{3,9}$"},
+    # a shortest completion of over 64 bytes (a byte-level search of 64 bytes finds none)
+    {"type": "object", "required": [f"property{c}" for c in "abcdefgh"],
+     "properties": {f"property{c}": {"type": "array", "items": {"type": "integer"}, "minItems": 1}
+                    for c in "abcdefgh"}},
 ]
 
 
@@ -55,6 +59,49 @@ def test_random_walks_complete_within_budget(schema, seed):
     import json
 
     jsonschema.validate(json.loads(text), SCHEMAS[schema])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_loose_budgets_narrow_in_time(seed):
+    """A budget beyond the margin: the walk runs on the plain mask (deep into the recursive
+    schema, with tokens such as '{"a":[') until the budget gets tight, then still completes."""
+    rng = random.Random(seed)
+    m = Matcher(Grammar.from_json_schema(SCHEMAS[1]), INFO)
+    budget = m.min_completion() + 80
+    out = []
+    for used in range(budget):
+        tok = rng.choice(_ids(m.compute_mask(remaining=budget - used)))
+        m.consume(tok)
+        if tok == 0:
+            break
+        out.append(tok)
+    assert m.is_accepting(), b"".join(VOCAB[t] for t in out)
+
+
+def test_shortest_completions_come_from_the_grammar():
+    """min_completion() is the tokens of a real completion: greedy-split and replayed, it
+    completes; beyond 64 bytes it is still found (SCHEMAS[4] needs about 130)."""
+    g = Grammar.from_json_schema(SCHEMAS[4])
+    m = Matcher(g, INFO)
+    n = m.min_completion()
+    assert n is not None and n > 64
+    for _ in range(n):  # follow, each step, a token whose state is one token closer
+        left = m.min_completion()
+        nxt = [t for t in _ids(m.compute_mask(remaining=left)) if t != 0]
+        probe = m.clone()
+        probe.consume(nxt[0])
+        assert probe.min_completion() <= left - 1
+        m.consume(nxt[0])
+        if m.is_accepting():
+            break
+    assert m.is_accepting()
+    assert g.validate(b"".join(VOCAB[t] for t in m._tokens))
+    # a grammar whose completion closes 70 nested levels
+    lark = Grammar.from_lark('%llguidance {}\nstart: x\nx: "[" x "]" | "a"')
+    deep = Matcher(lark, INFO)
+    for _ in range(70):
+        deep.consume(VOCAB.index(b"["))
+    assert deep.min_completion() == 71
 
 
 def test_without_a_budget_random_walks_run_out():

@@ -65,6 +65,16 @@ void EarleyParser::waiting_for(int32_t set_id, int32_t sym, std::vector<Item>& o
   }
 }
 
+void EarleyParser::incomplete_items(int32_t set_id, std::vector<std::pair<int32_t, int32_t>>& out) const {
+  out.clear();
+  const Set& s = *sets_[size_t(set_id)];
+  for (auto& [sym, items] : s.waiting)
+    for (Item it : items) out.emplace_back(item_dr(it), item_origin(it));
+  if (s.predictions)
+    for (auto& [sym, drs] : s.predictions->waiting)
+      for (int32_t dr : drs) out.emplace_back(dr, set_id);
+}
+
 int32_t EarleyParser::scan(int32_t set_id, const std::vector<int32_t>& lexemes) {
   Set& s = *sets_[size_t(set_id)];
   std::string key = bytes_key(lexemes);

@@ -46,6 +46,16 @@ class EarleyParser {
   bool is_accepting(int32_t set_id) const { return sets_[set_id]->accepting; }
   uint32_t n_sets() const { return uint32_t(sets_.size()); }
 
+  // For the completion search (completion.h): the grammar, dotted rules (a rule's dotted rules
+  // are consecutive, from its first; the symbol after the dot, NO_SYMBOL at the end) and the
+  // incomplete items of a set as (dotted rule, origin), predicted items with the set's own id.
+  const GrammarRules& rules() const { return g_; }
+  int32_t rule_first_dr(size_t rule) const { return rule_first_dr_[rule]; }
+  size_t n_dotted() const { return dr_next_.size(); }
+  int32_t dr_symbol(int32_t dr) const { return dr_next_[size_t(dr)]; }
+  int32_t dr_lhs(int32_t dr) const { return dr_lhs_[size_t(dr)]; }
+  void incomplete_items(int32_t set_id, std::vector<std::pair<int32_t, int32_t>>& out) const;
+
  private:
   using Item = uint64_t;  // dr << 32 | uint32(origin)
   struct Predictions {

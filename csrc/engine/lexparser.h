@@ -80,6 +80,7 @@ class LexParser {
   // local lexeme indices of a global lexeme, and whether a local index is a skip lexeme
   const std::vector<int32_t>& locals_of(uint32_t global) const;
   bool is_skip(int32_t local) const { return size_t(local) >= n_lexemes_; }
+  const LexemeSpec& lexeme(int32_t local) const { return lexemes_[size_t(local)]; }  // local < n_lexemes
   const std::vector<uint32_t>& budgeted() const { return budgeted_; }  // global lexemes with budgets
   bool is_token_lexeme(int32_t local) const { return local < int32_t(n_lexemes_) && lexemes_[size_t(local)].token_set; }
   const std::vector<int32_t>& eos_lexemes() const { return eos_lexemes_; }

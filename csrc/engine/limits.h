@@ -35,11 +35,19 @@ constexpr uint32_t kDirectWalkNodes = 1024;
 constexpr uint32_t kSliceBudget = 4096;
 // slice checks look at most this many plain bytes ahead; a longer slice length is not used
 constexpr uint32_t kSliceMaxDepth = 512;
-// token budgets: masks are narrowed to tokens that leave a completion of at most this many
-// bytes once fewer tokens than this are left; the search for the shortest completion stops
-// after this many parse states (then the mask is not narrowed)
+// token budgets (budget.cc): a mask is narrowed to the tokens after which a completion still
+// fits once fewer than (shortest completion + max(kBudgetMargin, shortest completion)) tokens
+// are left. Completions are read off the grammar (completion.h) up to kMaxCompletionBytes;
+// when that fails, a byte-level search of at most kBudgetWindow bytes and
+// kCompletionSearchStates parse states (also the bound of the lexer-state searches). The
+// completion memo keeps at most kCompletionPriceEntries per-set prices and the narrowed masks'
+// per-state cost levels at most kBudgetCacheBytes; past those they start afresh.
+constexpr uint32_t kBudgetMargin = 64;
 constexpr uint32_t kBudgetWindow = 64;
 constexpr uint32_t kCompletionSearchStates = 20'000;
+constexpr size_t kMaxCompletionBytes = 1 << 16;
+constexpr size_t kCompletionPriceEntries = 1 << 22;
+constexpr size_t kBudgetCacheBytes = size_t(64) << 20;
 // vocabulary
 constexpr uint32_t kMaxVocab = 1u << 24;
 constexpr uint32_t kMaxTokenBytes = 4096;

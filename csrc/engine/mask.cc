@@ -344,6 +344,7 @@ MaskEngine::MaskEngine(std::shared_ptr<LexParser> lp, std::shared_ptr<Walker> wa
     for (uint32_t id : ids)
       if (id >= n) throw std::invalid_argument("token id of a token lexeme outside the vocabulary");
   }
+  search_ = std::make_unique<CompletionSearch>(*lp_);
 }
 
 std::vector<int32_t> MaskEngine::token_lexemes_of(uint32_t token_id) const {
@@ -508,99 +509,6 @@ void MaskEngine::walk_direct(ParseState st0, uint32_t lo, uint32_t hi, uint32_t*
     stack[d] = st;
     p++;
   }
-}
-
-uint32_t MaskEngine::min_completion(ParseState st0) {
-  std::lock_guard<std::recursive_mutex> g(lp_->mu());
-  auto hit = completion_.find(st0.key());
-  if (hit != completion_.end()) return hit->second;
-  // breadth first over bytes for the shortest completion, then its length in tokens when
-  // split greedily into the longest vocabulary tokens (a tokenization the grammar accepts:
-  // masks are exact at byte level); one token per byte if no split is found
-  uint32_t result = UINT32_MAX;
-  if (lp_->is_accepting(st0)) {
-    result = 0;
-  } else {
-    struct Node { ParseState st; uint32_t parent; uint8_t byte; };
-    std::vector<Node> nodes{{st0, UINT32_MAX, 0}};
-    std::unordered_map<uint64_t, bool> seen{{st0.key(), true}};
-    size_t lo = 0, found = SIZE_MAX;
-    for (uint32_t d = 1; d <= kBudgetWindow && found == SIZE_MAX && lo < nodes.size(); d++) {
-      size_t hi = nodes.size();
-      for (size_t i = lo; i < hi && found == SIZE_MAX && nodes.size() <= kCompletionSearchStates; i++)
-        for (unsigned b = 0; b < 256; b++) {
-          ParseState t = nodes[i].st;
-          if (!step(t, b) || !seen.emplace(t.key(), true).second) continue;
-          nodes.push_back({t, uint32_t(i), uint8_t(b)});
-          if (lp_->is_accepting(t)) {
-            found = nodes.size() - 1;
-            break;
-          }
-        }
-      lo = hi;
-    }
-    if (found != SIZE_MAX) {
-      std::string w;
-      for (size_t i = found; nodes[i].parent != UINT32_MAX; i = nodes[i].parent) w.push_back(char(nodes[i].byte));
-      std::reverse(w.begin(), w.end());
-      result = greedy_tokens(w);
-    }
-  }
-  completion_.emplace(st0.key(), result);
-  return result;
-}
-
-uint32_t MaskEngine::greedy_tokens(const std::string& w) const {
-  const TokenTrie& trie = walker_->vocab().trie();
-  uint32_t n = 0;
-  for (size_t i = 0; i < w.size(); n++) {
-    // the longest token that is a prefix of w[i:]
-    size_t best = 0;
-    uint32_t node = 0;
-    for (size_t j = i; j < w.size(); j++) {
-      uint32_t c = node + 1, end = node + trie.size(node), next = 0;
-      for (; c < end; c += trie.size(c))
-        if (trie.byte(c) == uint8_t(w[j])) { next = c; break; }
-      if (!next) break;
-      node = next;
-      if (trie.tokens_begin(node) != trie.tokens_end(node)) best = j + 1 - i;
-    }
-    i += best ? best : 1;  // no token: count the byte as one (byte-complete vocabularies)
-  }
-  return n;
-}
-
-std::vector<uint32_t> MaskEngine::budget_mask(ParseState st, uint32_t left) {
-  std::vector<uint32_t> full = *mask(st);
-  if (left >= kBudgetWindow) return full;
-  const Vocab& v = walker_->vocab();
-  std::vector<uint32_t> out(full);
-  std::vector<uint32_t> handled(full.size(), 0);
-  for (uint32_t id : v.eos_ids()) set_bit(handled.data(), id);
-  auto fits = [&](const ParseState& s) { return min_completion(s) <= left; };
-  // tokens that stay inside the current lexeme: their end states come from one walk
-  if (st.lexer_state != DEAD && (st.pending || !lp_->lexer().accepts_lazy(st.lexer_state))) {
-    std::vector<uint32_t> ids;
-    std::vector<StateId> ends;
-    walker_->inside_end_states(st.lexer_state, ids, ends);
-    std::unordered_map<StateId, bool> ok;
-    for (size_t i = 0; i < ids.size(); i++) {
-      auto it = ok.find(ends[i]);
-      if (it == ok.end()) it = ok.emplace(ends[i], fits(ParseState{st.set_id, ends[i], true})).first;
-      if (!it->second) out[ids[i] >> 5] &= ~(uint32_t(1) << (ids[i] & 31));
-      set_bit(handled.data(), ids[i]);
-    }
-  }
-  // the others (tokens ending lexemes, special tokens): one by one
-  for (size_t w = 0; w < full.size(); w++)
-    for (uint32_t bits = full[w] & ~handled[w]; bits; bits &= bits - 1) {
-      uint32_t id = uint32_t(w * 32 + unsigned(__builtin_ctz(bits)));
-      auto ns = advance_token(st, id);
-      if (!ns || !fits(*ns)) out[w] &= ~(uint32_t(1) << (id & 31));
-    }
-  for (uint32_t x : out)
-    if (x) return out;
-  return full;  // nothing can complete in time: the plain mask (the output will be cut)
 }
 
 void MaskEngine::restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words,

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/completion.h"
 #include "engine/lexparser.h"
 #include "engine/trie.h"
 
@@ -127,15 +128,18 @@ class MaskEngine {
   // The mask of st (n_words uint32), shared and immutable; cached per parse state.
   std::shared_ptr<const std::vector<uint32_t>> mask(ParseState st);
   // The mask of st narrowed to the tokens after which the grammar can still complete within
-  // `left` more tokens (EOS and the rest as in mask()): the shortest completion (in bytes)
-  // split into vocabulary tokens must take at most `left`. When no token qualifies, or
-  // left >= kBudgetWindow, the plain mask.
-  std::vector<uint32_t> budget_mask(ParseState st, uint32_t left);
-  // Tokens of a completion from st (0 if complete): the shortest byte completion split
-  // greedily into the longest tokens; UINT32_MAX when none within kBudgetWindow bytes was
-  // found. An upper bound on the fewest tokens that complete. Memoised.
+  // `left` more tokens (EOS as in mask()), into out; false when the plain mask applies: the
+  // budget is loose (see kBudgetMargin), no completion is known, nothing would be removed, or
+  // nothing fits (then the output will be cut). Per-state token costs are memoised as levels.
+  bool budget_mask(ParseState st, uint32_t left, std::vector<uint32_t>& out);
+  // Tokens of a completion from st (0 if complete): a shortest byte completion (completion.h,
+  // else a bounded byte search) split greedily into the longest tokens, replayed to check it;
+  // UINT32_MAX when none was found. An upper bound on the fewest tokens that complete; every
+  // state on the way after one of its tokens is memoised with the rest of it, so the first
+  // token always leads to a state one token closer. Memoised.
   uint32_t min_completion(ParseState st);
-  uint32_t greedy_tokens(const std::string& w) const;
+  // Lengths of the greedy longest-token split of w (a token per byte where none matches).
+  std::vector<uint32_t> greedy_split(const std::string& w) const;
   // The token lexemes a token id belongs to (sorted local lexeme indices).
   std::vector<int32_t> token_lexemes_of(uint32_t token_id) const;
   // The state after a whole token, or nullopt if the grammar rejects it.
@@ -154,7 +158,21 @@ class MaskEngine {
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<const std::vector<uint32_t>>> cache_;
   std::vector<uint64_t> order_;  // insertion order, for eviction
-  std::unordered_map<uint64_t, uint32_t> completion_;  // min_completion memo (under the parser lock)
+  // under the parser lock: the min_completion memo, the structural search, budget levels
+  std::unordered_map<uint64_t, uint32_t> completion_;
+  std::unique_ptr<CompletionSearch> search_;
+  struct BudgetLevel {
+    uint32_t cost;
+    std::vector<uint32_t> ids;    // the tokens of this cost, when few
+    std::vector<uint32_t> words;  // ... as a bitmask, when many
+  };
+  struct BudgetLevels {
+    uint32_t cheapest = UINT32_MAX;  // the cost of the cheapest allowed token
+    std::vector<BudgetLevel> above;  // costs above it, ascending
+    size_t bytes = 0;
+  };
+  std::unordered_map<uint64_t, std::shared_ptr<const BudgetLevels>> levels_;
+  size_t levels_bytes_ = 0;
   size_t order_head_ = 0;
 
   void collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words, int trie_id);
@@ -162,6 +180,9 @@ class MaskEngine {
   // the small subtrees below a boundary.
   void walk_direct(ParseState st, uint32_t lo, uint32_t hi, uint32_t* words, const TokenTrie& trie);
   bool step(ParseState& st, unsigned b);
+  bool byte_search(ParseState st, std::string& out);
+  bool replay(ParseState st, const std::string& w, std::vector<ParseState>& states);
+  std::shared_ptr<const BudgetLevels> budget_levels(ParseState st, const std::vector<uint32_t>& full);
   void restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words, int trie_id);
   std::vector<uint32_t> compute(ParseState st);
 };

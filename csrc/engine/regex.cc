@@ -397,6 +397,49 @@ bool RegexStore::nonempty(NodeId node) {
   return result;
 }
 
+const std::array<uint8_t, 256>& preferred_bytes() {
+  static const std::array<uint8_t, 256> order = [] {
+    std::array<uint8_t, 256> o{};
+    std::array<bool, 256> used{};
+    size_t n = 0;
+    auto add = [&](unsigned lo, unsigned hi) {
+      for (unsigned b = lo; b <= hi; b++)
+        if (!used[b]) { used[b] = true; o[n++] = uint8_t(b); }
+    };
+    add('a', 'z'); add('0', '9'); add(' ', ' '); add('A', 'Z'); add(0x21, 0x7e);
+    add('\n', '\n'); add('\t', '\t'); add(0, 255);
+    return o;
+  }();
+  return order;
+}
+
+bool RegexStore::shortest(NodeId node, uint32_t max_nodes, std::string& out) {
+  struct Step { NodeId x; uint32_t parent; uint8_t byte; };
+  std::vector<Step> steps{{node, UINT32_MAX, 0}};
+  std::unordered_map<NodeId, bool> seen{{node, true}};
+  const std::array<uint8_t, 256>& order = preferred_bytes();
+  for (size_t i = 0; i < steps.size(); i++) {
+    NodeId x = steps[i].x;
+    if (nodes_[x].null) {
+      out.clear();
+      for (size_t k = i; steps[k].parent != UINT32_MAX; k = steps[k].parent) out.push_back(char(steps[k].byte));
+      std::reverse(out.begin(), out.end());
+      return true;
+    }
+    const std::array<uint8_t, 256> label = parts_[nodes_[x].part].label;  // derivative() may grow parts_
+    std::array<bool, 256> done{};
+    for (uint8_t b : order) {
+      if (done[label[b]]) continue;
+      done[label[b]] = true;
+      NodeId d = derivative(x, b);
+      if (d == NOTHING || !seen.emplace(d, true).second) continue;
+      if (steps.size() >= max_nodes) return false;
+      steps.push_back({d, uint32_t(i), b});
+    }
+  }
+  return false;
+}
+
 std::vector<NodeId> RegexStore::import_nodes(const std::vector<uint32_t>& flat,
                                              const std::vector<uint32_t>& roots) {
   std::vector<NodeId> ids;

@@ -76,6 +76,9 @@ class RegexStore {
   uint32_t refine(uint32_t p, uint32_t q);
   NodeId derivative(NodeId x, unsigned b);
   bool nonempty(NodeId x);  // does x match some byte string (bounded search, see limits.h)
+  // A shortest byte string x matches (breadth first over derivatives, one byte per class,
+  // printable ASCII preferred); false when none is found within max_nodes derivatives.
+  bool shortest(NodeId x, uint32_t max_nodes, std::string& out);
   size_t n_nodes() const { return nodes_.size(); }
 
  private:
@@ -106,6 +109,10 @@ class RegexStore {
   NodeId derive(NodeId x, unsigned b);
   ByteSet bytes_of(NodeId x) const;
 };
+
+// Every byte once, in the order shortest strings prefer them (letters, digits, space, other
+// printable ASCII, newline, tab, the rest): short completions that tokenize like text.
+const std::array<uint8_t, 256>& preferred_bytes();
 
 RegexStore& regex_store();
 std::recursive_mutex& store_mutex();

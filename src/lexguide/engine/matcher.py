@@ -18,9 +18,10 @@ from lexguide.errors import MatcherError, TokenRejected
 __all__ = ["Matcher", "apply_mask", "engine_for", "fill_masks"]
 
 MAX_FORCED_BYTES = 512
-#: below this many remaining tokens, ``compute_mask(remaining)`` narrows the mask to tokens
-#: after which the grammar can still complete in time (``csrc/engine/limits.h``)
-BUDGET_WINDOW = 64
+#: ``compute_mask(remaining)`` narrows the mask once fewer than ``c + max(BUDGET_MARGIN, c)``
+#: tokens remain, ``c`` the tokens of a shortest completion (``kBudgetMargin`` in
+#: ``csrc/engine/limits.h``)
+BUDGET_MARGIN = 64
 #: grammars whose mask caches a tokenizer keeps (the oldest are dropped past this)
 MAX_ENGINES = 256
 
@@ -89,27 +90,30 @@ class Matcher:
         """Allowed-token bitmask (read-only; cached per parse state, so usually microseconds).
 
         ``remaining``: tokens the caller can still generate, this one included (``max_tokens``
-        and the context left). When fewer than :data:`BUDGET_WINDOW` remain, the mask keeps
-        only tokens after which the grammar can still complete in time (the shortest byte
-        completion, split into the longest vocabulary tokens, takes at most
-        ``remaining - 1`` tokens), so the output ends valid whenever such a completion
-        exists; when none does, the plain mask. Costs one vocabulary walk per step in that
-        window.
+        and the context left). Once the budget is tight — fewer than ``c + max(64, c)`` tokens
+        left, ``c`` the tokens of a shortest completion from here (:meth:`min_completion`) —
+        the mask keeps only tokens after which a completion of at most ``remaining - 1``
+        tokens is known, so the output ends complete whenever a completion fits in the
+        budget it started with. When no completion is known, or none fits, the plain mask.
+        Costs, per parse state met in that regime, one completion search per distinct state
+        the allowed tokens lead to (memoised: states repeat, e.g. inside strings).
         """
         if self._stopped:
             return self.info.mask_from_ids(np.zeros(0, dtype=np.int64))
         if self._budgets:
             return self._budget_mask(self.state, self._counts[-1])
-        if remaining is not None and remaining <= BUDGET_WINDOW:
+        if remaining is not None:
             mask = self._engine._core.budget_mask(self.state, max(0, int(remaining) - 1))
-            mask.flags.writeable = False
-            return mask
+            if mask is not None:
+                mask.flags.writeable = False
+                return mask
         return self._engine.compute_mask(self.state)
 
     def min_completion(self) -> int | None:
-        """Tokens of a completion from here (0 when complete): the shortest byte completion
-        split into the longest vocabulary tokens, an upper bound on the fewest; None when no
-        completion of at most :data:`BUDGET_WINDOW` bytes was found."""
+        """Tokens of a completion from here (0 when complete): a shortest byte completion
+        (read off the grammar's structure, replayed to check it; else a search of up to 64
+        bytes) split into the longest vocabulary tokens — an upper bound on the fewest tokens
+        that complete. None when no completion was found."""
         if self._stopped:
             return 0
         return self._engine._core.min_completion(self.state)
@@ -395,7 +399,7 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
     The core computes the masks with the GIL released, spread over ``n_threads`` threads
     (default: all cores). ``out`` is as for :meth:`Matcher.fill_mask`, with at least
     ``len(matchers)`` rows. ``remaining[i]``: tokens sequence ``i`` may still generate (see
-    :meth:`Matcher.compute_mask`); those in the budget window are masked one by one.
+    :meth:`Matcher.compute_mask`); rows whose budget is tight are narrowed one by one, first.
     """
     if not matchers:
         return
@@ -407,12 +411,16 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
     for i, m in enumerate(matchers):
         if m.info.n_words != n_words:
             raise ValueError("fill_masks: every matcher must use the same vocabulary size")
-        if m._stopped or m._budgets or (
-                remaining is not None and remaining[i] is not None and remaining[i] <= BUDGET_WINDOW):
+        if m._stopped or m._budgets:
             rest.append(i)
-        else:
-            batch.append(i)
-            items.append((m._engine._core, m.state))
+            continue
+        if remaining is not None and remaining[i] is not None:
+            narrowed = m._engine._core.budget_mask(m.state, max(0, int(remaining[i]) - 1))
+            if narrowed is not None:
+                rows[i] = narrowed
+                continue
+        batch.append(i)
+        items.append((m._engine._core, m.state))
     if items:
         threads = n_threads if n_threads is not None else (os.cpu_count() or 1)
         if len(batch) == len(matchers):
@@ -422,7 +430,7 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
             _core.fill_masks(items, tmp, max(1, threads))
             rows[batch] = tmp
     for i in rest:
-        rows[i] = matchers[i].compute_mask(None if remaining is None else remaining[i])
+        rows[i] = matchers[i].compute_mask()
 
 
 def apply_mask(logits: Any, mask: np.ndarray) -> Any:

@@ -105,7 +105,8 @@ class Completion:
 
     ``token_ids`` are the generated tokens (an end-of-generation token is not included; a
     stop string's tokens are); ``finish_reason`` is ``"stop"`` (EOG token, stop string, or
-    a complete grammar) or ``"length"`` (``max_tokens`` or the context size reached).
+    a complete grammar — also when ``max_tokens`` ran out just as it completed) or
+    ``"length"`` (``max_tokens`` or the context size reached first).
     ``captures`` lists the grammar's Lark ``capture`` values, ``(name, text)`` in output order
     (:meth:`lexguide.Matcher.captures`).
     """
@@ -276,14 +277,16 @@ class Model:
 
         ``grammar`` is a :class:`lexguide.Grammar` or grammar text (``%llguidance`` → Lark
         variant, ``{`` → llguidance grammar list, else GBNF); ``json_schema`` a schema (dict or JSON text). With either, every
-        token is checked by a matcher and the output is a prefix of the language — complete
-        unless ``max_tokens`` ran out (``finish_reason == "length"``). ``sampler`` overrides
+        token is checked by a matcher and the output is a prefix of the language; it is
+        complete (``finish_reason == "stop"``) unless ``max_tokens`` or the context ran out
+        first (``"length"``), which the budget-aware mask avoids whenever a completion fits. ``sampler`` overrides
         the individual sampling arguments; ``matcher`` is a ready ``lexguide.Matcher`` (or an
         object with its interface) used instead of ``grammar``/``json_schema`` — it is advanced
-        in place. ``complete_within_budget`` (default on): in the last 64 tokens of
-        ``max_tokens`` (or of the context) the mask keeps only tokens after which the grammar
-        can still finish in time, so the output ends complete whenever a completion fits
-        (:meth:`lexguide.Matcher.compute_mask`); ``False`` masks without looking ahead.
+        in place. ``complete_within_budget`` (default on): once what is left of
+        ``max_tokens`` (or of the context) gets tight, the mask keeps only tokens after which
+        the grammar can still finish in time, so the output ends complete whenever a
+        completion fits (:meth:`lexguide.Matcher.compute_mask`); ``False`` masks without
+        looking ahead.
         ``stream=True`` returns an iterator of
         :class:`CompletionChunk`. Raises :class:`MatcherError` if the grammar cannot go on,
         :class:`ModelError` for bad arguments.
@@ -531,7 +534,9 @@ class Model:
                         return
         timings.generated_tokens = n_gen
         timings.generation_s = time.perf_counter() - t_gen
-        yield [], "length"
+        # max_tokens or the context ran out: on a complete output (the budget-aware mask's
+        # aim) the output is whole
+        yield [], "stop" if matcher is not None and matcher.is_accepting() else "length"
 
     def _reuse_cache(self, prompt_ids: list[int]) -> list[int]:
         """Keep the cached prefix shared with ``prompt_ids``; return the tokens still to feed."""

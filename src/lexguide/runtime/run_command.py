@@ -226,8 +226,8 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
                         help="whitespace allowed between tokens, matched at most once per place "
                              "(e.g. '[ \\n]{0,2}'; '[ \\t\\n\\r]*' is the spec's any whitespace)")
     p.add_argument("--no-budget-mask", action="store_true",
-                   help="in the last 64 tokens of -n, do not narrow the mask to tokens after which "
-                        "the output can still complete in time (on by default)")
+                   help="when -n gets tight, do not narrow the mask to tokens after which the "
+                        "output can still complete in time (narrowing is on by default)")
     p.add_argument("--lenient", action="store_true",
                    help="JSON Schema: ignore keywords that cannot be enforced (e.g. uniqueItems "
                         "over strings) instead of failing; each is printed as a note")

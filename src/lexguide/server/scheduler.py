@@ -497,10 +497,7 @@ class Scheduler:
             self._finish(s, "stop", flushed=True)
             return False
         if s.n_gen >= s.max_tokens:
-            # the last token allowed may complete the grammar: then the output is whole
-            m = s.matcher
-            done = m is not None and m.is_stopped() and m.is_accepting()
-            self._finish(s, "stop" if done else "length")
+            self._finish(s, "length")
             return False
         return True
 
@@ -510,6 +507,8 @@ class Scheduler:
             if delta:
                 s.job.post(("delta", s.index, delta))
         accepted = None if s.matcher is None else bool(s.matcher.is_accepting())
+        if reason == "length" and accepted:  # the budget ran out on a complete output: it is whole
+            reason = "stop"
         self._release(s)
         if s in self._active:
             self._active.remove(s)
