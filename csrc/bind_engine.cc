@@ -391,6 +391,10 @@ void bind_engine(nb::module_& m) {
         d["direct_nodes"] = h.engine->direct_nodes;
         d["boundaries"] = h.engine->boundaries;
         d["lexer_states"] = h.engine->lexparser().lexer().n_states();
+        d["completions_structural"] = h.engine->completions_structural;
+        d["completions_byte_search"] = h.engine->completions_byte_search;
+        d["completions_none"] = h.engine->completions_none;
+        d["budget_levels"] = h.engine->budget_levels_computed;
         return d;
       });
 

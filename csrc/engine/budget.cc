@@ -1,6 +1,7 @@
 // Budget-aware masks: completions counted in tokens, and masks narrowed to the tokens after
 // which a completion still fits in what is left; see mask.h and completion.h.
 #include <algorithm>
+#include <map>
 
 #include "engine/mask.h"
 
@@ -11,12 +12,38 @@ inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1
 inline bool has_bit(const uint32_t* words, uint32_t id) { return (words[id >> 5] >> (id & 31)) & 1; }
 }  // namespace
 
-bool MaskEngine::replay(ParseState st, const std::string& w, std::vector<ParseState>& states) {
+bool MaskEngine::replay(ParseState st, std::string& w, const std::vector<uint32_t>& junctions,
+                        std::vector<ParseState>& states) {
+  // at a junction the previous lexeme must end: if the next byte would extend it instead
+  // (greedy lexing), a space or newline that ends it goes in between when the grammar takes one
+  std::string out;
+  out.reserve(w.size() + 8);
   states.assign(1, st);
-  for (unsigned char b : w) {
-    if (!step(st, b)) return false;
+  size_t j = 0;
+  for (size_t i = 0; i < w.size(); i++) {
+    unsigned char b = static_cast<unsigned char>(w[i]);
+    while (j < junctions.size() && junctions[j] < i) j++;
+    ParseState t = st;
+    bool ok = step(t, b);
+    LexerDFA& lx = lp_->lexer();
+    bool extends = st.pending && st.lexer_state != DEAD && lx.next(st.lexer_state, b) != DEAD;
+    if (j < junctions.size() && junctions[j] == i && extends) {
+      for (unsigned char sep : {' ', '\n'}) {
+        ParseState u = st, v;
+        if (lx.next(st.lexer_state, sep) != DEAD || !step(u, sep) || !step(v = u, b)) continue;
+        out.push_back(char(sep));
+        states.push_back(u);
+        t = v;
+        ok = true;
+        break;
+      }
+    }
+    if (!ok) return false;
+    st = t;
+    out.push_back(char(b));
     states.push_back(st);
   }
+  w.swap(out);
   return lp_->is_accepting(st);
 }
 
@@ -77,10 +104,20 @@ uint32_t MaskEngine::min_completion(ParseState st0) {
   if (lp_->is_accepting(st0)) return completion_[key] = 0;
   if (completion_.size() > kCompletionPriceEntries) completion_.clear();
   std::string w;
+  std::vector<uint32_t> junctions;
   std::vector<ParseState> states;
-  bool ok = search_->candidate(st0, w) && replay(st0, w, states);
-  if (!ok) ok = byte_search(st0, w) && replay(st0, w, states);
-  if (!ok) return completion_[key] = UINT32_MAX;
+  bool ok = search_->candidate(st0, w, junctions) && replay(st0, w, junctions, states);
+  if (ok) {
+    completions_structural++;
+  } else {
+    junctions.clear();
+    ok = byte_search(st0, w) && replay(st0, w, junctions, states);
+    if (!ok) {
+      completions_none++;
+      return completion_[key] = UINT32_MAX;
+    }
+    completions_byte_search++;
+  }
   // every state after a whole token of the split gets the rest of the split (or less)
   std::vector<uint32_t> split = greedy_split(w);
   auto note = [&](ParseState s, uint32_t n) {
@@ -102,29 +139,37 @@ std::shared_ptr<const MaskEngine::BudgetLevels> MaskEngine::budget_levels(ParseS
   std::lock_guard<std::recursive_mutex> g(lp_->mu());
   auto hit = levels_.find(st.key());
   if (hit != levels_.end()) return hit->second;
+  budget_levels_computed++;
   const Vocab& v = walker_->vocab();
-  std::vector<std::pair<uint32_t, uint32_t>> costs;  // (tokens to complete after it, token id)
-  std::vector<uint32_t> handled(full.size(), 0);
+  size_t n_words = full.size();
+  // the allowed tokens by the tokens a completion takes after them (ids, or a bitmask)
+  struct Tokens { std::vector<uint32_t> ids, words; };
+  std::map<uint32_t, Tokens> by_cost;
+  std::vector<uint32_t> handled(n_words, 0);
   for (uint32_t id : v.eos_ids()) {
     set_bit(handled.data(), id);
-    if (has_bit(full.data(), id)) costs.emplace_back(0, id);  // the grammar is complete here
+    if (has_bit(full.data(), id)) by_cost[0].ids.push_back(id);  // the grammar is complete here
   }
-  // tokens that stay inside the current lexeme: their end states come from one walk
+  // tokens that stay inside the current lexeme: one cost per end state (cached walk)
   if (st.lexer_state != DEAD && (st.pending || !lp_->lexer().accepts_lazy(st.lexer_state))) {
-    std::vector<uint32_t> ids;
-    std::vector<StateId> ends;
-    walker_->inside_end_states(st.lexer_state, ids, ends);
-    std::unordered_map<StateId, uint32_t> by_end;
-    for (size_t i = 0; i < ids.size(); i++) {
-      if (!has_bit(full.data(), ids[i])) continue;
-      auto it = by_end.find(ends[i]);
-      if (it == by_end.end()) it = by_end.emplace(ends[i], min_completion(ParseState{st.set_id, ends[i], true})).first;
-      costs.emplace_back(it->second, ids[i]);
-      set_bit(handled.data(), ids[i]);
+    for (const InsideGroup& grp : *walker_->inside_groups(st.lexer_state)) {
+      uint32_t cost = min_completion(ParseState{st.set_id, grp.end, true});
+      Tokens& acc = by_cost[cost];
+      if (!grp.words.empty()) {
+        if (acc.words.empty()) acc.words.assign(n_words, 0);
+        for (size_t w = 0; w < n_words; w++) {
+          acc.words[w] |= grp.words[w] & full[w];
+          handled[w] |= grp.words[w];
+        }
+      }
+      for (uint32_t id : grp.ids) {
+        set_bit(handled.data(), id);
+        if (has_bit(full.data(), id)) acc.ids.push_back(id);
+      }
     }
   }
   // the others (tokens ending lexemes, special tokens): one by one
-  for (size_t w = 0; w < full.size(); w++)
+  for (size_t w = 0; w < n_words; w++)
     for (uint32_t bits = full[w] & ~handled[w]; bits; bits &= bits - 1) {
       uint32_t id = uint32_t(w * 32 + unsigned(__builtin_ctz(bits)));
       std::optional<ParseState> ns;
@@ -137,28 +182,25 @@ std::shared_ptr<const MaskEngine::BudgetLevels> MaskEngine::budget_levels(ParseS
           if (!(alive = step(t, b))) break;
         if (alive) ns = t;
       }
-      costs.emplace_back(ns ? min_completion(*ns) : UINT32_MAX, id);
+      by_cost[ns ? min_completion(*ns) : UINT32_MAX].ids.push_back(id);
     }
   auto levels = std::make_shared<BudgetLevels>();
-  if (!costs.empty()) {
-    std::sort(costs.begin(), costs.end());
-    uint32_t cheapest = levels->cheapest = costs.front().first;
-    for (size_t i = 0; i < costs.size();) {
-      size_t j = i;
-      while (j < costs.size() && costs[j].first == costs[i].first) j++;
-      if (costs[i].first > cheapest) {
-        BudgetLevel lv{costs[i].first, {}, {}};
-        if (j - i < full.size()) {
-          for (size_t k = i; k < j; k++) lv.ids.push_back(costs[k].second);
-        } else {
-          lv.words.assign(full.size(), 0);
-          for (size_t k = i; k < j; k++) set_bit(lv.words.data(), costs[k].second);
-        }
-        levels->bytes += 64 + 4 * (lv.ids.size() + lv.words.size());
-        levels->above.push_back(std::move(lv));
-      }
-      i = j;
+  for (auto& [cost, acc] : by_cost) {
+    bool any = !acc.ids.empty();
+    for (size_t w = 0; w < acc.words.size() && !any; w++) any = acc.words[w] != 0;
+    if (!any) continue;
+    if (levels->cheapest == UINT32_MAX) {  // the cheapest level is never removed
+      levels->cheapest = cost;
+      continue;
     }
+    BudgetLevel lv{cost, std::move(acc.ids), std::move(acc.words)};
+    if (!lv.words.empty() || lv.ids.size() >= n_words) {  // one representation: a bitmask
+      if (lv.words.empty()) lv.words.assign(n_words, 0);
+      for (uint32_t id : lv.ids) set_bit(lv.words.data(), id);
+      std::vector<uint32_t>().swap(lv.ids);
+    }
+    levels->bytes += 64 + 4 * (lv.ids.size() + lv.words.size());
+    levels->above.push_back(std::move(lv));
   }
   if (levels_bytes_ + levels->bytes > kBudgetCacheBytes) {
     levels_.clear();

@@ -158,7 +158,7 @@ void CompletionSearch::compute(int32_t k, const std::vector<std::pair<int32_t, i
   sets_.emplace(k, std::move(sp));
 }
 
-bool CompletionSearch::emit_rest(int32_t dr, std::string& out) const {
+bool CompletionSearch::emit_rest(int32_t dr, std::string& out, std::vector<uint32_t>& junctions) const {
   const EarleyParser& p = lp_.parser();
   const GrammarRules& g = p.rules();
   std::vector<int32_t> todo;
@@ -170,6 +170,8 @@ bool CompletionSearch::emit_rest(int32_t dr, std::string& out) const {
     if (sym < 0) {
       size_t lex = size_t(-1 - sym);
       if (lex >= lex_len_.size() || lex_len_[lex] >= kNone) return false;
+      if (!out.empty() && (junctions.empty() || junctions.back() != out.size()))
+        junctions.push_back(uint32_t(out.size()));
       out += lex_str_[lex];
     } else {
       int32_t r = nt_rule_[size_t(sym)];
@@ -182,32 +184,33 @@ bool CompletionSearch::emit_rest(int32_t dr, std::string& out) const {
   return true;
 }
 
-bool CompletionSearch::emit_boundary(int32_t set_id, std::string& out) {
+bool CompletionSearch::emit_boundary(int32_t set_id, std::string& out, std::vector<uint32_t>& junctions) {
   const SetPrice& sp = price(set_id);
   if (sp.boundary >= kNone) return false;
   if (sp.dr < 0) return true;  // accepting
-  if (!emit_rest(sp.dr, out)) return false;
+  if (!emit_rest(sp.dr, out, junctions)) return false;
   const EarleyParser& p = lp_.parser();
   int32_t a = p.dr_lhs(sp.dr), o = sp.origin;
   while (o != ROOT) {
     auto s = sets_.find(o);
     if (s == sets_.end()) return false;
     auto u = s->second.up.find(a);
-    if (u == s->second.up.end() || !emit_rest(u->second.dr + 1, out)) return false;
+    if (u == s->second.up.end() || !emit_rest(u->second.dr + 1, out, junctions)) return false;
     a = p.dr_lhs(u->second.dr);
     o = u->second.origin;
   }
   return true;
 }
 
-bool CompletionSearch::candidate(ParseState st, std::string& out) {
+bool CompletionSearch::candidate(ParseState st, std::string& out, std::vector<uint32_t>& junctions) {
   out.clear();
+  junctions.clear();
   if (up_entries_ > kCompletionPriceEntries) {  // bounded memory: start the memo afresh
     sets_.clear();
     up_entries_ = 0;
   }
   prepare();
-  if (st.lexer_state == DEAD) return !st.pending && emit_boundary(st.set_id, out);
+  if (st.lexer_state == DEAD) return !st.pending && emit_boundary(st.set_id, out, junctions);
   // finish the current lexeme: breadth first over the DFA, each accepting state priced
   LexerDFA& lx = lp_.lexer();
   struct Node { StateId s; uint32_t parent; uint8_t byte; };
@@ -245,7 +248,8 @@ bool CompletionSearch::candidate(ParseState st, std::string& out) {
   if (best >= kNone) return false;
   for (size_t i = best_node; nodes[i].parent != UINT32_MAX; i = nodes[i].parent) out.push_back(char(nodes[i].byte));
   std::reverse(out.begin(), out.end());
-  return emit_boundary(best_set, out);
+  if (st.pending || !out.empty()) junctions.push_back(uint32_t(out.size()));  // the lexeme ends here
+  return emit_boundary(best_set, out, junctions);
 }
 
 size_t CompletionSearch::memory_bytes() const {

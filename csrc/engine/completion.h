@@ -19,8 +19,9 @@
 //
 // Step 2 ignores how consecutive lexemes meet (greedy lexing may join two of them, a skip may be
 // required between them), so the string built from the minimising choices is a candidate: the
-// caller replays it byte by byte and falls back to the bounded byte search when it does not
-// complete. Everything here runs under the grammar's lock (LexParser::mu()).
+// caller replays it byte by byte — putting a space or a newline at a junction where the next
+// lexeme would otherwise extend the previous one (`int` `a` -> `int a`) — and falls back to the
+// bounded byte search when it does not complete. Everything here runs under the grammar's lock (LexParser::mu()).
 #pragma once
 
 #include <cstdint>
@@ -36,9 +37,10 @@ class CompletionSearch {
  public:
   explicit CompletionSearch(LexParser& lp) : lp_(lp) {}
 
-  // A candidate completion of st into out (not checked, see above); false when the
-  // structure offers none of at most kMaxCompletionBytes bytes.
-  bool candidate(ParseState st, std::string& out);
+  // A candidate completion of st into out (not checked, see above), and the offsets in it
+  // where one lexeme's string ends and the next one's begins; false when the structure
+  // offers none of at most kMaxCompletionBytes bytes.
+  bool candidate(ParseState st, std::string& out, std::vector<uint32_t>& junctions);
   size_t memory_bytes() const;
 
  private:
@@ -67,8 +69,8 @@ class CompletionSearch {
   uint64_t symbol_len(int32_t sym) const;
   const SetPrice& price(int32_t set_id);
   void compute(int32_t set_id, const std::vector<std::pair<int32_t, int32_t>>& items);
-  bool emit_rest(int32_t dr, std::string& out) const;
-  bool emit_boundary(int32_t set_id, std::string& out);
+  bool emit_rest(int32_t dr, std::string& out, std::vector<uint32_t>& junctions) const;
+  bool emit_boundary(int32_t set_id, std::string& out, std::vector<uint32_t>& junctions);
 };
 
 }  // namespace lexguide

@@ -324,6 +324,40 @@ void Walker::inside_end_states(StateId s0, std::vector<uint32_t>& ids, std::vect
   }
 }
 
+std::shared_ptr<const std::vector<InsideGroup>> Walker::inside_groups(StateId s) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = inside_.find(s);
+    if (it != inside_.end()) return it->second;
+  }
+  std::vector<uint32_t> ids;
+  std::vector<StateId> ends;
+  inside_end_states(s, ids, ends);
+  std::unordered_map<StateId, size_t> index;
+  auto groups = std::make_shared<std::vector<InsideGroup>>();
+  for (size_t i = 0; i < ids.size(); i++) {
+    auto [it, fresh] = index.emplace(ends[i], groups->size());
+    if (fresh) groups->push_back(InsideGroup{ends[i], {}, {}});
+    (*groups)[it->second].ids.push_back(ids[i]);
+  }
+  size_t n_words = vocab_->n_words(), bytes = 64;
+  for (InsideGroup& grp : *groups) {
+    if (grp.ids.size() >= n_words) {
+      grp.words.assign(n_words, 0);
+      for (uint32_t id : grp.ids) set_bit(grp.words.data(), id);
+      std::vector<uint32_t>().swap(grp.ids);
+    }
+    bytes += 32 + 4 * (grp.ids.size() + grp.words.size());
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (inside_bytes_ + bytes > kWalkCacheBytes / 4) {
+    inside_.clear();
+    inside_bytes_ = 0;
+  }
+  inside_bytes_ += bytes;
+  return inside_.emplace(s, std::move(groups)).first->second;
+}
+
 size_t Walker::n_walks() const {
   std::lock_guard<std::mutex> g(mu_);
   return cache_.size();
@@ -331,7 +365,7 @@ size_t Walker::n_walks() const {
 
 size_t Walker::memory_bytes() const {
   std::lock_guard<std::mutex> g(mu_);
-  return cache_bytes_;
+  return cache_bytes_ + inside_bytes_;
 }
 
 // -- MaskEngine -------------------------------------------------------------------------------

@@ -83,6 +83,14 @@ struct Walk {
   size_t memory_bytes() const { return 64 + ids.size() * 4 + words.size() * 4 + boundaries.size() * 12; }
 };
 
+// The tokens that stay inside the current lexeme from one lexer state, grouped by the state
+// they end in (ids when few, else a bitmask).
+struct InsideGroup {
+  StateId end;
+  std::vector<uint32_t> ids;
+  std::vector<uint32_t> words;
+};
+
 class Walker {
  public:
   Walker(std::shared_ptr<const Vocab> vocab, std::shared_ptr<LexerDFA> lexer);
@@ -92,6 +100,8 @@ class Walker {
   int slice_level(StateId s);
   // Every token that stays inside the lexeme from s (from the root) and the state it ends in.
   void inside_end_states(StateId s, std::vector<uint32_t>& ids, std::vector<StateId>& ends);
+  // The same, grouped by end state; cached per lexer state (a quarter of kWalkCacheBytes).
+  std::shared_ptr<const std::vector<InsideGroup>> inside_groups(StateId s);
   const Vocab& vocab() const { return *vocab_; }
   size_t n_walks() const;
   std::atomic<uint64_t> nodes_walked{0};  // statistics: trie nodes visited by cached walks
@@ -116,6 +126,8 @@ class Walker {
   std::atomic<uint32_t>& bounds_at(size_t at);
   enum class Survival { Yes, No, OverBudget };
   Survival survives(StateId s, int u, uint32_t depth, uint32_t& budget);
+  std::unordered_map<StateId, std::shared_ptr<const std::vector<InsideGroup>>> inside_;
+  size_t inside_bytes_ = 0;
   std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi, int trie_id);
 };
 
@@ -148,6 +160,8 @@ class MaskEngine {
   Walker& walker() { return *walker_; }
   uint64_t hits = 0, misses = 0;
   uint64_t direct_nodes = 0, boundaries = 0;  // statistics (under the parser's lock)
+  uint64_t completions_structural = 0, completions_byte_search = 0, completions_none = 0;
+  uint64_t budget_levels_computed = 0;
   uint32_t direct_walk_nodes = kDirectWalkNodes;  // set before the first mask
   size_t n_cached() const;
 
@@ -181,7 +195,10 @@ class MaskEngine {
   void walk_direct(ParseState st, uint32_t lo, uint32_t hi, uint32_t* words, const TokenTrie& trie);
   bool step(ParseState& st, unsigned b);
   bool byte_search(ParseState st, std::string& out);
-  bool replay(ParseState st, const std::string& w, std::vector<ParseState>& states);
+  // Step w from st (fixing lexeme junctions, see completion.h; w becomes what was stepped),
+  // each state into states (states[k]: after k bytes); whether it ends complete.
+  bool replay(ParseState st, std::string& w, const std::vector<uint32_t>& junctions,
+              std::vector<ParseState>& states);
   std::shared_ptr<const BudgetLevels> budget_levels(ParseState st, const std::vector<uint32_t>& full);
   void restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words, int trie_id);
   std::vector<uint32_t> compute(ParseState st);
