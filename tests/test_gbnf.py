@@ -261,7 +261,9 @@ def test_line_structure() -> None:
         ('root ::= foo\nfoo ::= "a" bar\n', "undefined rule identifier 'bar'", 2, 13),
         ('rot ::= "a"\n', "does not contain a 'root' rule", 1, 12),
         ("", "does not contain a 'root' rule", 1, 1),
-        ('root ::= "a"\n| "b"\n', "expecting name", 2, 1),
+        ('root ::= "a"\n| "b"\n', "a line cannot start with '|'", 2, 1),
+        ('root ::= "a"\n"b"\n', "expecting a rule name", 2, 1),
+        ("root ::= [a-", "unterminated character class", 1, 10),
         ('root ::= "a" )\n', "expecting newline or end", 1, 14),
         ('root ::= ("a"\n', "expecting ')'", 1, 14),
         ("root ::= * \"a\"", "expecting preceding item to *", 1, 10),
@@ -282,6 +284,19 @@ def test_errors_have_location(text: str, message: str, line: int, col: int) -> N
     assert (err.line, err.col) == (line, col), str(err)
     if text:
         assert err.excerpt.endswith("^")
+
+
+def test_rules_that_never_complete_are_noted_or_errors() -> None:
+    """A rule that can never be completed is dropped with a located note; when the start rule
+    is one, the error names the rules at fault."""
+    g = Grammar.from_gbnf('root ::= "a" b | "c"\nb ::= "x" b\n')
+    assert [(n.pointer, n.keyword) for n in g.notes] == [("line 2:1", "b")]
+    assert "can never be completed" in g.notes[0].message
+    assert g.validate("c") and not g.validate("ax")
+    with pytest.raises(GrammarError) as info:
+        Grammar.from_gbnf('root ::= "a" b\nb ::= "x" b\n')
+    assert (info.value.line, info.value.col) == (1, 1)
+    assert "rules that never complete: 'b' (line 2)" in str(info.value)
 
 
 def test_right_recursion_and_repetition_are_fine() -> None:

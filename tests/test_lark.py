@@ -402,3 +402,12 @@ def test_mutated_grammars_never_crash(data):
         compile_lark(text)
     except LexguideError as e:
         assert str(e)
+
+
+def test_rules_that_never_complete_are_noted_or_errors():
+    ir = compile_lark('%llguidance {}\nstart: "c" | "a" b\nb: "x" b\n')
+    assert [(n.pointer, n.keyword) for n in ir.notes] == [("line 3:1", "b")]
+    with pytest.raises(GrammarError) as info:
+        compile_lark('%llguidance {}\nstart: x\nx: "a" x\n', reject_empty=True)
+    assert (info.value.line, info.value.col) == (2, 1)
+    assert "rules that never complete: 'x' (line 3)" in str(info.value)

@@ -16,9 +16,9 @@ Lexeme classes: each lexeme belongs to a class with its own skip (``%ignore``) r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from lexguide.errors import GrammarError
+from lexguide.errors import GrammarError, line_col
 from lexguide.regex import nodes as rx
 
 __all__ = [
@@ -497,6 +497,35 @@ class GrammarBuilder:
         return tuple(
             r for r in self._rules if r.lhs in productive and all(x in productive for x in r.rhs)
         )
+
+
+def report_dead_rules(ir: GrammarIR, text: str, offsets: dict[str, int], start: str,
+                      reject_empty: bool) -> GrammarIR:
+    """Rules of the source (``offsets``: name -> offset of its definition) that can never be
+    completed — each alternative needs such a rule, or a lexeme matching nothing — lost their
+    rules in :meth:`GrammarBuilder._productive_rules`, so a matcher never enters them. When the
+    start rule is among them the grammar matches no input: with ``reject_empty`` a
+    GrammarError at ``start`` naming the rules at fault. Otherwise ``ir`` with a
+    :class:`CompileNote` (``line L:C``, rule name) per such rule."""
+    index: dict[str, int] = {}
+    for i, name in enumerate(ir.nonterminals):
+        index.setdefault(name, i)
+    kept = {r.lhs for r in ir.rules}
+    dead = [n for n in offsets if n in index and index[n] not in kept and index[n] != ir.start]
+    where = {n: line_col(text, offsets[n]) for n in dead}
+    if ir.is_empty:
+        if not reject_empty:
+            return ir
+        others = [f"{n!r} (line {where[n][0]})" for n in dead if n != start][:8]
+        why = f"; rules that never complete: {', '.join(others)}" if others else ""
+        raise GrammarError(f"the grammar matches no input: rule {start!r} can never be completed "
+                           f"(each alternative needs a rule that never ends, or matches "
+                           f"nothing){why}", text=text, offset=offsets.get(start, 0))
+    notes = tuple(CompileNote(f"line {where[n][0]}:{where[n][1]}", n,
+                              f"rule {n!r} can never be completed (each alternative needs a rule "
+                              "that never ends, or matches nothing); the alternatives that use "
+                              "it are dropped") for n in dead)
+    return replace(ir, notes=ir.notes + notes) if notes else ir
 
 
 #: Derivative states explored to prove a regex with ``&``/``~`` empty (past it: assumed not).

@@ -7,7 +7,7 @@ from __future__ import annotations
 from lexguide.errors import GrammarError
 from lexguide.grammar.gbnf.plan import plan_gbnf
 from lexguide.grammar.gbnf.to_lark import emit_lark
-from lexguide.grammar.ir import GrammarIR
+from lexguide.grammar.ir import GrammarIR, report_dead_rules
 
 __all__ = ["compile_gbnf", "gbnf_to_lark"]
 
@@ -27,11 +27,8 @@ def compile_gbnf(text: str, root: str = "root", *, reject_empty: bool = False) -
         plan, ir = plan_gbnf(text, root)
     except RecursionError:  # backstop: the nesting limits make this unreachable in practice
         raise GrammarError("grammar is nested too deeply to compile") from None
-    if reject_empty and ir.is_empty:
-        raise GrammarError(f"the grammar matches no input: rule {root!r} can never be completed "
-                           "(each alternative needs a rule that never ends, or an empty class)",
-                           text=text, offset=plan.g.rules[root].offset)
-    return ir
+    offsets = {name: rd.offset for name, rd in plan.g.rules.items()}
+    return report_dead_rules(ir, text, offsets, root, reject_empty)
 
 
 def gbnf_to_lark(text: str, root: str = "root") -> str:

@@ -361,6 +361,12 @@ class _Parser:
         comments = self.space(True)
         while self.pos < len(self.text):
             start = self.pos
+            if self.peek() == "|":
+                raise self.error("a line cannot start with '|': a rule continues on the next line "
+                                 "only after '::=' or '|', or inside parentheses (end the "
+                                 "previous line with '|')")
+            if not _is_word_char(self.peek()):
+                raise self.error(f"expecting a rule name (name ::= ...), found {self.peek()!r}")
             name = self.name()
             self.space(False)
             if self.text.startswith("::=", self.pos):

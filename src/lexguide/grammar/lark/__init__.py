@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from lexguide.errors import GrammarError
-from lexguide.grammar.ir import GrammarIR
+from lexguide.grammar.ir import GrammarIR, report_dead_rules
 from lexguide.grammar.lark.compiler import COMMON_REGEXES, GrammarEntry, LarkCompiler
 from lexguide.grammar.lark.parser import parse_lark
 from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep
@@ -48,17 +48,14 @@ def compile_lark(text: str, *, reject_empty: bool = False) -> GrammarIR:
         ir = LarkCompiler(text).compile(parsed)
     except RecursionError:  # the nesting limits make this unreachable in practice
         raise GrammarError("grammar is nested too deeply to compile") from None
-    return _non_empty(ir, text, parsed) if reject_empty else ir
+    return _non_empty(ir, text, parsed, reject_empty)
 
 
-def _non_empty(ir: GrammarIR, text: str, parsed: Any) -> GrammarIR:
-    """``ir``, or a GrammarError at the ``start`` rule when it matches no input at all."""
-    if ir.is_empty:
-        start = parsed.rules.get("start")
-        raise GrammarError("the grammar matches no input: 'start' can never be completed (each "
-                           "alternative needs a rule that never ends, or an empty token)",
-                           text=text, offset=start.offset if start is not None else 0)
-    return ir
+def _non_empty(ir: GrammarIR, text: str, parsed: Any, reject_empty: bool = True) -> GrammarIR:
+    """``ir`` with notes for rules that never complete, or (``reject_empty``) a GrammarError
+    at ``start`` when it matches no input at all (:func:`report_dead_rules`)."""
+    offsets = {name: rule.offset for name, rule in parsed.rules.items()}
+    return report_dead_rules(ir, text, offsets, "start", reject_empty)
 
 
 def compile_grammar_list(spec: dict[str, Any] | str, *, reject_empty: bool = False) -> GrammarIR:
@@ -121,4 +118,4 @@ def compile_grammar_list(spec: dict[str, Any] | str, *, reject_empty: bool = Fal
         ir = LarkCompiler(top.lark, grammars=by_name, name=top.name).compile(parsed)
     except RecursionError:
         raise GrammarError("grammar is nested too deeply to compile") from None
-    return _non_empty(ir, top.lark, parsed) if reject_empty else ir
+    return _non_empty(ir, top.lark, parsed, reject_empty)
