@@ -158,6 +158,14 @@ def test_incomplete_constrained_output_exits_3(smollm2_file, capsys, mode):
     assert rc == 3 and "the output is incomplete" in err and "-n 3" in err
 
 
+def test_a_stop_string_that_cuts_a_constrained_output_exits_3(smollm2_file, capsys):
+    schema = '{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}'
+    rc, out, err = run_model(capsys, smollm2_file, "-p", "A JSON person:", "-n", "24", "--temp", "0",
+                             "-j", schema, "--stop", "name")
+    assert rc == 3 and "stop string" in err and "incomplete" in err
+    assert "name" not in out  # cut before the stop text
+
+
 def test_a_tight_budget_still_completes(smollm2_file, capsys):
     """-n close to the shortest completion: the output is complete, exit 0."""
     rc, out, err = run_model(capsys, smollm2_file, "-p", "Say something", "-n", "8",

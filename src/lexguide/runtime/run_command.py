@@ -148,11 +148,13 @@ def run(args: argparse.Namespace) -> int:
         stream = model.generate(prompt, parse_special=args.parse_special, **kwargs)
     out = sys.stdout
     last = None
+    printed: list[str] = []
     try:
         for chunk in cast(Iterator[CompletionChunk], stream):
             if chunk.text:
                 out.write(chunk.text)
                 out.flush()
+                printed.append(chunk.text)
             last = chunk
     finally:
         out.write("\n")
@@ -163,12 +165,23 @@ def run(args: argparse.Namespace) -> int:
     if matcher is not None:
         caps = [[name, value.decode("utf-8", "replace")] for name, value in matcher.captures()]
         print("captures: " + json.dumps(caps, ensure_ascii=False), file=sys.stderr)
-    if constraint and last is not None and last.finish_reason == "length":
-        print(f"lexguide run: error: the output is incomplete: the token limit (-n "
-              f"{args.n_predict}) or the context was reached before the grammar could finish "
-              "(raise -n / -c)", file=sys.stderr)
-        return EXIT_INCOMPLETE
+    if constraint and last is not None:
+        why = _incomplete(constraint["grammar"], "".join(printed), last.finish_reason, args)
+        if why:
+            print(f"lexguide run: error: the output is incomplete: {why}", file=sys.stderr)
+            return EXIT_INCOMPLETE
     return 0
+
+
+def _incomplete(grammar: Any, text: str, finish: str | None, args: argparse.Namespace) -> str:
+    """Why the printed output is not a whole sentence of the grammar, or "" when it is."""
+    if finish != "length" and grammar.validate(text):
+        return ""
+    if finish == "length":
+        return (f"the token limit (-n {args.n_predict}) or the context was reached before the "
+                "grammar could finish (raise -n / -c)")
+    return ("a stop string (-r/--stop) ended it before the grammar could finish "
+            "(the stop text is not printed)")
 
 
 def _prompt_bar(done: int, total: int, elapsed: float) -> None:
@@ -201,7 +214,7 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
         "stream it to stdout; with -j/--grammar/--regex the output is guaranteed to match.",
         epilog="Exit status: 0 done; 1 error (bad schema/grammar/flag value, missing model); "
         "2 usage; 3 a constrained output is incomplete (token limit or context reached "
-        "first); 130 interrupted (Ctrl-C).",
+        "first, or a stop string cut it); 130 interrupted (Ctrl-C).",
     )
     add_model_argument(p)
     p.add_argument("-p", "--prompt", help="prompt text")
