@@ -19,6 +19,8 @@ gets the `.gbnf` twin when there is one), llguidance's rfc.lark (with rfc.xml) a
 
     python bench/mask.py --quick   # both vocabularies, own grammars + 2 GBNF, shortest text, 1 repeat
     python bench/mask.py           # every grammar and sample text, 3 repeats (long: peers time out)
+    python bench/mask.py --budget [--quick]   # lexguide's budget-aware masks vs its plain ones
+                                              # (bench/_budget.py; no peer has them)
 
 Results go to bench/results/mask.json (``--out``). On a loaded 2-core machine --quick takes ~5 min,
 a third of it peers' tokenizer preprocessing (xgrammar ~15-25 s per vocabulary).
@@ -655,8 +657,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="cold compile+force repeats (default 3)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds per (engine, case) job (default 60 with --quick, else 300)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "mask.json"))
+    ap.add_argument("--out", default=None, help="results JSON (default bench/results/mask.json, "
+                                                "mask_budget.json with --budget)")
+    ap.add_argument("--budget", action="store_true",
+                    help="cost per token of compute_mask(remaining) against compute_mask(), "
+                         "plain/loose/margin/tight budgets (default vocabs: smollm2 with --quick)")
     args = ap.parse_args(argv)
+    results = ROOT / "bench" / "results"
+    if args.budget:
+        from _budget import run_budget
+
+        vocabs = args.vocabs if "--vocabs" in (argv or sys.argv) else (
+            "smollm2" if args.quick else "smollm2,gemma3")
+        return run_budget([v for v in vocabs.split(",") if v], args.quick,
+                          load_cases(True, set(filter(None, args.grammars.split(","))) or None),
+                          CORPORA, args.out or str(results / "mask_budget.json"))
+    args.out = args.out or str(results / "mask.json")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
     if args.timeout is None:

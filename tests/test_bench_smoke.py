@@ -1,0 +1,44 @@
+"""The --quick modes of the issue-13 benchmarks run and print their tables (they must not rot).
+
+Each runs as a subprocess, as a user would; both need the SmolLM2 vocabulary/model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+CORPORA = Path(os.environ.get("LEXGUIDE_CORPORA", "/work/shared/corpora"))
+
+
+def _run(args: list[str], tmp_path: Path) -> tuple[str, dict]:
+    out = tmp_path / "result.json"
+    proc = subprocess.run([sys.executable, *args, "--out", str(out)], capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, json.loads(out.read_text())
+
+
+def test_budget_mask_bench_quick(smollm2_file, tmp_path):
+    if not (CORPORA / "jsonschemabench").exists():
+        pytest.skip("JSONSchemaBench corpus not available")
+    stdout, report = _run([str(BENCH / "mask.py"), "--budget", "--quick", "--grammars", "json"],
+                          tmp_path)
+    assert "| smollm2 | tight |" in stdout and "cold × plain" in stdout
+    tight = report["vocabs"]["smollm2"]["tight"]
+    assert tight["steps"] > 0 and tight["narrowed"] > 0
+    assert tight["completions"] == tight["schemas"] > 0
+
+
+def test_whitespace_bench_quick(smollm2_file, tmp_path):
+    pytest.importorskip("jsonschema")
+    stdout, report = _run([str(BENCH / "whitespace.py"), "--quick"], tmp_path)
+    assert "| smollm2 | before | flexible | off |" in stdout
+    assert "| smollm2 | after | bounded | on |" in stdout
+    assert {r["config"] for r in report["rows"]} == {"before", "after"}
