@@ -9,6 +9,8 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -16,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/blocks.h"
 #include "kernels/dot.h"
 #include "kernels/matmul.h"
@@ -33,6 +36,9 @@ using OutFloats2 = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu
 using OutRows = nb::ndarray<float, nb::ndim<2>, nb::device::cpu>;
 using Bytes = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
 using Ids = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Floats1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Ints2 = nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using Cache = nb::ndarray<float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 
 [[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
 
@@ -156,6 +162,114 @@ void quantize_roundtrip(Floats2 x, int32_t ggml_type, OutFloats2 out) {
   }
 }
 
+
+std::string shape_str(std::initializer_list<size_t> dims) {
+  std::string s = "(";
+  for (size_t d : dims) s += (s.size() > 1 ? ", " : "") + std::to_string(d);
+  return s + ")";
+}
+
+// out (R, n_q·hd) <- attention of the rows of qkv over their sequences' caches (attention.h);
+// seqs (B, 3): row0, n_rows, pos0 per sequence; k_caches / v_caches: B arrays
+// (n_layer, n_kv, n_ctx, hd), one pair per sequence, all distinct.
+void attention(OutFloats2 qkv, OutFloats2 out, Ints2 seqs, std::vector<Cache> k_caches,
+               std::vector<Cache> v_caches, int64_t layer, int n_q, int n_kv, int hd,
+               std::optional<Floats1> q_norm, std::optional<Floats1> k_norm, float eps,
+               Floats2 cos, Floats2 sin, bool neox, int n_rot, float scale, int64_t window,
+               int n_threads) {
+  if (n_kv < 1 || n_q < n_kv || n_q % n_kv || hd < 1) {
+    fail("heads: n_q " + std::to_string(n_q) + " must be a positive multiple of n_kv " +
+         std::to_string(n_kv) + ", head size " + std::to_string(hd) + " positive");
+  }
+  const int64_t R = int64_t(qkv.shape(0));
+  const size_t width = size_t(n_q + 2 * n_kv) * size_t(hd);
+  if (qkv.shape(1) != width) {
+    fail("qkv has shape " + shape_str({qkv.shape(0), qkv.shape(1)}) + ", expected " +
+         shape_str({size_t(R), width}));
+  }
+  if (out.shape(0) != size_t(R) || out.shape(1) != size_t(n_q) * size_t(hd)) {
+    fail("out has shape " + shape_str({out.shape(0), out.shape(1)}) + ", expected " +
+         shape_str({size_t(R), size_t(n_q) * size_t(hd)}));
+  }
+  if (overlaps(qkv.data(), qkv.size() * 4, out.data(), out.size() * 4)) {
+    fail("out must not share memory with qkv");
+  }
+  if (n_rot < 0 || n_rot % 2 || n_rot > hd) {
+    fail("n_rot " + std::to_string(n_rot) + " must be even and within the head size");
+  }
+  if (cos.shape(1) != size_t(n_rot / 2) || sin.shape(0) != cos.shape(0) ||
+      sin.shape(1) != cos.shape(1)) {
+    fail("cos and sin must both have shape (positions, n_rot / 2)");
+  }
+  if (q_norm.has_value() != k_norm.has_value() ||
+      (q_norm && (q_norm->shape(0) != size_t(hd) || k_norm->shape(0) != size_t(hd)))) {
+    fail("q_norm and k_norm come together, each of the head size");
+  }
+  if (window < 0) fail("window must be >= 0");
+  const size_t B = seqs.shape(0);
+  if (seqs.shape(1) != 3 || B == 0) fail("seqs must be a non-empty (B, 3) array");
+  if (k_caches.size() != B || v_caches.size() != B) {
+    fail("one key and one value cache per sequence: got " + std::to_string(k_caches.size()) +
+         " and " + std::to_string(v_caches.size()) + " for " + std::to_string(B));
+  }
+  std::vector<k::AttnSeq> ss(B);
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  std::vector<std::pair<const char*, size_t>> memory = {
+      {reinterpret_cast<const char*>(qkv.data()), qkv.size() * 4},
+      {reinterpret_cast<const char*>(out.data()), out.size() * 4}};
+  for (size_t i = 0; i < B; ++i) {
+    const int64_t* r = seqs.data() + 3 * i;
+    const Cache& kc = k_caches[i];
+    const Cache& vc = v_caches[i];
+    for (const Cache* c : {&kc, &vc}) {
+      if (c->shape(1) != size_t(n_kv) || c->shape(3) != size_t(hd) ||
+          c->shape(0) != kc.shape(0) || c->shape(2) != kc.shape(2)) {
+        fail("cache " + std::to_string(i) + " has shape " +
+             shape_str({c->shape(0), c->shape(1), c->shape(2), c->shape(3)}) +
+             ", expected (n_layer, " + std::to_string(n_kv) + ", n_ctx, " + std::to_string(hd) +
+             ") for keys and values alike");
+      }
+    }
+    if (layer < 0 || size_t(layer) >= kc.shape(0)) {
+      fail("layer " + std::to_string(layer) + " is out of range [0, " +
+           std::to_string(kc.shape(0)) + ")");
+    }
+    const int64_t n_ctx = int64_t(kc.shape(2));
+    if (r[0] < 0 || r[1] < 1 || r[0] > R - r[1]) {
+      fail("sequence " + std::to_string(i) + ": rows [" + std::to_string(r[0]) + ", +" +
+           std::to_string(r[1]) + ") are not within the " + std::to_string(R) + " rows of qkv");
+    }
+    if (r[2] < 0 || r[2] > n_ctx - r[1] || r[2] > int64_t(cos.shape(0)) - r[1]) {
+      fail("sequence " + std::to_string(i) + ": positions " + std::to_string(r[2]) + " .. " +
+           std::to_string(r[2] + r[1] - 1) + " exceed its cache of " + std::to_string(n_ctx) +
+           " or the rotation tables of " + std::to_string(cos.shape(0)));
+    }
+    spans.emplace_back(r[0], r[0] + r[1]);
+    const size_t slab = size_t(n_kv) * size_t(n_ctx) * size_t(hd);
+    ss[i] = {r[0], r[1], r[2], kc.data() + size_t(layer) * slab, vc.data() + size_t(layer) * slab,
+             n_ctx};
+    memory.emplace_back(reinterpret_cast<const char*>(kc.data()), kc.size() * 4);
+    memory.emplace_back(reinterpret_cast<const char*>(vc.data()), vc.size() * 4);
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first < spans[i - 1].second) fail("sequences must have disjoint rows");
+  }
+  for (size_t i = 0; i < memory.size(); ++i) {
+    for (size_t j = i + 1; j < memory.size(); ++j) {
+      if (overlaps(memory[i].first, memory[i].second, memory[j].first, memory[j].second)) {
+        fail("qkv, out and every sequence's key and value caches must be distinct memory");
+      }
+    }
+  }
+  k::AttnArgs a{qkv.data(), out.data(), R, n_q, n_kv, hd,
+                q_norm ? q_norm->data() : nullptr, k_norm ? k_norm->data() : nullptr, eps,
+                cos.data(), sin.data(), int64_t(cos.shape(0)), n_rot, neox, scale, window,
+                ss.data(), int(B), n_threads};
+  nb::gil_scoped_release release;
+  k::attention(a);
+}
+
 }  // namespace
 
 void bind_kernels(nb::module_& m) {
@@ -172,6 +286,16 @@ void bind_kernels(nb::module_& m) {
   m.def("kernels_quantize_roundtrip", &quantize_roundtrip, nb::arg("x").noconvert(),
         nb::arg("ggml_type"), nb::arg("out").noconvert(),
         "out <- x as the activation blocks of the type's dot products stand for it (d·q).");
+  m.def("kernels_attention", &attention, nb::arg("qkv").noconvert(), nb::arg("out").noconvert(),
+        nb::arg("seqs").noconvert(), nb::arg("k_caches").noconvert(),
+        nb::arg("v_caches").noconvert(), nb::arg("layer"), nb::arg("n_q"), nb::arg("n_kv"),
+        nb::arg("hd"), nb::arg("q_norm").noconvert() = nb::none(),
+        nb::arg("k_norm").noconvert() = nb::none(), nb::arg("eps"), nb::arg("cos").noconvert(),
+        nb::arg("sin").noconvert(), nb::arg("neox"), nb::arg("n_rot"), nb::arg("scale"),
+        nb::arg("window"), nb::arg("n_threads") = 0,
+        "Decode attention of a batch of sequences over their own KV caches "
+        "(csrc/kernels/attention.h): q/k norms, RoPE, cache writes, causal/sliding-window "
+        "softmax attention; out (R, n_q*hd). Releases the GIL.");
   m.def("kernels_supported_types", [] {
     std::vector<std::pair<int, std::string>> v;
     for (int id = 0; id < 64; ++id) {

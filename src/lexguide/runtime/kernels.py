@@ -23,7 +23,7 @@ from lexguide import _core
 from lexguide.errors import ModelError
 from lexguide.gguf.constants import GGMLType
 
-__all__ = ["KERNEL_TYPES", "SIMD", "default_threads", "dequantize_rows", "has_avx2",
+__all__ = ["KERNEL_TYPES", "SIMD", "attention", "default_threads", "dequantize_rows", "has_avx2",
            "kernel_name", "matmul", "matmul_parts", "quantize_roundtrip", "set_threads", "threads"]
 
 F32 = npt.NDArray[np.float32]
@@ -98,6 +98,34 @@ def matmul_parts(x: F32, parts: Sequence[tuple[np.ndarray, int, int]], n_in: int
     try:
         _core.kernels_matmul(x, checked, int(n_in), out, ids, int(n_threads),
                              SIMD if simd is None else bool(simd))
+    except (ValueError, TypeError) as e:
+        raise ModelError(str(e)) from None
+    return out
+
+
+def attention(qkv: F32, out: F32, seqs: np.ndarray, k_caches: Sequence[F32],
+              v_caches: Sequence[F32], layer: int, *, n_q: int, n_kv: int, head_dim: int,
+              q_norm: F32 | None, k_norm: F32 | None, eps: float, cos: F32, sin: F32,
+              neox: bool, n_rot: int, scale: float, window: int, n_threads: int = 0) -> F32:
+    """Attention of a few new rows per sequence over each sequence's own KV cache, in one
+    native call (``csrc/kernels/attention.h``); mutates ``qkv``, the caches and ``out``.
+
+    ``qkv`` (R, (n_q + 2·n_kv)·hd) holds the rows of the Q|K|V projection of every sequence;
+    ``seqs`` (B, 3) int64 gives per sequence its first row, row count and the cache position
+    of its first row; ``k_caches[i]`` / ``v_caches[i]`` are sequence i's
+    (n_layer, n_kv, n_ctx, hd) arrays. The q and k heads are RMS-normed (when ``q_norm`` and
+    ``k_norm`` are given) and rotated in place (``cos``/``sin``: (positions, n_rot/2) tables),
+    keys and values are written into the caches at their positions, and ``out`` (R, n_q·hd)
+    receives softmax(q·Kᵀ·scale)·V over the visible positions (causal; the last ``window``
+    only when it is > 0). Each row's result is the same whichever sequences share the call.
+    Costs O(rows × visible positions × hd) per head. Raises :class:`ModelError` for
+    mismatched shapes, positions past a cache or the tables, or shared memory.
+    """
+    try:
+        _core.kernels_attention(qkv, out, seqs, list(k_caches), list(v_caches), int(layer),
+                                int(n_q), int(n_kv), int(head_dim), q_norm, k_norm, float(eps),
+                                cos, sin, bool(neox), int(n_rot), float(scale), int(window),
+                                int(n_threads))
     except (ValueError, TypeError) as e:
         raise ModelError(str(e)) from None
     return out
