@@ -6,31 +6,11 @@
 #include <vector>
 
 #include "kernels/thread_pool.h"
+#include "kernels/vec.h"
 
 namespace lexguide::kernels {
 
 namespace {
-
-// Σ a[i]·b[i] in 8 interleaved partial sums, added in a fixed tree: the same value whatever
-// the compiler vectorises it to (this file is built without FMA contraction).
-inline float dot8(const float* a, const float* b, int n) {
-  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
-  }
-  for (int j = 0; i < n; ++i, ++j) s[j] += a[i] * b[i];
-  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-}
-
-// x ← x / sqrt(mean(x²) + eps) · w, as runtime/model.py rms_norm does it.
-inline void rms_norm_head(float* x, const float* w, int n, float eps) {
-  float ms = dot8(x, x, n);
-  ms *= 1.0f / float(n);
-  ms += eps;
-  ms = std::sqrt(ms);
-  for (int i = 0; i < n; ++i) x[i] = x[i] / ms * w[i];
-}
 
 // Rotate the pairs of one head by the angles of one position (cos, sin: n_rot / 2 each).
 inline void rope_head(float* x, const float* cos, const float* sin, int n_rot, bool neox) {
@@ -62,7 +42,7 @@ void attention(const AttnArgs& a) {
       const float* sn = a.sin + p * half;
       for (int h = 0; h < a.n_q + a.n_kv; ++h) {
         float* x = row + int64_t(h) * hd;
-        if (a.q_norm) rms_norm_head(x, h < a.n_q ? a.q_norm : a.k_norm, hd, a.eps);
+        if (a.q_norm) rms_norm(x, h < a.n_q ? a.q_norm : a.k_norm, hd, a.eps, x);
         rope_head(x, c, sn, a.n_rot, a.neox);
       }
       for (int h = 0; h < a.n_kv; ++h) {

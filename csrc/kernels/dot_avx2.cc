@@ -86,7 +86,11 @@ struct Tile {
 // Lane a of v in all 8 lanes.
 template <int A>
 inline __m256 lane(__m128 v) {
-  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set1_epi32(A));
+  if constexpr (A == 0) {
+    return _mm256_broadcastss_ps(v);
+  } else {
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set1_epi32(A));
+  }
 }
 
 // Unrolled loops with compile-time indices (the accumulators stay in registers).
@@ -99,12 +103,26 @@ inline void unroll(F&& f) {
   unroll_impl<N>(f, std::make_integer_sequence<int, N>{});
 }
 
-// Four floats of the NA activation rows' blocks (zero in unused lanes).
+// Four floats at(0) .. at(NA - 1), zero in unused lanes, built in registers (a store of
+// scalars reloaded as a vector stalls on store forwarding).
+template <int NA, class At>
+inline __m128 lanes_of(At at) {
+  if constexpr (NA == 1) {
+    return _mm_set_ss(at(0));
+  } else if constexpr (NA == 2) {
+    return _mm_setr_ps(at(0), at(1), 0.0f, 0.0f);
+  } else if constexpr (NA == 3) {
+    return _mm_setr_ps(at(0), at(1), at(2), 0.0f);
+  } else {
+    return _mm_setr_ps(at(0), at(1), at(2), at(3));
+  }
+}
+
+// A float of each of the NA activation rows' blocks i, as lanes.
 template <int NA, class Act, class Get>
 inline __m128 act_lanes(const uint8_t* act, size_t act_stride, int64_t i, Get get) {
-  alignas(16) float v[4] = {0, 0, 0, 0};
-  for (int a = 0; a < NA; ++a) v[a] = get(reinterpret_cast<const Act*>(act + a * act_stride)[i]);
-  return _mm_load_ps(v);
+  return lanes_of<NA>(
+      [&](int a) { return get(reinterpret_cast<const Act*>(act + a * act_stride)[i]); });
 }
 
 // The 32-element types: Unpack(block) → u8 quants (Signed: s8 quants, multiplied as
@@ -117,34 +135,47 @@ struct Dot32 {
   static void run(const uint8_t* const* w, const uint8_t* act, size_t act_stride,
                   int64_t n_blocks, float* out, size_t out_stride) {
     Tile<R, NA> t;
+    __m256 acc[R][NA];  // local copies: the compiler keeps them in registers
+    __m128 ex[R];
+    for (int r = 0; r < R; ++r) {
+      ex[r] = t.ex[r];
+      for (int a = 0; a < NA; ++a) acc[r][a] = t.acc[r][a];
+    }
+    const ActQ8* y[NA];
+    for (int a = 0; a < NA; ++a) y[a] = reinterpret_cast<const ActQ8*>(act + a * act_stride);
     for (int64_t i = 0; i < n_blocks; ++i) {
-      const __m128 dy = act_lanes<NA, ActQ8>(act, act_stride, i, [](const ActQ8& y) { return y.d; });
+      const __m128 dy = act_lanes<NA, ActQ8>(act, act_stride, i, [](const ActQ8& b) { return b.d; });
       __m128 corr = _mm_setzero_ps();  // Σq·Offset or s per activation row
       if constexpr (Offset != 0) {
         corr = act_lanes<NA, ActQ8>(act, act_stride, i,
-                                    [](const ActQ8& y) { return float(Offset * y.isum); });
+                                    [](const ActQ8& b) { return float(Offset * b.isum); });
       } else if constexpr (HasMin) {
-        corr = act_lanes<NA, ActQ8>(act, act_stride, i, [](const ActQ8& y) { return y.s; });
+        corr = act_lanes<NA, ActQ8>(act, act_stride, i, [](const ActQ8& b) { return b.s; });
       }
-      __m256i q[R], aq[R];
-      __m128 dd[R];
-      unroll<R>([&](auto r) {
+      // weight row by weight row: its unpacked block and scales are consumed at once
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
         const Block& b = reinterpret_cast<const Block*>(w[r])[i];
-        q[r] = Unpack{}(b);
+        const __m256i q = Unpack{}(b);
         // |q| as u8 (−128 → 128, correct unsigned)
-        aq[r] = Signed ? _mm256_sign_epi8(q[r], q[r]) : q[r];
-        dd[r] = _mm_mul_ps(_mm_set1_ps(half(b.d)), dy);  // d · y.d per activation row
-        if constexpr (Offset != 0) t.ex[r] = _mm_fnmadd_ps(dd[r], corr, t.ex[r]);
-        if constexpr (HasMin) t.ex[r] = _mm_fmadd_ps(_mm_set1_ps(half(b.m)), corr, t.ex[r]);
-      });
-      unroll<NA>([&](auto a) {
-        const __m256i y = load32(reinterpret_cast<const ActQ8*>(act + a * act_stride)[i].qs);
-        unroll<R>([&](auto r) {
-          const __m256i sy = Signed ? _mm256_sign_epi8(y, q[r]) : y;  // y · sign(q)
-          const __m256 p = _mm256_cvtepi32_ps(dot_u8s8(aq[r], sy));
-          t.acc[r][a] = _mm256_fmadd_ps(lane<a>(dd[r]), p, t.acc[r][a]);
-        });
-      });
+        const __m256i aq = Signed ? _mm256_sign_epi8(q, q) : q;
+        alignas(16) float dd[4];  // d · y.d per activation row, broadcast from memory below
+        const __m128 ddv = _mm_mul_ps(_mm_set1_ps(half(b.d)), dy);
+        _mm_store_ps(dd, ddv);
+        if constexpr (Offset != 0) ex[r] = _mm_fnmadd_ps(ddv, corr, ex[r]);
+        if constexpr (HasMin) ex[r] = _mm_fmadd_ps(_mm_set1_ps(half(b.m)), corr, ex[r]);
+#pragma GCC unroll 4
+        for (int a = 0; a < NA; ++a) {
+          const __m256i ya = load32(y[a][i].qs);
+          const __m256i sy = Signed ? _mm256_sign_epi8(ya, q) : ya;  // y · sign(q)
+          const __m256 p = _mm256_cvtepi32_ps(dot_u8s8(aq, sy));
+          acc[r][a] = _mm256_fmadd_ps(_mm256_broadcast_ss(dd + a), p, acc[r][a]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      t.ex[r] = ex[r];
+      for (int a = 0; a < NA; ++a) t.acc[r][a] = acc[r][a];
     }
     t.store(out, out_stride);
   }
@@ -205,7 +236,7 @@ struct Q45_K {
       }
       const __m128 dy = act_lanes<NA, ActQ8K>(act, act_stride, i, [](const ActQ8K& y) { return y.d; });
       const __m128 dd = _mm_mul_ps(dy, _mm_set1_ps(half(head.d)));
-      alignas(16) float summ[4] = {0, 0, 0, 0};
+      float summ[4] = {0, 0, 0, 0};
       unroll<NA>([&](auto a) {
         const ActQ8K& y = reinterpret_cast<const ActQ8K*>(act + a * act_stride)[i];
         __m256i sumi = _mm256_setzero_si256();
@@ -219,7 +250,7 @@ struct Q45_K {
         t.acc[0][a] = _mm256_fmadd_ps(lane<a>(dd), _mm256_cvtepi32_ps(sumi), t.acc[0][a]);
       });
       const __m128 dm = _mm_mul_ps(dy, _mm_set1_ps(half(head.dmin)));
-      t.ex[0] = _mm_fnmadd_ps(dm, _mm_load_ps(summ), t.ex[0]);
+      t.ex[0] = _mm_fnmadd_ps(dm, lanes_of<NA>([&](int a) { return summ[a]; }), t.ex[0]);
     }
     t.store(out, out_stride);
   }
@@ -256,7 +287,7 @@ struct Q6_K {
       }
       const __m128 dy = act_lanes<NA, ActQ8K>(act, act_stride, i, [](const ActQ8K& y) { return y.d; });
       const __m128 dd = _mm_mul_ps(dy, _mm_set1_ps(half(b.d)));
-      alignas(16) float offs[4] = {0, 0, 0, 0};
+      float offs[4] = {0, 0, 0, 0};
       unroll<NA>([&](auto a) {
         const ActQ8K& y = reinterpret_cast<const ActQ8K*>(act + a * act_stride)[i];
         __m256i sumi = _mm256_setzero_si256();
@@ -269,7 +300,7 @@ struct Q6_K {
         offs[a] = float(32 * off);
         t.acc[0][a] = _mm256_fmadd_ps(lane<a>(dd), _mm256_cvtepi32_ps(sumi), t.acc[0][a]);
       });
-      t.ex[0] = _mm_fnmadd_ps(dd, _mm_load_ps(offs), t.ex[0]);
+      t.ex[0] = _mm_fnmadd_ps(dd, lanes_of<NA>([&](int a) { return offs[a]; }), t.ex[0]);
     }
     t.store(out, out_stride);
   }
@@ -312,11 +343,10 @@ struct DotFloat {
       });
     }
     for (; i < n; ++i) {
-      alignas(16) float xs[4] = {0, 0, 0, 0};
-      for (int a = 0; a < NA; ++a) xs[a] = x(a)[i];
+      const __m128 xs = lanes_of<NA>([&](int a) { return x(a)[i]; });
       unroll<R>([&](auto r) {
         const float wv = load1(reinterpret_cast<const Elem*>(w[r])[i]);
-        t.ex[r] = _mm_fmadd_ps(_mm_set1_ps(wv), _mm_load_ps(xs), t.ex[r]);
+        t.ex[r] = _mm_fmadd_ps(_mm_set1_ps(wv), xs, t.ex[r]);
       });
     }
     t.store(out, out_stride);

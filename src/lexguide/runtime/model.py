@@ -16,6 +16,7 @@ Shapes: ``T`` tokens in this call, ``S`` cached positions visible to them, ``hd`
 from __future__ import annotations
 
 import mmap
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -176,6 +177,26 @@ class Transformer:
         ]
         self._threads = kernels.default_threads()
         self.local_layers = [config.is_local_layer(il) for il in range(config.n_layer)]
+        self._native = self._native_layers()
+        self._native_ctx = 0  # positions of the rotation tables the native layers hold
+        self._native_lock = threading.Lock()  # tables are not replaced while a forward runs
+
+    def _native_layers(self) -> kernels.NativeLayers:
+        c, w = self.config, self.weights
+        native = kernels.NativeLayers(
+            n_embd=c.n_embd, n_ff=c.n_ff, n_q=c.n_head, n_kv=c.n_head_kv, head_dim=c.head_dim,
+            n_rot=c.n_rot, neox=c.rope_mode is RopeMode.NEOX, eps=c.rms_eps,
+            query_scale=c.query_scale, gelu=c.activation is Activation.GELU_TANH,
+            output_norm=w.output_norm)
+        for il, lw in enumerate(w.layers):
+            native.add_layer(
+                attn_norm=lw.attn_norm, qkv=[p.part for p in lw.qkv.parts], qkv_bias=lw.qkv.bias,
+                wo=lw.wo.parts[0].part, wo_bias=lw.wo.bias, ffn_norm=lw.ffn_norm,
+                gate_up=[p.part for p in lw.gate_up.parts], down=lw.down.parts[0].part,
+                q_norm=lw.q_norm, k_norm=lw.k_norm, post_attn_norm=lw.post_attn_norm,
+                post_ffn_norm=lw.post_ffn_norm,
+                window=c.sliding_window if self.local_layers[il] else 0)
+        return native
 
     @property
     def threads(self) -> int:
@@ -341,14 +362,13 @@ class Transformer:
             return self._attend(il, qkv, cache, pos0, n_total, rotations[keys[il]])
 
         for il, lw in enumerate(w.layers):
-            self._layer(il, lw, x, attend, None)
+            self._layer(il, lw, x, attend)
         cache.n = n_total
         return rms_norm(x, w.output_norm, c.rms_eps)
 
     def _hidden_fused(self, items: Sequence[tuple[np.ndarray, KVCache]]) -> F32:
         """All layers on the rows of several sequences (checked, each ≤ FUSED_MAX_ROWS tokens)
-        at once → final-normed hidden (Σ T_i, n_embd); appends to every cache."""
-        c = self.config
+        at once, natively → final-normed hidden (Σ T_i, n_embd); appends to every cache."""
         caches = [cache for _, cache in items]
         sizes = [ids.size for ids, _ in items]
         seqs = np.empty((len(items), 3), dtype=np.int64)  # row0, n_rows, pos0
@@ -356,51 +376,39 @@ class Transformer:
         seqs[:, 0] = np.cumsum(sizes) - seqs[:, 1]
         seqs[:, 2] = [cache.n for cache in caches]
         x = self._embed(np.concatenate([ids for ids, _ in items]))
-        tables = self._tables(max(cache.n_ctx for cache in caches))
-        ks = [cache.k for cache in caches]
-        vs = [cache.v for cache in caches]
-        n_q, n_kv, hd = c.n_head, c.n_head_kv, c.head_dim
-        neox = c.rope_mode is RopeMode.NEOX
-
-        def attend(il: int, qkv: F32) -> F32:
-            lw = self.weights.layers[il]
-            cos, sin = tables[self._rope_keys[il]]
-            out = np.empty((qkv.shape[0], n_q * hd), dtype=np.float32)
-            return kernels.attention(
-                qkv, out, seqs, ks, vs, il, n_q=n_q, n_kv=n_kv, head_dim=hd,
-                q_norm=lw.q_norm if self._qk_norms[il] is not None else None,
-                k_norm=lw.k_norm if self._qk_norms[il] is not None else None, eps=c.rms_eps,
-                cos=cos, sin=sin, neox=neox, n_rot=c.n_rot, scale=c.query_scale,
-                window=c.sliding_window if self.local_layers[il] else 0,
-                n_threads=self._threads)
-
-        for il, lw in enumerate(self.weights.layers):
-            self._layer(il, lw, x, attend, False)
+        out = np.empty_like(x)
+        with self._native_lock:
+            tables = self._tables(max(cache.n_ctx for cache in caches))
+            if self._native_ctx != self._rope_ctx:
+                for il, key in enumerate(self._rope_keys):
+                    self._native.set_rope(il, *tables[key])
+                self._native_ctx = self._rope_ctx
+            self._native.forward(x, seqs, [c.k for c in caches], [c.v for c in caches], out,
+                                 self._threads)
         for cache, n in zip(caches, sizes):
             cache.n += n
-        return rms_norm(x, self.weights.output_norm, c.rms_eps)
+        return out
 
-    def _layer(self, il: int, lw: LayerWeights, x: F32, attend: Callable[[int, F32], F32],
-               dense: bool | None) -> None:
+    def _layer(self, il: int, lw: LayerWeights, x: F32, attend: Callable[[int, F32], F32]) -> None:
         """One block on x (T, n_embd), updated in place; ``attend(il, qkv)`` → (T, n_q·hd)
         appends this layer's keys and values and attends."""
         c = self.config
         eps = c.rms_eps
         h = rms_norm(x, lw.attn_norm, eps)
         nt = self._threads
-        qkv = lw.qkv.matmul(h, nt, dense=dense)  # (T, (n_head + 2·n_kv)·hd), fresh
+        qkv = lw.qkv.matmul(h, nt)  # (T, (n_head + 2·n_kv)·hd), fresh
         att = attend(il, qkv)
-        a = lw.wo.matmul(att, nt, dense=dense)  # (T, n_embd)
+        a = lw.wo.matmul(att, nt)  # (T, n_embd)
         if lw.post_attn_norm is not None:
             a = rms_norm(a, lw.post_attn_norm, eps)
         x += a
 
         h = rms_norm(x, lw.ffn_norm, eps)
-        gate_up = lw.gate_up.matmul(h, nt, dense=dense)  # (T, 2·n_ff), fresh
+        gate_up = lw.gate_up.matmul(h, nt)  # (T, 2·n_ff), fresh
         gate = gate_up[:, :c.n_ff]
         self._act(gate)
         gate *= gate_up[:, c.n_ff:]
-        f = lw.down.matmul(gate, nt, dense=dense)  # (T, n_embd)
+        f = lw.down.matmul(gate, nt)  # (T, n_embd)
         if lw.post_ffn_norm is not None:
             f = rms_norm(f, lw.post_ffn_norm, eps)
         x += f
