@@ -125,15 +125,28 @@ inline __m128 act_lanes(const uint8_t* act, size_t act_stride, int64_t i, Get ge
       [&](int a) { return get(reinterpret_cast<const Act*>(act + a * act_stride)[i]); });
 }
 
+// Weight rows are streamed from memory once per product (decode): each block read is paired
+// with a prefetch of the same block kPrefetchTiles tiles of kMaxW rows ahead, when the call's
+// rows are consecutive in memory (not for a selected subset of rows). Measured on 72 MB Q4_1
+// and 68 MB Q8_0 matrices, one row of x, 2 threads, loaded machine, alternating runs: Q8_0
+// 8.1-9.8 → 4.6-7.2 ns per block, Q4_1 3.1-4.6 → 2.8-4.2 ns.
+constexpr int64_t kPrefetchTiles = 2;
+
+// Prefetch the n bytes at p (cache lines of 64 bytes).
+inline void prefetch(const uint8_t* p, int64_t n) {
+  for (int64_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
+
 // The 32-element types: Unpack(block) → u8 quants (Signed: s8 quants, multiplied as
 // |q| · (y · sign q)); Offset: the value ggml subtracts (0 when the type has a min);
 // HasMin: add m·s.
 template <class Block, int Offset, bool HasMin, class Unpack, bool Signed = false>
 struct Dot32 {
   static constexpr int kMaxRows(int n_act) { return n_act <= 2 ? 4 : 2; }
+  static constexpr int64_t kBlockBytes = sizeof(Block);
   template <int R, int NA>
   static void run(const uint8_t* const* w, const uint8_t* act, size_t act_stride,
-                  int64_t n_blocks, float* out, size_t out_stride) {
+                  int64_t n_blocks, float* out, size_t out_stride, int64_t ahead) {
     Tile<R, NA> t;
     __m256 acc[R][NA];  // local copies: the compiler keeps them in registers
     __m128 ex[R];
@@ -156,6 +169,7 @@ struct Dot32 {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const Block& b = reinterpret_cast<const Block*>(w[r])[i];
+        if (ahead) prefetch(reinterpret_cast<const uint8_t*>(&b) + ahead, 1);
         const __m256i q = Unpack{}(b);
         // |q| as u8 (−128 → 128, correct unsigned)
         const __m256i aq = Signed ? _mm256_sign_epi8(q, q) : q;
@@ -206,15 +220,17 @@ using Q8_0 = Dot32<BlockQ8_0, 0, false, UnpackQ8_0, true>;
 template <bool Five>
 struct Q45_K {
   static constexpr int kMaxRows(int) { return 1; }
+  static constexpr int64_t kBlockBytes = Five ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
   template <int R, int NA>
   static void run(const uint8_t* const* w, const uint8_t* act, size_t act_stride,
-                  int64_t n_blocks, float* out, size_t out_stride) {
+                  int64_t n_blocks, float* out, size_t out_stride, int64_t ahead) {
     static_assert(R == 1, "one weight row per tile");
     constexpr size_t kBytes = Five ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
     Tile<1, NA> t;
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < n_blocks; ++i) {
       const uint8_t* blk = w[0] + size_t(i) * kBytes;
+      if (ahead) prefetch(blk + ahead, kBytes);
       const BlockQ4_K& head = *reinterpret_cast<const BlockQ4_K*>(blk);  // d, dmin, scales
       const uint8_t* qs = Five ? reinterpret_cast<const BlockQ5_K*>(blk)->qs : head.qs;
       uint8_t sc[8], mn[8];
@@ -260,15 +276,17 @@ using Q5_K = Q45_K<true>;
 
 struct Q6_K {
   static constexpr int kMaxRows(int) { return 1; }
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K);
   template <int R, int NA>
   static void run(const uint8_t* const* w, const uint8_t* act, size_t act_stride,
-                  int64_t n_blocks, float* out, size_t out_stride) {
+                  int64_t n_blocks, float* out, size_t out_stride, int64_t ahead) {
     static_assert(R == 1, "one weight row per tile");
     const BlockQ6_K* wb = reinterpret_cast<const BlockQ6_K*>(w[0]);
     Tile<1, NA> t;
     const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < n_blocks; ++i) {
       const BlockQ6_K& b = wb[i];
+      if (ahead) prefetch(reinterpret_cast<const uint8_t*>(&b) + ahead, sizeof(BlockQ6_K));
       __m256i q[8];  // group 4h + g: elements 128h + 32g .. +32, unsigned 0..63
       __m256i scale[8];
       for (int h = 0; h < 2; ++h) {
@@ -328,13 +346,17 @@ inline float load1(Bf16 v) { return bf16_to_f32(v.v); }
 template <class Elem>
 struct DotFloat {
   static constexpr int kMaxRows(int n_act) { return n_act <= 2 ? 4 : 2; }
+  static constexpr int64_t kBlockBytes = sizeof(Elem);  // a "block" is one element
   template <int R, int NA>
   static void run(const uint8_t* const* w, const uint8_t* act, size_t act_stride, int64_t n,
-                  float* out, size_t out_stride) {
+                  float* out, size_t out_stride, int64_t ahead) {
     Tile<R, NA> t;
     auto x = [&](int a) { return reinterpret_cast<const float*>(act + a * act_stride); };
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
+      if (ahead) {
+        for (int r = 0; r < R; ++r) prefetch(w[r] + i * int64_t(sizeof(Elem)) + ahead, 1);
+      }
       __m256 wv[R];
       unroll<R>([&](auto r) { wv[r] = load8<Elem>(reinterpret_cast<const Elem*>(w[r]) + i); });
       unroll<NA>([&](auto a) {
@@ -359,26 +381,31 @@ using BF16 = DotFloat<Bf16>;
 // Tiles of up to K::kMaxRows(NA) weight rows over the n_w rows.
 template <class K, int NA>
 void run_rows(const uint8_t* const* w, int n_w, const uint8_t* act, size_t s, int64_t nb,
-              float* out, size_t os) {
+              float* out, size_t os, int64_t ahead) {
   constexpr int kMax = K::kMaxRows(NA);
   int r = 0;
   if constexpr (kMax >= 4) {
-    for (; r + 4 <= n_w; r += 4) K::template run<4, NA>(w + r, act, s, nb, out + r, os);
+    for (; r + 4 <= n_w; r += 4) K::template run<4, NA>(w + r, act, s, nb, out + r, os, ahead);
   }
   if constexpr (kMax >= 2) {
-    for (; r + 2 <= n_w; r += 2) K::template run<2, NA>(w + r, act, s, nb, out + r, os);
+    for (; r + 2 <= n_w; r += 2) K::template run<2, NA>(w + r, act, s, nb, out + r, os, ahead);
   }
-  for (; r < n_w; ++r) K::template run<1, NA>(w + r, act, s, nb, out + r, os);
+  for (; r < n_w; ++r) K::template run<1, NA>(w + r, act, s, nb, out + r, os, ahead);
 }
 
 template <class K>
 void dot(const uint8_t* const* w, int n_w, const uint8_t* act, size_t s, int n_act, int64_t nb,
          float* out, size_t os) {
+  // consecutive rows (a whole matrix, not a selection): prefetch ahead of the stream
+  const int64_t row_bytes = nb * K::kBlockBytes;
+  bool consecutive = n_w > 1;
+  for (int j = 1; j < n_w; ++j) consecutive = consecutive && w[j] == w[0] + j * row_bytes;
+  const int64_t ahead = consecutive ? kPrefetchTiles * kMaxW * row_bytes : 0;
   switch (n_act) {
-    case 1: return run_rows<K, 1>(w, n_w, act, s, nb, out, os);
-    case 2: return run_rows<K, 2>(w, n_w, act, s, nb, out, os);
-    case 3: return run_rows<K, 3>(w, n_w, act, s, nb, out, os);
-    default: return run_rows<K, 4>(w, n_w, act, s, nb, out, os);
+    case 1: return run_rows<K, 1>(w, n_w, act, s, nb, out, os, ahead);
+    case 2: return run_rows<K, 2>(w, n_w, act, s, nb, out, os, ahead);
+    case 3: return run_rows<K, 3>(w, n_w, act, s, nb, out, os, ahead);
+    default: return run_rows<K, 4>(w, n_w, act, s, nb, out, os, ahead);
   }
 }
 
