@@ -11,6 +11,10 @@ RSS is its own) measures lexguide (native kernels on the file's quantized blocks
 * constrained generation tok/s (a JSON Schema forcing a long integer array) vs unconstrained
   at the same settings: overhead = 1 - constrained/unconstrained (forced tokens excluded from
   the constrained rate, so the matcher gets no credit for skipped forwards);
+* batched decode: aggregate tok/s of 1, 2, 4 and 8 sequences (different prompts, greedy)
+  decoded together — one ``forward_batch`` and one output projection per step — and the same
+  through llama.cpp's own batched ``llama_decode`` (one llama_batch with a token of each
+  sequence, via llama-cpp-python's low-level bindings); ``--batched-only`` measures just this;
 * with ``--baseline-src DIR``: the same worker on another lexguide source tree (e.g. the numpy
   float32 runtime before the native kernels: ``git archive da212e7 src | tar -x -C DIR``),
   imported instead of the installed package — a before/after comparison in one run;
@@ -30,6 +34,7 @@ the same run. The machine is shared: the load average is printed with the result
     python bench/runtime.py --quick        # P=64, N=16 (a few minutes)
     python bench/runtime.py                # P=256, N=64
     python bench/runtime.py --no-constrained   # without the grammar engine
+    python bench/runtime.py --batched-only --repeat 3   # batched decode alone
 """
 
 from __future__ import annotations
@@ -46,6 +51,11 @@ import tempfile
 import time
 from pathlib import Path
 
+BATCH_SIZES = (1, 2, 4, 8)
+BATCH_PROMPTS = ["Once upon a time, in a small village, there lived", "The capital of France is",
+                 "def fibonacci(n):", "A list of numbers: 1, 2, 3,", "Dear diary, today",
+                 "The quick brown fox jumps over the lazy dog, and then the dog",
+                 "Why is the sky blue?", "In 1969, the first"]
 SCHEMA = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 999},
           "minItems": 200}
 GEN_PROMPT = "Once upon a time, in a small village, there lived"
@@ -79,7 +89,8 @@ def _steady_rate(batches, n: int) -> tuple[float, int]:
     return ((count - 1) / (t_last - t_first) if count > 1 and t_last > t_first else 0.0), count
 
 
-def _lexguide(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1) -> dict:
+def _lexguide(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1,
+              only_batched: bool = False) -> dict:
     from lexguide.runtime import Model
 
     out: dict = {"file_mb": os.path.getsize(path) / 2**20}
@@ -87,6 +98,9 @@ def _lexguide(path: str, p: int, n: int, constrained: bool = True, repeat: int =
     model = Model.from_gguf(path, n_ctx=max(512, p + 4 * n + 64), progress=False)
     out["load_s"] = time.perf_counter() - t0
     out["rss_load_mb"] = _rss_mb()
+    if only_batched:
+        out["batched_tok_s"] = _lexguide_batched(model, n, repeat)
+        return out
     for threads in (1, 2):
         model.n_threads = threads
         best = 0.0
@@ -107,6 +121,7 @@ def _lexguide(path: str, p: int, n: int, constrained: bool = True, repeat: int =
         out[f"gen_tok_s_{threads}t"], out[f"gen_tokens_{threads}t"] = max(runs)
     out["rss_gen_mb"] = _rss_mb()  # before the grammar engine adds its tables
     model.decode_threads = 2
+    out["batched_tok_s"] = _lexguide_batched(model, n, repeat)
     if not constrained:
         out.update(free_tok_s=None, constrained_tok_s=None, constrained_forced=None,
                    mask_ms_per_token=None, constrained_overhead=None, rss_peak_mb=_rss_mb())
@@ -127,11 +142,120 @@ def _lexguide(path: str, p: int, n: int, constrained: bool = True, repeat: int =
     return out
 
 
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+
+
+def _batched_rates(step_fns, n: int, repeat: int) -> dict[str, float]:
+    """Aggregate decode tok/s per batch size: B · (n − 1) tokens / time from the end of the
+    first step to the end of the n-th (the first step's time is not counted), median over
+    ``repeat`` rounds that alternate the batch sizes. ``step_fns[B]()`` returns a fresh
+    ``step()`` callable that decodes one token for each of B sequences."""
+    runs: dict[int, list[float]] = {b: [] for b in BATCH_SIZES}
+    for _ in range(max(1, repeat)):
+        for b in BATCH_SIZES:
+            step = step_fns(b)
+            step()
+            t0 = time.perf_counter()
+            for _ in range(n - 1):
+                step()
+            runs[b].append(b * (n - 1) / (time.perf_counter() - t0))
+    return {str(b): _median(r) for b, r in runs.items()}
+
+
+def _lexguide_batched(model, n: int, repeat: int) -> dict[str, float]:
+    """B sequences (different prompts, so different lengths), greedy, one forward_batch and
+    one output projection per step, 2 threads."""
+    import numpy as np
+
+    tf = model.transformer
+    tf.threads = 2
+
+    def start(b: int):
+        caches = [tf.new_cache(256) for _ in range(b)]
+        prompts = [model.tokenizer.encode(p) for p in BATCH_PROMPTS[:b]]
+        last = [int(np.argmax(tf.project_rows(tf.hidden_last(p, c)))) for p, c in zip(prompts, caches)]
+
+        def step() -> None:
+            h = tf.forward_batch([([t], c) for t, c in zip(last, caches)])
+            last[:] = tf.project(h).argmax(axis=1).tolist()
+
+        return step
+
+    return _batched_rates(start, n, repeat)
+
+
 def _overhead(constrained: float | None, free: float | None) -> float | None:
     return 1 - constrained / free if constrained is not None and free else None
 
 
-def _peer(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1) -> dict:
+def _peer_batched(path: str, n: int, repeat: int) -> dict[str, float]:
+    """llama.cpp's own batched decode (llama_decode of a llama_batch holding one token of each
+    of B sequences, each its own seq_id and position, logits for all), through
+    llama-cpp-python's low-level bindings: the same prompts, greedy, 2 threads."""
+    import ctypes
+
+    import llama_cpp as L
+    import numpy as np
+
+    L.llama_backend_init()
+    model = L.llama_model_load_from_file(path.encode(), L.llama_model_default_params())
+    vocab = L.llama_model_get_vocab(model)
+    n_vocab = L.llama_vocab_n_tokens(vocab)
+    top = max(BATCH_SIZES)
+    cp = L.llama_context_default_params()
+    cp.n_ctx, cp.n_batch, cp.n_seq_max = 256 * top, 512, top
+    cp.n_threads = cp.n_threads_batch = 2
+    ctx = L.llama_init_from_model(model, cp)
+    batch = L.llama_batch_init(512, 0, top)
+
+    def tokenize(text: str) -> list[int]:
+        buf = (L.llama_token * 512)()
+        k = L.llama_tokenize(vocab, text.encode(), len(text.encode()), buf, 512, True, False)
+        return list(buf[:k])
+
+    def decode(items: list[tuple[int, int, int, bool]]) -> None:
+        """items: (token, position, sequence, wants logits)."""
+        batch.n_tokens = len(items)
+        for i, (tok, pos, seq, want) in enumerate(items):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i] = tok, pos, 1
+            batch.seq_id[i][0], batch.logits[i] = seq, int(want)
+        if L.llama_decode(ctx, batch) != 0:
+            raise RuntimeError("llama_decode failed")
+
+    def argmax(i: int) -> int:
+        ptr = L.llama_get_logits_ith(ctx, i)
+        return int(np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)),
+                                         shape=(n_vocab,)).argmax())
+
+    def start(b: int):
+        L.llama_memory_clear(L.llama_get_memory(ctx), True)
+        last, pos = [], []
+        for seq, text in enumerate(BATCH_PROMPTS[:b]):
+            ids = tokenize(text)
+            decode([(t, j, seq, j == len(ids) - 1) for j, t in enumerate(ids)])
+            last.append(argmax(len(ids) - 1))
+            pos.append(len(ids))
+
+        def step() -> None:
+            decode([(t, pos[i], i, True) for i, t in enumerate(last)])
+            for i in range(b):
+                last[i] = argmax(i)
+                pos[i] += 1
+
+        return step
+
+    try:
+        return _batched_rates(start, n, repeat)
+    finally:
+        L.llama_batch_free(batch)
+        L.llama_free(ctx)
+        L.llama_model_free(model)
+
+
+def _peer(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1,
+          only_batched: bool = False) -> dict:
     """llama-cpp-python on the same file: 2 threads, the same prompts, token counts and schema."""
     try:
         from llama_cpp import Llama, LlamaGrammar  # type: ignore[import-not-found]
@@ -139,6 +263,9 @@ def _peer(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1) 
         return {"status": f"llama-cpp-python not importable ({e})"}
     import llama_cpp
 
+    if only_batched:
+        return {"version": llama_cpp.__version__,
+                "batched_tok_s": _peer_batched(path, n, repeat)}
     t0 = time.perf_counter()
     llm = Llama(model_path=path, n_ctx=max(512, p + 4 * n + 64), n_threads=2, n_threads_batch=2,
                 n_batch=512, verbose=False)
@@ -175,18 +302,22 @@ def _peer(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1) 
         out["constrained_tok_s"], out["constrained_tokens"] = generate(CONSTRAINED_PROMPT, grammar)
         out["constrained_overhead"] = _overhead(out["constrained_tok_s"], out["free_tok_s"])
     out["rss_peak_mb"] = _rss_mb()
+    del llm
+    out["batched_tok_s"] = _peer_batched(path, n, repeat)
     return out
 
 
 def worker(args: argparse.Namespace) -> int:
     constrained = not args.no_constrained
     if args.engine == "llama_cpp":
-        result = _peer(args.path, args.prompt, args.tokens, constrained, args.repeat)
+        result = _peer(args.path, args.prompt, args.tokens, constrained, args.repeat,
+                       args.batched_only)
     else:
         if args.src:  # another source tree instead of the installed (editable) package
             sys.meta_path[:] = [f for f in sys.meta_path if "Redirecting" not in type(f).__name__]
             sys.path.insert(0, args.src)
-        result = _lexguide(args.path, args.prompt, args.tokens, constrained, args.repeat)
+        result = _lexguide(args.path, args.prompt, args.tokens, constrained, args.repeat,
+                           args.batched_only)
     print(json.dumps(result))
     return 0
 
@@ -201,6 +332,8 @@ def _run_worker(args: argparse.Namespace, path: str, engine: str, sizes: tuple[i
         cmd += ["--src", src]
     if args.no_constrained:
         cmd.append("--no-constrained")
+    if args.batched_only:
+        cmd.append("--batched-only")
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode == 0:
         return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -251,6 +384,24 @@ def render(results: dict) -> str:
     return "\n".join(rows)
 
 
+def render_batched(results: dict, peers: dict) -> str:
+    """Aggregate decode tok/s of B sequences (2 threads), ×B=1 within each engine, and
+    lexguide / llama.cpp."""
+    rows = ["| model | sequences | lexguide tok/s | × 1 seq | llama.cpp tok/s | × 1 seq "
+            "| lexguide / llama.cpp |", "|---|---|---|---|---|---|---|"]
+    for (name, engine), lg in results.items():
+        ours = lg.get("batched_tok_s")
+        if engine != "lexguide" or not ours:
+            continue
+        theirs = peers.get(name, {}).get("batched_tok_s") or {}
+        for b in BATCH_SIZES:
+            o, t = ours[str(b)], theirs.get(str(b))
+            rows.append(f"| {name} | {b} | {o:.1f} | {o / ours['1']:.2f} | {_fmt(t)} "
+                        f"| {_fmt(t / theirs['1'] if t else None, '.2f')} "
+                        f"| {_fmt(o / t if t else None, '.2f')} |")
+    return "\n".join(rows)
+
+
 def render_peers(results: dict, peers: dict) -> str:
     """lexguide vs llama.cpp, both 2 threads, ratios lexguide / llama.cpp."""
     rows = [("| model | prompt tok/s lexguide / llama.cpp | ratio | gen tok/s lexguide / llama.cpp "
@@ -288,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-constrained", action="store_true",
                     help="skip the constrained-generation measurement")
     ap.add_argument("--no-peer", action="store_true", help="skip llama-cpp-python even if installed")
+    ap.add_argument("--batched-only", action="store_true",
+                    help="only the batched-decode table (1, 2, 4, 8 sequences)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="repeat each speed measurement, keep the best (both engines)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -324,9 +477,14 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"prompt_tokens": p, "gen_tokens": n, "baseline_src": args.baseline_src,
             "python": sys.version.split()[0], "platform": platform.platform(),
             "nproc": os.cpu_count(), "loadavg_end": os.getloadavg()}
-    print(render(results))
-    print()
-    print(render_peers(results, peers))
+    if not args.batched_only:
+        print(render(results))
+        print()
+        print(render_peers(results, peers))
+        print()
+    print(f"batched decode (greedy, {n} steps, 2 threads, median of {max(1, args.repeat)} "
+          "alternating rounds):")
+    print(render_batched(results, peers))
     print(f"\nload average at the end: {meta['loadavg_end']} on {meta['nproc']} cores")
     Path(args.out).write_text(json.dumps(
         {"meta": meta, "results": {f"{k[0]}/{k[1]}": v for k, v in results.items()},

@@ -4,9 +4,11 @@ completions at concurrency 1, 4 and 16.
 
 Starts ``lexguide serve`` (SmolLM2 by default, ``--parallel`` slots) on a free loopback port
 and, when ``llama_cpp.server`` (llama-cpp-python) is importable, llama.cpp's OpenAI server on
-the same model with the same thread count, one after the other. Each level sends a fixed
+the same model with the same thread count, one after the other (``--rounds N``: N times,
+alternating, medians reported). Each level sends a fixed
 number of requests from that many client threads (the official ``openai`` client); every
-request is a chat completion with ``response_format: json_schema`` (a small person object),
+request is a chat completion constrained to a small person schema (``response_format``
+``json_schema`` for lexguide, ``json_object`` with ``schema`` for llama-cpp-python),
 greedy, ``max_tokens`` 48, and its output is checked against the schema (``jsonschema``) —
 a wrong output counts as a failure, not as a request served.
 
@@ -15,6 +17,7 @@ completed / wall time of the level. The machine is shared: the load average is p
 
     python bench/server.py --quick      # 2 / 4 / 8 requests per level
     python bench/server.py              # 8 / 16 / 32 requests per level
+    python bench/server.py --rounds 3   # each engine 3 times, alternating; medians
 """
 
 from __future__ import annotations
@@ -70,11 +73,12 @@ def _start(engine: str, model: str, threads: int, parallel: int, ctx: int, log: 
     port = _free_port()
     if engine == "lexguide":
         cmd = [sys.executable, "-m", "lexguide.cli", "serve", "-m", model, "--port", str(port),
-               "--parallel", str(parallel), "--ctx", str(ctx)]
+               "--parallel", str(parallel), "--ctx", str(ctx), "--threads", str(threads)]
         probe = "/health"
     else:
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--port", str(port),
-               "--host", "127.0.0.1", "--n_threads", str(threads), "--n_ctx", str(ctx)]
+               "--host", "127.0.0.1", "--n_threads", str(threads), "--n_threads_batch",
+               str(threads), "--n_ctx", str(ctx)]
         probe = "/v1/models"
     with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -87,15 +91,22 @@ def _start(engine: str, model: str, threads: int, parallel: int, ctx: int, log: 
     return proc, url
 
 
-def _one(client, i: int) -> tuple[float, bool]:
+# The same schema constraint in each server's dialect: OpenAI's json_schema for lexguide;
+# llama-cpp-python's server accepts only "text" / "json_object", the latter with a schema.
+RESPONSE_FORMATS = {
+    "lexguide": {"type": "json_schema",
+                 "json_schema": {"name": "person", "schema": SCHEMA, "strict": True}},
+    "llama.cpp": {"type": "json_object", "schema": SCHEMA},
+}
+
+
+def _one(client, i: int, response_format: dict) -> tuple[float, bool]:
     import jsonschema
 
     t0 = time.perf_counter()
     r = client.chat.completions.create(
         model="bench", messages=[{"role": "user", "content": f"Invent person number {i}."}],
-        max_tokens=48, temperature=0,
-        response_format={"type": "json_schema",
-                         "json_schema": {"name": "person", "schema": SCHEMA, "strict": True}})
+        max_tokens=48, temperature=0, response_format=response_format)
     dt = time.perf_counter() - t0
     try:
         jsonschema.validate(json.loads(r.choices[0].message.content), SCHEMA)
@@ -112,17 +123,17 @@ def _percentile(values: list[float], q: float) -> float:
     return s[k]
 
 
-def _measure(url: str, counts: dict[int, int]) -> dict[str, dict]:
+def _measure(url: str, counts: dict[int, int], response_format: dict) -> dict[str, dict]:
     import openai
 
     client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=600)
-    _one(client, -1)  # warm-up: compiles the schema, touches the caches
+    _one(client, -1, response_format)  # warm-up: compiles the schema, touches the caches
     out = {}
     for level in LEVELS:
         n = counts[level]
         t0 = time.perf_counter()
         with ThreadPoolExecutor(level) as pool:
-            results = list(pool.map(lambda i: _one(client, i), range(n)))
+            results = list(pool.map(lambda i: _one(client, i, response_format), range(n)))
         wall = time.perf_counter() - t0
         lat = [dt for dt, _ in results]
         ok = sum(1 for _, good in results if good)
@@ -130,6 +141,11 @@ def _measure(url: str, counts: dict[int, int]) -> dict[str, dict]:
                            "p50_s": _percentile(lat, 0.5), "p99_s": _percentile(lat, 0.99)}
         print(f"  {level:>3} concurrent: {n} requests in {wall:.1f} s, {ok} valid", flush=True)
     return out
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
 
 
 def _cell(row: dict | None, key: str, fmt: str) -> str:
@@ -144,7 +160,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="2 / 4 / 8 requests per level")
     ap.add_argument("-m", "--model", default=None, help="GGUF file (default: SmolLM2)")
     ap.add_argument("--parallel", type=int, default=16, help="lexguide serve --parallel")
-    ap.add_argument("--threads", type=int, default=2, help="threads for llama.cpp's server")
+    ap.add_argument("--threads", type=int, default=2, help="threads of both servers")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure each engine this many times, alternating them; medians")
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(),
                                                   "lexguide-bench-server.json"))
@@ -160,23 +178,28 @@ def main() -> int:
     else:
         print("llama-cpp-python is not installed: its column is missing "
               "(pip install 'llama-cpp-python[server]', a ~7 min source build)")
-    results: dict[str, dict] = {}
+    rounds: dict[str, list[dict]] = {e: [] for e in engines}
     logs = Path(tempfile.mkdtemp(prefix="lexguide-bench-server-"))
-    for engine in engines:
-        print(f"{engine}:", flush=True)
-        proc, url = _start(engine, args.model, args.threads, args.parallel, args.ctx,
-                           logs / f"{engine}.log")
-        try:
-            results[engine] = _measure(url, counts)
-        finally:
-            proc.terminate()
+    for r in range(max(1, args.rounds)):
+        for engine in engines if r % 2 == 0 else engines[::-1]:
+            print(f"{engine} (round {r + 1}):", flush=True)
+            proc, url = _start(engine, args.model, args.threads, args.parallel, args.ctx,
+                               logs / f"{engine}.log")
             try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+                rounds[engine].append(_measure(url, counts, RESPONSE_FORMATS[engine]))
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    results = {e: {str(level): {k: _median([run[str(level)][k] for run in runs])
+                                for k in ("req_s", "p50_s", "p99_s", "valid", "requests")}
+                   for level in LEVELS} for e, runs in rounds.items()}
     load = os.getloadavg()[0]
     print(f"\nschema-constrained chat completions, max_tokens 48, greedy; lexguide --parallel "
-          f"{args.parallel}; load average {load:.2f}")
+          f"{args.parallel}; {args.threads} threads each; median of {max(1, args.rounds)} "
+          f"alternating rounds; load average {load:.2f}")
     print(f"{'concurrency':>11} | {'lexguide req/s':>14} {'p50 s':>7} {'p99 s':>7} | "
           f"{'llama.cpp req/s':>15} {'p50 s':>7} {'p99 s':>7} | ratio")
     for level in LEVELS:
@@ -186,7 +209,8 @@ def main() -> int:
         print(f"{level:>11} | {lg['req_s']:>14.3f} {lg['p50_s']:>7.2f} {lg['p99_s']:>7.2f} | "
               f"{_cell(lc, 'req_s', '>15.3f')} {_cell(lc, 'p50_s', '>7.2f')} "
               f"{_cell(lc, 'p99_s', '>7.2f')} | {ratio}")
-    Path(args.out).write_text(json.dumps({"results": results, "load_average": load,
+    Path(args.out).write_text(json.dumps({"results": results, "rounds": rounds,
+                                          "load_average": load,
                                           "parallel": args.parallel, "counts": counts},
                                          indent=1))
     print(f"written: {args.out}")

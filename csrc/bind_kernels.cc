@@ -9,6 +9,9 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <climits>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -16,8 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/blocks.h"
 #include "kernels/dot.h"
+#include "kernels/layers.h"
 #include "kernels/matmul.h"
 #include "kernels/quantize_act.h"
 #include "kernels/thread_pool.h"
@@ -33,6 +38,9 @@ using OutFloats2 = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu
 using OutRows = nb::ndarray<float, nb::ndim<2>, nb::device::cpu>;
 using Bytes = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
 using Ids = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Floats1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Ints2 = nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using Cache = nb::ndarray<float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 
 [[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
 
@@ -156,6 +164,249 @@ void quantize_roundtrip(Floats2 x, int32_t ggml_type, OutFloats2 out) {
   }
 }
 
+
+std::string shape_str(std::initializer_list<size_t> dims) {
+  std::string s = "(";
+  for (size_t d : dims) s += (s.size() > 1 ? ", " : "") + std::to_string(d);
+  return s + ")";
+}
+
+// The sequences of a batched call: seqs (B, 3) = row0, n_rows, pos0 per sequence over R rows;
+// k_caches / v_caches: one (n_layer, n_kv, n_ctx, hd) array each per sequence. Checks rows
+// (within R, disjoint), positions (within the cache and the n_pos rows of the rotation
+// tables), shapes, and that no two of the caches and the `memory` spans share bytes.
+std::vector<k::LayerSeq> check_seqs(int64_t R, const Ints2& seqs, const std::vector<Cache>& ks,
+                                    const std::vector<Cache>& vs, int n_layer_min, int n_kv,
+                                    int hd, int64_t n_pos,
+                                    std::vector<std::pair<const char*, size_t>> memory) {
+  const size_t B = seqs.shape(0);
+  if (seqs.shape(1) != 3 || B == 0) fail("seqs must be a non-empty (B, 3) array");
+  if (ks.size() != B || vs.size() != B) {
+    fail("one key and one value cache per sequence: got " + std::to_string(ks.size()) +
+         " and " + std::to_string(vs.size()) + " for " + std::to_string(B));
+  }
+  std::vector<k::LayerSeq> out(B);
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (size_t i = 0; i < B; ++i) {
+    const int64_t* r = seqs.data() + 3 * i;
+    const Cache& kc = ks[i];
+    const Cache& vc = vs[i];
+    for (const Cache* c : {&kc, &vc}) {
+      if (c->shape(1) != size_t(n_kv) || c->shape(3) != size_t(hd) ||
+          c->shape(0) != kc.shape(0) || c->shape(2) != kc.shape(2)) {
+        fail("cache " + std::to_string(i) + " has shape " +
+             shape_str({c->shape(0), c->shape(1), c->shape(2), c->shape(3)}) +
+             ", expected (n_layer, " + std::to_string(n_kv) + ", n_ctx, " + std::to_string(hd) +
+             ") for keys and values alike");
+      }
+    }
+    if (kc.shape(0) < size_t(n_layer_min)) {
+      fail("cache " + std::to_string(i) + " has " + std::to_string(kc.shape(0)) +
+           " layers, " + std::to_string(n_layer_min) + " needed");
+    }
+    const int64_t n_ctx = int64_t(kc.shape(2));
+    if (r[0] < 0 || r[1] < 1 || r[0] > R - r[1]) {
+      fail("sequence " + std::to_string(i) + ": rows [" + std::to_string(r[0]) + ", +" +
+           std::to_string(r[1]) + ") are not within the " + std::to_string(R) + " rows");
+    }
+    if (r[2] < 0 || r[2] > n_ctx - r[1] || r[2] > n_pos - r[1]) {
+      fail("sequence " + std::to_string(i) + ": positions " + std::to_string(r[2]) + " .. " +
+           std::to_string(r[2] + r[1] - 1) + " exceed its cache of " + std::to_string(n_ctx) +
+           " or the rotation tables of " + std::to_string(n_pos));
+    }
+    spans.emplace_back(r[0], r[0] + r[1]);
+    out[i] = {r[0], r[1], r[2], kc.data(), vc.data(), n_ctx};
+    memory.emplace_back(reinterpret_cast<const char*>(kc.data()), kc.size() * 4);
+    memory.emplace_back(reinterpret_cast<const char*>(vc.data()), vc.size() * 4);
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first < spans[i - 1].second) fail("sequences must have disjoint rows");
+  }
+  for (size_t i = 0; i < memory.size(); ++i) {
+    for (size_t j = i + 1; j < memory.size(); ++j) {
+      if (overlaps(memory[i].first, memory[i].second, memory[j].first, memory[j].second)) {
+        fail("the activations and every sequence's key and value caches must be distinct memory");
+      }
+    }
+  }
+  return out;
+}
+
+void check_heads(int n_q, int n_kv, int hd, int n_rot) {
+  if (n_kv < 1 || n_q < n_kv || n_q % n_kv || hd < 1) {
+    fail("heads: n_q " + std::to_string(n_q) + " must be a positive multiple of n_kv " +
+         std::to_string(n_kv) + ", head size " + std::to_string(hd) + " positive");
+  }
+  if (n_rot < 0 || n_rot % 2 || n_rot > hd) {
+    fail("n_rot " + std::to_string(n_rot) + " must be even and within the head size");
+  }
+}
+
+void check_vector(const std::optional<Floats1>& v, size_t n, const char* what) {
+  if (v && v->shape(0) != n) {
+    fail(std::string(what) + " has " + std::to_string(v->shape(0)) + " elements, expected " +
+         std::to_string(n));
+  }
+}
+
+// out (R, n_q·hd) <- attention of the rows of qkv over their sequences' caches (attention.h).
+void attention(OutFloats2 qkv, OutFloats2 out, Ints2 seqs, std::vector<Cache> k_caches,
+               std::vector<Cache> v_caches, int64_t layer, int n_q, int n_kv, int hd,
+               std::optional<Floats1> q_norm, std::optional<Floats1> k_norm, float eps,
+               Floats2 cos, Floats2 sin, bool neox, int n_rot, float scale, int64_t window,
+               int n_threads) {
+  check_heads(n_q, n_kv, hd, n_rot);
+  const int64_t R = int64_t(qkv.shape(0));
+  const size_t width = size_t(n_q + 2 * n_kv) * size_t(hd);
+  if (qkv.shape(1) != width) {
+    fail("qkv has shape " + shape_str({qkv.shape(0), qkv.shape(1)}) + ", expected " +
+         shape_str({size_t(R), width}));
+  }
+  if (out.shape(0) != size_t(R) || out.shape(1) != size_t(n_q) * size_t(hd)) {
+    fail("out has shape " + shape_str({out.shape(0), out.shape(1)}) + ", expected " +
+         shape_str({size_t(R), size_t(n_q) * size_t(hd)}));
+  }
+  if (cos.shape(1) != size_t(n_rot / 2) || sin.shape(0) != cos.shape(0) ||
+      sin.shape(1) != cos.shape(1)) {
+    fail("cos and sin must both have shape (positions, n_rot / 2)");
+  }
+  if (q_norm.has_value() != k_norm.has_value()) fail("q_norm and k_norm come together");
+  check_vector(q_norm, size_t(hd), "q_norm");
+  check_vector(k_norm, size_t(hd), "k_norm");
+  if (window < 0) fail("window must be >= 0");
+  if (layer < 0) fail("layer must be >= 0");
+  const std::vector<k::LayerSeq> ls = check_seqs(
+      R, seqs, k_caches, v_caches, int(layer) + 1, n_kv, hd, int64_t(cos.shape(0)),
+      {{reinterpret_cast<const char*>(qkv.data()), qkv.size() * 4},
+       {reinterpret_cast<const char*>(out.data()), out.size() * 4}});
+  std::vector<k::AttnSeq> ss;
+  for (const k::LayerSeq& s : ls) {
+    const size_t slab = size_t(n_kv) * size_t(s.n_ctx) * size_t(hd) * size_t(layer);
+    ss.push_back({s.row0, s.n_rows, s.pos0, s.k + slab, s.v + slab, s.n_ctx});
+  }
+  k::AttnArgs a{qkv.data(), out.data(), R, n_q, n_kv, hd,
+                q_norm ? q_norm->data() : nullptr, k_norm ? k_norm->data() : nullptr, eps,
+                cos.data(), sin.data(), int64_t(cos.shape(0)), n_rot, neox, scale, window,
+                ss.data(), int(ss.size()), n_threads};
+  nb::gil_scoped_release release;
+  k::attention(a);
+}
+
+// The layers of a model held natively (layers.h): built once from the weights (zero-copy
+// views, kept alive here), then forward() per decode step.
+class NativeLayers {
+ public:
+  NativeLayers(int n_embd, int n_ff, int n_q, int n_kv, int hd, int n_rot, bool neox, float eps,
+               float query_scale, bool gelu, Floats1 output_norm) {
+    check_heads(n_q, n_kv, hd, n_rot);
+    if (n_embd < 1 || n_ff < 1) fail("n_embd and n_ff must be positive");
+    if (output_norm.shape(0) != size_t(n_embd)) fail("output_norm must have n_embd elements");
+    shape_ = {n_embd, n_ff, n_q, n_kv, hd, n_rot, neox, eps, query_scale,
+              gelu ? k::Activation::GeluTanh : k::Activation::SiLU, output_norm.data()};
+    vectors_.push_back(output_norm);
+  }
+
+  void add_layer(Floats1 attn_norm, std::vector<Part> qkv, std::optional<Floats1> qkv_bias,
+                 Part wo, std::optional<Floats1> wo_bias, Floats1 ffn_norm,
+                 std::vector<Part> gate_up, Part down, std::optional<Floats1> q_norm,
+                 std::optional<Floats1> k_norm, std::optional<Floats1> post_attn_norm,
+                 std::optional<Floats1> post_ffn_norm, int64_t window) {
+    const k::ModelShape& m = shape_;
+    const std::string at = "layer " + std::to_string(layers_.size()) + ": ";
+    k::LayerWeights L;
+    if (qkv.size() != 3 || gate_up.size() != 2) fail(at + "needs q, k, v and gate, up parts");
+    const int64_t sizes[3] = {int64_t(m.n_q) * m.hd, int64_t(m.n_kv) * m.hd, int64_t(m.n_kv) * m.hd};
+    for (int p = 0; p < 3; ++p) {
+      L.qkv[p] = part(qkv[size_t(p)], sizes[p], m.n_embd, at + "qkv");
+    }
+    L.n_qkv = 3;
+    L.wo = part(wo, m.n_embd, int64_t(m.n_q) * m.hd, at + "attn_output");
+    for (int p = 0; p < 2; ++p) L.gate_up[p] = part(gate_up[size_t(p)], m.n_ff, m.n_embd, at + "ffn");
+    L.down = part(down, m.n_embd, m.n_ff, at + "ffn_down");
+    check_vector(attn_norm, size_t(m.n_embd), "attn_norm");
+    check_vector(ffn_norm, size_t(m.n_embd), "ffn_norm");
+    check_vector(qkv_bias, size_t(sizes[0] + sizes[1] + sizes[2]), "qkv bias");
+    check_vector(wo_bias, size_t(m.n_embd), "attn_output bias");
+    check_vector(q_norm, size_t(m.hd), "q_norm");
+    check_vector(k_norm, size_t(m.hd), "k_norm");
+    check_vector(post_attn_norm, size_t(m.n_embd), "post_attention_norm");
+    check_vector(post_ffn_norm, size_t(m.n_embd), "post_ffw_norm");
+    if (q_norm.has_value() != k_norm.has_value()) fail(at + "q_norm and k_norm come together");
+    if (window < 0) fail(at + "window must be >= 0");
+    L.attn_norm = keep(attn_norm);
+    L.ffn_norm = keep(ffn_norm);
+    L.qkv_bias = keep(qkv_bias);
+    L.wo_bias = keep(wo_bias);
+    L.q_norm = keep(q_norm);
+    L.k_norm = keep(k_norm);
+    L.post_attn_norm = keep(post_attn_norm);
+    L.post_ffn_norm = keep(post_ffn_norm);
+    L.window = window;
+    layers_.push_back(L);
+    tables_.emplace_back();
+  }
+
+  // The RoPE tables (positions, n_rot / 2) of a layer (kept alive until replaced).
+  void set_rope(int64_t layer, Floats2 cos, Floats2 sin) {
+    if (layer < 0 || size_t(layer) >= layers_.size()) fail("no layer " + std::to_string(layer));
+    if (cos.shape(1) != size_t(shape_.n_rot / 2) || sin.shape(0) != cos.shape(0) ||
+        sin.shape(1) != cos.shape(1)) {
+      fail("cos and sin must both have shape (positions, n_rot / 2)");
+    }
+    k::LayerWeights& L = layers_[size_t(layer)];
+    L.cos = cos.data();
+    L.sin = sin.data();
+    L.rope_rows = int64_t(cos.shape(0));
+    tables_[size_t(layer)] = {cos, sin};
+  }
+
+  void forward(OutFloats2 x, Ints2 seqs, std::vector<Cache> k_caches, std::vector<Cache> v_caches,
+               OutFloats2 out, int n_threads, bool simd) {
+    const k::ModelShape& m = shape_;
+    if (layers_.empty()) fail("the model has no layers");
+    int64_t n_pos = INT64_MAX;
+    for (const k::LayerWeights& L : layers_) {
+      if (!L.cos) fail("the rotation tables of every layer must be set first");
+      n_pos = std::min(n_pos, L.rope_rows);
+    }
+    const int64_t R = int64_t(x.shape(0));
+    if (x.shape(1) != size_t(m.n_embd) || out.shape(0) != x.shape(0) || out.shape(1) != x.shape(1)) {
+      fail("x and out must both have shape (rows, n_embd)");
+    }
+    const std::vector<k::LayerSeq> ls = check_seqs(
+        R, seqs, k_caches, v_caches, int(layers_.size()), m.n_kv, m.hd, n_pos,
+        {{reinterpret_cast<const char*>(x.data()), x.size() * 4},
+         {reinterpret_cast<const char*>(out.data()), out.size() * 4}});
+    nb::gil_scoped_release release;
+    k::forward_layers(m, layers_, x.data(), R, ls, out.data(), n_threads, simd);
+  }
+
+ private:
+  k::MatPart part(const Part& p, int64_t n_out, int64_t n_in, const std::string& what) {
+    const k::TypeTraits& t = traits_of(std::get<1>(p));
+    const Bytes& w = std::get<0>(p);
+    if (std::get<2>(p) != n_out) {
+      fail(what + ": " + std::to_string(std::get<2>(p)) + " output rows, expected " +
+           std::to_string(n_out));
+    }
+    check_weight(t, w, n_out, n_in);
+    weights_.push_back(w);
+    return {w.data(), &t, n_out};
+  }
+  const float* keep(const std::optional<Floats1>& v) {
+    if (!v) return nullptr;
+    vectors_.push_back(*v);
+    return v->data();
+  }
+
+  k::ModelShape shape_;
+  std::vector<k::LayerWeights> layers_;
+  std::vector<Bytes> weights_;     // the arrays the layers point into, kept alive
+  std::vector<Floats1> vectors_;
+  std::vector<std::pair<Floats2, Floats2>> tables_;
+};
+
 }  // namespace
 
 void bind_kernels(nb::module_& m) {
@@ -172,6 +423,37 @@ void bind_kernels(nb::module_& m) {
   m.def("kernels_quantize_roundtrip", &quantize_roundtrip, nb::arg("x").noconvert(),
         nb::arg("ggml_type"), nb::arg("out").noconvert(),
         "out <- x as the activation blocks of the type's dot products stand for it (d·q).");
+  m.def("kernels_attention", &attention, nb::arg("qkv").noconvert(), nb::arg("out").noconvert(),
+        nb::arg("seqs").noconvert(), nb::arg("k_caches").noconvert(),
+        nb::arg("v_caches").noconvert(), nb::arg("layer"), nb::arg("n_q"), nb::arg("n_kv"),
+        nb::arg("hd"), nb::arg("q_norm").noconvert() = nb::none(),
+        nb::arg("k_norm").noconvert() = nb::none(), nb::arg("eps"), nb::arg("cos").noconvert(),
+        nb::arg("sin").noconvert(), nb::arg("neox"), nb::arg("n_rot"), nb::arg("scale"),
+        nb::arg("window"), nb::arg("n_threads") = 0,
+        "Decode attention of a batch of sequences over their own KV caches "
+        "(csrc/kernels/attention.h): q/k norms, RoPE, cache writes, causal/sliding-window "
+        "softmax attention; out (R, n_q*hd). Releases the GIL.");
+  nb::class_<NativeLayers>(m, "KernelsLayers",
+                           "The transformer layers of a model, natively (csrc/kernels/layers.h).")
+      .def(nb::init<int, int, int, int, int, int, bool, float, float, bool, Floats1>(),
+           nb::arg("n_embd"), nb::arg("n_ff"), nb::arg("n_q"), nb::arg("n_kv"), nb::arg("hd"),
+           nb::arg("n_rot"), nb::arg("neox"), nb::arg("eps"), nb::arg("query_scale"),
+           nb::arg("gelu"), nb::arg("output_norm").noconvert())
+      .def("add_layer", &NativeLayers::add_layer, nb::arg("attn_norm").noconvert(),
+           nb::arg("qkv"), nb::arg("qkv_bias").noconvert().none(), nb::arg("wo"),
+           nb::arg("wo_bias").noconvert().none(), nb::arg("ffn_norm").noconvert(),
+           nb::arg("gate_up"), nb::arg("down"), nb::arg("q_norm").noconvert().none(),
+           nb::arg("k_norm").noconvert().none(), nb::arg("post_attn_norm").noconvert().none(),
+           nb::arg("post_ffn_norm").noconvert().none(), nb::arg("window"))
+      .def("set_rope", &NativeLayers::set_rope, nb::arg("layer"), nb::arg("cos").noconvert(),
+           nb::arg("sin").noconvert())
+      .def("forward", &NativeLayers::forward, nb::arg("x").noconvert(),
+           nb::arg("seqs").noconvert(), nb::arg("k_caches").noconvert(),
+           nb::arg("v_caches").noconvert(), nb::arg("out").noconvert(), nb::arg("n_threads") = 0,
+           nb::arg("simd") = true,
+           "x (R, n_embd) embeddings (overwritten) -> out (R, n_embd) final normalised hidden "
+           "states of the rows of the sequences seqs (B, 3: row0, n_rows, pos0), appending "
+           "their keys and values to their caches. Releases the GIL.");
   m.def("kernels_supported_types", [] {
     std::vector<std::pair<int, std::string>> v;
     for (int id = 0; id < 64; ++id) {

@@ -129,6 +129,24 @@ def test_threads_and_rows_subset(t):
     assert K.matmul(x, raw, t, n_out, n_in, rows=np.array([], dtype=np.int64)).shape == (T, 0)
 
 
+@pytest.mark.parametrize("simd", SIMD_MODES)
+@pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)
+def test_each_row_independent_of_the_batch(t, simd):
+    """A row of x gives the same output bits alone and among other rows (any tile shape of
+    weight rows × activation rows, any row subset): batched decode relies on it."""
+    n_out, n_blocks, T = 23, 3, 11
+    raw, x, n_in = case(t, T, n_out, n_blocks, seed=9)
+    alone = np.concatenate([K.matmul(x[i:i + 1], raw, t, n_out, n_in, simd=simd)
+                            for i in range(T)])
+    for lo, hi in [(0, T), (0, 2), (1, 4), (3, 10), (5, 6)]:
+        together = K.matmul(x[lo:hi], raw, t, n_out, n_in, simd=simd)
+        assert np.array_equal(together, alone[lo:hi]), (lo, hi)
+    rows = np.array([22, 1, 2, 3, 4, 0, 7])  # tiles of 4 arbitrary rows, then a tail
+    for lo, hi in [(0, 1), (2, 5), (0, T)]:
+        sub = K.matmul(x[lo:hi], raw, t, n_out, n_in, rows=rows, simd=simd)
+        assert np.array_equal(sub, alone[lo:hi][:, rows])
+
+
 @pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)
 def test_dequantize_rows_bit_identical(t):
     n_out, n_blocks = 11, 2

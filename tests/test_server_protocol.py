@@ -188,7 +188,8 @@ def test_missing_extra_names_it(monkeypatch):
 
 class _FakeModel:
     """Just enough of a ``Model`` for the scheduler: 8 tokens, token 0 is EOS; the forward
-    records the length of each call (or raises when ``fail``); greedy picks token 3."""
+    records the length of each sequence's input (or raises when ``fail``), and the sizes of
+    batched forwards; greedy picks token 3."""
 
     n_threads = decode_threads = 1
 
@@ -197,7 +198,8 @@ class _FakeModel:
 
         self.n_ctx = n_ctx
         self.calls: list[int] = []
-        self.config = type("C", (), {"n_vocab": 8})()
+        self.batches: list[int] = []
+        self.config = type("C", (), {"n_vocab": 8, "n_embd": 4})()
         self.tokenizer = type("T", (), {"all_token_bytes": lambda _: [b"x"] * 8,
                                         "eog_ids": frozenset({0}), "bos_id": 1,
                                         "encode": lambda _, text: [1, 2, 3]})()
@@ -226,9 +228,18 @@ class _FakeModel:
                 return np.zeros(4, dtype=np.float32)
 
             @staticmethod
+            def forward_batch(batch):
+                model.batches.append(len(batch))
+                return np.stack([Transformer.hidden_last(t, c) for t, c in batch])
+
+            @staticmethod
             def project_rows(h, rows=None):
                 logits = np.arange(8, dtype=np.float32) == 3
                 return logits.astype(np.float32) if rows is None else logits[rows]
+
+            @staticmethod
+            def project(h):
+                return np.stack([Transformer.project_rows(row) for row in h])
 
         self.transformer = Transformer()
 
@@ -283,4 +294,17 @@ def test_long_prompt_prefilled_over_steps_while_others_decode():
     assert long_events[-1][1].finish_reason == "length"
     assert short_events[-1][1].text == "xxx"
     # the long prompt in chunks, the short one's prompt then a token per step beside them
-    assert model.calls == [PREFILL_STEP, 3, PREFILL_STEP, 1, 88, 1]
+    # (per step: the decoding sequences' batched forward first, then prompt chunks)
+    assert model.calls == [3, PREFILL_STEP, 1, PREFILL_STEP, 1, 88]
+    assert model.batches == [1, 1, 1]
+
+
+def test_decoding_sequences_share_one_forward_per_step():
+    model = _FakeModel(n_ctx=256)
+    events = _run_jobs(model, [{"prompt": "hi", "max_tokens": 3, "temperature": 0}] * 3
+                       + [{"prompt": "hi", "max_tokens": 2, "temperature": 0, "n": 2}],
+                       parallel=5)
+    assert [ev[-1][1].text for ev in events[:3]] == ["xxx"] * 3
+    assert [e[1].text for e in events[3] if e[0] == "finish"] == ["xx", "xx"]
+    # 5 sequences (4 requests, one with n=2) decoded together: one forward per step
+    assert model.batches == [5, 5, 3]

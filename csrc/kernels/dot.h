@@ -1,9 +1,12 @@
-// Dot products of a weight row (ggml blocks) with activation rows (ActQ8 / ActQ8K / float32).
+// Dot products of weight rows (ggml blocks) with activation rows (ActQ8 / ActQ8K / float32).
 //
-// A DotFn computes, for one weight row w of n_blocks blocks and n_act (1 .. kMaxAct)
-// activation rows act + a·act_stride, out[a·out_stride] = Σ_blocks dot(w block, act block).
-// Computing several activation rows per weight row lets a SIMD kernel unpack each weight block
-// once for all of them (prefill, batched decode).
+// A DotFn computes, for n_w (1 .. kMaxW) weight rows w[r] of n_blocks blocks and n_act
+// (1 .. kMaxAct) activation rows act + a·act_stride,
+// out[a·out_stride + r] = Σ_blocks dot(w[r] block, act[a] block). Several weight and
+// activation rows per call let a SIMD kernel unpack each weight block once for all activation
+// rows and load each activation block once for all weight rows (prefill, batched decode).
+// Every output is computed by the same operations whatever n_w and n_act are: a row's result
+// does not depend on the other rows of the product.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +17,10 @@
 namespace lexguide::kernels {
 
 constexpr int kMaxAct = 4;
+constexpr int kMaxW = 4;
 
-using DotFn = void (*)(const uint8_t* w, const uint8_t* act, size_t act_stride, int n_act,
-                       int64_t n_blocks, float* out, size_t out_stride);
+using DotFn = void (*)(const uint8_t* const* w, int n_w, const uint8_t* act, size_t act_stride,
+                       int n_act, int64_t n_blocks, float* out, size_t out_stride);
 
 // The portable reference kernel of a type (never null for a supported type).
 DotFn scalar_dot(GgmlType type);

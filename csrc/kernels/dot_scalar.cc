@@ -139,23 +139,32 @@ void dequant_blocks(const uint8_t* src, float* dst, int64_t n, Fill fill) {
   for (int64_t i = 0; i < n / N; ++i) fill(b[i], dst + i * N);
 }
 
+// One weight row at a time (the reference has no tiles).
+using RowDot = void (*)(const uint8_t* w, const uint8_t* act, size_t act_stride, int n_act,
+                        int64_t n_blocks, float* out, size_t out_stride);
+template <RowDot F>
+void rows(const uint8_t* const* w, int n_w, const uint8_t* act, size_t act_stride, int n_act,
+          int64_t n_blocks, float* out, size_t out_stride) {
+  for (int r = 0; r < n_w; ++r) F(w[r], act, act_stride, n_act, n_blocks, out + r, out_stride);
+}
+
 }  // namespace
 
 DotFn scalar_dot(GgmlType type) {
   switch (type) {
-    case GgmlType::F32: return dot_float<float, load_f32>;
-    case GgmlType::F16: return dot_float<f16_bits, f16_to_f32>;
-    case GgmlType::BF16: return dot_float<uint16_t, bf16_to_f32>;
-    case GgmlType::Q4_0: return dot_q4_0;
-    case GgmlType::Q4_1: return dot_q4_1;
-    case GgmlType::Q5_0: return dot_q5_0;
-    case GgmlType::Q5_1: return dot_q5_1;
-    case GgmlType::Q8_0: return dot_q8_0;
-    case GgmlType::Q2_K: return dot_q2_k;
-    case GgmlType::Q3_K: return dot_q3_k;
-    case GgmlType::Q4_K: return dot_q4_k;
-    case GgmlType::Q5_K: return dot_q5_k;
-    case GgmlType::Q6_K: return dot_q6_k;
+    case GgmlType::F32: return rows<dot_float<float, load_f32>>;
+    case GgmlType::F16: return rows<dot_float<f16_bits, f16_to_f32>>;
+    case GgmlType::BF16: return rows<dot_float<uint16_t, bf16_to_f32>>;
+    case GgmlType::Q4_0: return rows<dot_q4_0>;
+    case GgmlType::Q4_1: return rows<dot_q4_1>;
+    case GgmlType::Q5_0: return rows<dot_q5_0>;
+    case GgmlType::Q5_1: return rows<dot_q5_1>;
+    case GgmlType::Q8_0: return rows<dot_q8_0>;
+    case GgmlType::Q2_K: return rows<dot_q2_k>;
+    case GgmlType::Q3_K: return rows<dot_q3_k>;
+    case GgmlType::Q4_K: return rows<dot_q4_k>;
+    case GgmlType::Q5_K: return rows<dot_q5_k>;
+    case GgmlType::Q6_K: return rows<dot_q6_k>;
   }
   return nullptr;
 }

@@ -56,7 +56,8 @@ void matmul(const MatmulArgs& a) {
   int64_t n_sel = 0;
   for (int p = 0; p < a.n_parts; ++p) n_sel += a.rows ? a.n_rows : a.parts[p].n_out;
   if (n_sel == 0) return;
-  const int64_t chunk = threads == 1 ? n_sel : std::max<int64_t>(8, (n_sel + 4 * threads - 1) / (4 * threads));
+  int64_t chunk = threads == 1 ? n_sel : std::max<int64_t>(8, (n_sel + 4 * threads - 1) / (4 * threads));
+  chunk = (chunk + kMaxW - 1) / kMaxW * kMaxW;  // whole tiles of weight rows
   std::vector<Task> tasks;
   int64_t col = 0;
   for (int p = 0; p < a.n_parts; ++p) {
@@ -76,15 +77,19 @@ void matmul(const MatmulArgs& a) {
     const size_t as = act_stride[kind];
     const int64_t n_blocks = a.n_in / part.type->block;
     const size_t row_bytes = size_t(n_blocks) * size_t(part.type->block_bytes);
+    const uint8_t* wr[kMaxW];
     for (int64_t t0 = 0; t0 < a.T; t0 += kTBlock) {
       const int64_t t1 = std::min(a.T, t0 + kTBlock);
-      for (int64_t i = tk.lo; i < tk.hi; ++i) {
-        const int64_t r = a.rows ? a.rows[i] : i;
-        const uint8_t* wr = part.w + size_t(r) * row_bytes;
+      for (int64_t i = tk.lo; i < tk.hi; i += kMaxW) {
+        const int n_w = int(std::min<int64_t>(kMaxW, tk.hi - i));
+        for (int j = 0; j < n_w; ++j) {
+          const int64_t r = a.rows ? a.rows[i + j] : i + j;
+          wr[j] = part.w + size_t(r) * row_bytes;
+        }
         float* o = a.out + tk.col + (i - tk.lo);
         for (int64_t t = t0; t < t1; t += kMaxAct) {
           const int n_act = int(std::min<int64_t>(kMaxAct, t1 - t));
-          dot(wr, av + size_t(t) * as, as, n_act, n_blocks, o + t * a.out_stride,
+          dot(wr, n_w, av + size_t(t) * as, as, n_act, n_blocks, o + t * a.out_stride,
               size_t(a.out_stride));
         }
       }

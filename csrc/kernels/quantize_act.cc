@@ -6,6 +6,28 @@
 
 namespace lexguide::kernels {
 
+namespace {
+// roundf (half away from zero) without the libm call, exact for |v| < 2^31: v − trunc(v) is
+// exact in float.
+inline int round_away(float v) {
+  int t = int(v);
+  const float f = v - float(t);
+  if (f >= 0.5f) {
+    ++t;
+  } else if (f <= -0.5f) {
+    --t;
+  }
+  return t;
+}
+
+// nearbyint in the default mode (half to even) for |v| ≤ 2^22: adding 1.5·2^23 leaves no
+// fraction bits, so the sum is rounded to an integer by the FPU's own rounding.
+inline int round_even(float v) {
+  constexpr float kBig = 12582912.0f;  // not folded away: (v + b) − b ≠ v in IEEE arithmetic
+  return int((v + kBig) - kBig);
+}
+}  // namespace
+
 void quantize_row_q8(const float* x, ActQ8* out, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
     float amax = 0.0f;
@@ -14,7 +36,7 @@ void quantize_row_q8(const float* x, ActQ8* out, int64_t n) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     int32_t sum = 0;
     for (int j = 0; j < kQK; ++j) {
-      const int q = int(std::round(x[j] * id));
+      const int q = round_away(x[j] * id);
       out[b].qs[j] = int8_t(q);
       sum += q;
     }
@@ -41,7 +63,7 @@ void quantize_row_q8k(const float* x, ActQ8K* out, int64_t n) {
     }
     const float iscale = -127.0f / max;
     for (int j = 0; j < kQKK; ++j) {
-      const int v = int(std::nearbyint(iscale * x[j]));
+      const int v = round_even(iscale * x[j]);
       y.qs[j] = int8_t(std::min(127, std::max(-127, v)));
     }
     for (int k = 0; k < kQKK / 16; ++k) {

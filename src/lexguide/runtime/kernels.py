@@ -23,7 +23,7 @@ from lexguide import _core
 from lexguide.errors import ModelError
 from lexguide.gguf.constants import GGMLType
 
-__all__ = ["KERNEL_TYPES", "SIMD", "default_threads", "dequantize_rows", "has_avx2",
+__all__ = ["KERNEL_TYPES", "SIMD", "NativeLayers", "attention", "default_threads", "dequantize_rows", "has_avx2",
            "kernel_name", "matmul", "matmul_parts", "quantize_roundtrip", "set_threads", "threads"]
 
 F32 = npt.NDArray[np.float32]
@@ -101,6 +101,91 @@ def matmul_parts(x: F32, parts: Sequence[tuple[np.ndarray, int, int]], n_in: int
     except (ValueError, TypeError) as e:
         raise ModelError(str(e)) from None
     return out
+
+
+def attention(qkv: F32, out: F32, seqs: np.ndarray, k_caches: Sequence[F32],
+              v_caches: Sequence[F32], layer: int, *, n_q: int, n_kv: int, head_dim: int,
+              q_norm: F32 | None, k_norm: F32 | None, eps: float, cos: F32, sin: F32,
+              neox: bool, n_rot: int, scale: float, window: int, n_threads: int = 0) -> F32:
+    """Attention of a few new rows per sequence over each sequence's own KV cache, in one
+    native call (``csrc/kernels/attention.h``); mutates ``qkv``, the caches and ``out``.
+
+    ``qkv`` (R, (n_q + 2·n_kv)·hd) holds the rows of the Q|K|V projection of every sequence;
+    ``seqs`` (B, 3) int64 gives per sequence its first row, row count and the cache position
+    of its first row; ``k_caches[i]`` / ``v_caches[i]`` are sequence i's
+    (n_layer, n_kv, n_ctx, hd) arrays. The q and k heads are RMS-normed (when ``q_norm`` and
+    ``k_norm`` are given) and rotated in place (``cos``/``sin``: (positions, n_rot/2) tables),
+    keys and values are written into the caches at their positions, and ``out`` (R, n_q·hd)
+    receives softmax(q·Kᵀ·scale)·V over the visible positions (causal; the last ``window``
+    only when it is > 0). Each row's result is the same whichever sequences share the call.
+    Costs O(rows × visible positions × hd) per head. Raises :class:`ModelError` for
+    mismatched shapes, positions past a cache or the tables, or shared memory.
+    """
+    try:
+        _core.kernels_attention(qkv, out, seqs, list(k_caches), list(v_caches), int(layer),
+                                int(n_q), int(n_kv), int(head_dim), q_norm, k_norm, float(eps),
+                                cos, sin, bool(neox), int(n_rot), float(scale), int(window),
+                                int(n_threads))
+    except (ValueError, TypeError) as e:
+        raise ModelError(str(e)) from None
+    return out
+
+
+class NativeLayers:
+    """A model's transformer layers held natively (``csrc/kernels/layers.h``): a decode step
+    of several sequences runs every layer in one call, without Python in between.
+
+    Built once from the weights (zero-copy views of the mapped file, kept alive by this
+    object): ``add_layer`` per layer, ``set_rope`` per layer whenever its rotation tables
+    change. Raises :class:`ModelError` for shapes that do not fit the model.
+    """
+
+    __slots__ = ("_layers",)
+
+    def __init__(self, *, n_embd: int, n_ff: int, n_q: int, n_kv: int, head_dim: int,
+                 n_rot: int, neox: bool, eps: float, query_scale: float, gelu: bool,
+                 output_norm: F32) -> None:
+        try:
+            self._layers = _core.KernelsLayers(n_embd, n_ff, n_q, n_kv, head_dim, n_rot, neox,
+                                               eps, query_scale, gelu, output_norm)
+        except (ValueError, TypeError) as e:
+            raise ModelError(str(e)) from None
+
+    def add_layer(self, *, attn_norm: F32, qkv: Sequence[tuple[np.ndarray, int, int]],
+                  qkv_bias: F32 | None, wo: tuple[np.ndarray, int, int], wo_bias: F32 | None,
+                  ffn_norm: F32, gate_up: Sequence[tuple[np.ndarray, int, int]],
+                  down: tuple[np.ndarray, int, int], q_norm: F32 | None, k_norm: F32 | None,
+                  post_attn_norm: F32 | None, post_ffn_norm: F32 | None, window: int) -> None:
+        """Append a layer: norms (n_embd,) / (hd,) float32, matrices as (bytes, ggml type,
+        n_out) parts (q, k, v; gate, up), optional biases and norms as None."""
+        try:
+            self._layers.add_layer(attn_norm, list(qkv), qkv_bias, wo, wo_bias, ffn_norm,
+                                   list(gate_up), down, q_norm, k_norm, post_attn_norm,
+                                   post_ffn_norm, int(window))
+        except (ValueError, TypeError) as e:
+            raise ModelError(str(e)) from None
+
+    def set_rope(self, layer: int, cos: F32, sin: F32) -> None:
+        """The rotation tables (positions, n_rot/2) of ``layer`` (the arrays are kept)."""
+        try:
+            self._layers.set_rope(int(layer), cos, sin)
+        except (ValueError, TypeError) as e:
+            raise ModelError(str(e)) from None
+
+    def forward(self, x: F32, seqs: np.ndarray, k_caches: Sequence[F32],
+                v_caches: Sequence[F32], out: F32, n_threads: int = 0,
+                simd: bool | None = None) -> F32:
+        """All layers on the rows x (R, n_embd) float32 (overwritten) of the sequences
+        ``seqs`` (B, 3) int64: first row, row count, cache position of the first row; appends
+        their keys and values to ``k_caches[i]``/``v_caches[i]`` (n_layer, n_kv, n_ctx, hd)
+        and writes the final normalised hidden states to ``out`` (R, n_embd). Mutates x, the
+        caches and out."""
+        try:
+            self._layers.forward(x, seqs, list(k_caches), list(v_caches), out, int(n_threads),
+                                 SIMD if simd is None else bool(simd))
+        except (ValueError, TypeError) as e:
+            raise ModelError(str(e)) from None
+        return out
 
 
 def dequantize_rows(weight: np.ndarray, ggml_type: int, n_rows: int, n_in: int,

@@ -2,8 +2,12 @@
 
 Follows ``gguf.md`` §6 (llama family) and §7 (gemma3) — the graphs of llama.cpp's ``llama``
 and ``gemma3`` builders. Prefill runs the prompt in chunks of batched matmuls (BLAS sgemm);
-a decode step is one row, i.e. matvecs (sgemv). Only the requested positions go through the
-output projection, so prefill pays for one ``n_vocab × n_embd`` product, not one per token.
+decode steps — one or a few rows per sequence, of one sequence or of a batch of sequences
+each with its own KV cache (``forward_batch``) — run the projections as one product over all
+rows with the integer kernels (each weight read once for the batch) and attention in one
+native call over every sequence's cache (``kernels.attention``). Only the requested positions
+go through the output projection, so prefill pays for one ``n_vocab × n_embd`` product, not one
+per token.
 
 Shapes: ``T`` tokens in this call, ``S`` cached positions visible to them, ``hd`` head size,
 ``g = n_head / n_head_kv`` query heads per KV head.
@@ -12,6 +16,8 @@ Shapes: ``T`` tokens in this call, ``S`` cached positions visible to them, ``hd`
 from __future__ import annotations
 
 import mmap
+import threading
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -21,12 +27,16 @@ from lexguide.runtime.config import Activation, ModelConfig, RopeMode
 from lexguide.runtime import kernels
 from lexguide.runtime.weights import LayerWeights, Weights
 
-__all__ = ["PREFILL_CHUNK", "KVCache", "Transformer"]
+__all__ = ["FUSED_MAX_ROWS", "PREFILL_CHUNK", "KVCache", "Transformer"]
 
 F32 = npt.NDArray[np.float32]
 
 # Prompt tokens per batched forward: bounds the attention score buffer (n_head × chunk × S).
 PREFILL_CHUNK = 256
+# Inputs of at most this many tokens per sequence (decode steps, forced tokens) take the fused
+# path: integer kernels for the projections at any batch size, native attention over the
+# caches. Longer ones (prompts) take the numpy path: float32 tiles and BLAS attention.
+FUSED_MAX_ROWS = 16
 
 
 class KVCache:
@@ -167,6 +177,26 @@ class Transformer:
         ]
         self._threads = kernels.default_threads()
         self.local_layers = [config.is_local_layer(il) for il in range(config.n_layer)]
+        self._native = self._native_layers()
+        self._native_ctx = 0  # positions of the rotation tables the native layers hold
+        self._native_lock = threading.Lock()  # tables are not replaced while a forward runs
+
+    def _native_layers(self) -> kernels.NativeLayers:
+        c, w = self.config, self.weights
+        native = kernels.NativeLayers(
+            n_embd=c.n_embd, n_ff=c.n_ff, n_q=c.n_head, n_kv=c.n_head_kv, head_dim=c.head_dim,
+            n_rot=c.n_rot, neox=c.rope_mode is RopeMode.NEOX, eps=c.rms_eps,
+            query_scale=c.query_scale, gelu=c.activation is Activation.GELU_TANH,
+            output_norm=w.output_norm)
+        for il, lw in enumerate(w.layers):
+            native.add_layer(
+                attn_norm=lw.attn_norm, qkv=[p.part for p in lw.qkv.parts], qkv_bias=lw.qkv.bias,
+                wo=lw.wo.parts[0].part, wo_bias=lw.wo.bias, ffn_norm=lw.ffn_norm,
+                gate_up=[p.part for p in lw.gate_up.parts], down=lw.down.parts[0].part,
+                q_norm=lw.q_norm, k_norm=lw.k_norm, post_attn_norm=lw.post_attn_norm,
+                post_ffn_norm=lw.post_ffn_norm,
+                window=c.sliding_window if self.local_layers[il] else 0)
+        return native
 
     @property
     def threads(self) -> int:
@@ -187,23 +217,23 @@ class Transformer:
         """A fresh KV cache of ``n_ctx`` positions (memory is committed only as it is used)."""
         return KVCache(self.config, n_ctx)
 
-    def _rotations(self, pos0: int, n_total: int, n_ctx: int) -> dict[tuple[float, float], tuple[F32, F32]]:
-        """Rotation factors of positions pos0..n_total-1 for each RoPE (base, scale) in use."""
+    def _tables(self, n_ctx: int) -> dict[tuple[float, float], tuple[F32, F32]]:
+        """cos/sin tables (≥ n_ctx positions, n_rot/2) of each RoPE (base, scale) in use."""
         if n_ctx > self._rope_ctx:
             self._rope.clear()
             self._rope_ctx = n_ctx
-        first, second, _ = self._pairs
-        out = {}
         for key in set(self._rope_keys):
-            tables = self._rope.get(key)
-            if tables is None:
-                tables = _rope_tables(key[0], key[1], self.config.n_rot, self._rope_ctx,
-                                      self.weights.rope_freqs)
-                self._rope[key] = tables
-            cos, sin = tables
-            out[key] = _rotation(cos[pos0:n_total], sin[pos0:n_total], first, second,
-                                 self.config.head_dim)
-        return out
+            if key not in self._rope:
+                self._rope[key] = _rope_tables(key[0], key[1], self.config.n_rot,
+                                               self._rope_ctx, self.weights.rope_freqs)
+        return self._rope
+
+    def _rotations(self, pos0: int, n_total: int, n_ctx: int) -> dict[tuple[float, float], tuple[F32, F32]]:
+        """Rotation factors of positions pos0..n_total-1 for each RoPE (base, scale) in use."""
+        first, second, _ = self._pairs
+        return {key: _rotation(cos[pos0:n_total], sin[pos0:n_total], first, second,
+                               self.config.head_dim)
+                for key, (cos, sin) in self._tables(n_ctx).items()}
 
     def forward(self, tokens: npt.ArrayLike, cache: KVCache, *,
                 logits: str | npt.ArrayLike = "last") -> F32:
@@ -243,6 +273,43 @@ class Transformer:
             self.forward(ids[:cut], cache, logits="none")
         return self._checked_hidden(ids[cut:], cache)[-1]
 
+    def forward_batch(self, batch: Sequence[tuple[npt.ArrayLike, KVCache]]) -> F32:
+        """Final normalised hidden states (B, n_embd) of the last token of each
+        ``(tokens, cache)``, in order; the tokens are appended to their caches (mutates them).
+
+        Sequences of at most :data:`FUSED_MAX_ROWS` tokens (decode steps) run together in one
+        pass: every projection is one product over all their rows (each weight read once for
+        the batch) and attention one native call over every cache, each sequence at its own
+        position. Longer inputs (prompts) run on their own, as :meth:`hidden_last` does.
+        A row's result does not depend on the other sequences of the batch: it equals
+        :meth:`hidden_last` of that sequence alone, bit for bit. Raises :class:`ModelError`
+        for an empty input, token ids out of range, a cache that would overflow, or a cache
+        given twice.
+        """
+        items = [(np.asarray(t, dtype=np.int64).reshape(-1), c) for t, c in batch]
+        if len({id(c) for _, c in items}) != len(items):
+            raise ModelError("forward_batch() needs a distinct KV cache per sequence")
+        for ids, cache in items:
+            if ids.size == 0:
+                raise ModelError("forward_batch() needs at least one token per sequence")
+            self._check(ids, cache)
+        out = np.empty((len(items), self.config.n_embd), dtype=np.float32)
+        short = [i for i, (ids, _) in enumerate(items) if ids.size <= FUSED_MAX_ROWS]
+        for i, (ids, cache) in enumerate(items):
+            if ids.size > FUSED_MAX_ROWS:
+                out[i] = self.hidden_last(ids, cache)
+        if short:
+            h = self._hidden_fused([items[i] for i in short])
+            ends = np.cumsum([items[i][0].size for i in short]) - 1
+            out[short] = h[ends]
+        return out
+
+    def project(self, h: F32) -> F32:
+        """Logits (B, n_vocab) of hidden states h (B, n_embd): one product for the batch
+        (integer kernels at any B, so each row equals ``project_rows`` of it alone)."""
+        h = np.ascontiguousarray(h, dtype=np.float32).reshape(-1, self.config.n_embd)
+        return self._softcap(self.weights.output.matmul(h, self._threads, dense=False))
+
     def _checked_hidden(self, ids: np.ndarray, cache: KVCache) -> F32:
         self._check(ids, cache)
         return self._hidden(ids, cache)
@@ -273,35 +340,89 @@ class Transformer:
             y = np.float32(cap) * np.tanh(y / np.float32(cap))
         return y
 
+    def _embed(self, ids: np.ndarray) -> F32:
+        x = self.weights.token_embd(ids)  # (T, n_embd), a fresh array the layers update in place
+        if self.config.embed_scale != 1.0:
+            x *= np.float32(self.config.embed_scale)
+        return x
+
     def _hidden(self, ids: np.ndarray, cache: KVCache) -> F32:
         """Run all layers on ids (T,) at positions cache.n.. → final-normed hidden (T, n_embd)."""
+        if ids.size <= FUSED_MAX_ROWS:
+            return self._hidden_fused([(ids, cache)])
         c = self.config
         w = self.weights
         pos0 = cache.n
         n_total = pos0 + ids.size
-        x = w.token_embd(ids)  # (T, n_embd), a fresh array the layers update in place
-        if c.embed_scale != 1.0:
-            x *= np.float32(c.embed_scale)
+        x = self._embed(ids)
         rotations = self._rotations(pos0, n_total, cache.n_ctx)
         keys = self._rope_keys
+
+        def attend(il: int, qkv: F32) -> F32:
+            return self._attend(il, qkv, cache, pos0, n_total, rotations[keys[il]])
+
         for il, lw in enumerate(w.layers):
-            self._layer(il, lw, x, cache, pos0, n_total, rotations[keys[il]])
+            self._layer(il, lw, x, attend)
         cache.n = n_total
         return rms_norm(x, w.output_norm, c.rms_eps)
 
-    def _layer(self, il: int, lw: LayerWeights, x: F32, cache: KVCache, pos0: int,
-               n_total: int, rotation: tuple[F32, F32]) -> None:
-        """One block on x (T, n_embd), updated in place; appends this layer's keys and values."""
+    def _hidden_fused(self, items: Sequence[tuple[np.ndarray, KVCache]]) -> F32:
+        """All layers on the rows of several sequences (checked, each ≤ FUSED_MAX_ROWS tokens)
+        at once, natively → final-normed hidden (Σ T_i, n_embd); appends to every cache."""
+        caches = [cache for _, cache in items]
+        sizes = [ids.size for ids, _ in items]
+        seqs = np.empty((len(items), 3), dtype=np.int64)  # row0, n_rows, pos0
+        seqs[:, 1] = sizes
+        seqs[:, 0] = np.cumsum(sizes) - seqs[:, 1]
+        seqs[:, 2] = [cache.n for cache in caches]
+        x = self._embed(np.concatenate([ids for ids, _ in items]))
+        out = np.empty_like(x)
+        with self._native_lock:
+            tables = self._tables(max(cache.n_ctx for cache in caches))
+            if self._native_ctx != self._rope_ctx:
+                for il, key in enumerate(self._rope_keys):
+                    self._native.set_rope(il, *tables[key])
+                self._native_ctx = self._rope_ctx
+            self._native.forward(x, seqs, [c.k for c in caches], [c.v for c in caches], out,
+                                 self._threads)
+        for cache, n in zip(caches, sizes):
+            cache.n += n
+        return out
+
+    def _layer(self, il: int, lw: LayerWeights, x: F32, attend: Callable[[int, F32], F32]) -> None:
+        """One block on x (T, n_embd), updated in place; ``attend(il, qkv)`` → (T, n_q·hd)
+        appends this layer's keys and values and attends."""
         c = self.config
         eps = c.rms_eps
-        T = x.shape[0]
+        h = rms_norm(x, lw.attn_norm, eps)
+        nt = self._threads
+        qkv = lw.qkv.matmul(h, nt)  # (T, (n_head + 2·n_kv)·hd), fresh
+        att = attend(il, qkv)
+        a = lw.wo.matmul(att, nt)  # (T, n_embd)
+        if lw.post_attn_norm is not None:
+            a = rms_norm(a, lw.post_attn_norm, eps)
+        x += a
+
+        h = rms_norm(x, lw.ffn_norm, eps)
+        gate_up = lw.gate_up.matmul(h, nt)  # (T, 2·n_ff), fresh
+        gate = gate_up[:, :c.n_ff]
+        self._act(gate)
+        gate *= gate_up[:, c.n_ff:]
+        f = lw.down.matmul(gate, nt)  # (T, n_embd)
+        if lw.post_ffn_norm is not None:
+            f = rms_norm(f, lw.post_ffn_norm, eps)
+        x += f
+
+    def _attend(self, il: int, qkv: F32, cache: KVCache, pos0: int, n_total: int,
+                rotation: tuple[F32, F32]) -> F32:
+        """numpy attention of one sequence's T rows (prompts): q/k norms and RoPE on qkv (in
+        place), keys and values into the cache, BLAS products → (T, n_q·hd)."""
+        c = self.config
+        eps = c.rms_eps
+        T = qkv.shape[0]
         hd, n_kv = c.head_dim, c.n_head_kv
         n_q = c.n_head
         g = n_q // n_kv
-
-        h = rms_norm(x, lw.attn_norm, eps)
-        nt = self._threads
-        qkv = lw.qkv.matmul(h, nt)  # (T, (n_head + 2·n_kv)·hd), fresh: rotated in place
         qk = qkv[:, :(n_q + n_kv) * hd].reshape(T, n_q + n_kv, hd)
         qk_norm = self._qk_norms[il]
         if qk_norm is not None:
@@ -336,17 +457,4 @@ class Transformer:
         scores /= scores.sum(axis=-1, keepdims=True)
         att = scores @ vals  # (n_kv, g·T, hd)
         att = att.reshape(n_kv, g, T, hd).transpose(2, 0, 1, 3).reshape(T, n_q * hd)
-        a = lw.wo.matmul(np.ascontiguousarray(att, dtype=np.float32), nt)  # (T, n_embd)
-        if lw.post_attn_norm is not None:
-            a = rms_norm(a, lw.post_attn_norm, eps)
-        x += a
-
-        h = rms_norm(x, lw.ffn_norm, eps)
-        gate_up = lw.gate_up.matmul(h, nt)  # (T, 2·n_ff), fresh
-        gate = gate_up[:, :c.n_ff]
-        self._act(gate)
-        gate *= gate_up[:, c.n_ff:]
-        f = lw.down.matmul(gate, nt)  # (T, n_embd)
-        if lw.post_ffn_norm is not None:
-            f = rms_norm(f, lw.post_ffn_norm, eps)
-        x += f
+        return np.ascontiguousarray(att, dtype=np.float32)

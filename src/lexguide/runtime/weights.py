@@ -115,13 +115,16 @@ class Projection:
         self.n_out = edges[-1]
         self.n_in = self.parts[0].n_in
 
-    def matmul(self, x: F32, n_threads: int = 0, out: F32 | None = None) -> F32:
+    def matmul(self, x: F32, n_threads: int = 0, out: F32 | None = None, *,
+               dense: bool | None = None) -> F32:
         """x (T, n_in) → (T, n_out), all parts side by side (a fresh array unless ``out``).
-        From :data:`DENSE_MIN_ROWS` rows on, float32 tiles and single-threaded BLAS calls, the
-        tiles spread over ``n_threads`` Python threads (numpy and the kernels release the GIL;
-        OpenBLAS's own threads busy-wait and collapsed under load: 2 threads gave 25 tok/s
-        SmolLM2 prefill where one gave 93, load average 4)."""
-        if x.shape[0] >= DENSE_MIN_ROWS:
+        From :data:`DENSE_MIN_ROWS` rows on (or when ``dense`` is True), float32 tiles and
+        single-threaded BLAS calls, the tiles spread over ``n_threads`` Python threads (numpy
+        and the kernels release the GIL; OpenBLAS's own threads busy-wait and collapsed under
+        load: 2 threads gave 25 tok/s SmolLM2 prefill where one gave 93, load average 4).
+        ``dense=False`` keeps the integer kernels at any row count: each row's result is then
+        the same whatever other rows share the call (batched decode relies on it)."""
+        if x.shape[0] >= DENSE_MIN_ROWS if dense is None else dense:
             y = self._matmul_tiles(x, out, n_threads)
         else:
             y = kernels.matmul_parts(x, self._parts, self.n_in, out=out, n_threads=n_threads)

@@ -1,23 +1,30 @@
-"""The decode loop: one thread, up to ``parallel`` sequences, new ones joining between steps.
+"""The decode loop: one thread, up to ``parallel`` sequences decoded together, new ones joining
+between steps.
 
 A request (:class:`Job`) has ``n`` sequences (choices). The scheduler thread owns the model:
 it prepares jobs (chat template, tokenization, grammar compile, matchers), gives each
 sequence a slot (a preallocated KV cache) and runs steps. One step over the active sequences:
 
-1. masks of every constrained sequence — :func:`fill_masks`, one call for the batch;
-2. one forward of every sequence's pending tokens (at most :data:`PREFILL_STEP` of a long
-   prompt per step; a sequence still prefilling samples nothing) — :func:`forward_last`, one
-   call for the batch. **Today it loops over the sequences** (one ``Transformer.hidden_last`` each, since the
-   runtime has no forward over several KV caches yet); a batched forward replaces that one
-   function and nothing else;
-3. per sequence: project the allowed rows, sample, ``consume``, append forced tokens, detect
-   EOS / grammar completion / stop strings / ``max_tokens``; text deltas and the finish are
-   posted to the job's ``post`` callback (the web side turns them into asyncio queue items).
+1. masks of every constrained sequence about to sample — :func:`fill_masks`, one call for the
+   batch;
+2. the forward of every sequence's pending tokens — :func:`forward_last`: the decoding
+   sequences (a sampled token, plus any tokens the grammar forced) in **one batched forward**
+   (``Transformer.forward_batch``: every weight read once for all of them, each sequence at
+   its own position in its own cache); a newly admitted sequence evaluates its prompt in the
+   same step, at most :data:`PREFILL_STEP` tokens of it, on its own, and samples nothing until
+   the prompt is done;
+3. logits: one output projection for every sequence that needs all of them (unconstrained, or
+   a mask allowing many tokens), the allowed rows only for the others; then per sequence:
+   sample, ``consume``, append forced tokens, detect EOS / grammar completion / stop strings /
+   ``max_tokens``; text deltas and the finish are posted to the job's ``post`` callback (the
+   web side turns them into asyncio queue items).
 
-Everything touching the model, tokenizer, grammars and matchers runs on this one thread:
-``Transformer`` is not thread-safe (its row splitter, RoPE tables and BLAS thread setting are
-shared) and the engine's lexer tables are process-wide. A cancelled job (client gone) drops
-its sequences at the next step boundary, freeing their slots.
+Each sequence keeps its own matcher, sampler and slot; a row's logits do not depend on the
+other sequences of the batch (the batched forward is exact), so a greedy answer is the same
+alone or among others. Everything touching the model, tokenizer, grammars and matchers runs
+on this one thread: ``Transformer`` is not thread-safe (its RoPE tables and thread setting
+are shared) and the engine's lexer tables are process-wide. A cancelled job (client gone)
+drops its sequences at the next step boundary, freeing their slots.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import numpy.typing as npt
 
 from lexguide.errors import LexguideError, MatcherError, TokenRejected
 from lexguide.runtime.generate import _find_stop, _holdback
+from lexguide.runtime.model import FUSED_MAX_ROWS
 from lexguide.runtime.sampler import Sampler, SamplerConfig, mask_to_ids
 from lexguide.server.constraints import GrammarCache, render_tool_messages
 from lexguide.server.protocol import ChoiceResult, GenerationRequest, RequestError
@@ -53,19 +61,23 @@ PREFILL_STEP = 256  # prompt tokens a sequence evaluates per step: a long prompt
 # -- the two batch adapters -------------------------------------------------------------------
 
 
-def forward_last(model: Any, batch: Sequence[tuple[list[int], Any]]) -> list[npt.NDArray[np.float32]]:
-    """Final hidden state (n_embd,) of the last pending token of each ``(tokens, cache)``;
-    the tokens are appended to their cache (mutates the caches).
+def forward_last(model: Any, batch: Sequence[tuple[list[int], Any]]) -> npt.NDArray[np.float32]:
+    """Final hidden states (len(batch), n_embd) of the last pending token of each
+    ``(tokens, cache)``; the tokens are appended to their cache (mutates the caches).
 
-    Today: one ``Transformer.hidden_last`` call per sequence (prefill over ``n_threads``,
-    decode over ``decode_threads``). This is the one place a batched forward over several KV
-    caches plugs in.
+    Inputs of at most ``FUSED_MAX_ROWS`` tokens (decode steps) run in one batched forward over
+    ``decode_threads``; longer ones (prompt chunks) one by one over ``n_threads``.
     """
     tf = model.transformer
-    out = []
-    for tokens, cache in batch:
-        tf.threads = model.n_threads if len(tokens) > 1 else model.decode_threads
-        out.append(tf.hidden_last(tokens, cache))
+    out = np.empty((len(batch), model.config.n_embd), dtype=np.float32)
+    short = [i for i, (tokens, _) in enumerate(batch) if len(tokens) <= FUSED_MAX_ROWS]
+    if short:
+        tf.threads = model.decode_threads
+        out[short] = tf.forward_batch([batch[i] for i in short])
+    for i, (tokens, cache) in enumerate(batch):
+        if len(tokens) > FUSED_MAX_ROWS:
+            tf.threads = model.n_threads
+            out[i] = tf.hidden_last(tokens, cache)
     return out
 
 
@@ -101,6 +113,9 @@ class Metrics:
     completion_tokens: int = 0
     forced_tokens: int = 0
     steps: int = 0
+    batched_forwards: int = 0  # steps whose decode forward had at least one sequence
+    batched_sequences: int = 0  # sequences over those forwards (mean batch = this / that)
+    batch_max: int = 0  # most sequences decoded in one forward
     forward_s: float = 0.0
     mask_s: float = 0.0
     sample_s: float = 0.0
@@ -425,34 +440,57 @@ class Scheduler:
                 self._guarded(s.job, s.matcher.compute_mask)
             return
         t1 = time.perf_counter()
-        hidden = forward_last(self.model, [(f, _slot(s).cache) for s, f in zip(active, feeds)])
+        batch = [(f, _slot(s).cache) for s, f in zip(active, feeds)]
+        hidden = forward_last(self.model, batch)
+        n_decoding = sum(1 for f in feeds if len(f) <= FUSED_MAX_ROWS)
+        if n_decoding:
+            m.batched_forwards += 1
+            m.batched_sequences += n_decoding
+            m.batch_max = max(m.batch_max, n_decoding)
         t2 = time.perf_counter()
         for s, f in zip(active, feeds):
             _slot(s).ids.extend(f)
             del s.pending[:len(f)]
         rows = {id(s): masks[i] for i, s in enumerate(constrained)}
-        for s, h in zip(active, hidden):
-            if id(s) in sampling and s in self._active:
-                self._guarded(s.job, self._sample, s, h, rows.get(id(s)))
+        ready = [(s, hidden[i]) for i, s in enumerate(active) if id(s) in sampling]
+        for s, logits, allowed in self._logits(ready, rows):
+            if s in self._active:
+                self._guarded(s.job, self._sample, s, logits, allowed)
         t3 = time.perf_counter()
         m.steps += 1
         m.mask_s += t1 - t0
         m.forward_s += t2 - t1
         m.sample_s += t3 - t2
 
-    def _sample(self, s: _Sequence, h: npt.NDArray[np.float32], mask: Any) -> None:
+    def _logits(self, ready: list[tuple[_Sequence, npt.NDArray[np.float32]]],
+                masks: dict[int, Any]) -> list[tuple[_Sequence, Any, Any]]:
+        """(sequence, logits, allowed ids or None) of the sequences about to sample: the
+        allowed rows of the output matrix when a mask allows few tokens, else all rows, in one
+        product for all such sequences. A grammar that allows nothing fails its job."""
         tf = self.model.transformer
-        if mask is not None:
-            allowed = mask_to_ids(mask, self._n_vocab)
-            if allowed.size == 0:
-                raise MatcherError(f"the grammar allows no token after {s.n_gen} tokens")
-            if allowed.size <= _SPARSE_FRACTION * self._n_vocab:
-                logits = tf.project_rows(h, allowed)
-            else:
-                logits = tf.project_rows(h)[allowed]
-            token = s.sampler.sample(logits, allowed, s.history)
-        else:
-            token = s.sampler.sample(tf.project_rows(h), None, s.history)
+        out: list[tuple[_Sequence, Any, Any]] = []
+        full: list[tuple[_Sequence, npt.NDArray[np.float32], Any]] = []
+        for s, h in ready:
+            mask = masks.get(id(s))
+            allowed = None
+            if mask is not None:
+                allowed = mask_to_ids(mask, self._n_vocab)
+                if allowed.size == 0:
+                    self._fail(s.job, MatcherError(
+                        f"the grammar allows no token after {s.n_gen} tokens"))
+                    continue
+                if allowed.size <= _SPARSE_FRACTION * self._n_vocab:
+                    out.append((s, tf.project_rows(h, allowed), allowed))
+                    continue
+            full.append((s, h, allowed))
+        if full:
+            logits = tf.project(np.stack([h for _, h, _ in full]))
+            for (s, _, allowed), row in zip(full, logits):
+                out.append((s, row if allowed is None else row[allowed], allowed))
+        return out
+
+    def _sample(self, s: _Sequence, logits: npt.NDArray[np.float32], allowed: Any) -> None:
+        token = s.sampler.sample(logits, allowed, s.history)
         if s.matcher is not None:
             try:
                 s.matcher.consume(token)

@@ -1,0 +1,162 @@
+"""The native batched attention (kernels.attention) against a float64 numpy reference.
+
+Several sequences share one call, each with its own cache, row count and position; the
+reference processes one sequence, one row and one head at a time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lexguide.errors import ModelError
+from lexguide.runtime import kernels as K
+
+N_LAYER, N_Q, N_KV, HD, N_CTX = 2, 4, 2, 16, 24
+N_ROT = 12  # partial rotary: the last 4 dimensions of a head are not rotated
+
+
+def tables(n_pos: int, n_rot: int = N_ROT) -> tuple[np.ndarray, np.ndarray]:
+    inv = 1000.0 ** (-np.arange(0, n_rot, 2) / n_rot)
+    theta = np.arange(n_pos)[:, None] * inv[None, :]
+    return np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+
+
+def reference(qkv, seqs, ks, vs, layer, q_norm, k_norm, eps, cos, sin, neox, scale, window):
+    """(out, new keys, new values) in float64, sequence by sequence, head by head."""
+    qkv = qkv.astype(np.float64)
+    out = np.zeros((qkv.shape[0], N_Q * HD))
+    ks = [k.astype(np.float64) for k in ks]
+    vs = [v.astype(np.float64) for v in vs]
+    half = N_ROT // 2
+    first = np.arange(half) if neox else np.arange(0, N_ROT, 2)
+    second = first + half if neox else first + 1
+
+    def prep(x, w, p):
+        if w is not None:
+            x = x / np.sqrt(np.mean(x * x) + eps) * w
+        x = x.copy()
+        a, b = x[first].copy(), x[second].copy()
+        x[first] = a * cos[p] - b * sin[p]
+        x[second] = b * cos[p] + a * sin[p]
+        return x
+
+    for i, (row0, n, pos0) in enumerate(seqs):
+        for t in range(n):
+            row, p = qkv[row0 + t], pos0 + t
+            for h in range(N_KV):
+                ks[i][layer, h, p] = prep(row[(N_Q + h) * HD:(N_Q + h + 1) * HD], k_norm, p)
+                vs[i][layer, h, p] = row[(N_Q + N_KV + h) * HD:(N_Q + N_KV + h + 1) * HD]
+        for t in range(n):
+            p = pos0 + t
+            lo = max(0, p - window + 1) if window else 0
+            for h in range(N_Q):
+                q = prep(qkv[row0 + t, h * HD:(h + 1) * HD], q_norm, p)
+                kv = h // (N_Q // N_KV)
+                s = ks[i][layer, kv, lo:p + 1] @ q * scale
+                e = np.exp(s - s.max())
+                out[row0 + t, h * HD:(h + 1) * HD] = (e / e.sum()) @ vs[i][layer, kv, lo:p + 1]
+    return out, ks, vs
+
+
+def setup(rng, layout):
+    """qkv rows and caches whose first pos0 positions already hold keys and values."""
+    R = sum(n for n, _ in layout)
+    qkv = rng.standard_normal((R, (N_Q + 2 * N_KV) * HD)).astype(np.float32)
+    seqs = np.zeros((len(layout), 3), np.int64)
+    ks, vs = [], []
+    row = 0
+    for i, (n, pos0) in enumerate(layout):
+        seqs[i] = (row, n, pos0)
+        row += n
+        k = np.zeros((N_LAYER, N_KV, N_CTX, HD), np.float32)
+        v = np.zeros_like(k)
+        k[:, :, :pos0] = rng.standard_normal((N_LAYER, N_KV, pos0, HD))
+        v[:, :, :pos0] = rng.standard_normal((N_LAYER, N_KV, pos0, HD))
+        ks.append(k)
+        vs.append(v)
+    return qkv, seqs, ks, vs
+
+
+def run(qkv, seqs, ks, vs, layer=1, norms=None, neox=True, window=0, scale=0.25, **kw):
+    cos, sin = tables(N_CTX)
+    out = np.full((qkv.shape[0], N_Q * HD), np.nan, np.float32)
+    qn, kn = norms if norms is not None else (None, None)
+    return K.attention(qkv, out, seqs, ks, vs, layer, n_q=N_Q, n_kv=N_KV, head_dim=HD,
+                       q_norm=qn, k_norm=kn, eps=1e-6, cos=cos, sin=sin, neox=neox,
+                       n_rot=N_ROT, scale=scale, window=window, **kw)
+
+
+LAYOUT = [(1, 7), (3, 0), (1, 0), (4, 12), (2, 21)]  # (rows, first position) per sequence
+
+
+@pytest.mark.parametrize("neox", [True, False])
+@pytest.mark.parametrize("window", [0, 5])
+@pytest.mark.parametrize("with_norms", [False, True])
+def test_matches_float64_reference(neox, window, with_norms):
+    rng = np.random.default_rng(3)
+    qkv, seqs, ks, vs = setup(rng, LAYOUT)
+    norms = (1 + 0.1 * rng.standard_normal(HD).astype(np.float32),
+             1 + 0.1 * rng.standard_normal(HD).astype(np.float32)) if with_norms else None
+    cos, sin = tables(N_CTX)
+    want, want_k, want_v = reference(qkv, seqs, ks, vs, 1, *(norms or (None, None)), 1e-6,
+                                     cos.astype(np.float64), sin.astype(np.float64), neox,
+                                     0.25, window)
+    got = run(qkv.copy(), seqs, ks, vs, norms=norms, neox=neox, window=window)
+    assert np.abs(got - want).max() < 1e-5
+    for k, v, wk, wv in zip(ks, vs, want_k, want_v):
+        assert np.abs(k - wk).max() < 1e-5 and np.abs(v - wv).max() < 1e-5
+    for (row0, n, pos0), k in zip(seqs, ks):
+        assert not k[0, :, pos0:].any()  # only the given layer was written
+
+
+def test_a_sequence_gives_the_same_bits_alone_and_in_a_batch():
+    rng = np.random.default_rng(5)
+    qkv, seqs, ks, vs = setup(rng, LAYOUT)
+    together = run(qkv.copy(), seqs, [k.copy() for k in ks], [v.copy() for v in vs],
+                   window=4, n_threads=2)
+    for i, (row0, n, pos0) in enumerate(seqs):
+        alone = run(qkv[row0:row0 + n].copy(), np.array([[0, n, pos0]]), [ks[i].copy()],
+                    [vs[i].copy()], window=4, n_threads=1)
+        assert np.array_equal(alone, together[row0:row0 + n])
+
+
+@pytest.mark.parametrize("change", [
+    "rows past qkv", "overlapping rows", "position past cache", "position past tables",
+    "shared cache", "bad layer", "cache shape", "one cache missing", "norm without partner",
+    "n_q not a multiple", "odd n_rot", "negative window",
+])
+def test_bad_inputs_raise_model_error(change):
+    rng = np.random.default_rng(1)
+    qkv, seqs, ks, vs = setup(rng, [(2, 0), (1, 3)])
+    cos, sin = tables(N_CTX)
+    args = dict(n_q=N_Q, n_kv=N_KV, head_dim=HD, q_norm=None, k_norm=None, eps=1e-6, cos=cos,
+                sin=sin, neox=True, n_rot=N_ROT, scale=1.0, window=0)
+    layer = 0
+    if change == "rows past qkv":
+        seqs[1] = (2, 2, 3)
+    elif change == "overlapping rows":
+        seqs[1] = (1, 1, 3)
+    elif change == "position past cache":
+        seqs[1] = (2, 1, N_CTX)
+    elif change == "position past tables":
+        args["cos"], args["sin"] = tables(3)
+    elif change == "shared cache":
+        ks[1] = ks[0]
+    elif change == "bad layer":
+        layer = N_LAYER
+    elif change == "cache shape":
+        vs[0] = np.zeros((N_LAYER, N_KV, N_CTX - 1, HD), np.float32)
+    elif change == "one cache missing":
+        vs = vs[:1]
+    elif change == "norm without partner":
+        args["q_norm"] = np.ones(HD, np.float32)
+    elif change == "n_q not a multiple":
+        args["n_q"], args["n_kv"] = 3, 2
+    elif change == "odd n_rot":
+        args["n_rot"] = 3
+    elif change == "negative window":
+        args["window"] = -1
+    out = np.zeros((qkv.shape[0], N_Q * HD), np.float32)
+    with pytest.raises(ModelError):
+        K.attention(qkv, out, seqs, ks, vs, layer, **args)
