@@ -39,11 +39,15 @@ def lm(smollm2_file):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = hf_folder(smollm2_file, default_cache_dir())
+    # one thread: torch's default two spin against each other on a loaded 2-core machine
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     model.eval()
-    return model, tokenizer
+    yield model, tokenizer
+    torch.set_num_threads(threads)
 
 
 def _chat(tokenizer, questions: list[str]):

@@ -135,3 +135,45 @@ def test_holes_in_the_vocabulary_are_never_allowed() -> None:
     assert info.vocab_size == 5 and {1, 2} <= info.special_ids
     mask = Matcher(Grammar.from_regex("[ab]+"), info).compute_mask()
     assert [(int(mask[0]) >> t) & 1 for t in range(4)] == [1, 0, 0, 1]
+
+
+class _AddedToken(str):
+    """transformers' AddedToken as far as the reader looks: its text and ``special``."""
+
+    def __new__(cls, text: str, special: bool) -> _AddedToken:
+        token = super().__new__(cls, text)
+        token.special = special
+        return token
+
+
+class _SlowSentencePiece:
+    """The surface of a transformers 4 slow SentencePiece tokenizer (``LlamaTokenizer``
+    with ``use_fast=False``): pieces by id, ``sp_model``, added tokens, no Rust backend."""
+
+    sp_model = object()
+    eos_token_id = 2
+
+    def get_vocab(self) -> dict[str, int]:
+        return {"<unk>": 0, "<s>": 1, "</s>": 2, "<0x0A>": 3, "▁hi": 4, "é": 5}
+
+    added_tokens_decoder = {0: _AddedToken("<unk>", True), 1: _AddedToken("<s>", True),
+                            2: _AddedToken("</s>", True), 6: _AddedToken("<tool>", False)}
+
+
+class _SlowByteLevel:
+    byte_encoder = {}
+    eos_token_id = 3
+    added_tokens_decoder = {3: _AddedToken("<|endoftext|>", True)}
+
+    def get_vocab(self) -> dict[str, int]:
+        return {"Ġhi": 0, "Ċ": 1, "Ã©": 2, "<|endoftext|>": 3}
+
+
+def test_slow_tokenizers() -> None:
+    info = TokenizerInfo.from_huggingface(_SlowSentencePiece())
+    assert info.token_bytes == (b"", b"", b"", b"\n", b" hi", "é".encode(), b"<tool>")
+    assert info.special_ids == {0, 1, 2} and info.eos_ids == {2}
+    info = TokenizerInfo.from_huggingface(_SlowByteLevel())
+    assert info.token_bytes == (b" hi", b"\n", "é".encode(), b"")
+    with pytest.raises(TokenizerError, match="cannot read token bytes"):
+        TokenizerInfo.from_huggingface(object())

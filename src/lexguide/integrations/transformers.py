@@ -79,6 +79,9 @@ class LexguideLogitsProcessor(_transformers.LogitsProcessor):
     generation does), or when the grammar reaches a dead end.
     """
 
+    # rows are followed through generate's input_ids; continuous batching has none to follow
+    supports_continuous_batching = False
+
     def __init__(
         self,
         tokenizer: Any,

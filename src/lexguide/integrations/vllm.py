@@ -56,7 +56,8 @@ from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
 __all__ = ["ENV_STRUCTURED_OUTPUTS", "LexguideLogitsProcessor", "request_spec"]
 
-logger = init_logger(__name__)
+# under "vllm." so that vLLM's logging configuration shows these messages with its own
+logger = init_logger("vllm.lexguide")
 
 #: set to 1 to have lexguide constrain requests' ``response_format`` / ``structured_outputs``
 ENV_STRUCTURED_OUTPUTS = "LEXGUIDE_VLLM_STRUCTURED_OUTPUTS"
@@ -167,6 +168,8 @@ class LexguideLogitsProcessor(_v1.LogitsProcessor, _V2Base):  # type: ignore[mis
     on serving the other requests.
     """
 
+    _announced = False  # the response_format takeover was logged in this process
+
     # -- admission (frontend process) ------------------------------------------------------
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
@@ -176,6 +179,10 @@ class LexguideLogitsProcessor(_v1.LogitsProcessor, _V2Base):  # type: ignore[mis
             spec = _from_structured_outputs(so)
             if spec is not None:
                 check_compiles(spec, "structured_outputs")
+                if not cls._announced:
+                    cls._announced = True
+                    logger.info("lexguide: constraining structured_outputs / response_format "
+                                "requests (%s=1)", ENV_STRUCTURED_OUTPUTS)
                 extra = dict(sampling_params.extra_args or {})
                 extra["lexguide"] = spec
                 sampling_params.extra_args = extra
@@ -289,9 +296,11 @@ class LexguideLogitsProcessor(_v1.LogitsProcessor, _V2Base):  # type: ignore[mis
         """Masks of ``requests`` (in order) into bitmask rows ``first_row`` onwards: one
         ``fill_masks`` call for the live ones, the EOS-only row for failed or dead ones."""
         end = first_row + len(requests)
-        if self._bitmask.shape[0] < end:
-            self._bitmask = torch.zeros((max(end, 2 * self._bitmask.shape[0]), self.info.n_words),
-                                        dtype=torch.int32)
+        if self._bitmask.shape[0] < end:  # grow, keeping the rows filled so far
+            grown = torch.zeros((max(end, 2 * self._bitmask.shape[0]), self.info.n_words),
+                                dtype=torch.int32)
+            grown[: self._bitmask.shape[0]] = self._bitmask
+            self._bitmask = grown
         live = [i for i, r in enumerate(requests) if not r.failed]
         if live:
             matchers = [requests[i].matcher for i in live]  # type: ignore[misc]
