@@ -258,7 +258,7 @@ def test_v2_interface_with_speculative_rows(llm) -> None:
 # -- vLLM's OpenAI server ---------------------------------------------------------------------
 def test_vllm_serve_answers_a_response_format_request(folder, tmp_path) -> None:
     openai = pytest.importorskip("openai")
-    from server_helpers import free_port
+    from server_helpers import Server, free_port
 
     port = free_port()
     log = tmp_path / "vllm-serve.log"
@@ -270,7 +270,8 @@ def test_vllm_serve_answers_a_response_format_request(folder, tmp_path) -> None:
            "--kv-cache-memory-bytes", str(KV_BYTES),
            "--logits-processors", "lexguide.integrations.vllm:LexguideLogitsProcessor"]
     with open(log, "w") as sink:
-        server = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env)
+        server = Server(subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env),
+                        port, log)
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none",
                                max_retries=0, timeout=120)
@@ -280,7 +281,7 @@ def test_vllm_serve_answers_a_response_format_request(folder, tmp_path) -> None:
                 client.models.list()
                 break
             except openai.APIConnectionError:
-                assert server.poll() is None, log.read_text()[-3000:]
+                assert server.process.poll() is None, log.read_text()[-3000:]
                 assert time.monotonic() < deadline, "vLLM did not start in time"
                 time.sleep(1)
         question, schema = PROMPTS_AND_SCHEMAS[0]
@@ -300,9 +301,4 @@ def test_vllm_serve_answers_a_response_format_request(folder, tmp_path) -> None:
                                       extra_body={"vllm_xargs": {"lexguide_regex": "a("}})
         assert "lexguide: constraining structured_outputs" in log.read_text()
     finally:
-        server.terminate()
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        server.stop()
