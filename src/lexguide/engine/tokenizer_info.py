@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -88,6 +89,54 @@ class TokenizerInfo:
             special_names=names,
             encode=lambda text: tokenizer.encode(text, add_special=False),
         )
+
+    @classmethod
+    def from_huggingface(
+        cls,
+        tokenizer: Any,
+        *,
+        eos_ids: int | Iterable[int] | None = None,
+        vocab_size: int | None = None,
+    ) -> TokenizerInfo:
+        """From a Hugging Face tokenizer (``transformers`` fast or slow, or a
+        ``tokenizers.Tokenizer``): byte-level BPE and SentencePiece vocabularies.
+
+        Token bytes come from the tokenizer's decoder pipeline applied to each token
+        (:mod:`lexguide.tokenizer.huggingface`); special added tokens become control tokens
+        (named for the Lark ``<|name|>`` syntax).
+
+        Parameters
+        ----------
+        eos_ids:
+            End-of-generation ids; default the tokenizer's ``eos_token_id``. Pass the model's
+            ``generation_config.eos_token_id`` when it lists more.
+        vocab_size:
+            The width of the model's logits when it exceeds the tokenizer's vocabulary
+            (padded embedding tables): the extra ids are never allowed.
+
+        Raises :class:`TokenizerError` for an unsupported decoder, a missing EOS id or a
+        ``vocab_size`` smaller than the tokenizer's.
+        """
+        from lexguide.tokenizer.huggingface import huggingface_vocab
+
+        hf = huggingface_vocab(tokenizer, eos_ids)
+        token_bytes = list(hf.token_bytes)
+        special = set(hf.special_ids)
+        if vocab_size is not None:
+            if vocab_size < len(token_bytes):
+                raise TokenizerError(
+                    f"vocab_size={vocab_size} is smaller than the tokenizer's "
+                    f"{len(token_bytes)} ids"
+                )
+            special.update(range(len(token_bytes), vocab_size))
+            token_bytes += [b""] * (vocab_size - len(token_bytes))
+        if hasattr(tokenizer, "encode") and hasattr(tokenizer, "convert_ids_to_tokens"):
+            def encode(text: str) -> list[int]:  # transformers
+                return list(tokenizer.encode(text, add_special_tokens=False))
+        else:
+            def encode(text: str) -> list[int]:  # tokenizers.Tokenizer
+                return list(tokenizer.encode(text, add_special_tokens=False).ids)
+        return cls(token_bytes, hf.eos_ids, special, special_names=hf.special_names, encode=encode)
 
     def _build_arrays(self) -> None:
         tb = self.token_bytes

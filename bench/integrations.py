@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Integration benchmark: lexguide inside vLLM and transformers.
+
+vLLM (CPU, SmolLM2 converted from its GGUF): the same chat prompts and JSON Schemas
+(``tests/integration_helpers.py``: four prompts, four schemas, repeated) generated with
+lexguide's logits processor and with vLLM's own structured-output backends, xgrammar and
+guidance (llguidance), in one run. A vLLM engine has one backend, so two engines are started
+(backend xgrammar, then guidance), each also loaded with lexguide's processor; lexguide runs
+on both and the rounds alternate (lexguide, peer, lexguide, peer, ...), so each ratio compares
+batches run minutes apart at most. Per backend: output tokens/s of the whole batch (wall
+time of ``LLM.chat``), and the share of outputs that parse as JSON and validate
+(``jsonschema``). Unconstrained generation of the same batch is the reference.
+
+transformers (SmolLM2 from the same folder): ms per generated token of ``model.generate``
+with lexguide's ``LogitsProcessor`` and without any, and the processor's own time per call,
+for batches of 1 and 4 (1 and 2, 8 tokens, with ``--quick``).
+
+    python bench/integrations.py --quick                # 4 requests, 1 round, xgrammar only
+    python bench/integrations.py                        # 8 requests x 3 rounds, both peers
+    python bench/integrations.py --part transformers    # or --part vllm
+
+The vLLM part runs in the interpreter given by ``--vllm-python`` (default:
+``$LEXGUIDE_VLLM_PYTHON``, else ``~/.cache/lexguide/vllm-venv/bin/python`` when it exists, else
+this one); it is skipped, with a note, when that interpreter cannot import vllm. Results go
+to ``bench/results/integrations.json`` (``--json PATH``). The machine is shared: the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+# bench/jsonschema.py would shadow the jsonschema package: drop this folder from the path
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent / "tests"))
+
+from integration_helpers import PROMPTS_AND_SCHEMAS, default_cache_dir, hf_folder  # noqa: E402
+
+RESULTS = _HERE / "results" / "integrations.json"
+KV_BYTES = 256 << 20
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _folder() -> Path:
+    from lexguide.model_files import smollm2_path
+
+    return hf_folder(smollm2_path(), default_cache_dir())
+
+
+# -- vLLM ----------------------------------------------------------------------------------------
+def _valid(text: str, schema: dict) -> bool:
+    import jsonschema
+
+    try:
+        jsonschema.validate(json.loads(text), schema)
+    except (ValueError, jsonschema.ValidationError):
+        return False
+    return True
+
+
+def _vllm_batch(llm, backend: str, n: int, max_tokens: int, seed: int) -> dict:
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    cases = [PROMPTS_AND_SCHEMAS[i % len(PROMPTS_AND_SCHEMAS)] for i in range(n)]
+    params = []
+    for i, (_, schema) in enumerate(cases):
+        kw = {"max_tokens": max_tokens, "temperature": 0.7, "seed": seed + i}
+        if backend == "lexguide":
+            kw["extra_args"] = {"lexguide": {"json_schema": schema}}
+        elif backend != "none":
+            kw["structured_outputs"] = StructuredOutputsParams(json=schema)
+        params.append(SamplingParams(**kw))
+    messages = [[{"role": "user", "content": q}] for q, _ in cases]
+    t0 = time.perf_counter()
+    outs = llm.chat(messages, params, use_tqdm=False)
+    wall = time.perf_counter() - t0
+    tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    valid = sum(_valid(o.outputs[0].text, s) for o, (_, s) in zip(outs, cases))
+    return {"wall_s": wall, "tokens": tokens, "valid": valid, "requests": n}
+
+
+def _vllm_child(args: argparse.Namespace) -> None:
+    """Runs inside the vLLM interpreter; writes its results as JSON to ``args.child``."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    import vllm
+
+    from lexguide.integrations.vllm import LexguideLogitsProcessor
+
+    folder = _folder()
+    peers = ["xgrammar"] if args.quick else ["xgrammar", "guidance"]
+    n, rounds, max_tokens = (4, 1, 48) if args.quick else (8, 3, 96)
+    runs: dict[str, list[dict]] = {}
+    starts = {}
+    for peer in peers:
+        t0 = time.perf_counter()
+        llm = vllm.LLM(model=str(folder), dtype="float32", max_model_len=512, enforce_eager=True,
+                       kv_cache_memory_bytes=KV_BYTES, seed=0,
+                       logits_processors=[LexguideLogitsProcessor],
+                       structured_outputs_config={"backend": peer})
+        starts[peer] = time.perf_counter() - t0
+        # warm-up: compiles every schema for both backends, touches the mask caches
+        for backend in ("lexguide", peer, "none"):
+            _vllm_batch(llm, backend, len(PROMPTS_AND_SCHEMAS), 8, 1000)
+        for r in range(rounds):
+            for backend in (["lexguide", peer, "none"] if r % 2 == 0 else [peer, "lexguide", "none"]):
+                key = f"{backend}@{peer}" if backend in ("lexguide", "none") else backend
+                runs.setdefault(key, []).append(_vllm_batch(llm, backend, n, max_tokens, 10 * r))
+                print(f"  {key:<18} round {r + 1}: {runs[key][-1]}", file=sys.stderr, flush=True)
+        del llm
+    Path(args.child).write_text(json.dumps({
+        "runs": runs, "start_s": starts, "requests": n, "rounds": rounds,
+        "max_tokens": max_tokens, "vllm": vllm.__version__}))
+
+
+def _vllm_python(arg: str | None) -> str:
+    if arg:
+        return arg
+    env = os.environ.get("LEXGUIDE_VLLM_PYTHON")
+    if env:
+        return env
+    cached = default_cache_dir() / "vllm-venv" / "bin" / "python"
+    return str(cached) if cached.exists() else sys.executable
+
+
+def _summarise_vllm(data: dict) -> list[str]:
+    def total(key: str) -> tuple[float, int, int, float]:
+        rows = data["runs"][key]
+        wall = sum(r["wall_s"] for r in rows)
+        tokens = sum(r["tokens"] for r in rows)
+        return tokens / wall, sum(r["valid"] for r in rows), sum(r["requests"] for r in rows), wall
+
+    lines = [f"vLLM {data['vllm']} (CPU, V1 runner), SmolLM2-135M float32: "
+             f"{data['requests']} requests x {data['rounds']} rounds, max_tokens "
+             f"{data['max_tokens']}, temperature 0.7",
+             f"{'backend':<22}{'tokens/s':>10}{'valid':>10}{'vs peer':>10}{'vs none':>10}"]
+    for key in data["runs"]:
+        if key.startswith("none"):
+            continue
+        tps, valid, n, _ = total(key)
+        peer = key.split("@")[1] if "@" in key else key
+        none_tps = total(f"none@{peer}")[0]
+        peer_tps = total(peer)[0]
+        vs_peer = f"{tps / peer_tps:.2f}" if "@" in key else "1.00"
+        lines.append(f"{key:<22}{tps:>10.1f}{f'{valid}/{n}':>10}{vs_peer:>10}"
+                     f"{tps / none_tps:>10.2f}")
+    for key in data["runs"]:
+        if key.startswith("none"):
+            tps, _, n, _ = total(key)
+            lines.append(f"{key + ' (no schema)':<22}{tps:>10.1f}{'—':>10}{'':>10}{1:>10.2f}")
+    lines.append("lexguide@X: lexguide's processor on the engine whose backend is X; "
+                 "'vs peer' = tokens/s over X's on that engine")
+    return lines
+
+
+# -- transformers --------------------------------------------------------------------------------
+def _transformers(args: argparse.Namespace) -> tuple[dict, list[str]]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from lexguide.integrations.transformers import LexguideLogitsProcessor
+
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    folder = _folder()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    new_tokens = 8 if args.quick else 64
+    repeats = 1 if args.quick else 3
+    out: dict[str, dict] = {}
+    lines = [f"transformers, SmolLM2-135M float32 on the CPU ({torch.get_num_threads()} threads), "
+             f"{new_tokens} new tokens, greedy, best of {repeats}",
+             f"{'batch':>6}{'ms/token plain':>16}{'ms/token lexguide':>19}"
+             f"{'processor ms/call':>19}{'overhead':>10}"]
+    for batch in (1, 2) if args.quick else (1, 4):
+        cases = [PROMPTS_AND_SCHEMAS[i % len(PROMPTS_AND_SCHEMAS)] for i in range(batch)]
+        texts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
+                                               add_generation_prompt=True) for q, _ in cases]
+        enc = tokenizer(texts, return_tensors="pt", padding=True)
+        best = {"plain": float("inf"), "lexguide": float("inf"), "proc": float("inf")}
+        for _ in range(repeats):
+            for kind in ("plain", "lexguide"):
+                timer = [0.0, 0]
+                processors = []
+                if kind == "lexguide":
+                    inner = LexguideLogitsProcessor(tokenizer, [s for _, s in cases])
+
+                    def timed(ids, scores, inner=inner, timer=timer):
+                        t = time.perf_counter()
+                        result = inner(ids, scores)
+                        timer[0] += time.perf_counter() - t
+                        timer[1] += 1
+                        return result
+                    processors = [timed]
+                # the same number of steps with and without the processor: EOS is not a stop
+                t0 = time.perf_counter()
+                with torch.no_grad():
+                    model.generate(**enc, logits_processor=processors, max_new_tokens=new_tokens,
+                                   min_new_tokens=new_tokens if kind == "plain" else 0,
+                                   do_sample=False, pad_token_id=tokenizer.pad_token_id)
+                wall = time.perf_counter() - t0
+                steps = new_tokens if kind == "plain" else max(1, timer[1])
+                best[kind] = min(best[kind], 1000 * wall / steps)
+                if kind == "lexguide":
+                    best["proc"] = min(best["proc"], 1000 * timer[0] / max(1, timer[1]))
+        out[str(batch)] = best
+        lines.append(f"{batch:>6}{best['plain']:>16.2f}{best['lexguide']:>19.2f}"
+                     f"{best['proc']:>19.3f}{best['lexguide'] / best['plain']:>10.2f}")
+    lines.append("the constrained runs stop at the end of the JSON; ms/token divides by the "
+                 "steps taken")
+    return out, lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
+    parser.add_argument("--part", choices=("all", "vllm", "transformers"), default="all")
+    parser.add_argument("--vllm-python", help="interpreter with vllm installed")
+    parser.add_argument("--torch-threads", type=int, default=0,
+                        help="torch threads of the transformers part (default: torch's choice)")
+    parser.add_argument("--json", type=Path, default=RESULTS, help=f"results file ({RESULTS})")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # the vLLM part's output file
+    args = parser.parse_args()
+    if args.child:
+        _vllm_child(args)
+        return
+    print(_load(), flush=True)
+    results: dict = {"quick": args.quick}
+    tables: list[str] = []
+    if args.part in ("all", "vllm"):
+        python = _vllm_python(args.vllm_python)
+        probe = subprocess.run([python, "-c", "import vllm"], capture_output=True, check=False)
+        if probe.returncode != 0:
+            tables += [f"vLLM: skipped ({python} cannot import vllm; see docs/integrations.md)"]
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "vllm.json"
+                cmd = [python, str(Path(__file__).resolve()), "--child", str(out)]
+                child = subprocess.run(cmd + ["--quick"] * args.quick, check=False)
+                if child.returncode != 0 or not out.exists():
+                    raise SystemExit(f"the vLLM part failed (exit {child.returncode})")
+                data = json.loads(out.read_text())
+            results["vllm"] = data
+            tables += _summarise_vllm(data)
+    if args.part in ("all", "transformers"):
+        data, lines = _transformers(args)
+        results["transformers"] = data
+        tables += [""] + lines if tables else lines
+    print("\n".join(tables))
+    print(_load())
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
