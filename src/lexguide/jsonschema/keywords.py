@@ -8,7 +8,7 @@ A mixin of :class:`~lexguide.jsonschema.build.SchemaBuilder`: it uses the builde
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from lexguide.errors import SchemaError
 from lexguide.jsonschema.formats import FORMATS
@@ -44,24 +44,25 @@ META_KW = frozenset((
 ))
 
 
-class BuilderHooks:
-    """What the builder's mixins use of :class:`~lexguide.jsonschema.build.SchemaBuilder`."""
+class BuilderHooks(Protocol):
+    """What the builder's mixins use of :class:`~lexguide.jsonschema.build.SchemaBuilder`
+    (which defines each of these; declared here for the mixins' type checking)."""
 
     draft: int
     options: Any
     intersect: Any
 
-    def build(self, raw: Any, ptr: str) -> Schema:  # provided by SchemaBuilder
-        raise NotImplementedError
+    def build(self, raw: Any, ptr: str) -> Schema: ...
 
-    def note(self, pointer: str, keyword: str, message: str) -> None:
-        raise NotImplementedError
+    def note(self, pointer: str, keyword: str, message: str) -> None: ...
 
-    def unsupported(self, message: str, pointer: str, keyword: str) -> None:
-        raise NotImplementedError
+    def unsupported(self, message: str, pointer: str, keyword: str) -> None: ...
 
-    def string_accepts(self, s: StringSchema, value: str) -> bool:
-        raise NotImplementedError
+    def string_accepts(self, s: StringSchema, value: str) -> bool: ...
+
+    def ref_target(self, ref: Any, ptr: str, keyword: str) -> str: ...
+
+    def resolve(self, key: str) -> Schema: ...
 
 
 class TypedKeywords(BuilderHooks):

@@ -85,12 +85,6 @@ class Unevaluated(BuilderHooks):
     index: Any
     diff: Any
 
-    def ref_target(self, ref: Any, ptr: str, keyword: str) -> str:  # provided by SchemaBuilder
-        raise NotImplementedError
-
-    def resolve(self, key: str) -> Schema:
-        raise NotImplementedError
-
     def unevaluated(self, raw: dict, ptr: str, out: Schema) -> Schema:
         """``out`` with the ``unevaluated*`` keywords of ``raw`` applied (raises SchemaError)."""
         props = raw.get("unevaluatedProperties", True)
