@@ -14,8 +14,9 @@ Each regime runs in its own spawned process, so each starts cold (no grammar, ma
 memo); a second matcher of the same grammar then runs warm. Ratios are against ``plain`` of the
 same pass. Cases: the Lark/GBNF grammars of ``bench/mask.py --quick`` and JSON Schemas of the
 JSONSchemaBench dev subsets with one valid instance each (maskbench), compact JSON. The table
-also counts the schemas whose start state has a known completion, and the forced sample tokens
-the narrowed mask excluded (the sample's own rest was shorter than the completion bound).
+also counts the schemas whose start state has a known completion, how completions were found
+(read off the grammar, or by the fallback byte search), and the forced sample tokens the
+narrowed mask excluded (the sample's own rest was shorter than the completion bound).
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def _measure(info: Any, spare: int | None, cases: list[tuple[str, str, str, list
     from lexguide import Matcher
 
     res: dict[str, Any] = {"cold": [], "warm": [], "narrowed": 0, "excluded": 0, "steps": 0,
-                           "completions": 0, "schemas": 0}
+                           "completions": 0, "schemas": 0, "structural": 0, "byte_search": 0}
     for name, kind, text, tokens in cases:
         grammar = _grammar(kind, text)
         for phase in ("cold", "warm"):
@@ -126,6 +127,9 @@ def _measure(info: Any, spare: int | None, cases: list[tuple[str, str, str, list
         if kind == "schema":
             res["schemas"] += 1
             res["completions"] += Matcher(grammar, info).min_completion() is not None
+        stats = Matcher(grammar, info)._engine.cache_info
+        res["structural"] += stats["completions_structural"]
+        res["byte_search"] += stats["completions_byte_search"]
     return res
 
 
@@ -173,9 +177,10 @@ def run_budget(vocabs: list[str], quick: bool, grammar_cases: list[Any], corpora
             lines.append(f"| {vname} | {regime} | {r['steps']} | {r['narrowed']} | {cm:.1f} | {cp:.0f} | "
                          f"{cx:.0f} | {wm:.1f} | {wp:.0f} | {cm / base['cold']:.2f} | "
                          f"{wm / base['warm']:.2f} | {r['excluded']} |")
-        r = rows["plain"]
+        r, t = rows["plain"], rows["tight"]
         notes.append(f"{vname}: {len(cases)} cases; {r['completions']}/{r['schemas']} schemas have a "
-                     "known completion from the start")
+                     f"known completion from the start; tight: {t['structural']} completions read "
+                     f"off the grammar, {t['byte_search']} by the byte search")
         report["vocabs"][vname] = {k: {kk: vv for kk, vv in v.items() if kk not in ("cold", "warm")}
                                    | {"cold": _stats(v["cold"]), "warm": _stats(v["warm"])}
                                    for k, v in rows.items()}
