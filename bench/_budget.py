@@ -14,8 +14,10 @@ Each regime runs in its own spawned process, so each starts cold (no grammar, ma
 memo); a second matcher of the same grammar then runs warm. Ratios are against ``plain`` of the
 same pass. Cases: the Lark/GBNF grammars of ``bench/mask.py --quick`` and JSON Schemas of the
 JSONSchemaBench dev subsets with one valid instance each (maskbench), compact JSON. The table
-also counts the schemas whose start state has a known completion, and the forced sample tokens
-the narrowed mask excluded (the sample's own rest was shorter than the completion bound).
+also counts the schemas whose start state has a known completion, how completions were found
+(read off the grammar, or by the fallback byte search), the most one token raised the shortest
+completion (what ``kBudgetMargin`` must cover), and the forced sample tokens the narrowed mask
+excluded (the sample's own rest was shorter than the completion bound).
 """
 
 from __future__ import annotations
@@ -98,6 +100,27 @@ def _force(grammar: Any, info: Any, tokens: list[int], spare: int | None,
     return narrowed, excluded
 
 
+def worst_jump(m: Any) -> int | None:
+    """How much one allowed token can raise the shortest completion from ``m``'s state (the
+    worst token's completion minus the state's), or None when it exceeds the margin window."""
+    from lexguide.engine.matcher import BUDGET_MARGIN
+
+    c = m.min_completion()
+    if not c:
+        return 0 if c == 0 else None
+    core = m._engine._core
+    lo, hi = c - 1, c + BUDGET_MARGIN - 1  # budget_mask(left) is None iff nothing is removed
+    if core.budget_mask(m.state, hi) is not None:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if core.budget_mask(m.state, mid) is None:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo - c
+
+
 def _worker(vname: str, regime: str, cases: list[tuple[str, str, str, list[int]]], q: Any) -> None:
     import sys
 
@@ -114,7 +137,7 @@ def _measure(info: Any, spare: int | None, cases: list[tuple[str, str, str, list
     from lexguide import Matcher
 
     res: dict[str, Any] = {"cold": [], "warm": [], "narrowed": 0, "excluded": 0, "steps": 0,
-                           "completions": 0, "schemas": 0}
+                           "completions": 0, "schemas": 0, "structural": 0, "byte_search": 0, "jump": 0}
     for name, kind, text, tokens in cases:
         grammar = _grammar(kind, text)
         for phase in ("cold", "warm"):
@@ -126,6 +149,15 @@ def _measure(info: Any, spare: int | None, cases: list[tuple[str, str, str, list
         if kind == "schema":
             res["schemas"] += 1
             res["completions"] += Matcher(grammar, info).min_completion() is not None
+        if spare is None:  # the plain pass, untimed: the worst jump per state
+            m = Matcher(grammar, info)
+            for tok in tokens:
+                j = worst_jump(m)
+                res["jump"] = max(res["jump"], 10**6 if j is None else j)
+                m.consume(tok)
+        stats = Matcher(grammar, info)._engine.cache_info
+        res["structural"] += stats["completions_structural"]
+        res["byte_search"] += stats["completions_byte_search"]
     return res
 
 
@@ -173,9 +205,12 @@ def run_budget(vocabs: list[str], quick: bool, grammar_cases: list[Any], corpora
             lines.append(f"| {vname} | {regime} | {r['steps']} | {r['narrowed']} | {cm:.1f} | {cp:.0f} | "
                          f"{cx:.0f} | {wm:.1f} | {wp:.0f} | {cm / base['cold']:.2f} | "
                          f"{wm / base['warm']:.2f} | {r['excluded']} |")
-        r = rows["plain"]
+        r, t = rows["plain"], rows["tight"]
         notes.append(f"{vname}: {len(cases)} cases; {r['completions']}/{r['schemas']} schemas have a "
-                     "known completion from the start")
+                     f"known completion from the start; tight: {t['structural']} completions read "
+                     f"off the grammar, {t['byte_search']} by the byte search; one token raised "
+                     f"the shortest completion by at most {r['jump']} tokens"
+                     + (" (beyond the margin)" if r["jump"] >= 10**6 else ""))
         report["vocabs"][vname] = {k: {kk: vv for kk, vv in v.items() if kk not in ("cold", "warm")}
                                    | {"cold": _stats(v["cold"]), "warm": _stats(v["warm"])}
                                    for k, v in rows.items()}

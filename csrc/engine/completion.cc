@@ -191,7 +191,10 @@ bool CompletionSearch::emit_boundary(int32_t set_id, std::string& out, std::vect
   if (!emit_rest(sp.dr, out, junctions)) return false;
   const EarleyParser& p = lp_.parser();
   int32_t a = p.dr_lhs(sp.dr), o = sp.origin;
-  while (o != ROOT) {
+  // the minimising items form a tree (Dijkstra within a set, earlier sets across): the walk to
+  // ROOT ends; the bound only guards against a broken invariant
+  for (size_t steps = 0; o != ROOT; steps++) {
+    if (steps > up_entries_) return false;  // each step is a distinct (set, nonterminal)
     auto s = sets_.find(o);
     if (s == sets_.end()) return false;
     auto u = s->second.up.find(a);

@@ -37,12 +37,14 @@ constexpr uint32_t kSliceBudget = 4096;
 constexpr uint32_t kSliceMaxDepth = 512;
 // token budgets (budget.cc): a mask is narrowed to the tokens after which a completion still
 // fits once fewer than (shortest completion + max(kBudgetMargin, shortest completion)) tokens
-// are left. Completions are read off the grammar (completion.h) up to kMaxCompletionBytes;
-// when that fails, a byte-level search of at most kBudgetWindow bytes and
+// are left (one token can raise the shortest completion: by up to 50 tokens on the cases of
+// bench/mask.py --budget; a larger jump from a loose budget can still cut). Completions are
+// read off the grammar (completion.h) up to kMaxCompletionBytes; when that fails, a byte-level
+// search of at most kBudgetWindow bytes and
 // kCompletionSearchStates parse states (also the bound of the lexer-state searches). The
 // completion memo keeps at most kCompletionPriceEntries per-set prices and the narrowed masks'
 // per-state cost levels at most kBudgetCacheBytes; past those they start afresh.
-constexpr uint32_t kBudgetMargin = 64;
+constexpr uint32_t kBudgetMargin = 128;
 constexpr uint32_t kBudgetWindow = 64;
 constexpr uint32_t kCompletionSearchStates = 20'000;
 constexpr size_t kMaxCompletionBytes = 1 << 16;

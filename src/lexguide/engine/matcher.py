@@ -21,7 +21,7 @@ MAX_FORCED_BYTES = 512
 #: ``compute_mask(remaining)`` narrows the mask once fewer than ``c + max(BUDGET_MARGIN, c)``
 #: tokens remain, ``c`` the tokens of a shortest completion (``kBudgetMargin`` in
 #: ``csrc/engine/limits.h``)
-BUDGET_MARGIN = 64
+BUDGET_MARGIN = 128
 #: grammars whose mask caches a tokenizer keeps (the oldest are dropped past this)
 MAX_ENGINES = 256
 
@@ -90,7 +90,7 @@ class Matcher:
         """Allowed-token bitmask (read-only; cached per parse state, so usually microseconds).
 
         ``remaining``: tokens the caller can still generate, this one included (``max_tokens``
-        and the context left). Once the budget is tight — fewer than ``c + max(64, c)`` tokens
+        and the context left). Once the budget is tight — fewer than ``c + max(128, c)`` tokens
         left, ``c`` the tokens of a shortest completion from here (:meth:`min_completion`) —
         the mask keeps only tokens after which a completion of at most ``remaining - 1``
         tokens is known, so the output ends complete whenever a completion fits in the
