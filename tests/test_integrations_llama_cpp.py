@@ -86,9 +86,13 @@ def test_completion_with_a_regex_and_a_grammar(smollm2) -> None:
 def test_forced_text_is_tokenized_canonically(smollm2) -> None:
     schema = {"type": "object", "properties": {"temperature_celsius": {"type": "integer"}},
               "required": ["temperature_celsius"], "additionalProperties": False}
+    # a grammar whose key is one literal: JSON Schema keys also accept escaped spellings
+    # (\u0074...), so there the key is not forced text
+    grammar = Grammar.from_lark('%llguidance {}\nstart: "{\\"temperature_celsius\\": " NUM "}"\n'
+                                'NUM: /-?[0-9]{1,3}/\n')
     ids = {}
     for canonical in (True, False):
-        proc = LexguideLogitsProcessor(smollm2, schema, max_tokens=24, force_canonical=canonical)
+        proc = LexguideLogitsProcessor(smollm2, grammar, max_tokens=24, force_canonical=canonical)
         out = smollm2.create_completion("Weather as JSON:", logits_processor=_processors(proc),
                                         max_tokens=24, temperature=0)
         jsonschema.validate(json.loads(out["choices"][0]["text"]), schema)
