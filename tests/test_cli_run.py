@@ -82,18 +82,21 @@ def test_indent_must_be_a_small_integer(capsys):
 
 # -- sampling flags, errors found before loading, Ctrl-C ---------------------------------------
 @pytest.mark.parametrize("flag, value, message", [
-    ("--temp", "-1", "--temp: must be a number >= 0, not -1"),
-    ("--top-p", "5", "--top-p: must be a number > 0 and <= 1, not 5"),
-    ("--top-p", "0", "--top-p: must be a number > 0 and <= 1"),
-    ("--min-p", "1.5", "--min-p: must be a number >= 0 and <= 1"),
+    ("--temp", "-1", "--temp: must be a finite number >= 0, not -1"),
+    ("--top-p", "5", "--top-p: must be a finite number > 0 and <= 1, not 5"),
+    ("--top-p", "0", "--top-p: must be a finite number > 0 and <= 1"),
+    ("--min-p", "1.5", "--min-p: must be a finite number >= 0 and <= 1"),
     ("--top-k", "-3", "--top-k: must be an integer >= 0"),
     ("--top-k", "2.5", "--top-k: must be an integer >= 0, not '2.5'"),
-    ("--repeat-penalty", "0", "--repeat-penalty: must be a number > 0"),
+    ("--repeat-penalty", "0", "--repeat-penalty: must be a finite number > 0"),
     ("--repeat-last-n", "-2", "--repeat-last-n: must be an integer >= -1"),
     ("-n", "0", "--n-predict: must be an integer >= 1"),
     ("-c", "0", "--ctx-size: must be an integer >= 1"),
     ("-t", "0", "--threads: must be an integer >= 1"),
-    ("--temp", "nan", "--temp: must be a number >= 0"),
+    ("--temp", "nan", "--temp: must be a finite number >= 0"),
+    ("--temp", "inf", "--temp: must be a finite number >= 0, not inf"),
+    ("--repeat-penalty", "inf", "--repeat-penalty: must be a finite number > 0"),
+    ("-s", "-1", "--seed: must be an integer >= 0, not -1"),
 ])
 def test_sampling_flags_are_validated(capsys, flag, value, message):
     with pytest.raises(SystemExit) as e:
@@ -112,6 +115,52 @@ def test_sampling_flags_are_validated(capsys, flag, value, message):
 def test_empty_or_bad_constraints_fail_before_loading(capsys, argv, message):
     rc, _, err = run(capsys, "-p", "x", *argv)
     assert rc == 1 and message in err and "nonexistent" not in err
+
+
+def test_json_text_nested_past_pythons_recursion_limit_is_located(capsys):
+    rc, _, err = run(capsys, "-p", "x", "-j", '{"enum": ' + "[" * 5000 + "]" * 5000 + "}")
+    assert rc == 1 and "nested more than 216 levels deep at line 1:225" in err
+    assert "Traceback" not in err and "nonexistent" not in err
+
+
+def test_only_one_input_reads_stdin(capsys):
+    rc, _, err = run(capsys, "-f", "-", "--grammar-file", "-")
+    assert rc == 1 and "only one input can be read from stdin" in err and "-f and --grammar-file" in err
+
+
+def test_ctrl_c_while_starting_up_exits_130_with_one_line(monkeypatch, capsys):
+    import lexguide.cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lexguide.cli, "build_parser", interrupted)
+    rc = main(["run", "-p", "x"])
+    err = capsys.readouterr().err
+    assert rc == 130 and err.strip() == "lexguide: interrupted"
+
+
+def test_prompt_bar_starts_at_the_reported_count(monkeypatch):
+    import io
+    import sys
+
+    pytest.importorskip("tqdm")
+    from lexguide.runtime import run_command
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    monkeypatch.setattr(run_command._prompt_bar, "bar", None, raising=False)
+    run_command._prompt_bar(256, 1000, 0.5)  # under a second: nothing yet
+    assert term.getvalue() == ""
+    run_command._prompt_bar(512, 1000, 2.0)  # shown from here, with what is already done
+    shown = term.getvalue()
+    assert "512/1000" in shown and "0/1000" not in shown.replace("512/1000", "")
+    run_command._prompt_bar(1000, 1000, 4.0)
+    assert run_command._prompt_bar.bar.n == 1000
 
 
 def test_ctrl_c_exits_130_with_one_line(monkeypatch, capsys):

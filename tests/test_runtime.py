@@ -43,6 +43,13 @@ def test_greedy_is_argmax_lowest_id_on_ties():
     assert Sampler(SamplerConfig(temperature=0)).sample(logits[[2, 3]], np.array([2, 3])) == 3
 
 
+def test_a_negative_seed_is_a_model_error():
+    from lexguide.errors import ModelError
+
+    with pytest.raises(ModelError, match="seed must be None or >= 0"):
+        SamplerConfig(seed=-1)
+
+
 def test_seeded_sampling_is_reproducible_and_seed_dependent():
     logits = np.random.default_rng(0).standard_normal(500).astype(np.float32)
     cfg = {"temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0}

@@ -337,6 +337,10 @@ def test_context_and_max_tokens_limits(client):
 def test_body_limits(server):
     status, body = server.post("/v1/chat/completions", b"{not json")
     assert status == 400 and body["error"]["code"] == "invalid_json"
+    deep = b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"  # past json's recursion limit
+    status, body = server.post("/v1/chat/completions", deep)
+    assert status == 400 and body["error"]["code"] == "invalid_json", body
+    assert "too deeply" in body["error"]["message"]
     big = json.dumps({"messages": [{"role": "user", "content": "x" * (2 << 20)}]}).encode()
     status, body = server.post("/v1/chat/completions", big)
     assert status == 413 and body["error"]["code"] == "request_too_large"

@@ -15,8 +15,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from lexguide.errors import LexguideError
 
 __all__ = ["build_parser", "main"]
@@ -56,6 +54,8 @@ def _human_bytes(n: int) -> str:
 
 def _plain(value: Any) -> Any:
     """A JSON-serialisable form of a metadata value (numpy arrays become lists)."""
+    import numpy as np  # here, not at import: Ctrl-C during startup must meet main's handler
+
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, list):
@@ -68,6 +68,8 @@ def _plain(value: Any) -> Any:
 def _summarise(value: Any, is_float32: bool) -> Any:
     """Arrays longer than ``_ARRAY_HEAD`` become {length, head}; float32 values are shown by
     their shortest float32 repr (``1e-05``, not ``9.999999747378752e-06``)."""
+    import numpy as np
+
     if isinstance(value, (list, np.ndarray)) and len(value) > _ARRAY_HEAD:
         return {"length": len(value), "head": _summarise(value[:_ARRAY_HEAD], is_float32)}
     if is_float32 and isinstance(value, (float, np.ndarray)):
@@ -266,23 +268,26 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit status (0 ok, 1 error, 2 usage,
     3 incomplete constrained output of ``run``, 130 interrupted)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return 2
-    from lexguide.model_files import ModelNotInstalled
+    command = "lexguide"
+    try:  # Ctrl-C anywhere from here on (imports included): one line, the shell's status
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        handler = getattr(args, "handler", None)
+        if handler is None:
+            parser.print_help(sys.stderr)
+            return 2
+        command = f"lexguide {args.command}"
+        from lexguide.model_files import ModelNotInstalled
 
-    try:
-        return int(handler(args) or 0)
-    except (LexguideError, ModelNotInstalled) as e:
-        print(f"lexguide {args.command}: error: {e}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:  # e.g. `lexguide inspect | head`
-        return 0
-    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT
-        print(f"\nlexguide {args.command}: interrupted", file=sys.stderr)
+        try:
+            return int(handler(args) or 0)
+        except (LexguideError, ModelNotInstalled) as e:
+            print(f"{command}: error: {e}", file=sys.stderr)
+            return 1
+        except BrokenPipeError:  # e.g. `lexguide inspect | head`
+            return 0
+    except KeyboardInterrupt:
+        print(f"\n{command}: interrupted", file=sys.stderr)
         return 130
 
 

@@ -86,6 +86,8 @@ def grammar_from_spec(spec: Mapping[str, Any], where: str = "lexguide") -> Gramm
                 value = json.loads(value)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{where}.json_schema is not valid JSON: {e}") from None
+            except RecursionError:
+                raise ValueError(f"{where}.json_schema nests JSON too deeply to parse") from None
         if not isinstance(value, (dict, bool)):
             raise ValueError(f"{where}.json_schema must be a JSON Schema object or boolean")
         return Grammar.from_json_schema(value, **dict(options))

@@ -92,6 +92,8 @@ def request_spec(params: Any) -> dict[str, Any] | None:
                 flat["json_options"] = json.loads(options)
             except json.JSONDecodeError as e:
                 raise ValueError(f"lexguide_json_options is not valid JSON: {e}") from None
+            except RecursionError:
+                raise ValueError("lexguide_json_options nests JSON too deeply to parse") from None
         return flat
     if not isinstance(spec, Mapping):
         raise ValueError(  # noqa: TRY004 - a client error (HTTP 400), not a TypeError

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from lexguide.errors import ModelError
+from lexguide.errors import ModelError, line_col
+from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep
 
 __all__ = ["add_run_parser", "run"]
 
@@ -31,14 +33,15 @@ def _ranged(kind: type, lo: float | None = None, hi: float | None = None, *,
     left = "" if lo is None else f"{'>' if lo_open else '>='} {lo:g}"
     right = "" if hi is None else f"<= {hi:g}"
     both = " and " if left and right else ""
-    want = f"{'an integer' if kind is int else 'a number'} {left}{both}{right}"
+    want = f"{'an integer' if kind is int else 'a finite number'} {left}{both}{right}"
 
     def convert(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be {want}, not {text!r}") from None
-        if value != value or (lo is not None and (value < lo or (lo_open and value == lo))) \
+        if value != value or value in (math.inf, -math.inf) \
+                or (lo is not None and (value < lo or (lo_open and value == lo))) \
                 or (hi is not None and value > hi):
             raise argparse.ArgumentTypeError(f"must be {want}, not {text}")
         return value
@@ -71,6 +74,11 @@ def _constraint(args: argparse.Namespace) -> dict[str, Any]:
     if args.json_schema is not None or args.json_schema_file is not None:
         text = args.json_schema if args.json_schema is not None else _read(args.json_schema_file,
                                                                           "JSON Schema file")
+        deep = json_text_too_deep(text)
+        if deep is not None:  # json.loads would hit Python's recursion limit
+            line, col = line_col(text, deep)
+            raise ModelError(f"JSON Schema text nested more than {MAX_JSON_DEPTH} levels deep "
+                             f"at line {line}:{col}")
         try:
             schema = json.loads(text)
         except json.JSONDecodeError as e:
@@ -117,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.prompt is not None and args.file is not None:
         raise ModelError("give either -p/--prompt or -f/--file, not both")
+    from_stdin = [flag for flag, path in (("-f", args.file), ("--grammar-file", args.grammar_file),
+                                          ("--json-schema-file", args.json_schema_file))
+                  if str(path) == "-"]
+    if len(from_stdin) > 1:
+        raise ModelError(f"only one input can be read from stdin; got '-' for {' and '.join(from_stdin)}")
     prompt = _read(args.file, "prompt file") if args.file is not None else (args.prompt or "")
     constraint = _constraint(args)
     if "grammar" in constraint and not args.quiet:
@@ -198,9 +211,12 @@ def _prompt_bar(done: int, total: int, elapsed: float) -> None:
         return
     bar = getattr(_prompt_bar, "bar", None)
     if bar is None or bar.total != total or bar.n > done:
-        bar = _prompt_bar.bar = tqdm(total=total, desc="prompt", unit="tok", file=sys.stderr,
-                                     leave=False)  # type: ignore[attr-defined]
+        # shown from the first report over a second, with what is done and the time it took
+        bar = _prompt_bar.bar = tqdm(total=total, initial=done, desc="prompt", unit="tok",
+                                     file=sys.stderr, leave=False)  # type: ignore[attr-defined]
+        bar.start_t -= elapsed
     bar.update(done - bar.n)
+    bar.refresh()  # a report comes once per chunk of the prompt: show each
     if done >= total:
         bar.close()
 
@@ -222,7 +238,8 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("-n", "--n-predict", type=_ranged(int, 1), default=256, metavar="N",
                    help="maximum number of tokens to generate (default 256)")
     p.add_argument("-j", "--json-schema", metavar="SCHEMA", help="JSON Schema (JSON text)")
-    p.add_argument("--json-schema-file", type=Path, metavar="FILE", help="JSON Schema file")
+    p.add_argument("--json-schema-file", type=Path, metavar="FILE",
+                   help="JSON Schema file ('-': stdin)")
     p.add_argument("--grammar", metavar="TEXT",
                    help="grammar: GBNF, or the Lark variant when it starts with %%llguidance, "
                         "or an llguidance grammar list when it starts with {")
@@ -258,7 +275,8 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
                    help="repetition penalty > 0, 1 = off (default 1.0)")
     p.add_argument("--repeat-last-n", type=_ranged(int, -1), default=64,
                    help="tokens the penalties look at (default 64, -1 = all)")
-    p.add_argument("-s", "--seed", type=int, default=None, help="random seed (default: random)")
+    p.add_argument("-s", "--seed", type=_ranged(int, 0), default=None,
+                   help="random seed >= 0 (default: random)")
     p.add_argument("-r", "--stop", action="append", metavar="TEXT",
                    help="stop when TEXT is generated (repeatable)")
     p.add_argument("--chat", action="store_true",

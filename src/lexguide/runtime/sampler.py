@@ -47,6 +47,7 @@ class SamplerConfig:
             (self.min_p <= 1.0, "min_p must be <= 1"),
             (self.repeat_penalty > 0.0, "repeat_penalty must be > 0"),
             (self.repeat_last_n >= -1, "repeat_last_n must be >= -1"),
+            (self.seed is None or self.seed >= 0, "seed must be None or >= 0"),
         ]
         for ok, message in checks:
             if not ok:

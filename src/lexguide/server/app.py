@@ -102,6 +102,8 @@ async def _read_json(request: Request, limit: int) -> Any:
         return json.loads(body)
     except ValueError as e:
         raise RequestError(f"the body is not valid JSON: {e}", code="invalid_json") from None
+    except RecursionError:  # the parser's recursion limit (~1,000 levels), not a crash
+        raise RequestError("the body nests JSON too deeply to parse", code="invalid_json") from None
 
 
 def _error_response(exc: BaseException) -> JSONResponse:

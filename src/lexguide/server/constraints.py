@@ -97,7 +97,7 @@ def parse_tool_call(text: str) -> list[dict[str, Any]] | None:
         return None
     try:
         obj = json.loads(text[len(CALL_OPEN):-len(CALL_CLOSE)])
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return [{
         "id": f"call_{uuid.uuid4().hex[:24]}",

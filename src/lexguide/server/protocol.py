@@ -186,6 +186,9 @@ def _schema_text(value: Any, param: str) -> str:
             value = json.loads(value)
         except ValueError as e:
             raise RequestError(f"is not valid JSON: {e}", param=param, code="invalid_schema") from None
+        except RecursionError:
+            raise RequestError("nests JSON too deeply to parse", param=param,
+                               code="invalid_schema") from None
     if not isinstance(value, (Mapping, bool)):
         raise RequestError("must be a JSON Schema (an object or a boolean)", param=param,
                            code="invalid_schema")

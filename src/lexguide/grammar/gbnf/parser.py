@@ -313,13 +313,13 @@ class _Parser:
                 items.append(self.token())
             elif c in "*+?":
                 if not items:
-                    raise self.error(f"expecting preceding item to {c}")
+                    raise self.error(f"{c!r} has nothing to repeat: expecting an item before it")
                 self.pos += 1
                 lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
                 items[-1] = Rep(items[-1], lo, hi)
             elif c == "{":
                 if not items:
-                    raise self.error("expecting preceding item to {m,n}")
+                    raise self.error("'{m,n}' has nothing to repeat: expecting an item before it")
                 self.pos += 1
                 self.space(nested)
                 lo = self.integer()
