@@ -287,6 +287,22 @@ def test_errors_have_location(text: str, message: str, line: int, col: int) -> N
         assert err.excerpt.endswith("^")
 
 
+def test_long_rule_chains_compile_and_long_left_cycles_are_found() -> None:
+    """Chains of thousands of rules (the left-recursion check and the regular-rule analysis
+    were a search or a sweep per rule: quadratic); a left cycle through 2,000 rules is found
+    and reported at the first rule on it."""
+    n = 2000
+    chain = "".join(f"r{i} ::= r{i + 1}\n" for i in range(n)) + f'r{n} ::= "a"\n'
+    g = Grammar.from_gbnf("root ::= r0\n" + chain)
+    assert g.validate(b"a") and not g.validate(b"aa")
+    seq = "".join(f'r{i} ::= "x" r{i + 1}\n' for i in range(n)) + f'r{n} ::= "a"\n'
+    assert Grammar.from_gbnf("root ::= r0\n" + seq).validate(b"x" * n + b"a")
+    cycle = "".join(f"r{i} ::= r{i + 1} | \"b\"\n" for i in range(n)) + f'r{n} ::= r1 "a"\n'
+    with pytest.raises(GrammarError, match="left recursion: rule 'r1'") as info:
+        Grammar.from_gbnf('root ::= "c" | r0\n' + cycle)
+    assert info.value.line == 3
+
+
 def test_rules_that_never_complete_are_noted_or_errors() -> None:
     """A rule that can never be completed is dropped with a located note; when the start rule
     is one, the error names the rules at fault."""

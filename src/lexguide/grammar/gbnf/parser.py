@@ -457,15 +457,55 @@ def check_grammar(g: GbnfGrammar, root: str = "root") -> None:
         out: set[str] = set()
         _left_refs(rd.body, nullable, out)
         left[name] = out
+    cyclic = _on_cycles(left)  # linear: a search per rule was quadratic in a chain of rules
     for name, rd in g.rules.items():
-        seen, todo = set(), list(left[name])
-        while todo:
-            n = todo.pop()
-            if n == name:
-                raise GrammarError(
-                    f"left recursion: rule {name!r} can derive itself in leftmost position "
-                    "(llama.cpp refuses left-recursive grammars; rewrite with repetition)",
-                    text=g.text, offset=rd.offset)
-            if n not in seen:
-                seen.add(n)
-                todo.extend(left[n])
+        if name in cyclic:
+            raise GrammarError(
+                f"left recursion: rule {name!r} can derive itself in leftmost position "
+                "(llama.cpp refuses left-recursive grammars; rewrite with repetition)",
+                text=g.text, offset=rd.offset)
+
+
+def _on_cycles(edges: dict[str, set[str]]) -> set[str]:
+    """The nodes of ``edges`` (node -> successors) that lie on a cycle: those of strongly
+    connected components with more than one node or a self-loop. Tarjan's algorithm, iterative
+    (any depth), linear in nodes plus edges."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: set[str] = set()
+    for start in edges:
+        if start in index:
+            continue
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        work = [(start, iter(edges[start]))]
+        while work:
+            v, succ = work[-1]
+            for w in succ:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(edges[w])))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1 or v in edges[v]:
+                        out.update(component)
+    return out

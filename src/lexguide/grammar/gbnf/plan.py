@@ -82,6 +82,23 @@ def _inline_depth(node: Node, depth: dict[str, int]) -> int | None:
     return best
 
 
+def _refs(node: Node) -> set[str] | None:
+    """Names of the rules ``node`` refers to, or None if it holds a token. Iterative."""
+    out: set[str] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, Tok):
+            return None
+        if isinstance(n, Ref):
+            out.add(n.name)
+        elif isinstance(n, Rep):
+            todo.append(n.item)
+        elif isinstance(n, (Seq, Alt)):
+            todo.extend(n.items)
+    return out
+
+
 # -- the plan: which fragments become lexemes -------------------------------------------------
 class GbnfPlan:
     """Parsed grammar plus the lexeme decisions shared by :func:`compile_gbnf` and
@@ -105,16 +122,32 @@ class GbnfPlan:
         # llguidance's fixed point (spec/gbnf.md §4 step 5): recursive rules never qualify, nor
         # rules whose body with references inlined nests deeper than MAX_INLINE_DEPTH nodes
         # (they stay rules, which is exact; it keeps the recursive passes over units bounded)
+        # Decided in dependency order (a rule once every rule it refers to is regular), so a
+        # chain of n rules costs O(n), not the O(n * depth) of repeated sweeps
+        rules = self.g.rules
+        waiting: dict[str, int] = {}  # name -> referenced rules not yet known regular
+        users: dict[str, list[str]] = {}
+        ready = []
+        for name, rd in rules.items():
+            refs = _refs(rd.body)
+            if refs is None:  # holds a token: never regular
+                continue
+            waiting[name] = len(refs)
+            for r in refs:
+                users.setdefault(r, []).append(name)
+            if not refs:
+                ready.append(name)
         depth: dict[str, int] = {}
-        changed = True
-        while changed:
-            changed = False
-            for name, rd in self.g.rules.items():
-                if name not in depth:
-                    d = _inline_depth(rd.body, depth)
-                    if d is not None and d <= MAX_INLINE_DEPTH:
-                        depth[name] = d
-                        changed = True
+        while ready:
+            name = ready.pop()
+            d = _inline_depth(rules[name].body, depth)
+            if d is None or d > MAX_INLINE_DEPTH:
+                continue
+            depth[name] = d
+            for user in users.get(name, ()):
+                waiting[user] -= 1
+                if waiting[user] == 0:
+                    ready.append(user)
         return depth
 
 
