@@ -142,7 +142,9 @@ class MaskEngine {
   // The mask of st narrowed to the tokens after which the grammar can still complete within
   // `left` more tokens (EOS as in mask()), into out; false when the plain mask applies: the
   // budget is loose (see kBudgetMargin), no completion is known, nothing would be removed, or
-  // nothing fits (then the output will be cut). Per-state token costs are memoised as levels.
+  // nothing fits (then the output will be cut; judged without the levels when the shortest
+  // completion known exceeds kBudgetHopeless times `left`). Per-state token costs are memoised
+  // as levels.
   bool budget_mask(ParseState st, uint32_t left, std::vector<uint32_t>& out);
   // Tokens of a completion from st (0 if complete): a shortest byte completion (completion.h,
   // else a bounded byte search) split greedily into the longest tokens, replayed to check it;
