@@ -43,6 +43,14 @@ def test_greedy_is_argmax_lowest_id_on_ties():
     assert Sampler(SamplerConfig(temperature=0)).sample(logits[[2, 3]], np.array([2, 3])) == 3
 
 
+def test_timings_summary_shows_no_rate_for_no_time():
+    from lexguide.runtime.generate import Timings
+
+    text = Timings(generated_tokens=2, forced_tokens=2, generation_s=2e-6).summary()
+    assert "(      - tok/s, 2 forced)" in text and "0 tokens (      - tok/s)" in text
+    assert "(   20.0 tok/s" in Timings(generated_tokens=2, generation_s=0.1).summary()
+
+
 def test_a_negative_seed_is_a_model_error():
     from lexguide.errors import ModelError
 

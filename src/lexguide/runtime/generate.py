@@ -87,12 +87,15 @@ class Timings:
 
     def summary(self) -> str:
         """One human-readable line per phase (for the CLI's stderr)."""
+        def rate(tokens_per_s: float, seconds: float) -> str:  # none under a millisecond
+            return f"{tokens_per_s:7.1f} tok/s" if seconds >= 1e-3 else "      - tok/s"
+
         lines = [
             f"load:       {self.load_s * 1e3:9.1f} ms",
             (f"prompt:     {self.prompt_s * 1e3:9.1f} ms / {self.prompt_tokens:4d} tokens "
-            f"({self.prompt_tok_s:7.1f} tok/s)"),
+            f"({rate(self.prompt_tok_s, self.prompt_s)})"),
             (f"generation: {self.generation_s * 1e3:9.1f} ms / {self.generated_tokens:4d} tokens "
-            f"({self.generation_tok_s:7.1f} tok/s, {self.forced_tokens} forced)"),
+            f"({rate(self.generation_tok_s, self.generation_s)}, {self.forced_tokens} forced)"),
         ]
         if self.mask_steps:
             lines.append(f"grammar:    {self.mask_s * 1e3:9.1f} ms ({self.mask_ms_per_token:.3f} ms/token)")
