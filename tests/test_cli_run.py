@@ -244,4 +244,4 @@ def test_prompt_progress_is_reported_and_changes_nothing(smollm2_file):
     a = plain.generate(ids, max_tokens=4, temperature=0)
     b = watched.generate(ids, max_tokens=4, temperature=0)
     assert a.token_ids == b.token_ids
-    assert calls == [(256, 600), (512, 600), (600, 600)]
+    assert calls == [(64, 600), (320, 600), (576, 600), (600, 600)]

@@ -50,6 +50,7 @@ _SPARSE_FRACTION = 0.25
 _DEFAULT_N_CTX = 4096
 _GRAMMAR_CACHE = 32  # compiled grammars kept per model (schemas and grammar texts)
 _PROMPT_CHUNK = 256  # prompt tokens per forward when prompt_progress is set
+_PROMPT_FIRST = 64  # the first forward's tokens then: a first report after about a second
 
 
 @dataclass(slots=True)
@@ -165,8 +166,8 @@ class Model:
     previous one (chat turns) only evaluates its new tokens.
 
     ``prompt_progress``: None, or ``f(done, total, elapsed_s)`` called while a prompt of more
-    than 256 new tokens is evaluated (then in 256-token forwards over the same KV cache);
-    ``lexguide run`` uses it for its progress bar.
+    than 64 new tokens is evaluated (then in forwards of 64, then 256 tokens over the same KV
+    cache); ``lexguide run`` uses it for its progress bar.
     """
 
     def __init__(self, transformer: Transformer, tokenizer: Any, metadata: Mapping[str, Any], *,
@@ -464,14 +465,15 @@ class Model:
             tf.threads = self.n_threads if len(pending) > 1 else self.decode_threads
             self._cached_ids = self._cached_ids[: self._cache.n]
             report = self.prompt_progress if first else None
-            if report is not None and len(pending) > _PROMPT_CHUNK:
+            if report is not None and len(pending) > _PROMPT_FIRST:
                 # the prompt in chunks (the same KV cache entries), reporting after each
-                last = (len(pending) - 1) // _PROMPT_CHUNK * _PROMPT_CHUNK
-                for i in range(0, last, _PROMPT_CHUNK):
-                    tf.hidden_last(pending[i:i + _PROMPT_CHUNK], self._cache)
-                    self._cached_ids.extend(pending[i:i + _PROMPT_CHUNK])
-                    report(i + _PROMPT_CHUNK, len(pending), time.perf_counter() - t0)
-                rest = pending[last:]
+                start = 0
+                for end in range(_PROMPT_FIRST, len(pending), _PROMPT_CHUNK):
+                    tf.hidden_last(pending[start:end], self._cache)
+                    self._cached_ids.extend(pending[start:end])
+                    report(end, len(pending), time.perf_counter() - t0)
+                    start = end
+                rest = pending[start:]
                 h = tf.hidden_last(rest, self._cache)
                 self._cached_ids.extend(rest)
                 report(len(pending), len(pending), time.perf_counter() - t0)
