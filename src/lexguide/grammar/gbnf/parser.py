@@ -475,13 +475,13 @@ def _on_cycles(edges: dict[str, set[str]]) -> set[str]:
     stack: list[str] = []
     on_stack: set[str] = set()
     out: set[str] = set()
-    for start in edges:
+    for start, successors in edges.items():
         if start in index:
             continue
         index[start] = low[start] = len(index)
         stack.append(start)
         on_stack.add(start)
-        work = [(start, iter(edges[start]))]
+        work = [(start, iter(successors))]
         while work:
             v, succ = work[-1]
             for w in succ:
