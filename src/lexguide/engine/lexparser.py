@@ -34,41 +34,46 @@ _core_lock = threading.Lock()
 
 
 def core_nodes(roots: list[int]) -> list[int]:
-    """The core's node ids of Python regex nodes ``roots``, exporting what it lacks."""
+    """The core's node ids of Python regex nodes ``roots``, exporting what it lacks.
+
+    Store ids are topological (a node is appended after its children), so the nodes to export
+    are collected in one pass and sent in ascending id order: children always come first.
+    Every exported node's core id is kept, so each node crosses over once per process."""
     with _core_lock:
-        missing = [r for r in roots if r not in _core_ids]
+        known = _core_ids
+        missing = [r for r in roots if r not in known]
         if missing:
+            kind, args, children_of = rx._kind, rx._args, rx._children_of
+            new: set[int] = set()
+            todo = list(missing)
+            while todo:
+                x = todo.pop()
+                if x in new or x in known:
+                    continue
+                new.add(x)
+                todo.extend(children_of(kind[x], args[x]))
             flat: list[int] = []
             pos: dict[int, int] = {}
-            kind, args = rx._kind, rx._args
-            for root in missing:
-                stack = [(root, False)]
-                while stack:
-                    x, expanded = stack.pop()
-                    if x in pos:
-                        continue
-                    hit = _core_ids.get(x)
-                    if hit is not None:
-                        pos[x] = len(pos)
-                        flat += (_REF, 1, hit)
-                        continue
-                    k, a, kids = kind[x], args[x], rx._children(x)
-                    if not expanded:
-                        stack.append((x, True))
-                        stack.extend((c, False) for c in kids if c not in pos)
-                        continue
-                    pos[x] = len(pos)
-                    if k == rx.K_BYTES:
-                        words = np.frombuffer(a[0].to_bytes(32, "little"), dtype="<u4").tolist()
-                        flat += (k, 8, *words)
-                    elif k == rx.K_REPEAT:
-                        flat += (k, 3, pos[a[0]], a[1], 0xFFFFFFFF if a[2] < 0 else a[2])
-                    else:
-                        flat += (k, len(kids), *(pos[c] for c in kids))
-            got = _core.regex_import(flat, [pos[r] for r in missing])
-            for r, c in zip(missing, got):
-                _core_ids[r] = c
-        return [_core_ids[r] for r in roots]
+            order = sorted(new)
+            for x in order:
+                k, a = kind[x], args[x]
+                kids = children_of(k, a)
+                for c in kids:
+                    if c not in pos:  # exported before: a reference record
+                        pos[c] = len(pos)
+                        flat += (_REF, 1, known[c])
+                pos[x] = len(pos)
+                if k == rx.K_BYTES:
+                    m = a[0]
+                    flat += (k, 8, *[(m >> s) & 0xFFFFFFFF for s in range(0, 256, 32)])
+                elif k == rx.K_REPEAT:
+                    flat += (k, 3, pos[a[0]], a[1], 0xFFFFFFFF if a[2] < 0 else a[2])
+                else:
+                    flat += (k, len(kids), *[pos[c] for c in kids])
+            # every exported node is remembered, so later exports stop at it
+            got = _core.regex_import(flat, [pos[x] for x in order])
+            known.update(zip(order, got))
+        return [known[r] for r in roots]
 
 
 def core_node(x: int) -> int:
