@@ -1,7 +1,7 @@
 """The lexer/parser pair of one grammar, computed by the compiled core (``lexguide._core``).
 
 The grammar IR is lowered once: every lexeme's regex (a node of :mod:`lexguide.regex.nodes`) is
-exported into the core's own hash-consed store, rules become flat arrays, and the core builds
+exported into the core's own hash-consed store (:mod:`lexguide.regex.native`), rules become flat arrays, and the core builds
 the Earley parser and shares one lazy lexer DFA between all grammars of the process
 (``csrc/engine/lexparser.h`` describes the semantics: greedy and lazy lexemes, ``%ignore``
 skips per lexeme class, lexemes matching the empty string).
@@ -13,7 +13,6 @@ captures and the engine's matcher use; none of it runs per vocabulary token.
 
 from __future__ import annotations
 
-import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -21,65 +20,13 @@ import numpy as np
 from lexguide import _core
 from lexguide.grammar.ir import GrammarIR
 from lexguide.regex import nodes as rx
+from lexguide.regex.native import core_nodes
 
-__all__ = ["DEAD_SET", "LexParser", "ParseState", "core_node"]
+__all__ = ["DEAD_SET", "LexParser", "ParseState"]
 
 DEAD_SET = -1
 # How the lexer was (re)started: the skip rules depend on it.
 _INITIAL, _NORMAL, _AFTER_SKIP = 0, 1, 2
-
-_REF = 9  # export record: a node the core already has (by core id)
-_core_ids: dict[int, int] = {}  # Python rx node -> core node (both stores are process-wide)
-_core_lock = threading.Lock()
-
-
-def core_nodes(roots: list[int]) -> list[int]:
-    """The core's node ids of Python regex nodes ``roots``, exporting what it lacks.
-
-    Store ids are topological (a node is appended after its children), so the nodes to export
-    are collected in one pass and sent in ascending id order: children always come first.
-    Every exported node's core id is kept, so each node crosses over once per process."""
-    with _core_lock:
-        known = _core_ids
-        missing = [r for r in roots if r not in known]
-        if missing:
-            kind, args, children_of = rx._kind, rx._args, rx._children_of
-            new: set[int] = set()
-            todo = list(missing)
-            while todo:
-                x = todo.pop()
-                if x in new or x in known:
-                    continue
-                new.add(x)
-                todo.extend(children_of(kind[x], args[x]))
-            flat: list[int] = []
-            pos: dict[int, int] = {}
-            order = sorted(new)
-            for x in order:
-                k, a = kind[x], args[x]
-                kids = children_of(k, a)
-                for c in kids:
-                    if c not in pos:  # exported before: a reference record
-                        pos[c] = len(pos)
-                        flat += (_REF, 1, known[c])
-                pos[x] = len(pos)
-                if k == rx.K_BYTES:
-                    m = a[0]
-                    flat += (k, 8, *[(m >> s) & 0xFFFFFFFF for s in range(0, 256, 32)])
-                elif k == rx.K_REPEAT:
-                    flat += (k, 3, pos[a[0]], a[1], 0xFFFFFFFF if a[2] < 0 else a[2])
-                else:
-                    flat += (k, len(kids), *[pos[c] for c in kids])
-            # every exported node is remembered, so later exports stop at it
-            got = _core.regex_import(flat, [pos[x] for x in order])
-            known.update(zip(order, got))
-        return [known[r] for r in roots]
-
-
-def core_node(x: int) -> int:
-    """The core's node id of Python regex node ``x``."""
-    return core_nodes([x])[0]
-
 
 class ParseState(NamedTuple):
     set_id: int
