@@ -119,6 +119,16 @@ void bind_engine(nb::module_& m) {
         return regex_store().import_nodes(flat, roots);
       },
       "Rebuild exported regex DAGs in the core's store; returns the roots' core node ids.");
+  m.def(
+      "regex_nonempty",
+      [](uint32_t node) {
+        std::lock_guard<std::recursive_mutex> g(store_mutex());
+        RegexStore& rs = regex_store();
+        if (node >= rs.n_nodes()) throw std::out_of_range("no such regex node");
+        return rs.nonempty(node);
+      },
+      "Whether a core regex node matches some byte string (bounded search: past "
+      "kNonEmptyBudget states, assumed so).");
   nb::class_<VocabHandle>(m, "Vocab")
       .def(
           "__init__",

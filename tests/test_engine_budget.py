@@ -126,6 +126,21 @@ def test_budget_mask_falls_back_when_nothing_fits():
     assert m.compute_mask(remaining=1000) is not None  # outside the window: the plain mask
 
 
+def test_a_hopeless_budget_is_judged_without_costing_every_token():
+    # 20 required arrays: the shortest completion is far beyond 2x the tokens left, so the
+    # plain mask comes back without per-token cost levels; at 2x it is still narrowed
+    schema = {"type": "object", "required": [f"p{i}" for i in range(20)],
+              "properties": {f"p{i}": {"type": "array", "items": {"type": "integer"},
+                                       "minItems": 1} for i in range(20)}}
+    m = Matcher(Grammar.from_json_schema(schema), INFO)
+    c, core = m.min_completion(), m._engine._core
+    assert c > 40
+    assert np.array_equal(m.compute_mask(remaining=c // 2 - 1), m.compute_mask())
+    assert core.stats["budget_levels"] == 0
+    m.compute_mask(remaining=c // 2 + 1)
+    assert core.stats["budget_levels"] == 1
+
+
 def test_generation_with_a_small_budget_completes(smollm2_file):
     """The runtime passes what is left of max_tokens: a tight budget still ends valid, "stop"."""
     import json

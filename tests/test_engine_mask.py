@@ -273,3 +273,15 @@ def test_mask_of_parametric_grammar_equals_brute_force(seed):
         ' | "b" p::set_bit(1) %if bit_clear(1)\n | "0" p::set_bit(2) %if bit_clear(2)\n'
         ' | " " p::_ %if bit_count_lt([0:3], 2)')
     _walk_randomly_checking_masks(grammar, INFO, random.Random(seed), steps=8)
+
+
+def test_declared_json_keys_are_forced_text():
+    # one spelling per declared key by default, so the key and its separator are forced;
+    # with general escapes every spelling of the key is valid and nothing past the quote is
+    schema = {"type": "object", "properties": {"ab": {"type": "integer"}}, "required": ["ab"],
+              "additionalProperties": False}
+    m = Matcher(Grammar.from_json_schema(schema, whitespace="compact"), INFO)
+    assert m.forced_bytes() == b'{"ab":'
+    general = Grammar.from_json_schema(schema, whitespace="compact",
+                                       json_allow_general_unicode_escapes=True)
+    assert Matcher(general, INFO).forced_bytes() == b'{"'

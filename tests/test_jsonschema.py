@@ -505,10 +505,18 @@ def test_large_length_and_item_bounds_are_counted_not_unrolled():
 
 
 def test_escapes_in_keys_and_llguidance_escape_options():
-    # keys are decoded text (RFC 8259 §4): every spelling of a key is that key, by default
-    check({"additionalProperties": {"type": "integer"}}, ['{"\\u00e9": 1}', '{"é": 1}'],
+    # keys: one spelling by default (a declared key is forced text), \uXXXX only where needed
+    check({"additionalProperties": {"type": "integer"}}, ['{"é": 1}', '{"\\u0001": 1}'],
+          ['{"\\u00e9": 1}', '{"\\ud800": 1}'])
+    g = G({"properties": {"Ab": {"type": "integer"}}, "required": ["Ab"],
+           "additionalProperties": False})
+    assert g.validate('{"Ab": 1}') and not g.validate('{"\\u0041b": 1}')
+    # with general escapes a key is its decoded text (RFC 8259 §4): every spelling is that key
+    gen = {"x-guidance": {"json_allow_general_unicode_escapes": True}}
+    check({**gen, "additionalProperties": {"type": "integer"}}, ['{"\\u00e9": 1}', '{"é": 1}'],
           ['{"\\u00e9": "x"}', '{"\\ud800": 1}'])
-    check({"properties": {"Ab": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+    check({**gen, "properties": {"Ab": {"type": "integer"}},
+           "additionalProperties": {"type": "string"}},
           ['{"\\u0041b": 1}', '{"Ab": 1}', '{"x": "s"}'], ['{"\\u0041b": "s"}', '{"A\\u0062": "s"}'])
     # string values: llguidance's default (\uXXXX only for characters that must be escaped)
     check({"type": "string"}, ['"é"', '"\\u0001"'], ['"\\u00e9"', '"\\u0022"'])
@@ -518,8 +526,6 @@ def test_escapes_in_keys_and_llguidance_escape_options():
           ['"\\ud83d"', '"\\ude00\\ud83d"', '"\\ud83d\\ude00\\ud83d\\ude00"', '"\\u00e9x"'])
     check({**general, "type": "string", "pattern": "^[A-Z]+$"}, ['"\\u0041A"'], ['"\\u0061"'])
     check({**general, "enum": ["é"]}, ['"\\u00E9"', '"é"'], ['"e"'])
-    check({"x-guidance": {"json_allow_general_unicode_escapes": False},
-           "additionalProperties": {}}, ['{"é": 1}'], ['{"\\u00e9": 1}'])
     no_u = {"x-guidance": {"json_allowed_escapes": 'nrbtf\\"'}}
     check({**no_u, "type": "string"}, ['"\\n"', '"\\\\"', '"\\""'], ['"\\u0001"', '"\\u000a"'])
     check({"x-guidance": {"json_allowed_escapes": "u"}, "type": "string"}, ['"\\u000a"'],

@@ -214,6 +214,8 @@ std::shared_ptr<const MaskEngine::BudgetLevels> MaskEngine::budget_levels(ParseS
 bool MaskEngine::budget_mask(ParseState st, uint32_t left, std::vector<uint32_t>& out) {
   uint32_t c = min_completion(st);
   if (c == UINT32_MAX || uint64_t(left) >= uint64_t(c) + std::max(kBudgetMargin, c)) return false;
+  // c counts this token, left the ones after it
+  if ((uint64_t(left) + 1) * kBudgetHopeless < c) return false;  // nothing fits: the plain mask
   std::shared_ptr<const std::vector<uint32_t>> full = mask(st);
   std::shared_ptr<const BudgetLevels> levels = budget_levels(st, *full);
   if (left < levels->cheapest) return false;  // nothing fits: the plain mask (the output will be cut)

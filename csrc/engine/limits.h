@@ -45,6 +45,11 @@ constexpr uint32_t kSliceMaxDepth = 512;
 // completion memo keeps at most kCompletionPriceEntries per-set prices and the narrowed masks'
 // per-state cost levels at most kBudgetCacheBytes; past those they start afresh.
 constexpr uint32_t kBudgetMargin = 128;
+// when the shortest completion known takes more than kBudgetHopeless times the tokens left
+// (this one included), no completion is taken to fit (the split is an upper bound, rarely off
+// by a factor of 2): the plain mask, without judging every allowed token (which costs one
+// completion per successor state)
+constexpr uint32_t kBudgetHopeless = 2;
 constexpr uint32_t kBudgetWindow = 64;
 constexpr uint32_t kCompletionSearchStates = 20'000;
 constexpr size_t kMaxCompletionBytes = 1 << 16;

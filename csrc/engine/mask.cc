@@ -184,13 +184,16 @@ const PlainMoves& plain_moves() {
 }  // namespace
 
 // Whether every plain byte string of at most `depth` bytes from (s, u) stays inside the lexeme
-// (no DEAD, no lazy lexeme ending). Depth-first with memoised bounds: a state reached again,
-// from this check or an earlier one, costs a lookup. Recursion depth <= kSliceMaxDepth.
-Walker::Survival Walker::survives(StateId s, int u, uint32_t depth, uint32_t& budget) {
+// (no DEAD, no lazy lexeme ending): a bounded reachability check, depth first. A pair already
+// entered in this check with at least the depth asked is not entered again -- on the stack
+// (a string body loops to its own state) or finished -- so every pair is explored once with
+// the largest depth it is reached with, and a dying string, if any, is found. Facts kept
+// across checks: a dying string's length at once (it is concrete); the safe depths of the
+// check's pairs only when the whole check succeeds (a finished pair may have relied on one
+// still on the stack). Recursion depth <= kSliceMaxDepth.
+Walker::Survival Walker::survives(uint64_t key, uint32_t depth, SliceCheck& check) {
   if (depth == 0) return Survival::Yes;
-  std::atomic<uint32_t>& bound = bounds_at(size_t(s) * 8 + size_t(u));
-  auto safe_of = [](uint32_t v) { return v & 0xFFFFu; };
-  auto fails_of = [](uint32_t v) { return v >> 16; };
+  std::atomic<uint32_t>& bound = bounds_at(size_t(key));
   auto note_fail = [&](uint32_t f) {  // a plain string of f bytes dies from here
     uint32_t v = bound.load(std::memory_order_relaxed);
     while ((fails_of(v) == 0 || f < fails_of(v)) &&
@@ -202,37 +205,57 @@ Walker::Survival Walker::survives(StateId s, int u, uint32_t depth, uint32_t& bu
     if (safe_of(v) >= depth) return Survival::Yes;
     if (fails_of(v) != 0 && fails_of(v) <= depth) return Survival::No;
   }
-  if (budget == 0) return Survival::OverBudget;
-  budget--;
+  auto [seen, fresh] = check.entered.emplace(key, depth);
+  if (!fresh) {
+    if (seen->second >= depth) return Survival::Yes;
+    seen->second = depth;
+  }
+  if (check.budget == 0) return Survival::OverBudget;
+  check.budget--;
   LexerDFA& lx = *lexer_;
-  const std::atomic<uint32_t>* row = lx.row(s);
+  const std::atomic<uint32_t>* row = lx.row(StateId(key >> 3));
   // the distinct successors (most plain bytes share a few: one per byte class)
-  std::vector<uint64_t> next;
+  size_t base = check.next.size();
   uint64_t last = ~uint64_t(0);
-  for (auto [b, u2] : plain_moves().from[u]) {
+  for (auto [b, u2] : plain_moves().from[key & 7]) {
     StateId t = row[b].load(std::memory_order_acquire);
     if (t == DEAD || lx.accepts_lazy(t)) {
       note_fail(1);
+      check.next.resize(base);
       return Survival::No;
     }
-    uint64_t key = (uint64_t(t) << 3) | u2;
-    if (key != last) next.push_back(last = key);
+    uint64_t k = (uint64_t(t) << 3) | u2;
+    if (k != last) check.next.push_back(last = k);
   }
-  std::sort(next.begin(), next.end());
-  next.erase(std::unique(next.begin(), next.end()), next.end());
-  for (uint64_t key : next) {
-    Survival r = survives(StateId(key >> 3), int(key & 7), depth - 1, budget);
-    if (r == Survival::OverBudget) return r;
-    if (r == Survival::No) {  // that string dies one byte later from here
-      note_fail(fails_of(bounds_at(size_t(key)).load(std::memory_order_relaxed)) + 1);
-      return Survival::No;
+  std::sort(check.next.begin() + std::ptrdiff_t(base), check.next.end());
+  check.next.erase(std::unique(check.next.begin() + std::ptrdiff_t(base), check.next.end()),
+                   check.next.end());
+  size_t end = check.next.size();
+  Survival result = Survival::Yes;
+  for (size_t i = base; i < end && result == Survival::Yes; i++) {
+    uint64_t k = check.next[i];
+    result = survives(k, depth - 1, check);
+    if (result == Survival::No)  // that string dies one byte later from here
+      note_fail(fails_of(bounds_at(size_t(k)).load(std::memory_order_relaxed)) + 1);
+  }
+  check.next.resize(base);
+  return result;
+}
+
+Walker::Survival Walker::survives_all(StateId s, uint32_t depth, uint32_t& budget) {
+  SliceCheck check;
+  check.budget = budget;
+  Survival r = survives(uint64_t(s) << 3, depth, check);
+  budget = check.budget;
+  if (r != Survival::Yes) return r;
+  for (auto [key, d] : check.entered) {  // proven: publish the safe depths
+    std::atomic<uint32_t>& bound = bounds_at(size_t(key));
+    uint32_t v = bound.load(std::memory_order_relaxed);
+    while (safe_of(v) < d &&
+           !bound.compare_exchange_weak(v, (v & 0xFFFF0000u) | d, std::memory_order_relaxed)) {
     }
   }
-  uint32_t v = bound.load(std::memory_order_relaxed);
-  while (safe_of(v) < depth &&
-         !bound.compare_exchange_weak(v, (v & 0xFFFF0000u) | depth, std::memory_order_relaxed)) {
-  }
-  return Survival::Yes;
+  return r;
 }
 
 int Walker::slice_level(StateId s) {
@@ -248,7 +271,7 @@ int Walker::slice_level(StateId s) {
   uint32_t budget = kSliceBudget;
   for (int k = 0; k < kSliceLevels; k++) {
     uint32_t depth = std::min(kSliceLengths[k], max_len);
-    if (depth > kSliceMaxDepth || survives(s, 0, depth, budget) != Survival::Yes) break;
+    if (depth > kSliceMaxDepth || survives_all(s, depth, budget) != Survival::Yes) break;
     level = k;
   }
   std::lock_guard<std::mutex> g(mu_);

@@ -124,8 +124,17 @@ class Walker {
   std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> bound_chunks_;
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> bound_index_;
   std::atomic<uint32_t>& bounds_at(size_t at);
+  static uint32_t safe_of(uint32_t v) { return v & 0xFFFFu; }
+  static uint32_t fails_of(uint32_t v) { return v >> 16; }
   enum class Survival { Yes, No, OverBudget };
-  Survival survives(StateId s, int u, uint32_t depth, uint32_t& budget);
+  struct SliceCheck {  // one check's pairs entered (key -> depth), successor stack, budget
+    std::unordered_map<uint64_t, uint32_t> entered;
+    std::vector<uint64_t> next;
+    uint32_t budget = 0;
+  };
+  // key = lexer state << 3 | UTF-8 position (the bounds' index)
+  Survival survives(uint64_t key, uint32_t depth, SliceCheck& check);
+  Survival survives_all(StateId s, uint32_t depth, uint32_t& budget);
   std::unordered_map<StateId, std::shared_ptr<const std::vector<InsideGroup>>> inside_;
   size_t inside_bytes_ = 0;
   std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi, int trie_id);
@@ -142,7 +151,9 @@ class MaskEngine {
   // The mask of st narrowed to the tokens after which the grammar can still complete within
   // `left` more tokens (EOS as in mask()), into out; false when the plain mask applies: the
   // budget is loose (see kBudgetMargin), no completion is known, nothing would be removed, or
-  // nothing fits (then the output will be cut). Per-state token costs are memoised as levels.
+  // nothing fits (then the output will be cut; judged without the levels when the shortest
+  // completion known exceeds kBudgetHopeless times `left`). Per-state token costs are memoised
+  // as levels.
   bool budget_mask(ParseState st, uint32_t left, std::vector<uint32_t>& out);
   // Tokens of a completion from st (0 if complete): a shortest byte completion (completion.h,
   // else a bounded byte search) split greedily into the longest tokens, replayed to check it;

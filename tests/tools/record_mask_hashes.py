@@ -11,8 +11,8 @@ engine reproduces them exactly.
 
 It was first run with the pure-Python engine (before the C++ core replaced it), which the core
 then reproduced exactly. Re-record only when the grammars change, not the engine: the last run
-followed the JSON Schema changes of session 5 (key escapes, exact oneOf, ...) with the core as it
-was when it still reproduced the previous digests.
+followed the key-escape default of session 6 (declared keys have one spelling again), with the
+core as it was when it still reproduced the previous digests.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The lexer/parser pair of one grammar, computed by the compiled core (``lexguide._core``).
 
 The grammar IR is lowered once: every lexeme's regex (a node of :mod:`lexguide.regex.nodes`) is
-exported into the core's own hash-consed store, rules become flat arrays, and the core builds
+exported into the core's own hash-consed store (:mod:`lexguide.regex.native`), rules become flat arrays, and the core builds
 the Earley parser and shares one lazy lexer DFA between all grammars of the process
 (``csrc/engine/lexparser.h`` describes the semantics: greedy and lazy lexemes, ``%ignore``
 skips per lexeme class, lexemes matching the empty string).
@@ -13,7 +13,6 @@ captures and the engine's matcher use; none of it runs per vocabulary token.
 
 from __future__ import annotations
 
-import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -21,60 +20,13 @@ import numpy as np
 from lexguide import _core
 from lexguide.grammar.ir import GrammarIR
 from lexguide.regex import nodes as rx
+from lexguide.regex.native import core_nodes
 
-__all__ = ["DEAD_SET", "LexParser", "ParseState", "core_node"]
+__all__ = ["DEAD_SET", "LexParser", "ParseState"]
 
 DEAD_SET = -1
 # How the lexer was (re)started: the skip rules depend on it.
 _INITIAL, _NORMAL, _AFTER_SKIP = 0, 1, 2
-
-_REF = 9  # export record: a node the core already has (by core id)
-_core_ids: dict[int, int] = {}  # Python rx node -> core node (both stores are process-wide)
-_core_lock = threading.Lock()
-
-
-def core_nodes(roots: list[int]) -> list[int]:
-    """The core's node ids of Python regex nodes ``roots``, exporting what it lacks."""
-    with _core_lock:
-        missing = [r for r in roots if r not in _core_ids]
-        if missing:
-            flat: list[int] = []
-            pos: dict[int, int] = {}
-            kind, args = rx._kind, rx._args
-            for root in missing:
-                stack = [(root, False)]
-                while stack:
-                    x, expanded = stack.pop()
-                    if x in pos:
-                        continue
-                    hit = _core_ids.get(x)
-                    if hit is not None:
-                        pos[x] = len(pos)
-                        flat += (_REF, 1, hit)
-                        continue
-                    k, a, kids = kind[x], args[x], rx._children(x)
-                    if not expanded:
-                        stack.append((x, True))
-                        stack.extend((c, False) for c in kids if c not in pos)
-                        continue
-                    pos[x] = len(pos)
-                    if k == rx.K_BYTES:
-                        words = np.frombuffer(a[0].to_bytes(32, "little"), dtype="<u4").tolist()
-                        flat += (k, 8, *words)
-                    elif k == rx.K_REPEAT:
-                        flat += (k, 3, pos[a[0]], a[1], 0xFFFFFFFF if a[2] < 0 else a[2])
-                    else:
-                        flat += (k, len(kids), *(pos[c] for c in kids))
-            got = _core.regex_import(flat, [pos[r] for r in missing])
-            for r, c in zip(missing, got):
-                _core_ids[r] = c
-        return [_core_ids[r] for r in roots]
-
-
-def core_node(x: int) -> int:
-    """The core's node id of Python regex node ``x``."""
-    return core_nodes([x])[0]
-
 
 class ParseState(NamedTuple):
     set_id: int

@@ -528,33 +528,15 @@ def report_dead_rules(ir: GrammarIR, text: str, offsets: dict[str, int], start: 
     return replace(ir, notes=ir.notes + notes) if notes else ir
 
 
-#: Derivative states explored to prove a regex with ``&``/``~`` empty (past it: assumed not).
-MAX_EMPTINESS_STATES = 512
 #: Largest count :meth:`GrammarBuilder.repeat` unrolls; beyond it, doubling rules count.
 UNROLL_COUNT = 256
 
 
 def regex_is_empty(x: int) -> bool:
-    """Whether regex node ``x`` provably matches no string. Without ``&``/``~`` that is
-    ``x == NOTHING``; with them, a breadth-first search over derivatives (one per byte class)
-    for a nullable state, within :data:`MAX_EMPTINESS_STATES` states (unknown counts as not
-    empty, which is safe: the lexer still makes dead states DEAD). Pure; memoised by ``rx``."""
-    from lexguide.regex import nodes as rx
-    if x == rx.NOTHING:
-        return True
-    if not rx.has_boolean(x):
-        return False
-    seen, todo = {x}, [x]
-    while todo and len(seen) <= MAX_EMPTINESS_STATES:
-        y = todo.pop(0)
-        if rx.nullable(y):
-            return False
-        for b in set(rx.byte_partition(y)[1]):
-            d = rx.derivative(y, b)
-            if d != rx.NOTHING and d not in seen:
-                seen.add(d)
-                todo.append(d)
-    return not todo
+    """Whether regex node ``x`` provably matches no string (:func:`lexguide.regex.native.is_empty`:
+    a bounded search in the core; unknown counts as not empty)."""
+    from lexguide.regex.native import is_empty
+    return is_empty(x)
 
 
 # -- hook for %json: grammar never imports jsonschema (which builds this IR) ---------------

@@ -29,10 +29,11 @@ Options (keyword arguments, or ``"x-guidance"`` in the top-level schema object):
 ``json_allowed_escapes`` letters of ``nrbtf\\"u`` that may follow ``\\`` in strings and keys
                     (default all; without ``u`` no ``\\uXXXX`` at all).
 ``json_allow_general_unicode_escapes`` bool: ``\\uXXXX`` (and surrogate pairs, one character
-                    each) for every character, not only those that must be escaped. Default:
-                    off for string values (llguidance's default), on for object keys (a key is
-                    its decoded text, RFC 8259 §4: ``"\\u0041b"`` is the key ``"Ab"``); an
-                    explicit value applies to both. See :mod:`lexguide.jsonschema.escapes`.
+                    each) for every character, not only those that must be escaped, in string
+                    values and object keys (a key is its decoded text, RFC 8259 §4: with this
+                    option ``"\\u0041b"`` is the key ``"Ab"``). Default off, as llguidance: a
+                    declared key then has one spelling and is forced text during generation.
+                    See :mod:`lexguide.jsonschema.escapes`.
 ``refs``            ``{uri: schema}``: documents that ``$ref`` may point to (never fetched);
                     the draft 4/6/7/2019-09/2020-12 metaschemas are bundled.
 """
@@ -146,10 +147,10 @@ def _layout(options: dict[str, Any], xg: dict[str, Any]) -> LayoutOptions:
     if allowed is not None and not isinstance(allowed, str):
         raise TypeError("json_allowed_escapes must be a str")
     try:
-        values, keys = escapes_from_options(allowed, general)
+        escapes = escapes_from_options(allowed, general)
     except ValueError as e:
         raise SchemaError(str(e), pointer="/x-guidance", keyword="json_allowed_escapes") from None
-    return LayoutOptions(skip, item, key, indent, depth, explicit_ws, values, keys)
+    return LayoutOptions(skip, item, key, indent, depth, explicit_ws, escapes)
 
 
 def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int = 0,

@@ -24,7 +24,7 @@ from functools import lru_cache
 from lexguide.errors import LimitExceeded, SchemaError
 from lexguide.grammar.ir import GrammarBuilder
 from lexguide.jsonschema.build import SchemaBuilder, nesting_error
-from lexguide.jsonschema.escapes import DEFAULT, KEYS_DEFAULT, Escapes
+from lexguide.jsonschema.escapes import DEFAULT, Escapes
 from lexguide.jsonschema.formats import filter_rx, format_rx
 from lexguide.jsonschema.negate import NotSupported
 from lexguide.jsonschema.numeric import (
@@ -76,8 +76,7 @@ class LayoutOptions:
     explicit_ws: int | None = None
     # the escapes string values and object keys may use (x-guidance json_allowed_escapes,
     # json_allow_general_unicode_escapes; lexguide.jsonschema.escapes)
-    value_escapes: Escapes = DEFAULT
-    key_escapes: Escapes = KEYS_DEFAULT
+    escapes: Escapes = DEFAULT
 
 
 class _Layout:
@@ -195,7 +194,7 @@ class SchemaCompiler:
         if isinstance(s, NumberSchema):
             return self.lex(self.number(s), "integer" if s.integer else "number")
         if isinstance(s, StringSchema):
-            return self.lex(self.string(s, self.layout.value_escapes), "string")
+            return self.lex(self.string(s, self.layout.escapes), "string")
         if isinstance(s, AnyOfSchema):
             live = [sym for sym in (self.compile(o, lay) for o in s.options) if sym != self.dead]
             return b.alt([[sym] for sym in live], "anyOf") if live else self.dead
@@ -272,8 +271,8 @@ class SchemaCompiler:
         value = self._any[lay.depth] = b.nonterminal("json_value")
         child = lay.child
         inner = self.any_value(child)
-        string = self.lex(rx.concat(QUOTE, any_body(self.layout.value_escapes), QUOTE), "string")
-        key = self.lex(rx.concat(QUOTE, any_body(self.layout.key_escapes), QUOTE), "key")
+        string = self.lex(rx.concat(QUOTE, any_body(self.layout.escapes), QUOTE), "string")
+        key = self.lex(rx.concat(QUOTE, any_body(self.layout.escapes), QUOTE), "key")
         member = b.seq([key, lay.colon, inner], "json_member")
         obj = b.alt([[lay.obj_open, b.plus(member, lay.sep), lay.obj_close], list(lay.obj_empty)],
                     "json_object")
@@ -446,7 +445,7 @@ class SchemaCompiler:
     def object(self, s: ObjectSchema, lay: _Layout) -> int:
         b = self.b
         child = lay.child
-        names_rx = self.key_constraint(s.property_names, self.layout.key_escapes)
+        names_rx = self.key_constraint(s.property_names, self.layout.escapes)
         names_ok = None if names_rx is None else self.key_constraint(s.property_names, DEFAULT)
         inter = self.schemas.intersect
         props = list(s.properties)
@@ -471,7 +470,7 @@ class SchemaCompiler:
                 if name in required:
                     return self.dead
                 continue
-            key = self.lex(_quoted_literal(name, self.layout.key_escapes),
+            key = self.lex(_quoted_literal(name, self.layout.escapes),
                            json.dumps(name, ensure_ascii=False))
             member = b.seq([key, lay.colon, value], "member")
             entries.append((member, name in required))
@@ -536,7 +535,7 @@ class SchemaCompiler:
         """Member symbols for keys not declared: one per patternProperties region + additional."""
         b = self.b
         child = lay.child
-        esc = self.layout.key_escapes
+        esc = self.layout.escapes
         base = _undeclared_keys(tuple(sorted(declared)), esc)
         if names_rx is not None:
             base = rx.intersect(base, names_rx)

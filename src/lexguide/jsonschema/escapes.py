@@ -26,7 +26,7 @@ from functools import lru_cache
 
 from lexguide.regex import nodes as rx
 
-__all__ = ["DEFAULT", "KEYS_DEFAULT", "MAX_CP", "CharSet", "Escapes", "any_json_char",
+__all__ = ["DEFAULT", "MAX_CP", "CharSet", "Escapes", "any_json_char",
            "escapes_from_options", "json_char", "json_chars_rx", "json_literal_body"]
 
 MAX_CP = 0x10FFFF
@@ -44,25 +44,24 @@ class Escapes:
     general: bool = False
 
 
-#: Strings: llguidance's default (``\\uXXXX`` only for characters that must be escaped).
+#: llguidance's default, for string values and object keys alike: ``\\uXXXX`` only for
+#: characters that must be escaped. Every text then has one spelling, so a declared key is
+#: forced text during generation; ``json_allow_general_unicode_escapes`` admits every spelling
+#: (a key is its decoded string, RFC 8259 §4: ``"\\u0041b"`` is then the key ``"Ab"``).
 DEFAULT = Escapes()
-#: Object keys: every JSON spelling (a key is the decoded string, RFC 8259 §4).
-KEYS_DEFAULT = Escapes(general=True)
 
 
-def escapes_from_options(allowed: str | None, general: bool | None) -> tuple[Escapes, Escapes]:
-    """``(strings, keys)`` policies from ``json_allowed_escapes`` (letters of ``nrbtf\\"u``,
-    default all) and ``json_allow_general_unicode_escapes`` (default: off for strings, on for
-    keys; an explicit value applies to both). Raises ValueError naming a bad letter."""
+def escapes_from_options(allowed: str | None, general: bool | None) -> Escapes:
+    """The policy of strings and keys from ``json_allowed_escapes`` (letters of ``nrbtf\\"u``,
+    default all) and ``json_allow_general_unicode_escapes`` (default off; applies to strings and
+    keys alike). Raises ValueError naming a bad letter."""
     letters = '"\\bfnrtu' if allowed is None else allowed
     for c in letters:
         if c not in _LETTERS and c != "u":
             raise ValueError(f"invalid escape character in allowed_escapes: {c}")
     short = frozenset(letters) - {"u"}
     unicode = "u" in letters
-    strings = Escapes(short, unicode, bool(general))
-    keys = Escapes(short, unicode, True if general is None else bool(general))
-    return strings, keys
+    return Escapes(short, unicode, bool(general))
 
 
 def _hex_digit(lo: int, hi: int) -> int:
