@@ -58,6 +58,16 @@ def test_a_negative_seed_is_a_model_error():
         SamplerConfig(seed=-1)
 
 
+def test_greedy_skips_non_finite_logits():
+    # the whole-vocabulary greedy shortcut must agree with the filtering path
+    greedy = Sampler(SamplerConfig(temperature=0))
+    assert greedy.sample(np.array([1.0, np.nan, 2.0, -np.inf], dtype=np.float32)) == 2
+    assert greedy.sample(np.array([-np.inf, 0.5, np.inf, 0.7], dtype=np.float32)) == 3
+    assert greedy.sample(np.array([-np.inf, -2.0, -np.inf], dtype=np.float32)) == 1
+    with pytest.raises(MatcherError):
+        greedy.sample(np.array([np.nan, -np.inf], dtype=np.float32))
+
+
 def test_seeded_sampling_is_reproducible_and_seed_dependent():
     logits = np.random.default_rng(0).standard_normal(500).astype(np.float32)
     cfg = {"temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0}

@@ -79,6 +79,12 @@ def test_bad_batches_raise_model_error(tmp_path):
     with pytest.raises(ModelError, match="overflow"):
         tf.forward_batch([([1, 2, 3, 4, 5], c)])
     assert c.n == 0  # nothing was written
+    twin = tf.new_cache(64)
+    twin.k, twin.v = c.k, c.v  # another cache object over the same memory
+    long = tf.new_cache(64)
+    with pytest.raises(ModelError, match="distinct memory"):
+        tf.forward_batch([([1], c), ([2], twin), (list(range(FUSED_MAX_ROWS + 1)), long)])
+    assert c.n == twin.n == long.n == 0  # refused before anything was written
 
 
 @pytest.mark.parametrize("name", ["smollm2", "gemma3"])

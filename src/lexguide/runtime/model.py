@@ -3,9 +3,9 @@
 Follows ``gguf.md`` §6 (llama family) and §7 (gemma3) — the graphs of llama.cpp's ``llama``
 and ``gemma3`` builders. Prefill runs the prompt in chunks of batched matmuls (BLAS sgemm);
 decode steps — one or a few rows per sequence, of one sequence or of a batch of sequences
-each with its own KV cache (``forward_batch``) — run the projections as one product over all
-rows with the integer kernels (each weight read once for the batch) and attention in one
-native call over every sequence's cache (``kernels.attention``). Only the requested positions
+each with its own KV cache (``forward_batch``) — run every layer in one native call
+(``kernels.NativeLayers``): the projections as one integer-kernel product over all rows (each
+weight read once for the batch), attention over every sequence's own cache. Only the requested positions
 go through the output projection, so prefill pays for one ``n_vocab × n_embd`` product, not one
 per token.
 
@@ -33,9 +33,9 @@ F32 = npt.NDArray[np.float32]
 
 # Prompt tokens per batched forward: bounds the attention score buffer (n_head × chunk × S).
 PREFILL_CHUNK = 256
-# Inputs of at most this many tokens per sequence (decode steps, forced tokens) take the fused
-# path: integer kernels for the projections at any batch size, native attention over the
-# caches. Longer ones (prompts) take the numpy path: float32 tiles and BLAS attention.
+# Inputs of at most this many tokens per sequence (decode steps, forced tokens) take the native
+# path: all layers in one call, integer kernels at any batch size, attention over each cache.
+# Longer ones (prompts) take the numpy path: float32 tiles and BLAS attention.
 FUSED_MAX_ROWS = 16
 
 
@@ -278,9 +278,11 @@ class Transformer:
         ``(tokens, cache)``, in order; the tokens are appended to their caches (mutates them).
 
         Sequences of at most :data:`FUSED_MAX_ROWS` tokens (decode steps) run together in one
-        pass: every projection is one product over all their rows (each weight read once for
-        the batch) and attention one native call over every cache, each sequence at its own
-        position. Longer inputs (prompts) run on their own, as :meth:`hidden_last` does.
+        native pass over all layers: every projection one product over all their rows (each
+        weight read once for the batch), attention over each sequence's own cache at its own
+        position. Longer inputs (prompts) run on their own afterwards, as :meth:`hidden_last`
+        does. Costs, for B decoding sequences, about one weight read plus B rows of int8 work
+        per tile of weights.
         A row's result does not depend on the other sequences of the batch: it equals
         :meth:`hidden_last` of that sequence alone, bit for bit. Raises :class:`ModelError`
         for an empty input, token ids out of range, a cache that would overflow, or a cache
@@ -295,13 +297,13 @@ class Transformer:
             self._check(ids, cache)
         out = np.empty((len(items), self.config.n_embd), dtype=np.float32)
         short = [i for i, (ids, _) in enumerate(items) if ids.size <= FUSED_MAX_ROWS]
-        for i, (ids, cache) in enumerate(items):
-            if ids.size > FUSED_MAX_ROWS:
-                out[i] = self.hidden_last(ids, cache)
-        if short:
+        if short:  # first: the native call checks the caches' memory before writing anything
             h = self._hidden_fused([items[i] for i in short])
             ends = np.cumsum([items[i][0].size for i in short]) - 1
             out[short] = h[ends]
+        for i, (ids, cache) in enumerate(items):
+            if ids.size > FUSED_MAX_ROWS:
+                out[i] = self.hidden_last(ids, cache)
         return out
 
     def project(self, h: F32) -> F32:
