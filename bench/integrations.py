@@ -16,7 +16,7 @@ with lexguide's ``LogitsProcessor`` and without any, and the processor's own tim
 for batches of 1 and 4 (1 and 2, 8 tokens, with ``--quick``).
 
     python bench/integrations.py --quick                # 4 requests, 1 round, xgrammar only
-    python bench/integrations.py                        # 8 requests x 3 rounds, both peers
+    python bench/integrations.py                        # 8 requests x 2 rounds, both peers
     python bench/integrations.py --part transformers    # or --part vllm
 
 The vLLM part runs in the interpreter given by ``--vllm-python`` (default:
@@ -99,7 +99,7 @@ def _vllm_child(args: argparse.Namespace) -> None:
 
     folder = _folder()
     peers = ["xgrammar"] if args.quick else ["xgrammar", "guidance"]
-    n, rounds, max_tokens = (4, 1, 48) if args.quick else (8, 3, 96)
+    n, rounds, max_tokens = (4, 1, 48) if args.quick else (8, 2, 64)
     runs: dict[str, list[dict]] = {}
     starts = {}
     for peer in peers:
@@ -131,6 +131,29 @@ def _vllm_python(arg: str | None) -> str:
         return env
     cached = default_cache_dir() / "vllm-venv" / "bin" / "python"
     return str(cached) if cached.exists() else sys.executable
+
+
+def _child_env(python: str, tmp: Path) -> dict[str, str]:
+    """The environment of the vLLM part: when its interpreter has no lexguide, this one's
+    sources and compiled core side by side on PYTHONPATH (as .ci/run does for the vLLM tier;
+    the same Python version is needed)."""
+    env = dict(os.environ)
+    probe = subprocess.run([python, "-c", "import lexguide._core"], capture_output=True,
+                           check=False)
+    if probe.returncode == 0:
+        return env
+    import lexguide
+    import lexguide._core
+
+    farm = tmp / "path" / "lexguide"
+    farm.mkdir(parents=True)
+    for item in Path(lexguide.__file__).parent.iterdir():
+        if not item.name.startswith("_core"):
+            (farm / item.name).symlink_to(item)
+    core = Path(lexguide._core.__file__)
+    (farm / core.name).symlink_to(core)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(farm.parent), env.get("PYTHONPATH")]))
+    return env
 
 
 def _summarise_vllm(data: dict) -> list[str]:
@@ -247,7 +270,8 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "vllm.json"
                 cmd = [python, str(Path(__file__).resolve()), "--child", str(out)]
-                child = subprocess.run(cmd + ["--quick"] * args.quick, check=False)
+                child = subprocess.run(cmd + ["--quick"] * args.quick, check=False,
+                                       env=_child_env(python, Path(tmp)))
                 if child.returncode != 0 or not out.exists():
                     raise SystemExit(f"the vLLM part failed (exit {child.returncode})")
                 data = json.loads(out.read_text())
