@@ -8,8 +8,11 @@ guidance (llguidance), in one run. A vLLM engine has one backend, so two engines
 (backend xgrammar, then guidance), each also loaded with lexguide's processor; lexguide runs
 on both and the rounds alternate (lexguide, peer, lexguide, peer, ...), so each ratio compares
 batches run minutes apart at most. Per backend: output tokens/s of the whole batch (wall
-time of ``LLM.chat``), and the share of outputs that parse as JSON and validate
-(``jsonschema``). Unconstrained generation of the same batch is the reference.
+time of ``LLM.chat``), the share of outputs that parse as JSON and validate
+(``jsonschema``), and the constraint work per engine step (wall and CPU ms: lexguide's
+processor, or vLLM's ``grammar_bitmask`` + ``accept_tokens`` + ``apply_grammar_bitmask``),
+which the model's forward pass does not blur. Unconstrained generation of the same batch is
+the reference.
 
 transformers (SmolLM2 from the same folder): ms per generated token of ``model.generate``
 with lexguide's ``LogitsProcessor`` and without any, and the processor's own time per call,
@@ -216,7 +219,7 @@ def _summarise_vllm(data: dict) -> list[str]:
     lines = [(f"vLLM {data['vllm']} (CPU, V1 runner), SmolLM2-135M float32: "
               f"{data['requests']} requests x {data['rounds']} rounds, max_tokens "
               f"{data['max_tokens']}, temperature 0.7"),
-             (f"{'backend':<20}{'tokens/s':>10}{'valid':>8}{'vs peer':>9}{'vs none':>9}"
+             (f"{'backend':<26}{'tokens/s':>10}{'valid':>8}{'vs peer':>9}{'vs none':>9}"
               f"{'constraint ms/step':>20}{'(CPU)':>8}{'share of wall':>15}")]
     for key in data["runs"]:
         if key.startswith("none"):
@@ -225,14 +228,14 @@ def _summarise_vllm(data: dict) -> list[str]:
         vs_peer = f"{tps(key) / tps(peer):.2f}" if "@" in key else "1.00"
         valid = f"{int(total(key, 'valid'))}/{int(total(key, 'requests'))}"
         steps = max(1, total(key, "constrained_steps"))
-        lines.append(f"{key:<20}{tps(key):>10.1f}{valid:>8}{vs_peer:>9}"
+        lines.append(f"{key:<26}{tps(key):>10.1f}{valid:>8}{vs_peer:>9}"
                      f"{tps(key) / tps(f'none@{peer}'):>9.2f}"
                      f"{1000 * total(key, 'constraint_s') / steps:>20.2f}"
                      f"{1000 * total(key, 'constraint_cpu_s') / steps:>8.2f}"
                      f"{total(key, 'constraint_s') / total(key, 'wall_s'):>15.1%}")
     for key in data["runs"]:
         if key.startswith("none"):
-            lines.append(f"{key + ' (no schema)':<20}{tps(key):>10.1f}{'—':>8}{'':>9}{1:>9.2f}")
+            lines.append(f"{key + ' (no schema)':<26}{tps(key):>10.1f}{'—':>8}{'':>9}{1:>9.2f}")
     lines.append("lexguide@X: lexguide's processor on the engine whose backend is X; 'vs peer' = "
                  "tokens/s over X's on that engine; constraint ms/step: the constraint work of a "
                  "step with constrained rows (lexguide: its processor's apply; X: vLLM's "
