@@ -8,15 +8,18 @@ guidance (llguidance), in one run. A vLLM engine has one backend, so two engines
 (backend xgrammar, then guidance), each also loaded with lexguide's processor; lexguide runs
 on both and the rounds alternate (lexguide, peer, lexguide, peer, ...), so each ratio compares
 batches run minutes apart at most. Per backend: output tokens/s of the whole batch (wall
-time of ``LLM.chat``), and the share of outputs that parse as JSON and validate
-(``jsonschema``). Unconstrained generation of the same batch is the reference.
+time of ``LLM.chat``), the share of outputs that parse as JSON and validate
+(``jsonschema``), and the constraint work per engine step (wall and CPU ms: lexguide's
+processor, or vLLM's ``grammar_bitmask`` + ``accept_tokens`` + ``apply_grammar_bitmask``),
+which the model's forward pass does not blur. Unconstrained generation of the same batch is
+the reference.
 
 transformers (SmolLM2 from the same folder): ms per generated token of ``model.generate``
 with lexguide's ``LogitsProcessor`` and without any, and the processor's own time per call,
 for batches of 1 and 4 (1 and 2, 8 tokens, with ``--quick``).
 
     python bench/integrations.py --quick                # 4 requests, 1 round, xgrammar only
-    python bench/integrations.py                        # 8 requests x 3 rounds, both peers
+    python bench/integrations.py                        # 8 requests x 2 rounds, both peers
     python bench/integrations.py --part transformers    # or --part vllm
 
 The vLLM part runs in the interpreter given by ``--vllm-python`` (default:
@@ -68,6 +71,53 @@ def _valid(text: str, schema: dict) -> bool:
     return True
 
 
+class _ConstraintClock:
+    """Time spent in the constraint work of each engine step, by backend: lexguide's
+    processor (``apply``: following the output, ``fill_masks``, masking the logits) and, for
+    vLLM's own backends, the structured-output manager (``grammar_bitmask``, ``accept_tokens``)
+    plus the runner's ``apply_grammar_bitmask``. Wall and CPU (``process_time``: the steps run
+    one at a time, so it is this work's) seconds, and the steps that had constrained rows."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+        self.steps = 0
+
+    def reset(self) -> None:
+        self.wall = self.cpu = 0.0
+        self.steps = 0
+
+    def wrap(self, fn, counts_step):
+        def timed(*args, **kwargs):
+            w, c = time.perf_counter(), time.process_time()
+            result = fn(*args, **kwargs)
+            self.wall += time.perf_counter() - w
+            self.cpu += time.process_time() - c
+            if counts_step(args, result):
+                self.steps += 1
+            return result
+        return timed
+
+    def install(self) -> None:
+        import vllm.v1.worker.gpu_model_runner as runner
+        from vllm.v1.structured_output import StructuredOutputManager
+
+        from lexguide.integrations.vllm import LexguideLogitsProcessor
+
+        def never(args, result):
+            return False
+
+        LexguideLogitsProcessor.apply = self.wrap(
+            LexguideLogitsProcessor.apply, lambda args, result: bool(args[0]._requests))
+        StructuredOutputManager.grammar_bitmask = self.wrap(
+            StructuredOutputManager.grammar_bitmask, lambda args, result: result is not None)
+        StructuredOutputManager.accept_tokens = self.wrap(
+            StructuredOutputManager.accept_tokens, never)
+        runner.apply_grammar_bitmask = self.wrap(runner.apply_grammar_bitmask, never)
+
+
+_CLOCK = _ConstraintClock()
+
+
 def _vllm_batch(llm, backend: str, n: int, max_tokens: int, seed: int) -> dict:
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
@@ -82,12 +132,15 @@ def _vllm_batch(llm, backend: str, n: int, max_tokens: int, seed: int) -> dict:
             kw["structured_outputs"] = StructuredOutputsParams(json=schema)
         params.append(SamplingParams(**kw))
     messages = [[{"role": "user", "content": q}] for q, _ in cases]
+    _CLOCK.reset()
     t0 = time.perf_counter()
     outs = llm.chat(messages, params, use_tqdm=False)
     wall = time.perf_counter() - t0
     tokens = sum(len(o.outputs[0].token_ids) for o in outs)
     valid = sum(_valid(o.outputs[0].text, s) for o, (_, s) in zip(outs, cases))
-    return {"wall_s": wall, "tokens": tokens, "valid": valid, "requests": n}
+    return {"wall_s": wall, "tokens": tokens, "valid": valid, "requests": n,
+            "constraint_s": _CLOCK.wall, "constraint_cpu_s": _CLOCK.cpu,
+            "constrained_steps": _CLOCK.steps}
 
 
 def _vllm_child(args: argparse.Namespace) -> None:
@@ -97,9 +150,10 @@ def _vllm_child(args: argparse.Namespace) -> None:
 
     from lexguide.integrations.vllm import LexguideLogitsProcessor
 
+    _CLOCK.install()
     folder = _folder()
     peers = ["xgrammar"] if args.quick else ["xgrammar", "guidance"]
-    n, rounds, max_tokens = (4, 1, 48) if args.quick else (8, 3, 96)
+    n, rounds, max_tokens = (4, 1, 48) if args.quick else (8, 2, 64)
     runs: dict[str, list[dict]] = {}
     starts = {}
     for peer in peers:
@@ -133,33 +187,59 @@ def _vllm_python(arg: str | None) -> str:
     return str(cached) if cached.exists() else sys.executable
 
 
-def _summarise_vllm(data: dict) -> list[str]:
-    def total(key: str) -> tuple[float, int, int, float]:
-        rows = data["runs"][key]
-        wall = sum(r["wall_s"] for r in rows)
-        tokens = sum(r["tokens"] for r in rows)
-        return tokens / wall, sum(r["valid"] for r in rows), sum(r["requests"] for r in rows), wall
+def _child_env(python: str, tmp: Path) -> dict[str, str]:
+    """The environment of the vLLM part: when its interpreter has no lexguide, this one's
+    sources and compiled core side by side on PYTHONPATH (as .ci/run does for the vLLM tier;
+    the same Python version is needed)."""
+    env = dict(os.environ)
+    probe = subprocess.run([python, "-c", "import lexguide._core"], capture_output=True,
+                           check=False)
+    if probe.returncode == 0:
+        return env
+    import lexguide._core  # binds lexguide too
 
-    lines = [f"vLLM {data['vllm']} (CPU, V1 runner), SmolLM2-135M float32: "
-             f"{data['requests']} requests x {data['rounds']} rounds, max_tokens "
-             f"{data['max_tokens']}, temperature 0.7",
-             f"{'backend':<22}{'tokens/s':>10}{'valid':>10}{'vs peer':>10}{'vs none':>10}"]
+    farm = tmp / "path" / "lexguide"
+    farm.mkdir(parents=True)
+    for item in Path(lexguide.__file__).parent.iterdir():
+        if not item.name.startswith("_core"):
+            (farm / item.name).symlink_to(item)
+    core = Path(lexguide._core.__file__)
+    (farm / core.name).symlink_to(core)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(farm.parent), env.get("PYTHONPATH")]))
+    return env
+
+
+def _summarise_vllm(data: dict) -> list[str]:
+    def total(key: str, field: str) -> float:
+        return sum(r.get(field, 0) for r in data["runs"][key])
+
+    def tps(key: str) -> float:
+        return total(key, "tokens") / total(key, "wall_s")
+
+    lines = [(f"vLLM {data['vllm']} (CPU, V1 runner), SmolLM2-135M float32: "
+              f"{data['requests']} requests x {data['rounds']} rounds, max_tokens "
+              f"{data['max_tokens']}, temperature 0.7"),
+             (f"{'backend':<26}{'tokens/s':>10}{'valid':>8}{'vs peer':>9}{'vs none':>9}"
+              f"{'constraint ms/step':>20}{'(CPU)':>8}{'share of wall':>15}")]
     for key in data["runs"]:
         if key.startswith("none"):
             continue
-        tps, valid, n, _ = total(key)
         peer = key.split("@")[1] if "@" in key else key
-        none_tps = total(f"none@{peer}")[0]
-        peer_tps = total(peer)[0]
-        vs_peer = f"{tps / peer_tps:.2f}" if "@" in key else "1.00"
-        lines.append(f"{key:<22}{tps:>10.1f}{f'{valid}/{n}':>10}{vs_peer:>10}"
-                     f"{tps / none_tps:>10.2f}")
+        vs_peer = f"{tps(key) / tps(peer):.2f}" if "@" in key else "1.00"
+        valid = f"{int(total(key, 'valid'))}/{int(total(key, 'requests'))}"
+        steps = max(1, total(key, "constrained_steps"))
+        lines.append(f"{key:<26}{tps(key):>10.1f}{valid:>8}{vs_peer:>9}"
+                     f"{tps(key) / tps(f'none@{peer}'):>9.2f}"
+                     f"{1000 * total(key, 'constraint_s') / steps:>20.2f}"
+                     f"{1000 * total(key, 'constraint_cpu_s') / steps:>8.2f}"
+                     f"{total(key, 'constraint_s') / total(key, 'wall_s'):>15.1%}")
     for key in data["runs"]:
         if key.startswith("none"):
-            tps, _, n, _ = total(key)
-            lines.append(f"{key + ' (no schema)':<22}{tps:>10.1f}{'—':>10}{'':>10}{1:>10.2f}")
-    lines.append("lexguide@X: lexguide's processor on the engine whose backend is X; "
-                 "'vs peer' = tokens/s over X's on that engine")
+            lines.append(f"{key + ' (no schema)':<26}{tps(key):>10.1f}{'—':>8}{'':>9}{1:>9.2f}")
+    lines.append("lexguide@X: lexguide's processor on the engine whose backend is X; 'vs peer' = "
+                 "tokens/s over X's on that engine; constraint ms/step: the constraint work of a "
+                 "step with constrained rows (lexguide: its processor's apply; X: vLLM's "
+                 "grammar_bitmask + accept_tokens + apply_grammar_bitmask)")
     return lines
 
 
@@ -179,10 +259,10 @@ def _transformers(args: argparse.Namespace) -> tuple[dict, list[str]]:
     new_tokens = 8 if args.quick else 64
     repeats = 1 if args.quick else 3
     out: dict[str, dict] = {}
-    lines = [f"transformers, SmolLM2-135M float32 on the CPU ({torch.get_num_threads()} threads), "
-             f"{new_tokens} new tokens, greedy, best of {repeats}",
-             f"{'batch':>6}{'ms/token plain':>16}{'ms/token lexguide':>19}"
-             f"{'processor ms/call':>19}{'overhead':>10}"]
+    lines = [(f"transformers, SmolLM2-135M float32 on the CPU ({torch.get_num_threads()} "
+              f"threads), {new_tokens} new tokens, greedy, best of {repeats}"),
+             (f"{'batch':>6}{'ms/token plain':>16}{'ms/token lexguide':>19}"
+              f"{'processor ms/call':>19}{'overhead':>10}")]
     for batch in (1, 2) if args.quick else (1, 4):
         cases = [PROMPTS_AND_SCHEMAS[i % len(PROMPTS_AND_SCHEMAS)] for i in range(batch)]
         texts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
@@ -247,7 +327,8 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "vllm.json"
                 cmd = [python, str(Path(__file__).resolve()), "--child", str(out)]
-                child = subprocess.run(cmd + ["--quick"] * args.quick, check=False)
+                child = subprocess.run(cmd + ["--quick"] * args.quick, check=False,
+                                       env=_child_env(python, Path(tmp)))
                 if child.returncode != 0 or not out.exists():
                     raise SystemExit(f"the vLLM part failed (exit {child.returncode})")
                 data = json.loads(out.read_text())

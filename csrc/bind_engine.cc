@@ -420,10 +420,20 @@ void bind_engine(nb::module_& m) {
         uint32_t* base = out.data();
         size_t stride = out.shape(1);
         nb::gil_scoped_release nogil;
-        size_t n = items.size();
+        // cached masks are copied here; threads only for the ones to compute, and only when
+        // there are two or more (starting a thread costs more than copying a cached mask)
+        std::vector<size_t> todo;
+        for (size_t i = 0; i < items.size(); i++) {
+          if (auto m = items[i].first->engine->cached_mask(to_state(items[i].second)))
+            std::memcpy(base + i * stride, m->data(), stride * 4);
+          else
+            todo.push_back(i);
+        }
+        size_t n = todo.size();
         std::atomic<size_t> next{0};
         auto work = [&]() {
-          for (size_t i; (i = next.fetch_add(1)) < n;) {
+          for (size_t j; (j = next.fetch_add(1)) < n;) {
+            size_t i = todo[j];
             auto m = items[i].first->engine->mask(to_state(items[i].second));
             std::memcpy(base + i * stride, m->data(), stride * 4);
           }
@@ -435,4 +445,43 @@ void bind_engine(nb::module_& m) {
         for (auto& t : threads) t.join();
       },
       nb::arg("items"), nb::arg("out").noconvert(), nb::arg("n_threads") = 1);
+
+  m.def(
+      "mask_logits",
+      [](nb::ndarray<nb::ndim<2>, nb::device::cpu> logits,
+         nb::ndarray<nb::ndim<2>, nb::c_contig, nb::device::cpu> bitmask, const std::vector<int64_t>& rows) {
+        // logits: (B, V) float32 / float16 / bfloat16, unit column stride (any row stride);
+        // bitmask: (R, n_words) 32-bit ints; rows: R indices into B (empty: R == B, in order)
+        auto dt = logits.dtype();
+        bool f32 = dt == nb::dtype<float>();
+        bool f16 = dt.code == uint8_t(nb::dlpack::dtype_code::Float) && dt.bits == 16 && dt.lanes == 1;
+        bool bf16 = dt.code == uint8_t(nb::dlpack::dtype_code::Bfloat) && dt.bits == 16 && dt.lanes == 1;
+        if (!f32 && !f16 && !bf16) throw std::invalid_argument("logits must be float32, float16 or bfloat16");
+        if (logits.shape(1) > 1 && logits.stride(1) != 1) throw std::invalid_argument("logits rows must be contiguous");
+        if (logits.stride(0) < 0) throw std::invalid_argument("logits must have a non-negative row stride");
+        auto bt = bitmask.dtype();
+        if (bt != nb::dtype<int32_t>() && bt != nb::dtype<uint32_t>())
+          throw std::invalid_argument("bitmask must hold 32-bit integers");
+        size_t n_logit_rows = logits.shape(0);
+        std::vector<int64_t> all;
+        const std::vector<int64_t>* which = &rows;
+        if (rows.empty()) {
+          all.resize(n_logit_rows);
+          for (size_t i = 0; i < n_logit_rows; i++) all[i] = int64_t(i);
+          which = &all;
+        }
+        if (bitmask.shape(0) != which->size()) throw std::invalid_argument("bitmask rows and row indices differ in number");
+        for (int64_t r : *which)
+          if (r < 0 || size_t(r) >= n_logit_rows) throw std::invalid_argument("row index out of range");
+        size_t n_cols = logits.shape(1), row_stride = size_t(logits.stride(0)), n_words = bitmask.shape(1);
+        auto words = static_cast<const uint32_t*>(bitmask.data());
+        nb::gil_scoped_release nogil;
+        if (f32)
+          mask_logits<uint32_t>(static_cast<uint32_t*>(logits.data()), n_cols, row_stride, words, n_words,
+                                which->data(), which->size(), 0xFF800000u);
+        else
+          mask_logits<uint16_t>(static_cast<uint16_t*>(logits.data()), n_cols, row_stride, words, n_words,
+                                which->data(), which->size(), uint16_t(f16 ? 0xFC00u : 0xFF80u));
+      },
+      nb::arg("logits").noconvert(), nb::arg("bitmask").noconvert(), nb::arg("rows"));
 }

@@ -8,7 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from lexguide import Grammar, Matcher, TokenizerInfo, fill_masks
+from lexguide import Grammar, Matcher, TokenizerInfo, apply_mask, fill_masks
+from lexguide.engine.matcher import mask_logits_rows
 
 ALPHABET = b'{}[]":,ab01 '
 VOCAB = [b"<eos>"] + [bytes([c]) for c in ALPHABET] + [
@@ -46,6 +47,12 @@ def test_fill_masks_equals_masks_one_by_one(threads):
     for i, m in enumerate(matchers):
         assert np.array_equal(out[i], m.compute_mask()), i
     assert (out[64:] == 0xDEADBEEF).all()  # rows past the matchers are untouched
+    # again, now that every mask is cached (copied without threads), beside new states
+    more = matchers + _random_matchers(16, 100 + threads)
+    again = np.zeros((80, INFO.n_words), dtype=np.uint32)
+    fill_masks(more, again, n_threads=threads)
+    for i, m in enumerate(more):
+        assert np.array_equal(again[i], m.compute_mask()), i
 
 
 def test_fill_mask_writes_one_row_in_place():
@@ -75,6 +82,47 @@ def test_fill_masks_into_a_torch_tensor():
     fill_masks(matchers, out)
     for i, m in enumerate(matchers):
         assert np.array_equal(out[i].numpy().view(np.uint32), m.compute_mask())
+
+
+def test_mask_logits_rows_equals_apply_mask_row_by_row():
+    rng = np.random.default_rng(3)
+    for width, n_words in [(64, 2), (100, 4), (37, 2), (140, 4)]:  # narrower and wider
+        bitmask = rng.integers(0, 2**32, size=(3, n_words), dtype=np.uint64).astype(np.uint32)
+        bitmask[0, 0] = 0  # a word of zeros
+        bitmask[1, 0] = 0xFFFFFFFF  # and one of ones
+        for dtype in (np.float32, np.float16):
+            # rows 4 and 1 of a (5, width) slice of a wider buffer (row stride > width)
+            base = rng.standard_normal((5, width + 7)).astype(dtype)
+            logits = base[:, :width]
+            want = logits.copy()
+            for row, mask in [(4, bitmask[0]), (1, bitmask[1]), (0, bitmask[2])]:
+                apply_mask(want[row], mask)
+            before = base.copy()
+            mask_logits_rows(logits, bitmask, [4, 1, 0])
+            assert np.array_equal(logits, want)
+            assert np.array_equal(base[:, width:], before[:, width:])  # past the row: untouched
+            all_rows = rng.standard_normal((3, width)).astype(dtype)
+            want = all_rows.copy()
+            for row in range(3):
+                apply_mask(want[row], bitmask[row])
+            mask_logits_rows(all_rows, bitmask)  # no rows: one bitmask row per logits row
+            assert np.array_equal(all_rows, want)
+
+
+def test_mask_logits_rows_refuses_what_it_cannot_mask():
+    bitmask = np.zeros((1, 2), dtype=np.uint32)
+    with pytest.raises(ValueError, match="float32, float16 or bfloat16"):
+        mask_logits_rows(np.zeros((1, 64)), bitmask)  # float64
+    with pytest.raises(ValueError, match="out of range"):
+        mask_logits_rows(np.zeros((2, 64), dtype=np.float32), bitmask, [2])
+    with pytest.raises(ValueError, match="differ in number"):
+        mask_logits_rows(np.zeros((2, 64), dtype=np.float32), bitmask)
+    with pytest.raises(ValueError, match="contiguous"):
+        mask_logits_rows(np.zeros((1, 128), dtype=np.float32)[:, ::2], bitmask)
+    with pytest.raises(ValueError, match="32-bit"):
+        mask_logits_rows(np.zeros((1, 64), dtype=np.float32), bitmask.astype(np.int64))
+    with pytest.raises(TypeError):
+        mask_logits_rows(np.zeros(64, dtype=np.float32), bitmask)  # one dimension
 
 
 def test_validate_tokens_counts_the_accepted_prefix_without_consuming():

@@ -129,22 +129,37 @@ def test_misuse_is_a_clear_error(lm) -> None:
     assert torch.isinf(out[0, 49152:]).all()
 
 
-def test_torch_masker_agrees_with_apply_mask() -> None:
+@pytest.mark.parametrize("layout", ["native", "torch"])
+def test_torch_masker_agrees_with_apply_mask(layout) -> None:
     rng = np.random.default_rng(7)
     masker = TorchMasker(torch)
     for width, n_words in [(100, 4), (128, 4), (140, 4), (37, 2)]:
         bitmask = rng.integers(-2**31, 2**31, size=(3, n_words), dtype=np.int64).astype(np.int32)
-        logits = torch.from_numpy(rng.standard_normal((3, width)).astype(np.float32))
-        want = logits.clone()
+        values = torch.from_numpy(rng.standard_normal((3, width)).astype(np.float32))
+        want = values.clone()
         for r in range(3):
             apply_mask(want[r], bitmask[r].view(np.uint32))
-        got = masker.apply(logits.clone(), torch.from_numpy(bitmask))
-        assert torch.equal(torch.isinf(got), torch.isinf(want))
+
+        def logits(values=values, width=width):
+            if layout == "native":  # CPU float32 rows: the core's kernel
+                return values.clone()
+            # columns with a stride: torch operations
+            wide = torch.zeros((3, 2 * width))
+            wide[:, ::2] = values
+            return wide[:, ::2]
+
+        got = masker.apply(logits(), torch.from_numpy(bitmask))
+        assert torch.equal(got, want)
         # rows: two bitmask rows for rows 2 and 0 of a batch of three
-        sub = masker.apply(logits.clone(), torch.from_numpy(bitmask[:2].copy()), [2, 0])
+        rows = [2, 0] if layout == "native" else torch.tensor([2, 0])
+        sub = masker.apply(logits(), torch.from_numpy(bitmask[:2].copy()), rows)
         assert torch.equal(torch.isinf(sub[2]), torch.isinf(want[0]))
         assert torch.equal(torch.isinf(sub[0]), torch.isinf(want[1]))
-        assert not torch.isinf(sub[1]).any()
-    half = torch.zeros((1, 64), dtype=torch.bfloat16)
-    masker.apply(half, torch.tensor([[1, 0]], dtype=torch.int32))
-    assert not torch.isinf(half[0, 0]) and torch.isinf(half[0, 1:]).all()
+        assert torch.equal(sub[1], values[1])
+    for dtype in (torch.bfloat16, torch.float16):
+        half = torch.zeros((1, 64), dtype=dtype)
+        if layout == "torch":
+            half = torch.zeros((1, 128), dtype=dtype)[:, ::2]
+        masker.apply(half, torch.tensor([[1, 0]], dtype=torch.int32))
+        assert not torch.isinf(half[0, 0]) and torch.isinf(half[0, 1:]).all()
+        assert (half[0, 1:] < 0).all()

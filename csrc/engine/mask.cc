@@ -430,6 +430,14 @@ size_t MaskEngine::n_cached() const {
   return cache_.size();
 }
 
+std::shared_ptr<const std::vector<uint32_t>> MaskEngine::cached_mask(ParseState st) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = cache_.find(st.key());
+  if (it == cache_.end()) return nullptr;
+  hits++;
+  return it->second;
+}
+
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::mask(ParseState st) {
   uint64_t key = st.key();
   {
@@ -577,5 +585,36 @@ void MaskEngine::restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
   }
   if (s != DEAD) collect(set_id, s, lo, hi, chain, words, trie_id);
 }
+
+template <class T>
+void mask_logits(T* logits, size_t n_cols, size_t row_stride, const uint32_t* bitmask, size_t n_words,
+                 const int64_t* rows, size_t n_rows, T neg_inf) {
+  size_t covered = std::min(n_cols, n_words * 32);
+  for (size_t i = 0; i < n_rows; i++) {
+    T* row = logits + size_t(rows[i]) * row_stride;
+    const uint32_t* words = bitmask + i * n_words;
+    size_t t = 0;
+    for (; t + 32 <= covered; t += 32) {
+      uint32_t w = words[t >> 5];
+      if (w == UINT32_MAX) continue;
+      if (w == 0) {
+        std::fill(row + t, row + t + 32, neg_inf);
+        continue;
+      }
+      for (unsigned b = 0; b < 32; b++) {  // branch-free, so that it vectorises
+        T keep = T(T(0) - T((w >> b) & 1u));  // all ones where the token is allowed
+        row[t + b] = T((row[t + b] & keep) | (neg_inf & T(~keep)));
+      }
+    }
+    for (; t < covered; t++)
+      if (!((words[t >> 5] >> (t & 31)) & 1u)) row[t] = neg_inf;
+    std::fill(row + covered, row + n_cols, neg_inf);
+  }
+}
+
+template void mask_logits<uint32_t>(uint32_t*, size_t, size_t, const uint32_t*, size_t, const int64_t*,
+                                    size_t, uint32_t);
+template void mask_logits<uint16_t>(uint16_t*, size_t, size_t, const uint32_t*, size_t, const int64_t*,
+                                    size_t, uint16_t);
 
 }  // namespace lexguide

@@ -148,6 +148,8 @@ class MaskEngine {
 
   // The mask of st (n_words uint32), shared and immutable; cached per parse state.
   std::shared_ptr<const std::vector<uint32_t>> mask(ParseState st);
+  // The cached mask of st, or nullptr when it is not cached yet (nothing is computed).
+  std::shared_ptr<const std::vector<uint32_t>> cached_mask(ParseState st);
   // The mask of st narrowed to the tokens after which the grammar can still complete within
   // `left` more tokens (EOS as in mask()), into out; false when the plain mask applies: the
   // budget is loose (see kBudgetMargin), no completion is known, nothing would be removed, or
@@ -214,5 +216,19 @@ class MaskEngine {
   void restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words, int trie_id);
   std::vector<uint32_t> compute(ParseState st);
 };
+
+// Logits rows masked in place from packed bitmask rows: logit t of row rows[i] becomes
+// neg_inf unless bit (t & 31) of word (t >> 5) of bitmask row i is set; columns past the
+// bitmask are disallowed, bitmask bits past n_cols ignored. T is the storage of one logit
+// (uint32_t for float32, uint16_t for float16 / bfloat16) and neg_inf its -inf bit pattern;
+// row_stride is in elements. rows are checked by the caller. One pass over the rows, words
+// all ones skipped, all zeros filled 32 at a time.
+template <class T>
+void mask_logits(T* logits, size_t n_cols, size_t row_stride, const uint32_t* bitmask, size_t n_words,
+                 const int64_t* rows, size_t n_rows, T neg_inf);
+extern template void mask_logits<uint32_t>(uint32_t*, size_t, size_t, const uint32_t*, size_t,
+                                           const int64_t*, size_t, uint32_t);
+extern template void mask_logits<uint16_t>(uint16_t*, size_t, size_t, const uint32_t*, size_t,
+                                           const int64_t*, size_t, uint16_t);
 
 }  // namespace lexguide

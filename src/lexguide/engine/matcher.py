@@ -433,6 +433,20 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
         rows[i] = matchers[i].compute_mask()
 
 
+def mask_logits_rows(logits: Any, bitmask: Any, rows: Sequence[int] = ()) -> None:
+    """Set the logits of disallowed tokens to ``-inf`` in place, in the core, for a batch.
+
+    ``logits``: ``(B, V)`` float32, float16 or bfloat16 on the CPU with contiguous rows, a
+    numpy array or a torch tensor (taken through DLPack: nothing is copied or converted).
+    ``bitmask``: ``(R, n_words)`` C-contiguous 32-bit ints, row ``i`` for logits row
+    ``rows[i]`` (``rows`` empty: R == B, in order); token ``t`` is allowed when bit ``t & 31``
+    of word ``t >> 5`` is set, and columns past the bitmask are disallowed. Costs one pass over
+    the R rows (a word of zeros sets 32 logits at once), with the GIL released. Raises
+    ``ValueError`` for another dtype or layout, or a row index out of range.
+    """
+    _core.mask_logits(logits, bitmask, list(rows))
+
+
 def apply_mask(logits: Any, mask: np.ndarray) -> Any:
     """Set logits of disallowed tokens to ``-inf`` in place; returns ``logits``.
 

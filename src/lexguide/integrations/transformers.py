@@ -11,7 +11,8 @@ out = model.generate(**inputs, logits_processor=[proc], max_new_tokens=128)
 One matcher per batch row; a list of constraints gives each prompt its own (rows expanded by
 ``num_return_sequences`` or ``num_beams`` share their prompt's). Masks for the whole batch are
 filled by one :func:`lexguide.fill_masks` call into a preallocated ``int32`` torch tensor and
-applied to the scores in place with torch operations on their device. Needs the
+applied to the scores in place: on the CPU by the core in one pass (the tensors taken through
+DLPack), elsewhere with torch operations on their device. Needs the
 ``transformers`` extra (``pip install 'lexguide[transformers]'``).
 """
 

@@ -29,8 +29,9 @@ One class serves both of vLLM's model runners: the V1 runner's interface
 ``apply(logits, ctx)``, which also sees speculative-decoding draft rows: each draft row gets
 the mask after the drafts before it, found with ``validate_tokens`` and undone with
 ``rollback``). Each step, the masks of the batch's constrained requests are computed by one
-:func:`lexguide.fill_masks` call and applied to the logits with torch operations on their
-device. Needs the ``vllm`` extra (``pip install 'lexguide[vllm]'``); docs/integrations.md.
+:func:`lexguide.fill_masks` call and applied to the logits in place: on the CPU by the core in
+one pass (the tensors taken through DLPack), elsewhere with torch operations on their device.
+Needs the ``vllm`` extra (``pip install 'lexguide[vllm]'``); docs/integrations.md.
 """
 
 from __future__ import annotations
