@@ -27,7 +27,9 @@ _ORACLE = Path(__file__).parent / "data" / "tokenizer" / "oracle.py"
 
 def _oracle(request: pytest.FixtureRequest, path: Path) -> Any:
     pytest.importorskip("transformers")
-    cache_dir = Path(request.config.cache.mkdir("lexguide-tokenizer-oracle"))
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    cache_dir = (Path(cache.mkdir("lexguide-tokenizer-oracle")) if cache is not None
+                 else request.getfixturevalue("tmp_path_factory").mktemp("tokenizer-oracle"))
     return runpy.run_path(str(_ORACLE))["hf_tokenizer_from_gguf"](path, cache_dir)
 
 
