@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from lexguide.errors import GrammarError, line_col
 from lexguide.regex import nodes as rx
+from lexguide.regex.native import is_empty as regex_is_empty
 
 __all__ = [
     "CompileNote",
@@ -530,13 +531,6 @@ def report_dead_rules(ir: GrammarIR, text: str, offsets: dict[str, int], start: 
 
 #: Largest count :meth:`GrammarBuilder.repeat` unrolls; beyond it, doubling rules count.
 UNROLL_COUNT = 256
-
-
-def regex_is_empty(x: int) -> bool:
-    """Whether regex node ``x`` provably matches no string (:func:`lexguide.regex.native.is_empty`:
-    a bounded search in the core; unknown counts as not empty)."""
-    from lexguide.regex.native import is_empty
-    return is_empty(x)
 
 
 # -- hook for %json: grammar never imports jsonschema (which builds this IR) ---------------
