@@ -35,23 +35,28 @@ std::optional<State> from_state(const std::optional<ParseState>& s) {
   return State{s->set_id, s->lexer_state, s->pending};
 }
 
-// A vocabulary plus the walkers of the DFAs grammars on it use (one per shared DFA).
+// A vocabulary plus the walkers of the generations grammars on it use (one per lexer DFA).
+// Mask engines own their walker; this list only finds it again, so a generation no grammar
+// uses any more is freed with its walker.
 struct VocabHandle {
   std::shared_ptr<const Vocab> vocab;
   std::mutex mu;
-  std::vector<std::pair<std::weak_ptr<LexerDFA>, std::shared_ptr<Walker>>> walkers;
+  std::vector<std::pair<std::weak_ptr<LexerDFA>, std::weak_ptr<Walker>>> walkers;
 
   std::shared_ptr<Walker> walker_for(const std::shared_ptr<LexerDFA>& dfa) {
     std::lock_guard<std::mutex> g(mu);
+    std::shared_ptr<Walker> found;
     for (auto it = walkers.begin(); it != walkers.end();) {
       auto live = it->first.lock();
-      if (!live) {
+      auto w = it->second.lock();
+      if (!live || !w) {
         it = walkers.erase(it);
         continue;
       }
-      if (live == dfa) return it->second;
+      if (live == dfa) found = w;
       ++it;
     }
+    if (found) return found;
     auto w = std::make_shared<Walker>(vocab, dfa);
     walkers.emplace_back(dfa, w);
     return w;
@@ -62,13 +67,19 @@ struct LexParserHandle {
   std::shared_ptr<LexParser> lp;
 };
 
+// A generation: a lexer DFA and its regex store (lexer.h), shared by the grammars lowered into it.
+struct GenerationHandle {
+  std::shared_ptr<LexerDFA> dfa;
+};
+
 struct MaskEngineHandle {
   std::shared_ptr<MaskEngine> engine;
   uint32_t n_words;
 };
 
-void check_node(NodeId x) {
-  if (x >= regex_store().n_nodes()) throw std::out_of_range("unknown regex node");
+void check_node(const RegexStore& rs, NodeId x) {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  if (x >= rs.n_nodes()) throw std::out_of_range("unknown regex node");
 }
 
 void check_lexer_state(LexParser& lp, uint32_t s) {
@@ -112,23 +123,43 @@ void bind_engine(nb::module_& m) {
     }
   });
 
-  m.def(
-      "regex_import",
-      [](const std::vector<uint32_t>& flat, const std::vector<uint32_t>& roots) {
+  nb::class_<GenerationHandle>(m, "Generation")
+      .def(
+          "import_nodes",
+          [](GenerationHandle& h, const std::vector<uint32_t>& flat, const std::vector<uint32_t>& roots) {
+            std::lock_guard<std::recursive_mutex> g(store_mutex());
+            return h.dfa->regex().import_nodes(flat, roots);
+          },
+          "Rebuild exported regex DAGs in this generation's store; returns the roots' node ids.")
+      .def(
+          "nonempty",
+          [](GenerationHandle& h, uint32_t node) {
+            std::lock_guard<std::recursive_mutex> g(store_mutex());
+            RegexStore& rs = h.dfa->regex();
+            check_node(rs, node);
+            return rs.nonempty(node);
+          },
+          "Whether a regex node matches some byte string (bounded search: past "
+          "kNonEmptyBudget states, assumed so).")
+      .def_prop_ro("serial", [](GenerationHandle& h) { return h.dfa->serial(); })
+      .def_prop_ro("stats", [](GenerationHandle& h) {
         std::lock_guard<std::recursive_mutex> g(store_mutex());
-        return regex_store().import_nodes(flat, roots);
-      },
-      "Rebuild exported regex DAGs in the core's store; returns the roots' core node ids.");
+        nb::dict d;
+        d["serial"] = h.dfa->serial();
+        d["regex_nodes"] = h.dfa->regex().n_nodes();
+        d["regex_bytes"] = h.dfa->regex().memory_bytes();
+        d["lexer_states"] = h.dfa->n_states();
+        d["lexer_bytes"] = h.dfa->memory_bytes();
+        return d;
+      });
   m.def(
-      "regex_nonempty",
-      [](uint32_t node) {
-        std::lock_guard<std::recursive_mutex> g(store_mutex());
-        RegexStore& rs = regex_store();
-        if (node >= rs.n_nodes()) throw std::out_of_range("no such regex node");
-        return rs.nonempty(node);
-      },
-      "Whether a core regex node matches some byte string (bounded search: past "
-      "kNonEmptyBudget states, assumed so).");
+      "generation",
+      [](bool fresh) { return GenerationHandle{shared_generation(fresh)}; },
+      nb::arg("fresh") = false,
+      "The generation new grammars are lowered into (a new one past the rotation marks of "
+      "csrc/engine/limits.h, or when fresh=True).");
+  m.def("n_generations", &LexerDFA::n_alive,
+        "Generations alive: the current one plus old ones some grammar still uses.");
   nb::class_<VocabHandle>(m, "Vocab")
       .def(
           "__init__",
@@ -150,7 +181,7 @@ void bind_engine(nb::module_& m) {
   nb::class_<LexParserHandle>(m, "LexParser")
       .def(
           "__init__",
-          [](LexParserHandle* self, int32_t n_nonterminals, int32_t start, const std::vector<int32_t>& lhs,
+          [](LexParserHandle* self, GenerationHandle& gen, int32_t n_nonterminals, int32_t start, const std::vector<int32_t>& lhs,
              const std::vector<std::vector<int32_t>>& rhs, const std::vector<std::tuple<uint32_t, int32_t, bool, int64_t, bool, bool>>& lexemes,
              const std::vector<int64_t>& skips, bool allow_initial_skip, bool ignore_once) {
             GrammarRules g;
@@ -160,19 +191,19 @@ void bind_engine(nb::module_& m) {
             g.rhs = rhs;
             std::vector<LexemeSpec> specs;
             for (auto& [rx, cls, lazy, budget, tok, eos] : lexemes) {
-              check_node(rx);
+              check_node(gen.dfa->regex(), rx);
               if (cls < 0 || size_t(cls) >= skips.size()) throw std::invalid_argument("bad lexeme class");
               specs.push_back(LexemeSpec{rx, cls, lazy, budget, tok, eos});
               g.lexeme_class.push_back(cls);
             }
             std::vector<NodeId> sk;
             for (int64_t s : skips) {
-              if (s >= 0) check_node(NodeId(s));
+              if (s >= 0) check_node(gen.dfa->regex(), NodeId(s));
               sk.push_back(s < 0 ? 0xFFFFFFFFu : NodeId(s));
             }
             new (self) LexParserHandle();
             nb::gil_scoped_release nogil;
-            self->lp = std::make_shared<LexParser>(std::move(g), std::move(specs), std::move(sk),
+            self->lp = std::make_shared<LexParser>(gen.dfa, std::move(g), std::move(specs), std::move(sk),
                                                    GrammarOptionsCore{allow_initial_skip, ignore_once});
           })
       .def_prop_ro("initial", [](LexParserHandle& h) {

@@ -27,9 +27,7 @@ _ORACLE = Path(__file__).parent / "data" / "tokenizer" / "oracle.py"
 
 def _oracle(request: pytest.FixtureRequest, path: Path) -> Any:
     pytest.importorskip("transformers")
-    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
-    cache_dir = (Path(cache.mkdir("lexguide-tokenizer-oracle")) if cache is not None
-                 else request.getfixturevalue("tmp_path_factory").mktemp("tokenizer-oracle"))
+    cache_dir = request.getfixturevalue("oracle_cache_dir")
     return runpy.run_path(str(_ORACLE))["hf_tokenizer_from_gguf"](path, cache_dir)
 
 

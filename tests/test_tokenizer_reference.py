@@ -27,7 +27,7 @@ CORPUS: list[str] = runpy.run_path(str(_DATA / "corpus.py"))["build_corpus"]()
 def _oracle(request: pytest.FixtureRequest, path: Path) -> Any:
     pytest.importorskip("tokenizers")
     pytest.importorskip("transformers")
-    cache_dir = Path(request.config.cache.mkdir("lexguide-tokenizer-oracle"))
+    cache_dir = request.getfixturevalue("oracle_cache_dir")
     return runpy.run_path(str(_DATA / "oracle.py"))["hf_tokenizer_from_gguf"](path, cache_dir)
 
 

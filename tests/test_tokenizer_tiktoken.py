@@ -27,7 +27,7 @@ _DATA = Path(__file__).parent / "data" / "tokenizer"
 def pair(request: pytest.FixtureRequest) -> tuple[str, Tokenizer, Any]:
     quicktok = pytest.importorskip("quicktok")
     name, pre = request.param
-    cache = Path(request.config.cache.mkdir("lexguide-tokenizer-oracle"))
+    cache = request.getfixturevalue("oracle_cache_dir")
     md = runpy.run_path(str(_DATA / "tiktoken_vocab.py"))["quicktok_metadata"](name, pre, cache)
     return name, Tokenizer.from_metadata(md), quicktok.get_encoding(name)
 

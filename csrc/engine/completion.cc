@@ -25,7 +25,7 @@ void CompletionSearch::prepare() {
   lex_str_.assign(n_lex, std::string());
   {
     std::lock_guard<std::recursive_mutex> lock(store_mutex());
-    RegexStore& rs = regex_store();
+    RegexStore& rs = lp_.lexer().regex();
     for (size_t i = 0; i < n_lex && i < lp_.n_lexemes(); i++) {
       const LexemeSpec& spec = lp_.lexeme(int32_t(i));
       if (spec.token_set || spec.rx == NOTHING) continue;  // special tokens are not bytes

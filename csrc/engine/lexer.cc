@@ -10,10 +10,19 @@ namespace lexguide {
 namespace {
 using Entries = std::vector<std::pair<uint32_t, NodeId>>;
 
+std::atomic<uint64_t> g_alive{0};
+
+uint64_t next_serial() {
+  static std::atomic<uint64_t> n{0};
+  g_alive.fetch_add(1);
+  return ++n;
+}
+
 }  // namespace
 
 LexerDFA::LexerDFA(uint32_t max_states)
-    : max_states_(max_states),
+    : serial_(next_serial()),
+      max_states_(max_states),
       states_(new std::unique_ptr<LexerState>[max_states]),
       rows_(new std::unique_ptr<std::atomic<uint32_t>[]>[max_states]),
       has_row_(new std::atomic<bool>[max_states]),
@@ -51,13 +60,14 @@ StateId LexerDFA::intern(Entries entries) {
                      "resource limit max_dfa_states=" + std::to_string(max_states_) +
                          " exceeded: the lexer automaton is too large (a regex with a large counted "
                          "repetition, or &/~ blow-up?)");
-  RegexStore& rs = regex_store();
+  RegexStore& rs = rx_;
   auto st = std::make_unique<LexerState>();
   for (auto& [lex, x] : entries)
     if (rs.nullable(x)) {
       st->accepting.push_back(lex);
       if (lexeme_lazy_[lex]) st->lazy_accept = true;
     }
+  entry_bytes_ += 2 * entries.size() * sizeof(entries[0]) + st->accepting.size() * sizeof(uint32_t);
   ids_.emplace(entries, sid);
   flags_[sid] = uint8_t((st->accepting.empty() ? 0 : kAccepts) | (st->lazy_accept ? kLazyAccept : 0));
   st->entries = std::move(entries);
@@ -86,11 +96,15 @@ StateId LexerDFA::start(std::vector<uint32_t> lexemes) {
   return s;
 }
 
+LexerDFA::~LexerDFA() { g_alive.fetch_sub(1); }
+
+uint64_t LexerDFA::n_alive() { return g_alive.load(); }
+
 bool LexerDFA::is_live(StateId t) {
   if (t == DEAD) return true;
   auto it = live_.find(t);
   if (it != live_.end()) return it->second;
-  RegexStore& rs = regex_store();
+  RegexStore& rs = rx_;
   const Entries& e = states_[t]->entries;
   bool ok = false;
   for (auto& p : e)  // regexes without & or ~ answer at once
@@ -105,7 +119,7 @@ bool LexerDFA::is_live(StateId t) {
 const Entries& LexerDFA::stepping_entries(StateId s, Entries& buf) const {
   const Entries& e = states_[s]->entries;  // stable: states are never moved or freed
   if (!any_lazy_) return e;
-  RegexStore& rs = regex_store();
+  const RegexStore& rs = rx_;
   buf.clear();
   for (auto& p : e)
     if (!(lexeme_lazy_[p.first] && rs.nullable(p.second))) buf.push_back(p);
@@ -113,7 +127,7 @@ const Entries& LexerDFA::stepping_entries(StateId s, Entries& buf) const {
 }
 
 StateId LexerDFA::successor(const Entries& entries, unsigned b) {
-  RegexStore& rs = regex_store();
+  RegexStore& rs = rx_;
   scratch_.clear();
   for (auto& [lex, x] : entries) {
     NodeId d = rs.derivative(x, b);
@@ -137,7 +151,7 @@ StateId LexerDFA::next_slow(StateId s, unsigned b) {
 void LexerDFA::compute_row(StateId s) {
   std::lock_guard<std::recursive_mutex> g(store_mutex());
   if (has_row_[s].load(std::memory_order_acquire)) return;
-  RegexStore& rs = regex_store();
+  RegexStore& rs = rx_;
   Entries buf;
   const Entries& e = stepping_entries(s, buf);
   uint32_t pid = 0;
@@ -162,6 +176,15 @@ void LexerDFA::compute_row(StateId s) {
   has_row_[s].store(true, std::memory_order_release);
 }
 
+size_t LexerDFA::memory_bytes() const {
+  size_t n = n_states();
+  // per state: its row, descriptor and flags, the ids_ entry; the fixed tables of max_states_
+  size_t per_state = 256 * sizeof(std::atomic<uint32_t>) + sizeof(LexerState) + 1 + 64;
+  size_t fixed = size_t(max_states_) * (2 * sizeof(void*) + sizeof(std::atomic<bool>) + 1);
+  return fixed + n * per_state + entry_bytes_ + live_.size() * 32 + start_cache_.size() * 64 +
+         lexeme_rx_.size() * 48;
+}
+
 bool LexerDFA::can_extend(StateId s) {
   if (s == DEAD) return false;
   const std::atomic<uint32_t>* r = row(s);
@@ -172,7 +195,7 @@ bool LexerDFA::can_extend(StateId s) {
 
 StateId LexerDFA::without_extensions(StateId s, const std::vector<uint32_t>& lexemes) {
   std::lock_guard<std::recursive_mutex> g(store_mutex());
-  RegexStore& rs = regex_store();
+  RegexStore& rs = rx_;
   Entries out;
   for (auto& [lex, x] : states_[s]->entries) {
     bool capped = std::find(lexemes.begin(), lexemes.end(), lex) != lexemes.end();

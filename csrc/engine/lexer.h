@@ -9,6 +9,10 @@
 // can never end. Lazy lexemes end at their first match: a lazy lexeme whose derivative is
 // nullable is not carried into successors.
 //
+// Each DFA owns the regex store its lexemes and derivatives live in: the two are one
+// generation (shared_generation() in lexparser.h starts a new one past a rotation mark, and an
+// old one is freed with the last grammar using it).
+//
 // Thread safety: rows are read without a lock (entries are atomics written once, MISSING
 // until then); everything that builds (states, rows, the regex store) takes store_mutex().
 // State descriptors are immutable once their id is published.
@@ -38,6 +42,10 @@ struct LexerState {
 class LexerDFA {
  public:
   explicit LexerDFA(uint32_t max_states = kMaxLexerStates);
+  ~LexerDFA();
+  LexerDFA(const LexerDFA&) = delete;
+  LexerDFA& operator=(const LexerDFA&) = delete;
+  static uint64_t n_alive();  // DFAs (generations) not yet freed
 
   uint32_t lexeme_id(NodeId rx, bool lazy, int64_t max_tokens);  // registered on first use
   StateId start(std::vector<uint32_t> lexemes);                   // exactly these lexemes begin
@@ -68,9 +76,19 @@ class LexerDFA {
   uint32_t max_states() const { return max_states_; }
   uint32_t n_lexemes() const { return uint32_t(lexeme_rx_.size()); }
   int64_t budget(uint32_t lexeme) const { return lexeme_budget_[lexeme]; }
+  // This generation's regex store (hold store_mutex() while using it).
+  RegexStore& regex() { return rx_; }
+  const RegexStore& regex() const { return rx_; }
+  // Heap bytes of the states, rows and tables (regex store excluded); under store_mutex().
+  size_t memory_bytes() const;
+  // Numbers the generations of the process: 1, 2, ... in order of creation.
+  uint64_t serial() const { return serial_; }
 
  private:
+  RegexStore rx_;
+  uint64_t serial_;
   uint32_t max_states_;
+  size_t entry_bytes_ = 0;  // bytes of the states' entry and accepting vectors
   std::vector<NodeId> lexeme_rx_;
   std::vector<bool> lexeme_lazy_;
   std::vector<int64_t> lexeme_budget_;

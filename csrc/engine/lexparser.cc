@@ -9,17 +9,18 @@ namespace lexguide {
 
 constexpr NodeId kNoSkip = 0xFFFFFFFFu;
 
-std::shared_ptr<LexerDFA> shared_lexer() {
-  static std::mutex m;
+std::shared_ptr<LexerDFA> shared_generation(bool fresh) {
   static std::shared_ptr<LexerDFA> current;
-  std::lock_guard<std::mutex> g(m);
-  if (!current || current->n_states() > kRotateLexerStates) current = std::make_shared<LexerDFA>(kMaxLexerStates);
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  if (!current || fresh || current->n_states() > kRotateLexerStates ||
+      current->memory_bytes() + current->regex().memory_bytes() > kRotateGenerationBytes)
+    current = std::make_shared<LexerDFA>(kMaxLexerStates);
   return current;
 }
 
-LexParser::LexParser(GrammarRules rules, std::vector<LexemeSpec> lexemes, std::vector<NodeId> skips,
-                     GrammarOptionsCore options)
-    : lexer_(shared_lexer()),
+LexParser::LexParser(std::shared_ptr<LexerDFA> lexer, GrammarRules rules, std::vector<LexemeSpec> lexemes,
+                     std::vector<NodeId> skips, GrammarOptionsCore options)
+    : lexer_(std::move(lexer)),
       parser_(std::move(rules)),
       lexemes_(std::move(lexemes)),
       n_lexemes_(lexemes_.size()),

@@ -48,12 +48,16 @@ struct GrammarOptionsCore {
   bool ignore_once = false;
 };
 
-std::shared_ptr<LexerDFA> shared_lexer();  // the DFA new grammars use (rotated when large)
+// The generation (lexer DFA + its regex store) new grammars are lowered into: the current one,
+// or a new one when the current is past kRotateLexerStates / kRotateGenerationBytes or
+// `fresh` is set.
+std::shared_ptr<LexerDFA> shared_generation(bool fresh = false);
 
 class LexParser {
  public:
-  LexParser(GrammarRules rules, std::vector<LexemeSpec> lexemes, std::vector<NodeId> skips,
-            GrammarOptionsCore options);
+  // lexemes' and skips' regexes are nodes of lexer's store
+  LexParser(std::shared_ptr<LexerDFA> lexer, GrammarRules rules, std::vector<LexemeSpec> lexemes,
+            std::vector<NodeId> skips, GrammarOptionsCore options);
 
   std::recursive_mutex& mu() { return mu_; }
   LexerDFA& lexer() { return *lexer_; }

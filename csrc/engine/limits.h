@@ -8,11 +8,15 @@
 
 namespace lexguide {
 
-// regex store: nodes of the process-wide hash-consed store
+// regex store: nodes of one generation's hash-consed store
 constexpr uint32_t kMaxRegexNodes = 4'000'000;
-// lexer DFA: states of one shared DFA (a new DFA is started for new grammars past the rotate mark)
+// lexer DFA: states of one shared DFA
 constexpr uint32_t kMaxLexerStates = 150'000;
+// generations (a lexer DFA with its regex store, shared by the grammars lowered into it): new
+// grammars get a new generation once the current one has this many states or holds this many
+// bytes; an old generation is freed with the last grammar using it
 constexpr uint32_t kRotateLexerStates = 50'000;
+constexpr size_t kRotateGenerationBytes = size_t(128) << 20;
 // nodes explored when deciding whether a boolean (&, ~) regex matches anything; past it the
 // language is assumed non-empty (a bound, never a wrong "empty")
 constexpr uint32_t kNonEmptyBudget = 5'000;

@@ -10,11 +10,28 @@ namespace lexguide {
 
 namespace {
 
-std::string key_of(uint8_t kind, const uint32_t* a, uint32_t n) {
-  std::string k(1 + 4 * size_t(n), '\0');
-  k[0] = char(kind);
-  if (n) std::memcpy(&k[1], a, 4 * size_t(n));
-  return k;
+uint64_t mix(uint64_t h) {
+  h ^= h >> 31;
+  h *= 0x7FB5D329728EA185ull;
+  h ^= h >> 27;
+  h *= 0x81DADEF4BC2DD44Dull;
+  return h ^ (h >> 33);
+}
+
+uint64_t hash_key(uint8_t kind, const uint32_t* a, uint32_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull * (uint64_t(kind) + 1) ^ n;
+  for (uint32_t i = 0; i < n; i++) h = (h ^ a[i]) * 0xFF51AFD7ED558CCDull + (h >> 29);
+  return mix(h);
+}
+
+uint64_t hash_labels(const std::array<uint8_t, 256>& labels) {
+  uint64_t h = 0x243F6A8885A308D3ull;
+  for (int i = 0; i < 256; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, labels.data() + i, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull + (h >> 29);
+  }
+  return mix(h);
 }
 
 // labels numbered by first use of each distinct key
@@ -33,11 +50,6 @@ std::array<uint8_t, 256> labels_by_first_use(const Key* keys) {
 
 }  // namespace
 
-RegexStore& regex_store() {
-  static RegexStore store;
-  return store;
-}
-
 std::recursive_mutex& store_mutex() {
   static std::recursive_mutex m;
   return m;
@@ -52,10 +64,68 @@ RegexStore::RegexStore() {
   mk(K_NOT, &a, 1, true, trivial_part_);
 }
 
+size_t RegexStore::memory_bytes() const {
+  // an unordered_map entry: its node (next pointer, cached hash, value) plus a bucket slot
+  auto map_bytes = [](size_t n, size_t value) { return n * (value + 2 * sizeof(void*) + sizeof(size_t)); };
+  size_t b = nodes_.capacity() * sizeof(Node) + args_.capacity() * sizeof(uint32_t);
+  b += (cons_slots_.capacity() + part_slots_.capacity()) * sizeof(uint32_t);
+  b += parts_.size() * (sizeof(Partition) + 16);  // a partition's tables and ~16 representatives
+  b += map_bytes(refine_memo_.size(), 12) + map_bytes(dmemo_.size(), 12) + map_bytes(nonempty_memo_.size(), 8);
+  for (auto& [x, rows] : alt_index_) {
+    b += map_bytes(1, sizeof(rows));
+    for (auto& r : rows) b += sizeof(r) + r.capacity() * sizeof(NodeId);
+  }
+  return b;
+}
+
+size_t RegexStore::find_node(uint8_t kind, const uint32_t* a, uint32_t n, uint64_t h) const {
+  size_t mask = cons_slots_.size() - 1;
+  for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+    uint32_t x = cons_slots_[i];
+    if (x == kFree) return i;
+    const Node& nd = nodes_[x];
+    if (nd.kind == kind && nd.n == n && (n == 0 || std::memcmp(args_.data() + nd.off, a, 4 * size_t(n)) == 0))
+      return i;
+  }
+}
+
+uint64_t RegexStore::node_hash(NodeId x) const { return hash_key(nodes_[x].kind, args(x), nodes_[x].n); }
+
+void RegexStore::grow_cons() {
+  std::vector<uint32_t> slots(std::max<size_t>(1024, cons_slots_.size() * 2), kFree);
+  cons_slots_.swap(slots);
+  size_t mask = cons_slots_.size() - 1;
+  for (NodeId x = 0; x < nodes_.size(); x++) {
+    size_t i = size_t(node_hash(x)) & mask;
+    while (cons_slots_[i] != kFree) i = (i + 1) & mask;
+    cons_slots_[i] = x;
+  }
+}
+
+size_t RegexStore::find_partition(const std::array<uint8_t, 256>& labels, uint64_t h) const {
+  size_t mask = part_slots_.size() - 1;
+  for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+    uint32_t p = part_slots_[i];
+    if (p == kFree || parts_[p].label == labels) return i;
+  }
+}
+
+void RegexStore::grow_parts() {
+  std::vector<uint32_t> slots(std::max<size_t>(256, part_slots_.size() * 2), kFree);
+  part_slots_.swap(slots);
+  size_t mask = part_slots_.size() - 1;
+  for (uint32_t p = 0; p < parts_.size(); p++) {
+    size_t i = size_t(hash_labels(parts_[p].label)) & mask;
+    while (part_slots_[i] != kFree) i = (i + 1) & mask;
+    part_slots_[i] = p;
+  }
+}
+
 uint32_t RegexStore::intern_partition(const std::array<uint8_t, 256>& labels) {
-  std::string key(reinterpret_cast<const char*>(labels.data()), 256);
-  auto it = part_ids_.find(key);
-  if (it != part_ids_.end()) return it->second;
+  if (2 * (parts_.size() + 1) > part_slots_.size()) grow_parts();
+  uint64_t h = hash_labels(labels);
+  size_t slot = find_partition(labels, h);
+  if (part_slots_[slot] != kFree) return part_slots_[slot];
   Partition p;
   p.label = labels;
   int first[256];
@@ -68,7 +138,7 @@ uint32_t RegexStore::intern_partition(const std::array<uint8_t, 256>& labels) {
   for (int b = 0; b < 256; b++) p.rep[b] = uint8_t(first[labels[b]]);
   uint32_t id = uint32_t(parts_.size());
   parts_.push_back(std::move(p));
-  part_ids_.emplace(std::move(key), id);
+  part_slots_[slot] = id;
   return id;
 }
 
@@ -93,9 +163,9 @@ uint32_t RegexStore::partition_of_many(const std::vector<NodeId>& kids) {
 }
 
 NodeId RegexStore::mk(uint8_t kind, const uint32_t* a, uint32_t n, bool null, uint32_t part) {
-  std::string key = key_of(kind, a, n);
-  auto it = cons_.find(key);
-  if (it != cons_.end()) return it->second;
+  if (2 * (nodes_.size() + 1) > cons_slots_.size()) grow_cons();
+  size_t slot = find_node(kind, a, n, hash_key(kind, a, n));
+  if (cons_slots_[slot] != kFree) return cons_slots_[slot];
   if (nodes_.size() >= kMaxRegexNodes)
     throw LimitError("max_rx_nodes", kMaxRegexNodes,
                      "resource limit max_rx_nodes=" + std::to_string(kMaxRegexNodes) +
@@ -126,7 +196,7 @@ NodeId RegexStore::mk(uint8_t kind, const uint32_t* a, uint32_t n, bool null, ui
   }
   NodeId id = NodeId(nodes_.size());
   nodes_.push_back(node);
-  cons_.emplace(std::move(key), id);
+  cons_slots_[slot] = id;
   return id;
 }
 
@@ -140,9 +210,9 @@ NodeId RegexStore::bytes(const ByteSet& m) {
   if (m.empty()) return NOTHING;
   uint32_t a[8];
   std::memcpy(a, m.w.data(), 32);
-  std::string key = key_of(K_BYTES, a, 8);
-  auto it = cons_.find(key);
-  if (it != cons_.end()) return it->second;
+  if (2 * (nodes_.size() + 1) > cons_slots_.size()) grow_cons();
+  uint32_t known = cons_slots_[find_node(K_BYTES, a, 8, hash_key(K_BYTES, a, 8))];
+  if (known != kFree) return known;
   std::array<uint8_t, 256> lab{};
   bool b0 = m.has(0);
   for (int b = 0; b < 256; b++) lab[b] = uint8_t(m.has(b) != b0);

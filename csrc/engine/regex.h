@@ -7,7 +7,10 @@
 // carries the coarsest partition of 0..255 whose bytes have equal derivatives (Owens, Reppy &
 // Turon 2009, section 4.2); derivatives are memoised per (node, class representative).
 //
-// Thread safety: one process-wide store guarded by store_mutex(); every call below must hold it.
+// Lifetime: a store belongs to one lexer DFA (lexer.h); the pair is one *generation* of the
+// process's regexes, and a new generation starts when one grows past its rotation mark, so the
+// store's memory is bounded (docs/engine.md, "Limits").
+// Thread safety: every store is guarded by store_mutex(); every call below must hold it.
 #pragma once
 
 #include <array>
@@ -80,6 +83,8 @@ class RegexStore {
   // printable ASCII preferred); false when none is found within max_nodes derivatives.
   bool shortest(NodeId x, uint32_t max_nodes, std::string& out);
   size_t n_nodes() const { return nodes_.size(); }
+  // Heap bytes held (an estimate from element counts and container overheads).
+  size_t memory_bytes() const;
 
  private:
   struct Node {
@@ -93,9 +98,12 @@ class RegexStore {
   };
   std::vector<Node> nodes_;
   std::vector<uint32_t> args_;
-  std::unordered_map<std::string, NodeId> cons_;
+  // Hash-consing without allocating a key: open addressing over node ids (kFree = empty), the
+  // key being the node's (kind, args) in nodes_/args_; the same for partitions and their labels.
+  static constexpr uint32_t kFree = 0xFFFFFFFFu;
+  std::vector<uint32_t> cons_slots_;
   std::vector<Partition> parts_;
-  std::unordered_map<std::string, uint32_t> part_ids_;
+  std::vector<uint32_t> part_slots_;
   std::unordered_map<uint64_t, uint32_t> refine_memo_;
   std::unordered_map<uint64_t, NodeId> dmemo_;
   std::unordered_map<NodeId, std::vector<std::vector<NodeId>>> alt_index_;
@@ -103,6 +111,11 @@ class RegexStore {
   uint32_t trivial_part_ = 0;
 
   const uint32_t* args(NodeId x) const { return args_.data() + nodes_[x].off; }
+  size_t find_node(uint8_t kind, const uint32_t* a, uint32_t n, uint64_t h) const;  // its slot
+  size_t find_partition(const std::array<uint8_t, 256>& labels, uint64_t h) const;
+  uint64_t node_hash(NodeId x) const;
+  void grow_cons();
+  void grow_parts();
   uint32_t intern_partition(const std::array<uint8_t, 256>& labels);
   uint32_t partition_of_many(const std::vector<NodeId>& kids);
   NodeId mk(uint8_t kind, const uint32_t* a, uint32_t n, bool null, uint32_t part);
@@ -114,7 +127,6 @@ class RegexStore {
 // printable ASCII, newline, tab, the rest): short completions that tokenize like text.
 const std::array<uint8_t, 256>& preferred_bytes();
 
-RegexStore& regex_store();
 std::recursive_mutex& store_mutex();
 
 }  // namespace lexguide

@@ -11,10 +11,12 @@ from typing import Any
 import lexguide.jsonschema  # noqa: F401  (registers the %json / from_json_schema compiler)
 from lexguide.engine.captures import captures
 from lexguide.engine.lexparser import LexParser
-from lexguide.errors import RegexError, SchemaError
+from lexguide.errors import LexguideError, RegexError, SchemaError
 from lexguide.grammar.gbnf import compile_gbnf
 from lexguide.grammar.ir import CompileNote, GrammarBuilder, GrammarIR, json_schema_compiler
 from lexguide.grammar.lark import compile_grammar_list, compile_lark
+from lexguide.regex.nodes import building as rx_building
+from lexguide.regex.nodes import generation as rx_generation
 from lexguide.regex.syntax import parse_regex
 
 __all__ = ["Grammar"]
@@ -37,13 +39,13 @@ def _memoized(kind: str):
             try:
                 key = kind + json.dumps([args, kwargs], sort_keys=False)
             except (TypeError, ValueError, RecursionError):  # not JSON data: compile uncached
-                return build(cls, *args, **kwargs)
+                return _build_and_lower(build, cls, args, kwargs)
             with _compiled_lock:
                 hit = _compiled.get(key)
                 if hit is not None:
                     _compiled.move_to_end(key)
                     return hit
-            grammar = build(cls, *args, **kwargs)
+            grammar = _build_and_lower(build, cls, args, kwargs)
             with _compiled_lock:
                 _compiled[key] = grammar
                 while len(_compiled) > MAX_CACHED_GRAMMARS:
@@ -55,6 +57,15 @@ def _memoized(kind: str):
     return wrap
 
 
+def _build_and_lower(build, cls, args, kwargs) -> Grammar:
+    """Compile and lower into the core in one ``building()`` scope: the regex store is never
+    cut back between the two (lexguide.regex.nodes)."""
+    with rx_building():
+        grammar = build(cls, *args, **kwargs)
+        grammar.lexparser  # noqa: B018 - lowered now, while its regex nodes are current
+    return grammar
+
+
 class Grammar:
     """A compiled grammar: lexemes (byte regexes) plus CFG rules over them.
 
@@ -62,12 +73,13 @@ class Grammar:
     by any number of matchers and threads; its parser tables are built lazily and cached.
     """
 
-    __slots__ = ("_lexparser", "ir", "source")
+    __slots__ = ("_lexparser", "_rx_generation", "ir", "source")
 
     def __init__(self, ir: GrammarIR, source: str = "") -> None:
         self.ir = ir
         self.source = source
         self._lexparser = None
+        self._rx_generation = rx_generation()
 
     # -- constructors ---------------------------------------------------------------------
     @classmethod
@@ -152,6 +164,9 @@ class Grammar:
     def lexparser(self):
         """The shared lexer/parser (built on first use)."""
         if self._lexparser is None:
+            if self._rx_generation != rx_generation():
+                raise LexguideError("this grammar was compiled before the regex store was cut back "
+                                    "and never lowered; compile it again with a Grammar.from_* call")
             self._lexparser = LexParser(self.ir)
         return self._lexparser
 

@@ -19,8 +19,7 @@ import numpy as np
 
 from lexguide import _core
 from lexguide.grammar.ir import GrammarIR
-from lexguide.regex import nodes as rx
-from lexguide.regex.native import core_nodes
+from lexguide.regex.native import lower
 
 __all__ = ["DEAD_SET", "LexParser", "ParseState"]
 
@@ -122,7 +121,7 @@ class LexParser:
         n = len(ir.lexemes)
         self.n_lexemes = n
         rxs = [lx.rx for lx in ir.lexemes] + [s for s in ir.skips if s is not None]
-        ids = core_nodes(rxs)
+        gen, ids = lower(rxs)
         lexemes = [
             (ids[i], lx.lexeme_class, lx.lazy, -1 if lx.max_tokens is None else lx.max_tokens,
              lx.token_set is not None, lx.token_set is not None and lx.token_set.eos)
@@ -132,6 +131,7 @@ class LexParser:
         skips = [next(skip_ids) if s is not None else -1 for s in ir.skips]
         rules = ir.rules
         self._core = _core.LexParser(
+            gen,
             len(ir.nonterminals), ir.start, [r.lhs for r in rules], [list(r.rhs) for r in rules],
             lexemes, skips, ir.options.allow_initial_skip, ir.options.ignore_once,
         )

@@ -57,8 +57,10 @@ __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 WHITESPACE_RX = rx.plus(rx.byteset(b" \t\n\r"))
 QUOTE = rx.literal(b'"')
 MAX_PATTERN_PROPERTIES = 6
-# regex node ids are process-wide and hash-consed, so these caches are valid across grammars
+# regex node ids are hash-consed, so this cache is valid across grammars until the store is cut
+# back (lexguide.regex.nodes.building), which empties it
 _STRING_CACHE: dict[tuple, int] = {}
+rx.on_rotate(_STRING_CACHE.clear)  # its values are regex nodes
 MAX_COUNT_RULES = 50_000
 
 

@@ -1,8 +1,11 @@
 """The core's mirror of the regex store: Python nodes exported into ``lexguide._core``'s own
 hash-consed store, and the questions the core answers faster than Python (emptiness).
 
-Both stores are process-wide and append-only, so a node crosses over once per process and its
-core id stays valid; the core never calls back into Python.
+The core's store belongs to a *generation* (a lexer DFA and its store, ``_core.generation()``),
+which the core replaces by a new one once it grows past its rotation marks; a grammar keeps the
+generation it was lowered into alive. Within a generation a node crosses over once and its core
+id stays valid; a new generation starts the mirror afresh. The core never calls back into
+Python.
 """
 
 from __future__ import annotations
@@ -12,54 +15,88 @@ import threading
 from lexguide import _core
 from lexguide.regex import nodes as rx
 
-__all__ = ["core_node", "core_nodes", "is_empty"]
+__all__ = ["core_node", "core_nodes", "is_empty", "lower"]
 
 _REF = 9  # export record: a node the core already has (by core id)
-_core_ids: dict[int, int] = {}  # Python rx node -> core node (both stores are process-wide)
+_core_ids: dict[int, int] = {}  # Python rx node -> its node in _generation's store
+_generation: _core.Generation | None = None
 _core_lock = threading.Lock()
 
 
+def _current() -> _core.Generation:
+    """The core's current generation; the mirror restarts when it is a new one. Under _core_lock."""
+    global _generation
+    gen = _core.generation()
+    if _generation is None or gen.serial != _generation.serial:
+        _generation = gen
+        _core_ids.clear()
+    return gen
+
+
+def retire() -> None:
+    """Start a new core generation now (the Python store was emptied: its ids are reused)."""
+    global _generation
+    with _core_lock:
+        _generation = _core.generation(fresh=True)
+        _core_ids.clear()
+
+
+rx.on_rotate(retire)
+
+
+def lower(roots: list[int]) -> tuple[_core.Generation, list[int]]:
+    """The current core generation and the node ids of Python regex nodes ``roots`` in it
+    (exporting what it lacks): what a grammar is lowered with."""
+    with _core_lock:
+        gen = _current()
+        return gen, _export(gen, roots)
+
+
 def core_nodes(roots: list[int]) -> list[int]:
-    """The core's node ids of Python regex nodes ``roots``, exporting what it lacks.
+    """The node ids of ``roots`` in the current core generation."""
+    return lower(roots)[1]
+
+
+def _export(gen: _core.Generation, roots: list[int]) -> list[int]:
+    """Export into ``gen`` what it lacks of ``roots``; their core ids. Under _core_lock.
 
     Store ids are topological (a node is appended after its children), so the nodes to export
     are collected in one pass and sent in ascending id order: children always come first.
-    Every exported node's core id is kept, so each node crosses over once per process."""
-    with _core_lock:
-        known = _core_ids
-        missing = [r for r in roots if r not in known]
-        if missing:
-            kind, args, children_of = rx._kind, rx._args, rx._children_of
-            new: set[int] = set()
-            todo = list(missing)
-            while todo:
-                x = todo.pop()
-                if x in new or x in known:
-                    continue
-                new.add(x)
-                todo.extend(children_of(kind[x], args[x]))
-            flat: list[int] = []
-            pos: dict[int, int] = {}
-            order = sorted(new)
-            for x in order:
-                k, a = kind[x], args[x]
-                kids = children_of(k, a)
-                for c in kids:
-                    if c not in pos:  # exported before: a reference record
-                        pos[c] = len(pos)
-                        flat += (_REF, 1, known[c])
-                pos[x] = len(pos)
-                if k == rx.K_BYTES:
-                    m = a[0]
-                    flat += (k, 8, *[(m >> s) & 0xFFFFFFFF for s in range(0, 256, 32)])
-                elif k == rx.K_REPEAT:
-                    flat += (k, 3, pos[a[0]], a[1], 0xFFFFFFFF if a[2] < 0 else a[2])
-                else:
-                    flat += (k, len(kids), *[pos[c] for c in kids])
-            # every exported node is remembered, so later exports stop at it
-            got = _core.regex_import(flat, [pos[x] for x in order])
-            known.update(zip(order, got))
-        return [known[r] for r in roots]
+    Every exported node's core id is kept, so each node crosses over once per generation."""
+    known = _core_ids
+    missing = [r for r in roots if r not in known]
+    if missing:
+        kind, args, children_of = rx._kind, rx._args, rx._children_of
+        new: set[int] = set()
+        todo = list(missing)
+        while todo:
+            x = todo.pop()
+            if x in new or x in known:
+                continue
+            new.add(x)
+            todo.extend(children_of(kind[x], args[x]))
+        flat: list[int] = []
+        pos: dict[int, int] = {}
+        order = sorted(new)
+        for x in order:
+            k, a = kind[x], args[x]
+            kids = children_of(k, a)
+            for c in kids:
+                if c not in pos:  # exported before: a reference record
+                    pos[c] = len(pos)
+                    flat += (_REF, 1, known[c])
+            pos[x] = len(pos)
+            if k == rx.K_BYTES:
+                m = a[0]
+                flat += (k, 8, *[(m >> s) & 0xFFFFFFFF for s in range(0, 256, 32)])
+            elif k == rx.K_REPEAT:
+                flat += (k, 3, pos[a[0]], a[1], 0xFFFFFFFF if a[2] < 0 else a[2])
+            else:
+                flat += (k, len(kids), *[pos[c] for c in kids])
+        # every exported node is remembered, so later exports stop at it
+        got = gen.import_nodes(flat, [pos[x] for x in order])
+        known.update(zip(order, got))
+    return [known[r] for r in roots]
 
 
 def core_node(x: int) -> int:
@@ -77,4 +114,7 @@ def is_empty(x: int) -> bool:
         return True
     if not rx.has_boolean(x):
         return False
-    return not _core.regex_nonempty(core_node(x))
+    with _core_lock:
+        gen = _current()
+        node = _export(gen, [x])[0]
+        return not gen.nonempty(node)

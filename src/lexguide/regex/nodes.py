@@ -19,10 +19,12 @@ split into UTF-8 byte-range sequences, as in the Rust ``utf8-ranges`` algorithm)
 classes only ever match valid UTF-8.
 
 Limits (documented defaults, changeable via :data:`LIMITS`): ``max_rx_nodes`` bounds the whole
-store, ``max_repeat`` bounds the product of the bounds of *nested* counted repetitions (a
-single counter over a counter-free body, such as a string's ``maxLength``, is a counter: its
-derivatives count down, one state per count reached, so it has no such limit). Exceeding them
-raises :class:`lexguide.errors.LimitExceeded`.
+store; past ``rotate_rx_nodes`` the store is cut back to the nodes the front ends' modules
+made at import (see :func:`building`), so a process compiling an unbounded variety of grammars
+keeps a bounded store; ``max_repeat`` bounds the product of the bounds of *nested* counted
+repetitions (a single counter over a counter-free body, such as a string's ``maxLength``, is a
+counter: its derivatives count down, one state per count reached, so it has no such limit).
+Exceeding them raises :class:`lexguide.errors.LimitExceeded`.
 
 Thread safety: node creation takes a lock; derivative memo writes are single dict stores.
 """
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from typing import Self
 
 import numpy as np
 
@@ -44,6 +47,7 @@ __all__ = [
     "NOTHING",
     "alt",
     "any_char",
+    "building",
     "byte_partition",
     "byte_range",
     "byteset",
@@ -55,12 +59,14 @@ __all__ = [
     "derivative",
     "export_nodes",
     "from_literal",
+    "generation",
     "import_nodes",
     "intersect",
     "literal",
     "matches",
     "n_nodes",
     "nullable",
+    "on_rotate",
     "opt",
     "partition_arrays",
     "partition_labels",
@@ -77,6 +83,7 @@ __all__ = [
 #: :func:`lexguide.regex.syntax.parse_regex` call may create.
 LIMITS: dict[str, int] = {
     "max_rx_nodes": 2_000_000,
+    "rotate_rx_nodes": 400_000,
     "max_repeat": 100_000,
     "max_regex_nodes": 200_000,
 }
@@ -858,3 +865,99 @@ def import_nodes(data: tuple[tuple, ...]) -> list[int]:
     return [ids[r] for r in roots]
 
 
+
+
+# -- generations: a bounded store for a long-running process ---------------------------------
+#
+# Ids are handed out forever in an append-only store, so a server compiling ever new grammars
+# would grow it without end. Every compile runs inside ``building()``; when none is running and
+# the store is past ``rotate_rx_nodes``, it is cut back to its *base*: the nodes that existed
+# once every front-end module was imported (their module-level constants, such as a JSON
+# number's regex). Memos are emptied, ``functools.lru_cache`` caches of lexguide's modules
+# cleared, and the hooks of :func:`on_rotate` run (the core mirror starts a new generation).
+# A grammar is lowered into the core inside the build that made it, so no live grammar refers
+# to a node that was cut.
+
+_FRONT_ENDS = ("lexguide.grammar", "lexguide.jsonschema", "lexguide.regex")
+_builds = 0
+_base: tuple[int, int] | None = None  # (nodes, partitions) to keep
+_generation = 0
+_rotate_hooks: list = []
+
+
+def generation() -> int:
+    """How many times the store was cut back (node ids of different generations differ)."""
+    return _generation
+
+
+def on_rotate(hook) -> None:
+    """Call ``hook()`` after each cut of the store (under the store's lock)."""
+    _rotate_hooks.append(hook)
+
+
+class building:
+    """Context of one compile (front end to core): the store is never cut while one runs.
+
+    On entry, with no other compile running and the store past ``rotate_rx_nodes``, the store
+    is cut back to its base first."""
+
+    def __enter__(self) -> Self:
+        global _builds
+        if _base is None:
+            _set_base()
+        with _lock:
+            if _builds == 0 and len(_kind) > LIMITS["rotate_rx_nodes"]:
+                _rotate()
+            _builds += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _builds
+        with _lock:
+            _builds -= 1
+
+
+def _set_base() -> None:
+    """Import every front-end module (their constants become the base), then note the sizes.
+    The imports run outside ``_lock``: a module being imported by another thread may be
+    building its constants."""
+    global _base
+    import importlib
+    import pkgutil
+
+    for name in _FRONT_ENDS:
+        pkg = importlib.import_module(name)
+        for info in pkgutil.walk_packages(pkg.__path__, name + "."):
+            importlib.import_module(info.name)
+    with _lock:
+        if _base is None:
+            _base = (len(_kind), len(_part_labels))
+
+
+_MEMOS = (_cons, _part_ids, _refine_memo, _multi_memo, _part_np, _dmemo, _alt_index, _deep_part,
+          _cap_memo, _literal_memo, _alphabet_memo, _cp_memo)
+
+
+def _rotate() -> None:
+    """Cut the store back to its base (no compile may be running). Under ``_lock``."""
+    global _generation
+    import functools
+    import sys
+
+    n, n_parts = _base  # type: ignore[misc]
+    for column in (_kind, _args, _null, _part, _weight, _first, _boolean):
+        del column[n:]
+    del _part_labels[n_parts:]
+    del _part_reps[n_parts:]
+    for memo in _MEMOS:
+        memo.clear()
+    _cons.update(((_kind[x], _args[x]), x) for x in range(n))
+    _part_ids.update((labels, pid) for pid, labels in enumerate(_part_labels))
+    for name, module in list(sys.modules.items()):
+        if name.startswith("lexguide.") and module is not None:
+            for value in list(vars(module).values()):
+                if isinstance(value, functools._lru_cache_wrapper):
+                    value.cache_clear()
+    _generation += 1
+    for hook in _rotate_hooks:
+        hook()

@@ -31,8 +31,9 @@ __all__ = ["MAX_NESTING", "format_regex", "parse_regex"]
 MAX_NESTING = MAX_NESTING_DEPTH
 
 _HEX = "0123456789abcdefABCDEF"
-# compiled patterns: node ids are permanent in the store, so a hit is always valid
+# compiled patterns (emptied when the store is cut back: rx.building)
 _memo: dict[tuple[str, str, bool], int] = {}
+rx.on_rotate(_memo.clear)
 _MEMO_SIZE = 4096
 _SIMPLE_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B, "a": 0x07}
 _LOOKAROUND = "lookarounds not supported"
