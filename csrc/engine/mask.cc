@@ -292,6 +292,11 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
   stack[d0] = s0;
   rows[d0] = lx.row_of(s0);
   std::vector<uint32_t>& ids = w->ids;
+  // Inside tokens go to an id list until there are more of them than the bitmask has words,
+  // then straight into the bitmask (growing a list of ~vocabulary size, then converting it,
+  // cost as much as a root walk itself).
+  uint32_t n_words = vocab_->n_words();
+  uint32_t* bits = nullptr;
   uint32_t p = lo;
   while (p < hi) {
     uint32_t d = trie.depth(p);
@@ -310,18 +315,24 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
     }
     const uint32_t* tb = trie.tokens_begin(p);
     const uint32_t* te = trie.tokens_end(p);
-    if (tb != te) ids.insert(ids.end(), tb, te);
+    if (tb != te) {
+      if (bits) {
+        for (const uint32_t* q = tb; q != te; ++q) set_bit(bits, *q);
+      } else {
+        ids.insert(ids.end(), tb, te);
+        if (ids.size() > n_words) {  // a bitmask is smaller and ORs faster
+          w->words.assign(n_words, 0);
+          bits = w->words.data();
+          for (uint32_t id : ids) set_bit(bits, id);
+          std::vector<uint32_t>().swap(ids);
+        }
+      }
+    }
     stack[d] = t;
     rows[d] = lx.row_of(t);
     p++;
   }
   nodes_walked.fetch_add(p - lo, std::memory_order_relaxed);
-  uint32_t n_words = vocab_->n_words();
-  if (ids.size() > n_words) {  // a bitmask is smaller and ORs faster
-    w->words.assign(n_words, 0);
-    for (uint32_t id : ids) set_bit(w->words.data(), id);
-    std::vector<uint32_t>().swap(ids);
-  }
   return w;
 }
 

@@ -92,10 +92,15 @@ def one_input(data: bytes) -> None:
 def main() -> None:
     import atheris
 
-    with atheris.instrument_imports():
-        import lexguide  # noqa: F401
-        import lexguide.engine.matcher  # noqa: F401
-        import lexguide.jsonschema  # noqa: F401
+    import lexguide  # noqa: F401
+    import lexguide.engine.matcher  # noqa: F401
+    import lexguide.grammar.gbnf  # noqa: F401
+    import lexguide.grammar.lark  # noqa: F401
+    import lexguide.jsonschema  # noqa: F401
+
+    # every loaded function: atheris' import hook misses modules that an editable install's
+    # loader brings in, which left the fuzzer without coverage feedback
+    atheris.instrument_all()
     atheris.Setup(sys.argv, one_input)
     atheris.Fuzz()
 
