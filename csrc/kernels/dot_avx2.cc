@@ -2,9 +2,11 @@
 // it only when cpu_has_avx2()). Each kernel mirrors its scalar reference in dot_scalar.cc:
 // per block, unpack the weight quants once to unsigned bytes, multiply with every activation
 // row (maddubs: u8 × s8 → pairs of i16, then madd → i32: exact, no saturation for these
-// ranges), scale in float; the per-element offsets (Q4_0 −8, Q5_0 −16, Q6_K −32) and the min
-// terms are applied through the activation's exact integer sums. Results differ from the
-// scalar path only by float32 summation order. Q2_K and Q3_K have no AVX2 kernel (scalar).
+// ranges), scale in float; the per-element offsets (Q4_0 −8, Q5_0 −16, Q3_K −4,
+// Q6_K −32) and the min terms are applied through the activation's exact integer sums.
+// Results differ from the scalar path only by float32 summation order (Q2_K .. Q6_K: the
+// min and offset terms are subtracted after the scaled sums, not inside each block's float
+// expression).
 //
 // A call computes a tile of up to 4 weight rows × 4 activation rows (the k-quants: one weight
 // row × up to 8 activation rows, their unpacked super-block shared by both groups of 4): each
@@ -293,100 +295,145 @@ inline void k_group(Tile<1, N>& t, const uint8_t* ag, size_t stride, int64_t i,
   t.ex[0] = _mm_fnmadd_ps(dm, corr_f, t.ex[0]);
 }
 
-// Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins (one weight row per tile: its
-// unpacked super-block fills 8 registers).
-template <bool Five>
-struct Q45_K {
+// The k-quant kernels: per super-block, U::unpack(block, q, scale, corr, d, dc) gives the
+// operands of k_group, which every group of ≤ 4 activation rows of the tile then reads (one
+// weight row × up to 8 activation rows per tile: the unpacked block fills 16 registers).
+template <class U>
+struct KQuant {
+  using Block = typename U::Block;
   static constexpr int kMaxRows(int) { return 1; }
-  static constexpr int64_t kBlockBytes = Five ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  static constexpr int64_t kBlockBytes = sizeof(Block);
   static constexpr bool kWide = true;  // up to 8 activation rows per tile
   template <int R, int NA>
   static void run(const uint8_t* const* w, const uint8_t* act, size_t act_stride,
                   int64_t n_blocks, float* out, size_t out_stride, int64_t ahead) {
     static_assert(R == 1, "one weight row per tile");
-    constexpr size_t kBytes = Five ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+    const Block* wb = reinterpret_cast<const Block*>(w[0]);
     ActGroups<NA> g;
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < n_blocks; ++i) {
-      const uint8_t* blk = w[0] + size_t(i) * kBytes;
-      if (ahead) prefetch(blk + ahead, kBytes);
-      const BlockQ4_K& head = *reinterpret_cast<const BlockQ4_K*>(blk);  // d, dmin, scales
-      const uint8_t* qs = Five ? reinterpret_cast<const BlockQ5_K*>(blk)->qs : head.qs;
-      uint8_t sc[8], mn[8];
-      k4_scale_min(head.scales, sc, mn);
-      __m256i qh = _mm256_setzero_si256();
-      if constexpr (Five) qh = load32(reinterpret_cast<const BlockQ5_K*>(blk)->qh);
-      __m256i q[8];
-      for (int j = 0; j < 4; ++j) {
-        const __m256i raw = load32(qs + 32 * j);
-        q[2 * j] = _mm256_and_si256(raw, low4);
-        q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-        if constexpr (Five) {
-          const __m256i one = _mm256_set1_epi8(1);
-          for (int u = 0; u < 2; ++u) {
-            const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + u), one);
-            q[2 * j + u] = _mm256_or_si256(q[2 * j + u], _mm256_slli_epi16(bit, 4));
-          }
-        }
-      }
-      // Σ_j mn[j]·(bsums[2j] + bsums[2j+1]) per activation row, as int16 pairs: each min
-      // twice, madd with the 16 bsums
-      const __m128i mn8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
-      const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
-      __m256i scale[8];
-      for (int j = 0; j < 8; ++j) scale[j] = _mm256_set1_epi16(sc[j]);
+      const Block& b = wb[i];
+      if (ahead) prefetch(reinterpret_cast<const uint8_t*>(&b) + ahead, sizeof(Block));
+      __m256i q[8], scale[8], corr;
+      float d, dc;
+      U::unpack(b, q, scale, corr, d, dc);
       g.each(act, act_stride, [&](auto& t, const uint8_t* ag, auto n) {
-        k_group<decltype(n)::value, 0>(t, ag, act_stride, i, q, scale, mins, half(head.d),
-                                       half(head.dmin));
+        k_group<decltype(n)::value, U::kShift>(t, ag, act_stride, i, q, scale, corr, d, dc);
       });
     }
     g.store(out, out_stride);
   }
 };
-using Q4_K = Q45_K<false>;
-using Q5_K = Q45_K<true>;
 
-struct Q6_K {
-  static constexpr int kMaxRows(int) { return 1; }
-  static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K);
-  static constexpr bool kWide = true;  // up to 8 activation rows per tile
-  template <int R, int NA>
-  static void run(const uint8_t* const* w, const uint8_t* act, size_t act_stride,
-                  int64_t n_blocks, float* out, size_t out_stride, int64_t ahead) {
-    static_assert(R == 1, "one weight row per tile");
-    const BlockQ6_K* wb = reinterpret_cast<const BlockQ6_K*>(w[0]);
-    ActGroups<NA> g;
-    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
-    for (int64_t i = 0; i < n_blocks; ++i) {
-      const BlockQ6_K& b = wb[i];
-      if (ahead) prefetch(reinterpret_cast<const uint8_t*>(&b) + ahead, sizeof(BlockQ6_K));
-      __m256i q[8];  // group 4h + g: elements 128h + 32g .. +32, unsigned 0..63
-      __m256i scale[8];
-      for (int h = 0; h < 2; ++h) {
-        const __m256i A = load32(b.ql + 64 * h), B = load32(b.ql + 64 * h + 32);
-        const __m256i H = load32(b.qh + 32 * h);
-        const __m256i lows[4] = {_mm256_and_si256(A, low4), _mm256_and_si256(B, low4),
-                                 _mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
-                                 _mm256_and_si256(_mm256_srli_epi16(B, 4), low4)};
-        for (int k = 0; k < 4; ++k) {
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(H, 2 * k), two);
-          q[4 * h + k] = _mm256_or_si256(lows[k], _mm256_slli_epi16(hi, 4));
-          const int m = 8 * h + 2 * k;
-          scale[4 * h + k] = _mm256_set_m128i(_mm_set1_epi16(b.scales[m + 1]),
-                                              _mm_set1_epi16(b.scales[m]));
+// Scales of sub-blocks 2k and 2k + 1 (16 elements each) as the int16 halves of scale[k].
+template <class Scale>
+inline void pair_scales(Scale sc, __m256i scale[8]) {
+  for (int k = 0; k < 8; ++k) {
+    scale[k] = _mm256_set_m128i(_mm_set1_epi16(int16_t(sc(2 * k + 1))),
+                                _mm_set1_epi16(int16_t(sc(2 * k))));
+  }
+}
+
+// Q2_K: 16 sub-blocks of 16 with 4-bit scales and mins, 2-bit quants; Q3_K: 2-bit quants plus
+// a high bit (set: +0, clear: −4, applied as +4 and an offset −4·Σ sc·bsums), signed 6-bit
+// scales. The 2-bit fields of element 128h + 32j + l: (qs[32h + l] >> 2j) & 3; Q3_K's high
+// bit: hmask[l] bit 4h + j.
+template <bool Three>
+struct Unpack23_K {
+  using Block = std::conditional_t<Three, BlockQ3_K, BlockQ2_K>;
+  static constexpr int kShift = Three ? 2 : 0;  // × 4: the offset; Q2_K's mins as they are
+  static void unpack(const Block& b, __m256i* q, __m256i* scale, __m256i& corr, float& d,
+                     float& dc) {
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256i hm = _mm256_setzero_si256();
+    if constexpr (Three) hm = load32(b.hmask);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw = load32(b.qs + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        q[4 * h + j] = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), three);
+        if constexpr (Three) {
+          const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
+          q[4 * h + j] = _mm256_or_si256(q[4 * h + j], _mm256_slli_epi16(hb, 2));
         }
       }
-      // the −32 offset: 32 · Σ_k scales[k]·bsums[k] per activation row (madd of int16s)
-      const __m256i sc16 = _mm256_cvtepi8_epi16(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-      g.each(act, act_stride, [&](auto& t, const uint8_t* ag, auto n) {
-        const float d = half(b.d);
-        k_group<decltype(n)::value, 5>(t, ag, act_stride, i, q, scale, sc16, d, d);
-      });
     }
-    g.store(out, out_stride);
+    d = half(b.d);
+    if constexpr (Three) {
+      int8_t sc[16];
+      k3_scales(b.scales, sc);
+      pair_scales([&](int k) { return sc[k]; }, scale);
+      corr = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      dc = d;
+    } else {
+      pair_scales([&](int k) { return b.scales[k] & 0x0F; }, scale);
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+      corr = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0F)));
+      dc = half(b.dmin);
+    }
   }
 };
+
+// Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins.
+template <bool Five>
+struct Unpack45_K {
+  using Block = std::conditional_t<Five, BlockQ5_K, BlockQ4_K>;
+  static constexpr int kShift = 0;
+  static void unpack(const Block& b, __m256i* q, __m256i* scale, __m256i& corr, float& d,
+                     float& dc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    uint8_t sc[8], mn[8];
+    k4_scale_min(b.scales, sc, mn);
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (Five) qh = load32(b.qh);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i raw = load32(b.qs + 32 * j);
+      q[2 * j] = _mm256_and_si256(raw, low4);
+      q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      if constexpr (Five) {
+        const __m256i one = _mm256_set1_epi8(1);
+        for (int u = 0; u < 2; ++u) {
+          const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + u), one);
+          q[2 * j + u] = _mm256_or_si256(q[2 * j + u], _mm256_slli_epi16(bit, 4));
+        }
+      }
+    }
+    for (int j = 0; j < 8; ++j) scale[j] = _mm256_set1_epi16(sc[j]);
+    // Σ_j mn[j]·(bsums[2j] + bsums[2j+1]): each min twice, against the 16 bsums
+    const __m128i mn8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+    corr = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+    d = half(b.d);
+    dc = half(b.dmin);
+  }
+};
+
+// Q6_K: 4 low bits in ql, 2 high bits in qh, signed 8-bit scales of 16 elements, offset −32.
+struct Unpack6_K {
+  using Block = BlockQ6_K;
+  static constexpr int kShift = 5;  // × 32
+  static void unpack(const Block& b, __m256i* q, __m256i* scale, __m256i& corr, float& d,
+                     float& dc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {  // group 4h + k: elements 128h + 32k .. +32, unsigned 0..63
+      const __m256i A = load32(b.ql + 64 * h), B = load32(b.ql + 64 * h + 32);
+      const __m256i H = load32(b.qh + 32 * h);
+      const __m256i lows[4] = {_mm256_and_si256(A, low4), _mm256_and_si256(B, low4),
+                               _mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
+                               _mm256_and_si256(_mm256_srli_epi16(B, 4), low4)};
+      for (int k = 0; k < 4; ++k) {
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(H, 2 * k), two);
+        q[4 * h + k] = _mm256_or_si256(lows[k], _mm256_slli_epi16(hi, 4));
+      }
+    }
+    pair_scales([&](int k) { return b.scales[k]; }, scale);
+    corr = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    d = dc = half(b.d);
+  }
+};
+
+using Q2_K = KQuant<Unpack23_K<false>>;
+using Q3_K = KQuant<Unpack23_K<true>>;
+using Q4_K = KQuant<Unpack45_K<false>>;
+using Q5_K = KQuant<Unpack45_K<true>>;
+using Q6_K = KQuant<Unpack6_K>;
 
 // Float weights: 8 elements per step, scalar tail (in the ex lanes).
 template <class Elem>
@@ -505,6 +552,8 @@ DotFn avx2_dot(GgmlType type) {
     case GgmlType::Q5_0: return dot<Q5_0>;
     case GgmlType::Q5_1: return dot<Q5_1>;
     case GgmlType::Q8_0: return dot<Q8_0>;
+    case GgmlType::Q2_K: return dot<Q2_K>;
+    case GgmlType::Q3_K: return dot<Q3_K>;
     case GgmlType::Q4_K: return dot<Q4_K>;
     case GgmlType::Q5_K: return dot<Q5_K>;
     case GgmlType::Q6_K: return dot<Q6_K>;
