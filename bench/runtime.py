@@ -5,7 +5,11 @@ For each real model (SmolLM2-135M Q4_1, Gemma-3-270M Q4_K_M) a fresh worker proc
 RSS is its own) measures lexguide (native kernels on the file's quantized blocks):
 
 * load time and peak RSS (``ru_maxrss``) after load, after plain generation, and at the end
-  (after constrained generation, i.e. with the grammar engine's tables), file size;
+  (after constrained generation, i.e. with the grammar engine's tables), file size; and where
+  the resident memory is (``/proc/self/smaps``): the bare interpreter, the import baseline
+  (numpy + lexguide), the model file's map, other files' code and anonymous memory, with the
+  floor (import baseline + the whole file) / file that no implementation in this process
+  goes below once decode has read every weight;
 * prompt evaluation tok/s (a P-token prompt) with 1 and 2 kernel threads;
 * generation tok/s (greedy, N tokens) with 1 and 2 kernel threads;
 * constrained generation tok/s (a JSON Schema forcing a long integer array) vs unconstrained
@@ -66,6 +70,27 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _rss_parts(model_path: str) -> dict[str, float] | None:
+    """Resident MB now, by mapping (``/proc/self/smaps``; None where there is none): the
+    model file's map, other files (the interpreter's and extensions' code), anonymous memory
+    (heap, Python objects, numpy arrays, KV caches, thread stacks)."""
+    parts = {"model": 0.0, "libs": 0.0, "anon": 0.0}
+    try:
+        with open("/proc/self/smaps") as f:
+            kind = "anon"
+            for line in f:
+                head = line.split(maxsplit=6)
+                if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
+                    name = head[5].strip() if len(head) > 5 else ""
+                    kind = ("model" if name == model_path else
+                            "libs" if name.startswith("/") and name != "/dev/zero" else "anon")
+                elif head and head[0] == "Rss:":
+                    parts[kind] += int(head[1]) / 1024.0
+    except OSError:
+        return None
+    return parts
+
+
 def _prompt_ids(model, n: int, salt: int) -> list[int]:
     text = " ".join(f"item {salt}-{i} is a word" for i in range(n))
     ids = model.tokenizer.encode(text)
@@ -91,9 +116,13 @@ def _steady_rate(batches, n: int) -> tuple[float, int]:
 
 def _lexguide(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1,
               only_batched: bool = False) -> dict:
+    rss_python = _rss_parts(path)
+    import numpy  # noqa: F401  (the import baseline: interpreter + numpy + lexguide)
     from lexguide.runtime import Model
 
-    out: dict = {"file_mb": os.path.getsize(path) / 2**20}
+    out: dict = {"file_mb": os.path.getsize(path) / 2**20, "rss_python": rss_python,
+                 "rss_import": _rss_parts(path)}
+    path = os.path.realpath(path)  # as /proc/self/smaps names the map
     t0 = time.perf_counter()
     model = Model.from_gguf(path, n_ctx=max(512, p + 4 * n + 64), progress=False)
     out["load_s"] = time.perf_counter() - t0
@@ -120,11 +149,13 @@ def _lexguide(path: str, p: int, n: int, constrained: bool = True, repeat: int =
             runs.append(_steady_rate((c.token_ids for c in stream), n))
         out[f"gen_tok_s_{threads}t"], out[f"gen_tokens_{threads}t"] = max(runs)
     out["rss_gen_mb"] = _rss_mb()  # before the grammar engine adds its tables
+    out["rss_gen_parts"] = _rss_parts(path)
     model.decode_threads = 2
     out["batched_tok_s"] = _lexguide_batched(model, n, repeat)
     if not constrained:
         out.update(free_tok_s=None, constrained_tok_s=None, constrained_forced=None,
-                   mask_ms_per_token=None, constrained_overhead=None, rss_peak_mb=_rss_mb())
+                   mask_ms_per_token=None, constrained_overhead=None, rss_peak_mb=_rss_mb(),
+                   rss_end_parts=_rss_parts(path))
         return out
     cons_prompt = model.tokenizer.encode(CONSTRAINED_PROMPT)
     model.reset()
@@ -139,6 +170,7 @@ def _lexguide(path: str, p: int, n: int, constrained: bool = True, repeat: int =
     out["mask_ms_per_token"] = t.mask_ms_per_token
     out["constrained_overhead"] = _overhead(out["constrained_tok_s"], out["free_tok_s"])
     out["rss_peak_mb"] = _rss_mb()
+    out["rss_end_parts"] = _rss_parts(path)
     return out
 
 
@@ -384,6 +416,33 @@ def render(results: dict) -> str:
     return "\n".join(rows)
 
 
+def render_rss(results: dict) -> str:
+    """Where lexguide's resident memory goes (MB, from /proc/self/smaps): the bare interpreter,
+    after importing numpy + lexguide, and after plain generation and at the end (with the
+    grammar engine's tables) split into the model file's map, other files' code and anonymous
+    memory. floor / file = (import baseline + whole file resident) / file: what no
+    implementation in this process can go below once decode has read every weight."""
+    rows = ["| model | file MB | python | + numpy, lexguide | phase | model map | libs | anon "
+            "| total | peak (ru_maxrss) | floor / file | peak / file |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (name, engine), lg in results.items():
+        base, imp = lg.get("rss_python"), lg.get("rss_import")
+        if engine != "lexguide" or not base or not imp:
+            continue
+        file_mb, imp_mb = lg["file_mb"], sum(imp.values())
+        floor = (imp_mb + file_mb) / file_mb
+        for phase, key, peak in (("generation", "rss_gen_parts", lg.get("rss_gen_mb")),
+                                 ("end", "rss_end_parts", lg.get("rss_peak_mb"))):
+            parts = lg.get(key)
+            if not parts or peak is None:
+                continue
+            rows.append(f"| {name} | {file_mb:.0f} | {sum(base.values()):.0f} | {imp_mb:.0f} "
+                        f"| {phase} | {parts['model']:.0f} | {parts['libs']:.0f} "
+                        f"| {parts['anon']:.0f} | {sum(parts.values()):.0f} | {peak:.0f} "
+                        f"| {floor:.2f} | {peak / file_mb:.2f} |")
+    return "\n".join(rows)
+
+
 def render_batched(results: dict, peers: dict) -> str:
     """Aggregate decode tok/s of B sequences (2 threads), ×B=1 within each engine, and
     lexguide / llama.cpp."""
@@ -481,6 +540,9 @@ def main(argv: list[str] | None = None) -> int:
         print(render(results))
         print()
         print(render_peers(results, peers))
+        print()
+        print("resident memory of lexguide's worker (MB, /proc/self/smaps):")
+        print(render_rss(results))
         print()
     print(f"batched decode (greedy, {n} steps, 2 threads, median of {max(1, args.repeat)} "
           "alternating rounds):")

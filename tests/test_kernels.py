@@ -116,6 +116,14 @@ def test_avx2_agrees_with_scalar(t, T):
     assert (np.abs(a - b) / scale).max() <= 1e-5
 
 
+@pytest.mark.skipif(not K.has_avx2(), reason="no AVX2 on this CPU")
+@pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)
+def test_every_type_has_an_avx2_kernel(t):
+    """The comparisons above test the AVX2 kernel only if one is chosen (none falls back)."""
+    assert K.kernel_name(t, simd=True) == "avx2"
+    assert K.kernel_name(t, simd=False) == "scalar"
+
+
 @pytest.mark.parametrize("t", [T_.Q4_1, T_.Q4_K, T_.Q6_K, T_.F32], ids=lambda t: t.name)
 def test_threads_and_rows_subset(t):
     n_out, n_blocks, T = 301, 2, 6

@@ -16,7 +16,7 @@
 
 namespace lexguide::kernels {
 
-constexpr int kMaxAct = 4;
+constexpr int kMaxAct = 8;
 constexpr int kMaxW = 4;
 
 using DotFn = void (*)(const uint8_t* const* w, int n_w, const uint8_t* act, size_t act_stride,

@@ -5,7 +5,8 @@
 // rows for the rows-subset variant (only those output rows are computed: the sparse output
 // projection of constrained steps). Activations are quantized per block first (quantize_act.h).
 // Work is split over output rows on the shared thread pool; for T > 1 each weight row is read
-// once per block of kTBlock activation rows and unpacked once per kMaxAct of them.
+// once per block of kTBlock activation rows and unpacked once per tile of them (≤ kMaxAct:
+// 4 rows for most types, 8 for the AVX2 k-quant kernels).
 #pragma once
 
 #include <cstdint>
