@@ -13,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 
-from lexguide import Grammar, LexguideError, Matcher, TokenizerInfo, _core
+from lexguide import Grammar, LexguideError, Matcher, TokenizerError, TokenizerInfo, _core
 from lexguide.engine import vocab_cache
 
 ALPHABET = b'ab{}":, 0\\\xc3\xa9'
@@ -363,6 +363,16 @@ def test_loader_survives_arbitrary_contents_with_valid_checksums(written):
         for g in GRAMMARS:
             _masks_along(forged, g, trial, steps=4, tolerant=True)
     assert loaded_any >= 30  # kinds 0, 1 and 3 are structurally valid
+
+
+def test_token_bytes_types_and_limits():
+    info = TokenizerInfo([b"a", bytearray(b"b"), memoryview(b"cd")], [0], cache=False)
+    assert info.token_bytes == (b"a", b"b", b"cd") and all(type(b) is bytes for b in info.token_bytes)
+    assert info.max_len == 2
+    with pytest.raises(TokenizerError, match="token 1 is longer than 4096 bytes"):
+        TokenizerInfo([b"a", b"x" * 4097], [0], cache=False)
+    with pytest.raises(TypeError):
+        TokenizerInfo([b"a", "text"], [0], cache=False)
 
 
 # -- settings ----------------------------------------------------------------------------------

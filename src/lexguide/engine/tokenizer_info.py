@@ -66,10 +66,13 @@ class TokenizerInfo:
         # traversed by every full collection
         tb = token_bytes if type(token_bytes) is tuple else tuple(token_bytes)
         try:
-            packed = _core.TokenBytes(tb)  # exact bytes only: no copy of each
-        except TypeError:
-            tb = tuple(b if type(b) is bytes else bytes(b) for b in tb)
-            packed = _core.TokenBytes(tb)
+            try:
+                packed = _core.TokenBytes(tb)  # exact bytes only: no copy of each
+            except TypeError:
+                tb = tuple(b if type(b) is bytes else bytes(b) for b in tb)
+                packed = _core.TokenBytes(tb)
+        except ValueError as e:  # a token over the core's length limit, > 4 GiB of bytes
+            raise TokenizerError(str(e)) from None
         self.token_bytes: tuple[bytes, ...] = tb
         self.eos_ids = frozenset(int(i) for i in eos_ids)
         self.special_ids = frozenset(int(i) for i in special_ids) | self.eos_ids
