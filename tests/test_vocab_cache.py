@@ -230,7 +230,7 @@ def test_truncated_and_extended_files_are_detected(written):
     assert _load(path).same_as(info._vocab)
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "empty", "directory"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "empty", "directory", "fifo"])
 def test_tokenizer_info_rebuilds_and_rewrites(written, tmp_path, damage):
     info, path, data = written
     if damage == "flip":
@@ -241,6 +241,9 @@ def test_tokenizer_info_rebuilds_and_rewrites(written, tmp_path, damage):
         path.write_bytes(os.urandom(len(data)))
     elif damage == "empty":
         path.write_bytes(b"")
+    elif damage == "fifo":  # must neither block the open nor stay: replaced by the file
+        path.unlink()
+        os.mkfifo(path)
     else:
         path.unlink()
         path.mkdir()

@@ -235,7 +235,8 @@ const std::string& vocab_file_abi() {
 std::shared_ptr<Vocab> Vocab::load(const std::string& path, std::shared_ptr<const TokenBytes> token_bytes,
                                    std::vector<uint32_t> eos_ids, std::vector<uint32_t> special_ids,
                                    const VocabKey& key) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: a FIFO at the path must not block the open (it is then refused as not regular)
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (f.fd < 0) throw VocabFileError(path + ": " + std::strerror(errno));
   struct stat st;
   if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) throw VocabFileError(path + ": not a regular file");
