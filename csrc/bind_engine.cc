@@ -63,6 +63,17 @@ struct VocabHandle {
   }
 };
 
+struct TokenBytesHandle {
+  std::shared_ptr<const TokenBytes> tokens;
+};
+
+VocabKey to_key(nb::bytes key) {
+  VocabKey k;
+  if (key.size() != k.size()) throw std::invalid_argument("a vocabulary key is 32 bytes");
+  std::memcpy(k.data(), key.c_str(), k.size());
+  return k;
+}
+
 struct LexParserHandle {
   std::shared_ptr<LexParser> lp;
 };
@@ -160,19 +171,87 @@ void bind_engine(nb::module_& m) {
       "csrc/engine/limits.h, or when fresh=True).");
   m.def("n_generations", &LexerDFA::n_alive,
         "Generations alive: the current one plus old ones some grammar still uses.");
+  nb::exception<VocabFileError>(m, "VocabFileError");
+  m.attr("VOCAB_FILE_ABI") = vocab_file_abi();
+  nb::class_<TokenBytesHandle>(m, "TokenBytes")
+      .def(
+          "__init__",
+          [](TokenBytesHandle* self, nb::tuple tokens) {
+            // two passes over the tuple: boundaries (and types), then one copy per token
+            size_t n = tokens.size();
+            std::vector<uint32_t> offsets(n + 1, 0);
+            uint64_t total = 0;
+            for (size_t i = 0; i < n; i++) {
+              PyObject* o = PyTuple_GET_ITEM(tokens.ptr(), Py_ssize_t(i));
+              if (!PyBytes_CheckExact(o)) throw nb::type_error(("token " + std::to_string(i) + " is not bytes").c_str());
+              total += uint64_t(PyBytes_GET_SIZE(o));
+              if (total > UINT32_MAX) throw std::invalid_argument("vocabulary bytes exceed 4 GiB");
+              offsets[i + 1] = uint32_t(total);
+            }
+            std::string blob(size_t(total), '\0');
+            for (size_t i = 0; i < n; i++) {
+              PyObject* o = PyTuple_GET_ITEM(tokens.ptr(), Py_ssize_t(i));
+              std::memcpy(&blob[offsets[i]], PyBytes_AS_STRING(o), offsets[i + 1] - offsets[i]);
+            }
+            auto tb = std::make_shared<TokenBytes>(std::move(blob), std::move(offsets));
+            new (self) TokenBytesHandle{std::move(tb)};
+          },
+          nb::arg("token_bytes"), "Every token's bytes (a tuple of exact bytes) in one flat buffer.")
+      .def("__len__", [](TokenBytesHandle& t) { return t.tokens->size(); })
+      .def_prop_ro("max_len", [](TokenBytesHandle& t) { return t.tokens->max_len(); })
+      .def_prop_ro(
+          "blob",
+          [](nb::handle_t<TokenBytesHandle> h) {
+            auto& t = *nb::cast<TokenBytesHandle*>(h)->tokens;
+            return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(
+                reinterpret_cast<const uint8_t*>(t.blob().data()), {t.blob().size()}, h);
+          },
+          "The tokens' bytes back to back (a read-only view).")
+      .def_prop_ro(
+          "offsets",
+          [](nb::handle_t<TokenBytesHandle> h) {
+            auto& t = *nb::cast<TokenBytesHandle*>(h)->tokens;
+            return nb::ndarray<nb::numpy, const uint32_t, nb::ndim<1>>(t.offsets().data(), {t.offsets().size()}, h);
+          },
+          "Token i is blob[offsets[i]:offsets[i + 1]] (a read-only view).");
+
   nb::class_<VocabHandle>(m, "Vocab")
       .def(
           "__init__",
-          [](VocabHandle* self, const std::vector<nb::bytes>& tokens, const std::vector<uint32_t>& eos,
+          [](VocabHandle* self, TokenBytesHandle& tokens, const std::vector<uint32_t>& eos,
              const std::vector<uint32_t>& special) {
-            std::vector<std::string> bytes;
-            bytes.reserve(tokens.size());
-            for (auto& t : tokens) bytes.emplace_back(t.c_str(), t.size());
             new (self) VocabHandle();
             nb::gil_scoped_release nogil;
-            self->vocab = std::make_shared<Vocab>(std::move(bytes), eos, special);
+            self->vocab = std::make_shared<Vocab>(tokens.tokens, eos, special);
           },
-          nb::arg("token_bytes"), nb::arg("eos_ids"), nb::arg("special_ids"))
+          nb::arg("token_bytes"), nb::arg("eos_ids"), nb::arg("special_ids"), "Build the tries and slices.")
+      .def_static(
+          "load",
+          [](const std::string& path, TokenBytesHandle& tokens, const std::vector<uint32_t>& eos,
+             const std::vector<uint32_t>& special, nb::bytes key) {
+            VocabKey k = to_key(key);
+            std::shared_ptr<Vocab> v;
+            {
+              nb::gil_scoped_release nogil;
+              v = Vocab::load(path, tokens.tokens, eos, special, k);
+            }
+            auto* h = new VocabHandle();
+            h->vocab = std::move(v);
+            return h;
+          },
+          nb::arg("path"), nb::arg("token_bytes"), nb::arg("eos_ids"), nb::arg("special_ids"), nb::arg("key"),
+          nb::rv_policy::take_ownership,
+          "The vocabulary saved at path for these tokens and key; VocabFileError says why not.")
+      .def(
+          "save",
+          [](VocabHandle& v, const std::string& path, nb::bytes key) {
+            VocabKey k = to_key(key);
+            nb::gil_scoped_release nogil;
+            v.vocab->save(path, k);
+          },
+          nb::arg("path"), nb::arg("key"), "Write the cache file (VocabFileError on failure).")
+      .def("same_as", [](VocabHandle& a, VocabHandle& b) { return *a.vocab == *b.vocab; },
+           "Same tokens, ids and preprocessed tables.")
       .def_prop_ro("n_tokens", [](VocabHandle& v) { return v.vocab->n_tokens(); })
       .def_prop_ro("n_words", [](VocabHandle& v) { return v.vocab->n_words(); })
       .def_prop_ro("n_trie_nodes", [](VocabHandle& v) { return v.vocab->trie().n_nodes(); })

@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
 
 from lexguide.model_files import ModelNotInstalled, gemma3_path, smollm2_path
+
+
+_VOCAB_CACHE: str | None = None
+
+
+def pytest_configure(config):
+    """The vocabulary cache of this run lives in a temporary folder, never the user's home
+    (set before collection: test modules build TokenizerInfos at import)."""
+    global _VOCAB_CACHE
+    _VOCAB_CACHE = tempfile.mkdtemp(prefix="lexguide-test-vocab-")
+    os.environ["LEXGUIDE_VOCAB_CACHE"] = _VOCAB_CACHE
+
+
+def pytest_unconfigure(config):
+    if _VOCAB_CACHE:
+        shutil.rmtree(_VOCAB_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
-"""The --quick modes of the issue-13 benchmarks run and print their tables (they must not rot).
+"""The --quick modes of the benchmarks run and print their tables (they must not rot).
 
-Each runs as a subprocess, as a user would; both need the SmolLM2 vocabulary/model.
+Each runs as a subprocess, as a user would; all need the SmolLM2 vocabulary/model.
 """
 
 from __future__ import annotations
@@ -42,3 +42,14 @@ def test_whitespace_bench_quick(smollm2_file, tmp_path):
     assert "| smollm2 | before | flexible | off |" in stdout
     assert "| smollm2 | after | bounded | on |" in stdout
     assert {r["config"] for r in report["rows"]} == {"before", "after"}
+
+
+def test_engine_footprint_bench_quick(smollm2_file, tmp_path):
+    """Cold and disk-cached tokenizer preprocessing side by side, memory per grammar."""
+    if not (CORPORA / "jsonschemabench").exists():
+        pytest.skip("JSONSchemaBench corpus not available")
+    stdout, report = _run([str(BENCH / "engine_footprint.py"), "--quick"], tmp_path)
+    assert "| smollm2 | 49,152 |" in stdout and "prep ms (disk cache)" in stdout
+    (row,) = report
+    assert row["prep_ms"] > 0 and row["cached_ms"] > 0 and row["cache_file_mb"] > 0.1
+    assert row["n_grammars"] > 0

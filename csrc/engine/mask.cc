@@ -9,97 +9,7 @@ namespace lexguide {
 
 namespace {
 inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1) << (id & 31); }
-
-std::vector<bool> text_flags(const std::vector<std::string>& bytes, const std::vector<uint32_t>& special) {
-  std::vector<bool> is_text(bytes.size(), true);
-  for (uint32_t id : special) is_text[id] = false;
-  return is_text;
-}
 }  // namespace
-
-// -- Vocab ------------------------------------------------------------------------------------
-static std::vector<bool> checked_specials(const std::vector<std::string>& bytes, const std::vector<uint32_t>& eos,
-                                          const std::vector<uint32_t>& special) {
-  std::vector<bool> out(bytes.size(), false);
-  for (uint32_t id : special) {
-    if (id >= bytes.size()) throw std::invalid_argument("special token id outside the vocabulary");
-    out[id] = true;
-  }
-  for (uint32_t id : eos) {
-    if (id >= bytes.size()) throw std::invalid_argument("eos token id outside the vocabulary");
-    out[id] = true;
-  }
-  return out;
-}
-
-static std::vector<uint32_t> all_specials(const std::vector<uint32_t>& eos, const std::vector<uint32_t>& special) {
-  std::vector<uint32_t> v(special);
-  v.insert(v.end(), eos.begin(), eos.end());
-  return v;
-}
-
-Vocab::Vocab(std::vector<std::string> token_bytes, std::vector<uint32_t> eos_ids, std::vector<uint32_t> special_ids)
-    : bytes_(std::move(token_bytes)),
-      eos_(std::move(eos_ids)),
-      special_(checked_specials(bytes_, eos_, special_ids)),
-      trie_(bytes_, text_flags(bytes_, all_specials(eos_, special_ids))) {
-  if (bytes_.empty()) throw std::invalid_argument("empty vocabulary");
-  std::vector<bool> is_text = text_flags(bytes_, all_specials(eos_, special_ids));
-  std::vector<bool> plain(bytes_.size(), false);
-  for (size_t i = 0; i < bytes_.size(); i++) {
-    if (!is_text[i] || bytes_[i].empty()) continue;
-    int u = 0;
-    for (unsigned char c : bytes_[i])
-      if ((u = utf8_plain_next(u, c)) < 0) break;
-    if (u == 0) {
-      plain[i] = true;
-      max_plain_len_ = std::max<uint32_t>(max_plain_len_, uint32_t(bytes_[i].size()));
-    }
-  }
-  for (int k = 0; k < kSliceLevels; k++) {
-    std::vector<uint32_t> words(n_words(), 0);
-    std::vector<uint32_t> rest;  // in the main trie's order: no sort
-    for (uint32_t id : trie_.token_order()) {
-      if (plain[id] && bytes_[id].size() <= kSliceLengths[k])
-        set_bit(words.data(), id);
-      else
-        rest.push_back(id);
-    }
-    rest_.push_back(std::make_unique<TokenTrie>(bytes_, std::move(rest)));
-    slice_words_.push_back(std::move(words));
-  }
-}
-
-int utf8_plain_next(int u, unsigned b) {
-  switch (u) {
-    case 0:
-      if (b < 0x80) return b >= 0x20 && b != 0x7F && b != '"' && b != '\\' ? 0 : -1;
-      if (b >= 0xC2 && b <= 0xDF) return 1;
-      if (b == 0xE0) return 2;
-      if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) return 3;
-      if (b == 0xED) return 4;
-      if (b == 0xF0) return 5;
-      if (b >= 0xF1 && b <= 0xF3) return 6;
-      if (b == 0xF4) return 7;
-      return -1;
-    case 1: return b >= 0x80 && b <= 0xBF ? 0 : -1;
-    case 2: return b >= 0xA0 && b <= 0xBF ? 1 : -1;
-    case 3: return b >= 0x80 && b <= 0xBF ? 1 : -1;
-    case 4: return b >= 0x80 && b <= 0x9F ? 1 : -1;
-    case 5: return b >= 0x90 && b <= 0xBF ? 3 : -1;
-    case 6: return b >= 0x80 && b <= 0xBF ? 3 : -1;
-    case 7: return b >= 0x80 && b <= 0x8F ? 3 : -1;
-    default: return -1;
-  }
-}
-
-size_t Vocab::memory_bytes() const {
-  size_t n = trie_.memory_bytes() + special_.size() / 8;
-  for (auto& t : rest_) n += t->memory_bytes();
-  n += slice_words_.size() * size_t(n_words()) * 4;
-  for (auto& b : bytes_) n += sizeof(std::string) + (b.size() > 15 ? b.size() : 0);
-  return n;
-}
 
 // -- Walker -----------------------------------------------------------------------------------
 Walker::Walker(std::shared_ptr<const Vocab> vocab, std::shared_ptr<LexerDFA> lexer)
@@ -432,7 +342,7 @@ std::optional<ParseState> MaskEngine::advance_token(ParseState st, uint32_t toke
     if (r) return r;
   }
   if (v.is_special(token_id)) return std::nullopt;
-  const std::string& b = v.bytes(token_id);
+  std::string_view b = v.bytes(token_id);
   return lp_->advance_bytes(st, reinterpret_cast<const uint8_t*>(b.data()), b.size());
 }
 

@@ -26,45 +26,9 @@
 #include "engine/completion.h"
 #include "engine/lexparser.h"
 #include "engine/trie.h"
+#include "engine/vocab.h"
 
 namespace lexguide {
-
-// JSON-string slices (after llguidance's slicer, docs/engine.md): tokens made only of whole
-// UTF-8 characters that a JSON string takes unescaped (no quote, backslash or control
-// character) are "plain". Most lexer states inside a string accept every plain token of up to
-// k bytes; for such a state the mask takes those tokens as one precomputed bitmask and walks
-// only the others, in a prefix tree of its own. Levels: k = 10, 30, and any length.
-constexpr int kSliceLevels = 3;
-constexpr uint32_t kSliceLengths[kSliceLevels] = {10, 30, 0xFFFFFFFFu};
-
-// The vocabulary as the engine needs it: token bytes, the prefix trees, EOS and control ids.
-class Vocab {
- public:
-  Vocab(std::vector<std::string> token_bytes, std::vector<uint32_t> eos_ids, std::vector<uint32_t> special_ids);
-  uint32_t n_tokens() const { return uint32_t(bytes_.size()); }
-  uint32_t n_words() const { return (n_tokens() + 31) / 32; }
-  const std::string& bytes(uint32_t id) const { return bytes_[id]; }
-  bool is_special(uint32_t id) const { return special_[id]; }
-  const std::vector<uint32_t>& eos_ids() const { return eos_; }
-  // trie 0: every text token; trie 1 + k: the tokens outside slice level k
-  const TokenTrie& trie(int id = 0) const { return id == 0 ? trie_ : *rest_[size_t(id - 1)]; }
-  const std::vector<uint32_t>& slice_words(int level) const { return slice_words_[size_t(level)]; }
-  uint32_t max_plain_len() const { return max_plain_len_; }
-  size_t memory_bytes() const;
-
- private:
-  std::vector<std::string> bytes_;
-  std::vector<uint32_t> eos_;
-  std::vector<bool> special_;
-  TokenTrie trie_;
-  std::vector<std::unique_ptr<TokenTrie>> rest_;
-  std::vector<std::vector<uint32_t>> slice_words_;
-  uint32_t max_plain_len_ = 0;
-};
-
-// The UTF-8 automaton of plain JSON-string characters: utf8_plain_next(u, b) is the state
-// after byte b (0: between characters), or -1.
-int utf8_plain_next(int u, unsigned b);
 
 enum class BoundaryKind : uint8_t { Before, After };
 

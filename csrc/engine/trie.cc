@@ -13,21 +13,18 @@ namespace {
 // The first 8 bytes of s, big-endian, zero-padded: comparing these keys orders strings as
 // their bytes do, except between strings equal on those bytes (the tie-break compares them
 // whole) -- most comparisons of a sort become one integer compare.
-uint64_t prefix_key(const std::string& s) {
+uint64_t prefix_key(std::string_view s) {
   uint64_t k = 0;
   size_t n = std::min<size_t>(8, s.size());
   for (size_t i = 0; i < n; i++) k |= uint64_t(uint8_t(s[i])) << (56 - 8 * i);
   return k;
 }
 
-std::vector<uint32_t> sorted_text_ids(const std::vector<std::string>& token_bytes, const std::vector<bool>& is_text) {
+std::vector<uint32_t> sorted_text_ids(const TokenBytes& token_bytes, const std::vector<bool>& is_text) {
   if (token_bytes.size() > kMaxVocab) throw std::invalid_argument("vocabulary too large");
   std::vector<std::pair<uint64_t, uint32_t>> keyed;
   for (uint32_t i = 0; i < token_bytes.size(); i++)
     if (is_text[i] && !token_bytes[i].empty()) {
-      if (token_bytes[i].size() > kMaxTokenBytes)
-        throw std::invalid_argument("token " + std::to_string(i) + " is longer than " +
-                                    std::to_string(kMaxTokenBytes) + " bytes");
       keyed.emplace_back(prefix_key(token_bytes[i]), i);
     }
   // bytes order, ties by id: the order a stable sort by bytes gives
@@ -42,53 +39,113 @@ std::vector<uint32_t> sorted_text_ids(const std::vector<std::string>& token_byte
 }
 }  // namespace
 
-TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vector<bool>& is_text)
+TokenBytes::TokenBytes(std::string blob, std::vector<uint32_t> offsets)
+    : blob_(std::move(blob)), offsets_(std::move(offsets)) {
+  if (offsets_.empty() || offsets_[0] != 0 || offsets_.back() != blob_.size())
+    throw std::invalid_argument("token offsets do not cover the bytes");
+  if (offsets_.size() - 1 > kMaxVocab) throw std::invalid_argument("vocabulary too large");
+  for (size_t i = 0; i + 1 < offsets_.size(); i++) {
+    if (offsets_[i + 1] < offsets_[i]) throw std::invalid_argument("token offsets go down");
+    uint32_t n = offsets_[i + 1] - offsets_[i];
+    if (n > kMaxTokenBytes)
+      throw std::invalid_argument("token " + std::to_string(i) + " is longer than " +
+                                  std::to_string(kMaxTokenBytes) + " bytes");
+    max_len_ = std::max(max_len_, n);
+  }
+}
+
+TokenTrie::TokenTrie(const TokenBytes& token_bytes, const std::vector<bool>& is_text)
     : TokenTrie(token_bytes, sorted_text_ids(token_bytes, is_text)) {}
 
-TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, std::vector<uint32_t> ids) {
+TokenTrie::TokenTrie(const TokenBytes& token_bytes, std::vector<uint32_t> ids) {
   // root
   byte_.push_back(0);
   depth_.push_back(0);
-  size_.push_back(1);
   std::vector<uint32_t> node_tokens_count(1, 0);
   std::vector<uint32_t> path{0};  // node at each depth of the current path
-  const std::string* prev = nullptr;
+  std::string_view prev;
+  bool first = true;
   std::vector<uint32_t> order;  // token ids in node order
   for (uint32_t id : ids) {
-    const std::string& s = token_bytes[id];
+    std::string_view s = token_bytes[id];
     size_t common = 0;
-    if (prev) {
-      size_t lim = std::min(prev->size(), s.size());
-      while (common < lim && (*prev)[common] == s[common]) common++;
+    if (!first) {
+      size_t lim = std::min(prev.size(), s.size());
+      while (common < lim && prev[common] == s[common]) common++;
     }
     path.resize(common + 1);
     for (size_t d = common; d < s.size(); d++) {
       uint32_t n = uint32_t(byte_.size());
       byte_.push_back(uint8_t(s[d]));
       depth_.push_back(uint16_t(d + 1));
-      size_.push_back(1);
       node_tokens_count.push_back(0);
       path.push_back(n);
     }
     node_tokens_count[path.back()]++;
     order.push_back(id);
-    max_depth_ = std::max<uint16_t>(max_depth_, uint16_t(s.size()));
-    prev = &s;
+    prev = s;
+    first = false;
   }
-  // subtree sizes: a node's subtree ends where the next node of depth <= its own starts
-  std::vector<uint32_t> stack;
+  derive_sizes();  // depths of a built trie are a preorder; sets max_depth_
   uint32_t n_nodes = uint32_t(byte_.size());
-  for (uint32_t n = 0; n <= n_nodes; n++) {
-    uint16_t d = n < n_nodes ? depth_[n] : 0;
-    while (!stack.empty() && (n == n_nodes || depth_[stack.back()] >= d)) {
-      size_[stack.back()] = n - stack.back();
-      stack.pop_back();
-    }
-    if (n < n_nodes) stack.push_back(n);
-  }
   tok_lo_.assign(n_nodes + 1, 0);
   for (uint32_t n = 0; n < n_nodes; n++) tok_lo_[n + 1] = tok_lo_[n] + node_tokens_count[n];
   tok_ids_ = std::move(order);  // tokens come in node order (sorted bytes = DFS preorder)
+}
+
+bool TokenTrie::derive_sizes() {
+  // Depths in preorder: the root alone at depth 0, each node at most one deeper than the node
+  // before it. A node's subtree ends where the next node of depth <= its own starts: path[d]
+  // is the open node at depth d, closed (its size set) by the first later node that is not
+  // deeper. One pass, each node closed once. False when the depths are not a preorder.
+  uint32_t n_nodes = uint32_t(depth_.size());
+  size_.assign(n_nodes, 1);
+  if (n_nodes == 0 || depth_[0] != 0) return false;
+  std::vector<uint32_t> path(size_t(kMaxTokenBytes) + 1);
+  uint32_t* sz = size_.data();
+  const uint16_t* dep = depth_.data();
+  uint32_t cur = 0, max_depth = 0;
+  path[0] = 0;
+  for (uint32_t n = 1; n < n_nodes; n++) {
+    uint32_t d = dep[n];
+    if (d == 0 || d > cur + 1 || d > kMaxTokenBytes) return false;
+    for (uint32_t k = d; k <= cur; k++) sz[path[k]] = n - path[k];
+    path[d] = n;
+    cur = d;
+    max_depth = std::max(max_depth, d);
+  }
+  for (uint32_t k = 0; k <= cur; k++) sz[path[k]] = n_nodes - path[k];
+  max_depth_ = uint16_t(max_depth);
+  return true;
+}
+
+TokenTrie TokenTrie::from_arrays(std::vector<uint8_t> bytes, std::vector<uint16_t> depths,
+                                 std::vector<uint32_t> token_lo, std::vector<uint32_t> token_ids,
+                                 uint32_t n_tokens) {
+  auto bad = [](const char* what) { throw std::invalid_argument(std::string("token trie: ") + what); };
+  size_t n_nodes = bytes.size();
+  if (n_nodes == 0 || n_nodes >= UINT32_MAX) bad("no root");
+  if (depths.size() != n_nodes || token_lo.size() != n_nodes + 1) bad("array sizes differ");
+  if (bytes[0] != 0) bad("the root has a byte");
+  if (token_lo[0] != 0 || token_lo[n_nodes] != token_ids.size()) bad("token ranges do not cover the ids");
+  uint32_t descents = 0;  // token ranges are monotone iff no step goes down
+  for (size_t n = 0; n < n_nodes; n++) descents |= uint32_t(token_lo[n] > token_lo[n + 1]);
+  if (descents) bad("token ranges are not monotone");
+  uint32_t max_id = 0;
+  for (uint32_t id : token_ids) max_id = std::max(max_id, id);
+  if (!token_ids.empty() && max_id >= n_tokens) bad("a token id outside the vocabulary");
+  TokenTrie t;
+  t.byte_ = std::move(bytes);
+  t.depth_ = std::move(depths);
+  t.tok_lo_ = std::move(token_lo);
+  t.tok_ids_ = std::move(token_ids);
+  if (!t.derive_sizes()) bad("depths are not a preorder");
+  return t;
+}
+
+bool TokenTrie::operator==(const TokenTrie& o) const {
+  return byte_ == o.byte_ && depth_ == o.depth_ && size_ == o.size_ && tok_lo_ == o.tok_lo_ &&
+         tok_ids_ == o.tok_ids_ && max_depth_ == o.max_depth_;
 }
 
 size_t TokenTrie::memory_bytes() const {

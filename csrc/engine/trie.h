@@ -1,4 +1,5 @@
-// A vocabulary's text tokens as a prefix tree in one flat array (DFS preorder).
+// A vocabulary's token bytes (one flat buffer) and its text tokens as a prefix tree in one flat
+// array (DFS preorder).
 //
 // Node 0 is the root (no byte). Each other node holds its last byte, its depth, the size of
 // its subtree (itself included), and the range of token ids whose bytes end there (several
@@ -10,17 +11,47 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lexguide {
 
+// Every token's bytes in one buffer: token i is blob[offsets[i], offsets[i + 1]).
+class TokenBytes {
+ public:
+  // From the buffer and boundaries already laid out (checked: offsets start at 0, never go
+  // down, end at blob.size(); no token longer than kMaxTokenBytes; at most kMaxVocab tokens).
+  TokenBytes(std::string blob, std::vector<uint32_t> offsets);
+  size_t size() const { return offsets_.size() - 1; }
+  std::string_view operator[](size_t i) const {
+    return std::string_view(blob_.data() + offsets_[i], offsets_[i + 1] - offsets_[i]);
+  }
+  uint32_t max_len() const { return max_len_; }
+  const std::string& blob() const { return blob_; }
+  const std::vector<uint32_t>& offsets() const { return offsets_; }  // size() + 1 entries
+  size_t memory_bytes() const { return blob_.size() + offsets_.size() * 4; }
+
+ private:
+  std::string blob_;
+  std::vector<uint32_t> offsets_;
+  uint32_t max_len_ = 0;
+};
+
 class TokenTrie {
  public:
   // token_bytes[i]: bytes of token i; is_text[i]: whether it belongs in the tree
-  TokenTrie(const std::vector<std::string>& token_bytes, const std::vector<bool>& is_text);
+  TokenTrie(const TokenBytes& token_bytes, const std::vector<bool>& is_text);
   // The same from text token ids already in trie order (sorted by bytes, ties by id), e.g. a
   // subset of another trie's token_order(): no sort.
-  TokenTrie(const std::vector<std::string>& token_bytes, std::vector<uint32_t> sorted_ids);
+  TokenTrie(const TokenBytes& token_bytes, std::vector<uint32_t> sorted_ids);
+  // A trie from its stored arrays (vocab.cc's cache file), checked so that no walk can leave
+  // the arrays whatever their content: depths form a preorder (each node at most one deeper
+  // than the one before it, the root alone at depth 0), token ranges are monotone and cover
+  // token_ids exactly, every id is below n_tokens. Subtree sizes and the maximum depth are
+  // derived. Throws std::invalid_argument naming the first violation.
+  static TokenTrie from_arrays(std::vector<uint8_t> bytes, std::vector<uint16_t> depths,
+                               std::vector<uint32_t> token_lo, std::vector<uint32_t> token_ids,
+                               uint32_t n_tokens);
   // Token ids in node order, which is their order sorted by bytes (ties by id).
   const std::vector<uint32_t>& token_order() const { return tok_ids_; }
 
@@ -32,8 +63,15 @@ class TokenTrie {
   const uint32_t* tokens_end(uint32_t n) const { return tok_ids_.data() + tok_lo_[n + 1]; }
   uint16_t max_depth() const { return max_depth_; }
   size_t memory_bytes() const;
+  // the stored arrays (what from_arrays takes back)
+  const std::vector<uint8_t>& bytes_array() const { return byte_; }
+  const std::vector<uint16_t>& depth_array() const { return depth_; }
+  const std::vector<uint32_t>& token_lo_array() const { return tok_lo_; }
+  bool operator==(const TokenTrie& o) const;
 
  private:
+  TokenTrie() = default;
+  bool derive_sizes();
   std::vector<uint8_t> byte_;
   std::vector<uint16_t> depth_;
   std::vector<uint32_t> size_;

@@ -12,7 +12,8 @@ asan="$(g++ -print-file-name=libasan.so)"
 ubsan="$(g++ -print-file-name=libubsan.so)"
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(tests/test_engine_mask.py tests/test_engine_batch.py tests/test_lexer_dfa.py
-  tests/test_earley.py tests/test_fuzz.py tests/test_lark.py tests/test_gbnf.py tests/test_captures.py)
+  tests/test_earley.py tests/test_fuzz.py tests/test_lark.py tests/test_gbnf.py tests/test_captures.py
+  tests/test_vocab_cache.py)
 # leaks: CPython's own allocations at exit are not ours; halt on the first real error
 LD_PRELOAD="$asan:$ubsan" ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -3,11 +3,13 @@
 Raw bytes of every token (never decoded text), the end-of-generation ids, the control tokens
 (which never match grammar text), and an optional ``encode`` function used only to tokenize
 forced text canonically. The compiled core keeps its own copy of the token bytes and their
-prefix tree (``csrc/engine/trie.h``), built once here and shared by every grammar.
+prefix trees (``csrc/engine/trie.h``, ``vocab.h``), built once here (or loaded from the on-disk
+cache, :mod:`lexguide.engine.vocab_cache`) and shared by every grammar.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -15,13 +17,15 @@ from typing import Any
 import numpy as np
 
 from lexguide import _core
+from lexguide.engine.vocab_cache import load_or_build
 from lexguide.errors import TokenizerError
 
 __all__ = ["TokenizerInfo"]
 
 
 class TokenizerInfo:
-    """Token byte strings plus EOS/special ids, preprocessed once per tokenizer (≈0.2 s / 262k).
+    """Token byte strings plus EOS/special ids, preprocessed once per tokenizer (≈0.2 s / 262k,
+    a few ms from the on-disk cache).
 
     Parameters
     ----------
@@ -35,6 +39,14 @@ class TokenizerInfo:
         Text of special tokens (``"<|im_end|>"`` → id) for the Lark ``<|name|>`` syntax.
     encode:
         Optional ``encode(text) -> list[int]`` without BOS, for canonical forced tokens.
+    cache:
+        The on-disk cache of the preprocessed vocabulary (:mod:`lexguide.engine.vocab_cache`):
+        ``None`` (default) uses it for vocabularies of 8,192 tokens or more, in
+        ``$LEXGUIDE_VOCAB_CACHE``, else ``$LEXGUIDE_CACHE/vocab``, else
+        ``$XDG_CACHE_HOME/lexguide/vocab`` or ``~/.cache/lexguide/vocab``, unless
+        ``LEXGUIDE_VOCAB_CACHE=0``; ``False`` never; ``True`` or a directory always (any size).
+        ``cache_status`` then says what happened (``"off"``, ``"loaded"``, ``"written"``,
+        ``"unwritable"``) and ``cache_file`` names the file.
     """
 
     def __init__(
@@ -45,15 +57,23 @@ class TokenizerInfo:
         *,
         special_names: dict[str, int] | None = None,
         encode: Callable[[str], list[int]] | None = None,
+        cache: bool | str | os.PathLike | None = None,
     ) -> None:
         self.vocab_size = len(token_bytes)
         if self.vocab_size == 0:
             raise TokenizerError("empty vocabulary")
         # a tuple (of bytes) is untracked by the garbage collector: a list this long would be
         # traversed by every full collection
-        self.token_bytes: tuple[bytes, ...] = tuple(
-            b if type(b) is bytes else bytes(b) for b in token_bytes  # exact type: no copy
-        )
+        tb = token_bytes if type(token_bytes) is tuple else tuple(token_bytes)
+        try:
+            try:
+                packed = _core.TokenBytes(tb)  # exact bytes only: no copy of each
+            except TypeError:
+                tb = tuple(b if type(b) is bytes else bytes(b) for b in tb)
+                packed = _core.TokenBytes(tb)
+        except ValueError as e:  # a token over the core's length limit, > 4 GiB of bytes
+            raise TokenizerError(str(e)) from None
+        self.token_bytes: tuple[bytes, ...] = tb
         self.eos_ids = frozenset(int(i) for i in eos_ids)
         self.special_ids = frozenset(int(i) for i in special_ids) | self.eos_ids
         for i in self.eos_ids | self.special_ids:
@@ -62,7 +82,12 @@ class TokenizerInfo:
         self.special_names = dict(special_names or {})
         self.encode = encode
         self.n_words = (self.vocab_size + 31) // 32
-        self._build_arrays()
+        self.max_len = packed.max_len or 1
+        self._ids_by_bytes: dict[bytes, int] | None = None
+        # the compiled core's copy: token bytes and the prefix trees it walks (built here, with
+        # the rest of the preprocessing, rather than inside the first mask that needs it)
+        self._vocab, self.cache_file, self.cache_status = load_or_build(
+            packed, sorted(self.eos_ids), sorted(self.special_ids - self.eos_ids), cache)
         self._compiled: dict[int, tuple] = {}  # id(grammar) -> (grammar, MaskEngine)
         self._lock = threading.RLock()
 
@@ -78,8 +103,9 @@ class TokenizerInfo:
         return cls(token_bytes, eos_ids, special_ids, **kwargs)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer) -> TokenizerInfo:
-        """From a :class:`lexguide.Tokenizer` (raw bytes, EOG ids, control tokens, encode)."""
+    def from_tokenizer(cls, tokenizer, *, cache: bool | str | os.PathLike | None = None) -> TokenizerInfo:
+        """From a :class:`lexguide.Tokenizer` (raw bytes, EOG ids, control tokens, encode);
+        ``cache`` as for the constructor."""
         specials = set(tokenizer.special_ids)
         names = {tokenizer.token_text(i): i for i in specials}
         return cls(
@@ -88,6 +114,7 @@ class TokenizerInfo:
             specials,
             special_names=names,
             encode=lambda text: tokenizer.encode(text, add_special=False),
+            cache=cache,
         )
 
     @classmethod
@@ -97,6 +124,7 @@ class TokenizerInfo:
         *,
         eos_ids: int | Iterable[int] | None = None,
         vocab_size: int | None = None,
+        cache: bool | str | os.PathLike | None = None,
     ) -> TokenizerInfo:
         """From a Hugging Face tokenizer (``transformers`` fast or slow, or a
         ``tokenizers.Tokenizer``): byte-level BPE and SentencePiece vocabularies.
@@ -113,6 +141,8 @@ class TokenizerInfo:
         vocab_size:
             The width of the model's logits when it exceeds the tokenizer's vocabulary
             (padded embedding tables): the extra ids are never allowed.
+        cache:
+            The on-disk vocabulary cache, as for the constructor.
 
         Raises :class:`TokenizerError` for an unsupported decoder, a missing EOS id or a
         ``vocab_size`` smaller than the tokenizer's.
@@ -136,15 +166,8 @@ class TokenizerInfo:
         else:
             def encode(text: str) -> list[int]:  # tokenizers.Tokenizer
                 return list(tokenizer.encode(text, add_special_tokens=False).ids)
-        return cls(token_bytes, hf.eos_ids, special, special_names=hf.special_names, encode=encode)
-
-    def _build_arrays(self) -> None:
-        tb = self.token_bytes
-        self.max_len = max(map(len, tb), default=1) or 1
-        self._ids_by_bytes: dict[bytes, int] | None = None
-        # the compiled core's copy: token bytes and the prefix tree it walks (built here, with
-        # the rest of the preprocessing, rather than inside the first mask that needs it)
-        self._vocab = _core.Vocab(list(tb), sorted(self.eos_ids), sorted(self.special_ids - self.eos_ids))
+        return cls(token_bytes, hf.eos_ids, special, special_names=hf.special_names, encode=encode,
+                   cache=cache)
 
     @property
     def ids_by_bytes(self) -> dict[bytes, int]:
