@@ -154,6 +154,11 @@ class SchemaCompiler:
     def lex(self, node: int, name: str) -> int:
         return self.b.lexeme(node, name, lexeme_class=self.cls)
 
+    def release(self) -> None:
+        """Drop the layouts (each refers back to this compiler), so a finished compiler is
+        freed by reference counting instead of waiting for a cyclic collection."""
+        self._layouts.clear()
+
     def layout_at(self, depth: int) -> _Layout:
         lay = self._layouts.get(depth)
         if lay is None:
@@ -601,4 +606,7 @@ def any_body(esc: Escapes) -> int:
 
 @lru_cache(maxsize=65536)
 def _quoted_literal(name: str, esc: Escapes) -> int:
+    if not esc.general and name.isascii() and name.isprintable() and '"' not in name \
+            and "\\" not in name:  # one spelling: the same node as concat(QUOTE, body, QUOTE)
+        return rx.literal(b'"' + name.encode() + b'"')
     return rx.concat(QUOTE, json_literal_body(name, esc), QUOTE)
