@@ -465,7 +465,8 @@ class SchemaCompiler:
         required = set(s.required)
         entries: list[tuple[int, bool]] = []
         for name, sch in props:
-            body = json.dumps(name, ensure_ascii=False)[1:-1].encode()
+            quoted = json.dumps(name, ensure_ascii=False)
+            body = quoted[1:-1].encode()
             if name in listed:
                 for p, ps in s.pattern_properties:
                     if rx.matches(pattern_rx(p), body):
@@ -477,8 +478,7 @@ class SchemaCompiler:
                 if name in required:
                     return self.dead
                 continue
-            key = self.lex(_quoted_literal(name, self.layout.escapes),
-                           json.dumps(name, ensure_ascii=False))
+            key = self.lex(_quoted_literal(name, self.layout.escapes), quoted)
             member = b.seq([key, lay.colon, value], "member")
             entries.append((member, name in required))
         extras = self.extra_members(s, lay, declared, names_rx)

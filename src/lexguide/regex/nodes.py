@@ -206,8 +206,14 @@ def _mk(kind: int, args: tuple, null: bool, weight: int = 1) -> int:
         _null.append(null)
         _part.append(_UNSET)
         _weight.append(weight)
-        _first.append(_first_of(kind, args))
-        _boolean.append(kind in (K_AND, K_NOT) or any(_boolean[c] for c in _children_of(kind, args)))
+        if kind == K_CONCAT:  # the commonest node (every literal is a chain of them)
+            h, t = args
+            _first.append(_first[h] | _first[t] if _null[h] else _first[h])
+            _boolean.append(_boolean[h] or _boolean[t])
+        else:
+            _first.append(_first_of(kind, args))
+            _boolean.append(kind in (K_AND, K_NOT)
+                            or any(_boolean[c] for c in _children_of(kind, args)))
         _cons[key] = x
     return x
 
