@@ -1,6 +1,6 @@
-"""The --quick modes of the issue-13 benchmarks run and print their tables (they must not rot).
+"""The --quick modes of the issue-12/13 benchmarks run and print their tables (they must not rot).
 
-Each runs as a subprocess, as a user would; both need the SmolLM2 vocabulary/model.
+Each runs as a subprocess, as a user would; each needs the SmolLM2 vocabulary/model.
 """
 
 from __future__ import annotations
@@ -42,3 +42,14 @@ def test_whitespace_bench_quick(smollm2_file, tmp_path):
     assert "| smollm2 | before | flexible | off |" in stdout
     assert "| smollm2 | after | bounded | on |" in stdout
     assert {r["config"] for r in report["rows"]} == {"before", "after"}
+
+
+def test_compile_bench_quick(smollm2_file, tmp_path):
+    if not (CORPORA / "jsonschemabench").exists():
+        pytest.skip("JSONSchemaBench corpus not available")
+    stdout, report = _run([str(BENCH / "compile.py"), "--quick", "--no-peers"], tmp_path)
+    assert "| lexguide | ttfm |" in stdout and "| lexguide | lower |" in stdout
+    lex = report["summary"]["lexguide"]
+    assert lex["ttfm"]["n"] == lex["compile"]["n"] > 0
+    ok = [r for r in report["rows"] if "ttfm" in r]
+    assert all(abs(r["compile"] + r["lower"] + r["first_mask"] - r["ttfm"]) < 1e-6 for r in ok)
