@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from lexguide.errors import GrammarError, line_col
 from lexguide.regex import nodes as rx
@@ -132,8 +133,10 @@ class Lexeme:
         return data, b""
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(NamedTuple):
+    """``lhs -> rhs``: a tuple, so building, hashing and comparing one costs no Python call
+    (a grammar builder makes and deduplicates thousands)."""
+
     lhs: int
     rhs: tuple[int, ...]
 
@@ -210,7 +213,7 @@ class GrammarBuilder:
         self._lexeme_ids: dict[tuple, int] = {}
         self._names: list[str] = []
         self._rules: list[Rule] = []
-        self._rule_set: set[tuple[int, tuple[int, ...]]] = set()  # (lhs, rhs) of _rules
+        self._rule_set: set[Rule] = set()
         self._helpers: dict[tuple, int] = {}
         self._skips: list[int | None] = [None]
         self._captures: dict[int, str] = {}
@@ -291,11 +294,10 @@ class GrammarBuilder:
         """Add ``lhs -> rhs`` (duplicates are ignored)."""
         if is_lexeme(lhs):
             raise ValueError("the left-hand side of a rule must be a nonterminal")
-        rhs = tuple(rhs)
-        key = (lhs, rhs)
-        if key not in self._rule_set:
-            self._rule_set.add(key)
-            self._rules.append(Rule(lhs, rhs))
+        r = Rule(lhs, tuple(rhs))
+        if r not in self._rule_set:
+            self._rule_set.add(r)
+            self._rules.append(r)
 
     # -- EBNF helpers (each returns a symbol) ---------------------------------------------
     def seq(self, syms: Sequence[int], name: str = "seq") -> int:
