@@ -109,7 +109,8 @@ def run_lexguide(schemas, info, prof=None, clock=time.perf_counter) -> tuple[dic
             t1 = clock()
             g.lexparser  # noqa: B018  (lowering, on first use)
             t2 = clock()
-            Matcher(g, info).compute_mask()
+            if info is not None:
+                Matcher(g, info).compute_mask()
             t3 = clock()
         except LexguideError as e:
             rows.append({"schema": name, "error": type(e).__name__})
@@ -170,6 +171,9 @@ def main() -> None:
     ap.add_argument("--hold-corpus", action="store_true",
                     help="parse every dev-subset schema first and keep them (GC pressure)")
     ap.add_argument("--no-peers", action="store_true", help="lexguide only")
+    ap.add_argument("--no-mask", action="store_true",
+                    help="compile and lower only: no vocabulary, no first mask, no peers (for "
+                         "instruction counts: valgrind --tool=callgrind, minus a --limit 0 run)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="time phases by wall clock (default) or by this process' CPU time "
                          "(time.process_time: steadier when other processes share the cores)")
@@ -181,8 +185,8 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _vocab import load_vocab
 
-    vocab = load_vocab(args.vocab)
-    info = vocab.tokenizer_info()
+    vocab = None if args.no_mask else load_vocab(args.vocab)
+    info = None if vocab is None else vocab.tokenizer_info()
     schemas = sample(limit, args.seed)
     held = hold_corpus() if args.hold_corpus else None
     gct = GcTimer()
@@ -192,6 +196,8 @@ def main() -> None:
         import cProfile
 
         prof = cProfile.Profile()
+    from lexguide import Grammar, Matcher  # noqa: F401  (imported before the clock starts)
+
     load0 = os.getloadavg()
     t = time.perf_counter()
     clock = time.perf_counter if args.clock == "wall" else time.process_time
@@ -199,13 +205,14 @@ def main() -> None:
     wall = time.perf_counter() - t
     gc.callbacks.remove(gct)
     load1 = os.getloadavg()
-    peer = None if args.no_peers else run_llguidance(schemas, vocab, clock)
+    peer = None if args.no_peers or vocab is None else run_llguidance(schemas, vocab, clock)
     if prof is not None:
         prof.dump_stats(args.profile)
     del held
 
     n_ok = len(times["compile"])
-    print(f"\n{n_ok}/{len(schemas)} schemas compiled, vocab {args.vocab}, {args.clock} clock, "
+    print(f"\n{n_ok}/{len(schemas)} schemas compiled, "
+          f"{'no vocabulary' if vocab is None else 'vocab ' + args.vocab}, {args.clock} clock, "
           f"loop {wall:.2f} s; "
           f"load average {load0[0]:.2f} before, {load1[0]:.2f} after; full GCs "
           f"{gct.count[2]} ({gct.ms[2]:.0f} ms), gen0/1 {gct.count[0]}/{gct.count[1]} "
@@ -215,7 +222,7 @@ def main() -> None:
     summary: dict = {}
     for eng, tt in (("lexguide", times), ("llguidance", peer or {})):
         for p, xs in tt.items():
-            if not xs:
+            if not xs or (p == "first_mask" and info is None):
                 continue
             st = {"p50": pct(xs, 50), "p90": pct(xs, 90), "p99": pct(xs, 99), "max": max(xs),
                   "mean": sum(xs) / len(xs), "n": len(xs)}
