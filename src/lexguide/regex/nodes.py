@@ -991,7 +991,7 @@ def _set_base() -> None:
 
 
 _MEMOS = (_cons, _part_ids, _refine_memo, _multi_memo, _part_np, _dmemo, _alt_index, _deep_part,
-          _cap_memo, _literal_memo, _alphabet_memo, _cp_memo)
+          _cap_memo, _literal_memo, _alphabet_memo, _cp_memo, _byte_nodes)
 
 
 def _rotate() -> None:
@@ -1005,6 +1005,9 @@ def _rotate() -> None:
         del column[n:]
     del _part_labels[n_parts:]
     del _part_reps[n_parts:]
+    for x in range(n):  # partitions are computed on first use: a base node's may have been cut
+        if _part[x] >= n_parts:
+            _part[x] = _UNSET
     for memo in _MEMOS:
         memo.clear()
     _cons.update(((_kind[x], _args[x]), x) for x in range(n))
