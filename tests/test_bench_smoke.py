@@ -53,3 +53,14 @@ def test_engine_footprint_bench_quick(smollm2_file, tmp_path):
     (row,) = report
     assert row["prep_ms"] > 0 and row["cached_ms"] > 0 and row["cache_file_mb"] > 0.1
     assert row["n_grammars"] > 0
+
+
+def test_compile_bench_quick(smollm2_file, tmp_path):
+    if not (CORPORA / "jsonschemabench").exists():
+        pytest.skip("JSONSchemaBench corpus not available")
+    stdout, report = _run([str(BENCH / "compile.py"), "--quick", "--no-peers"], tmp_path)
+    assert "| lexguide | ttfm |" in stdout and "| lexguide | lower |" in stdout
+    lex = report["summary"]["lexguide"]
+    assert lex["ttfm"]["n"] == lex["compile"]["n"] > 0
+    ok = [r for r in report["rows"] if "ttfm" in r]
+    assert all(abs(r["compile"] + r["lower"] + r["first_mask"] - r["ttfm"]) < 1e-6 for r in ok)

@@ -153,7 +153,27 @@ def a_grammar_not_lowered_before_a_cut_says_so() -> None:
         stale.validate("abc")
 
 
+def lazy_partitions_of_base_nodes_survive_a_cut() -> None:
+    """A base node's byte partition, computed on first use after the base was set, is cut
+    with the partitions made after the base and computed again afterwards."""
+    from lexguide.jsonschema.compiler import WHITESPACE_RX
+
+    Grammar.from_regex("base[0-9]")  # sets the base (every front-end module imported)
+    x = rx.concat(WHITESPACE_RX, rx.literal(b"q"))  # made after the base: cut
+    assert WHITESPACE_RX < rx._base[0] and rx._part[WHITESPACE_RX] == rx._UNSET
+    labels_before, _ = rx.byte_partition(WHITESPACE_RX)
+    assert rx.matches(x, b" \tq")
+    rx.LIMITS["rotate_rx_nodes"] = 0
+    Grammar.from_regex("cut[0-9]again")
+    labels_after, reps = rx.byte_partition(WHITESPACE_RX)
+    assert labels_after == labels_before and len(reps) == 256
+    for b in range(256):
+        assert rx.derivative(WHITESPACE_RX, b) == rx._derive(WHITESPACE_RX, b)
+    assert rx.matches(WHITESPACE_RX, b" \n") and not rx.matches(WHITESPACE_RX, b"x")
+
+
 SCENARIOS = [
+    lazy_partitions_of_base_nodes_survive_a_cut,
     recorded_masks_hold_when_the_store_is_cut_before_every_compile,
     grammars_compiled_before_a_cut_keep_working,
     masks_after_cuts_equal_brute_force_on_random_grammars,

@@ -226,13 +226,13 @@ class LexerDFA:
 
     def _successors(self, entries: State, byts) -> list[int]:
         """The states of the derivatives of ``entries`` on each of ``byts`` (interned)."""
-        part, preps, nothing = rx._part, rx._part_reps, rx.NOTHING
+        part, preps, nothing = rx._part_of, rx._part_reps, rx.NOTHING
         dget, deriv, ids_get = rx._dmemo.get, rx.derivative, self._ids.get
         targets = []
         for b in byts:
             nxt = []
             for i, x in entries:
-                d = dget((x << 8) | preps[part[x]][b])
+                d = dget((x << 8) | preps[part(x)][b])
                 if d is None:
                     d = deriv(x, b)
                 if d != nothing:
@@ -286,7 +286,7 @@ class LexerDFA:
             return
         entries = self._stepping_entries(s)
         if len(entries) == 1:
-            pid = rx._part[entries[0][1]]
+            pid = rx._part_of(entries[0][1])
         else:
             pid = rx.partition_of(x for _, x in entries)
         labels, reps = rx.partition_arrays(pid)

@@ -67,29 +67,63 @@ class _LexerView:
 
 class _ParserView:
     """The grammar's Earley parser (canonical sets by id), plus the dotted-rule tables of its
-    grammar (``_dr_next``, ``_dr_lhs``, ``_rules_of``, ``_start_dr``, ``_accept_dr``, ``_rule_first_dr``) for
-    the positional parse of :mod:`lexguide.engine.captures`."""
+    grammar (``_dr_next``, ``_dr_lhs``, ``_rules_of``, ``_start_dr``, ``_accept_dr``,
+    ``_rule_first_dr``) for the positional parse of :mod:`lexguide.engine.captures`, built on
+    first use (most grammars have no captures: lowering does not pay for them)."""
 
-    __slots__ = ("_c", "_dr_lhs", "_dr_next", "_expected", "_rule_first_dr", "_rules_of", "_start_dr",
-                 "_accept_dr")
+    __slots__ = ("_c", "_dotted", "_expected", "_ir")
 
     def __init__(self, core: _core.LexParser, ir: GrammarIR) -> None:
         self._c = core
+        self._ir = ir
         self._expected: dict[int, frozenset[int]] = {}
-        # dotted rules: dr = rule_first_dr[r] + dot, numbered as in the core
-        self._dr_next: list[int | None] = []  # the symbol after the dot, None when complete
-        self._dr_lhs: list[int] = []
-        self._rule_first_dr: list[int] = []
-        self._rules_of: dict[int, list[int]] = {}
-        for rule in ir.rules:
-            self._rule_first_dr.append(len(self._dr_next))
-            self._rules_of.setdefault(rule.lhs, []).append(len(self._dr_next))
-            for dot in range(len(rule.rhs) + 1):
-                self._dr_next.append(rule.rhs[dot] if dot < len(rule.rhs) else None)
-                self._dr_lhs.append(rule.lhs)
-        self._start_dr = self._rules_of[ir.start][0]
-        top = next(r for r in ir.rules if r.lhs == ir.start)
-        self._accept_dr = self._start_dr + len(top.rhs)
+        self._dotted: tuple | None = None
+
+    def _tables(self) -> tuple:
+        """``(dr_next, dr_lhs, rule_first_dr, rules_of, start_dr, accept_dr)``; dotted rule
+        ``dr = rule_first_dr[r] + dot``, numbered as in the core."""
+        got = self._dotted
+        if got is None:
+            ir = self._ir
+            dr_next: list[int | None] = []  # the symbol after the dot, None when complete
+            dr_lhs: list[int] = []
+            rule_first_dr: list[int] = []
+            rules_of: dict[int, list[int]] = {}
+            for rule in ir.rules:
+                rule_first_dr.append(len(dr_next))
+                rules_of.setdefault(rule.lhs, []).append(len(dr_next))
+                for dot in range(len(rule.rhs) + 1):
+                    dr_next.append(rule.rhs[dot] if dot < len(rule.rhs) else None)
+                    dr_lhs.append(rule.lhs)
+            start_dr = rules_of[ir.start][0]
+            top = next(r for r in ir.rules if r.lhs == ir.start)
+            got = self._dotted = (dr_next, dr_lhs, rule_first_dr, rules_of, start_dr,
+                                  start_dr + len(top.rhs))
+        return got
+
+    @property
+    def _dr_next(self) -> list[int | None]:
+        return self._tables()[0]
+
+    @property
+    def _dr_lhs(self) -> list[int]:
+        return self._tables()[1]
+
+    @property
+    def _rule_first_dr(self) -> list[int]:
+        return self._tables()[2]
+
+    @property
+    def _rules_of(self) -> dict[int, list[int]]:
+        return self._tables()[3]
+
+    @property
+    def _start_dr(self) -> int:
+        return self._tables()[4]
+
+    @property
+    def _accept_dr(self) -> int:
+        return self._tables()[5]
 
     def scan(self, set_id: int, lexemes) -> int:
         return self._c.scan(set_id, list(lexemes))

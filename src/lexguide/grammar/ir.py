@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from lexguide.errors import GrammarError, line_col
 from lexguide.regex import nodes as rx
+from lexguide.regex.native import core_nodes
 from lexguide.regex.native import is_empty as regex_is_empty
 
 __all__ = [
@@ -131,8 +133,10 @@ class Lexeme:
         return data, b""
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(NamedTuple):
+    """``lhs -> rhs``: a tuple, so building, hashing and comparing one costs no Python call
+    (a grammar builder makes and deduplicates thousands)."""
+
     lhs: int
     rhs: tuple[int, ...]
 
@@ -470,34 +474,46 @@ class GrammarBuilder:
         keeps masks exact. If nothing is productive the grammar matches no input: only
         ``top -> start`` is kept, with ``start`` ruleless.
         """
+        lexemes = self._lexemes
+        boolean = [i for i, lx in enumerate(lexemes)
+                   if lx.token_set is None and lx.rx != rx.NOTHING and rx.has_boolean(lx.rx)]
+        core_nodes([lexemes[i].rx for i in boolean])  # one export for every emptiness question
         productive: set[int] = {
             lexeme_sym(i)
-            for i, lx in enumerate(self._lexemes)
-            if lx.token_set is not None or not regex_is_empty(lx.rx)
+            for i, lx in enumerate(lexemes)
+            if lx.token_set is not None or lx.rx != rx.NOTHING
         }
-        missing = [sum(1 for x in r.rhs if x not in productive) for r in self._rules]
+        productive.difference_update(lexeme_sym(i) for i in boolean if regex_is_empty(lexemes[i].rx))
+        rules = self._rules
+        # missing[i]: the occurrences in rule i's right side of symbols not known productive
+        missing: list[int] = []
         waiting: dict[int, list[int]] = {}
         todo: list[int] = []
-        for i, r in enumerate(self._rules):
-            if missing[i] == 0:
-                todo.append(i)
-            for x in set(r.rhs):
+        for i, r in enumerate(rules):
+            n = 0
+            for x in r.rhs:
                 if x not in productive:
-                    waiting.setdefault(x, []).append(i)
+                    n += 1
+                    w = waiting.get(x)
+                    if w is None:
+                        waiting[x] = [i]
+                    elif w[-1] != i:
+                        w.append(i)
+            missing.append(n)
+            if n == 0:
+                todo.append(i)
         while todo:
-            lhs = self._rules[todo.pop()].lhs
+            lhs = rules[todo.pop()].lhs
             if lhs in productive:
                 continue
             productive.add(lhs)
             for i in waiting.get(lhs, ()):
-                missing[i] -= sum(1 for x in self._rules[i].rhs if x == lhs)
+                missing[i] -= rules[i].rhs.count(lhs)
                 if missing[i] == 0:
                     todo.append(i)
         if top not in productive:
             return (Rule(top, (start,)),)
-        return tuple(
-            r for r in self._rules if r.lhs in productive and all(x in productive for x in r.rhs)
-        )
+        return tuple(r for i, r in enumerate(rules) if missing[i] == 0 and r.lhs in productive)
 
 
 def report_dead_rules(ir: GrammarIR, text: str, offsets: dict[str, int], start: str,

@@ -171,16 +171,22 @@ def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int =
     lenient = bool(xg.get("lenient", options.get("lenient", False)))
     coerce = bool(xg.get("coerce_one_of", options.get("coerce_one_of", False)))
     layout = _layout(options, xg)
+    schemas = compiler = None
     try:
         schemas = SchemaBuilder(schema, BuildOptions(
             lenient, coerce, options.get("draft"), bool(options.get("strict_formats", False)),
             options.get("refs")))
         root = schemas.build_root()
-        start = SchemaCompiler(builder, schemas, layout, lenient=lenient).compile_root(root)
+        compiler = SchemaCompiler(builder, schemas, layout, lenient=lenient)
+        start = compiler.compile_root(root)
         builder.notes.extend(schemas.notes)
         return start
     except RecursionError:  # backstop: the nesting limits make this unreachable in practice
         raise SchemaError("schema is nested too deeply to compile") from None
+    finally:
+        for part in (compiler, schemas):  # break their reference cycles
+            if part is not None:
+                part.release()
 
 
 def _load(schema: Any) -> Any:

@@ -105,6 +105,11 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
         self.notes: list[CompileNote] = []
         self._noted: set[CompileNote] = set()  # accepted but not enforced (Grammar.notes)
 
+    def release(self) -> None:
+        """Drop the helpers that refer back to this builder (bound methods), so a finished
+        builder is freed by reference counting instead of waiting for a cyclic collection."""
+        self.intersect = self.diff = None  # type: ignore[assignment]
+
     # -- entry points -------------------------------------------------------------------------
     def build_root(self) -> Schema:
         """IR of the root, after which every referenced definition is in ``defs``."""

@@ -154,6 +154,11 @@ class SchemaCompiler:
     def lex(self, node: int, name: str) -> int:
         return self.b.lexeme(node, name, lexeme_class=self.cls)
 
+    def release(self) -> None:
+        """Drop the layouts (each refers back to this compiler), so a finished compiler is
+        freed by reference counting instead of waiting for a cyclic collection."""
+        self._layouts.clear()
+
     def layout_at(self, depth: int) -> _Layout:
         lay = self._layouts.get(depth)
         if lay is None:
@@ -460,7 +465,8 @@ class SchemaCompiler:
         required = set(s.required)
         entries: list[tuple[int, bool]] = []
         for name, sch in props:
-            body = json.dumps(name, ensure_ascii=False)[1:-1].encode()
+            quoted = json.dumps(name, ensure_ascii=False)
+            body = quoted[1:-1].encode()
             if name in listed:
                 for p, ps in s.pattern_properties:
                     if rx.matches(pattern_rx(p), body):
@@ -472,8 +478,7 @@ class SchemaCompiler:
                 if name in required:
                     return self.dead
                 continue
-            key = self.lex(_quoted_literal(name, self.layout.escapes),
-                           json.dumps(name, ensure_ascii=False))
+            key = self.lex(_quoted_literal(name, self.layout.escapes), quoted)
             member = b.seq([key, lay.colon, value], "member")
             entries.append((member, name in required))
         extras = self.extra_members(s, lay, declared, names_rx)
@@ -601,4 +606,7 @@ def any_body(esc: Escapes) -> int:
 
 @lru_cache(maxsize=65536)
 def _quoted_literal(name: str, esc: Escapes) -> int:
+    if not esc.general and name.isascii() and name.isprintable() and '"' not in name \
+            and "\\" not in name:  # one spelling: the same node as concat(QUOTE, body, QUOTE)
+        return rx.literal(b'"' + name.encode() + b'"')
     return rx.concat(QUOTE, json_literal_body(name, esc), QUOTE)

@@ -61,7 +61,12 @@ def escapes_from_options(allowed: str | None, general: bool | None) -> Escapes:
             raise ValueError(f"invalid escape character in allowed_escapes: {c}")
     short = frozenset(letters) - {"u"}
     unicode = "u" in letters
-    return Escapes(short, unicode, bool(general))
+    esc = Escapes(short, unicode, bool(general))
+    # one instance per policy: the caches keyed by it then compare by identity
+    return _POLICIES.setdefault(esc, esc)
+
+
+_POLICIES: dict[Escapes, Escapes] = {DEFAULT: DEFAULT}
 
 
 def _hex_digit(lo: int, hi: int) -> int:

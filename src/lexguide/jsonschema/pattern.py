@@ -85,13 +85,16 @@ class _Piece:
     mixed: tuple[_Piece, ...] = ()  # branches of an alternation anchored differently
 
 
+def _group_nesting_error(at: int, limit: int) -> PatternError:
+    return PatternError(f"groups nested more than {limit} levels deep", at)
+
+
 class _Parser:
     def __init__(self, src: str, esc: Escapes) -> None:
         self.src = src
         self.esc = esc
         self.pos = 0
-        self.nesting = Nesting(
-            lambda at, limit: self.error(f"groups nested more than {limit} levels deep", at))
+        self.nesting = Nesting(_group_nesting_error)  # (a lambda on self would be a cycle)
 
     def error(self, message: str, offset: int | None = None) -> PatternError:
         return PatternError(message, self.pos if offset is None else offset)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources as _resources
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
@@ -39,12 +39,14 @@ _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _SCHEMA_ONE = ("additionalProperties", "additionalItems", "items", "not", "if", "then", "else",
                "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+#: ``urldefrag`` memoised: a compile splits the same few base URIs at every reference
+_defrag = lru_cache(maxsize=4096)(urldefrag)
 
 
 def join_uri(base: str, ref: str) -> str:
     """RFC 3986 resolution that also works for non-hierarchical bases such as ``urn:``."""
     if ref.startswith("#"):
-        return urldefrag(base)[0] + ref
+        return _defrag(base)[0] + ref
     if _SCHEME.match(ref):
         return ref
     return urljoin(base, ref)
@@ -99,7 +101,7 @@ class RefIndex:
         self.anchors: dict[str, str] = {}  # absolute URI with #anchor -> key
         self.dynamic: dict[str, dict[str, str]] = {}  # resource URI -> {name: key}
         self.documents: dict[str, Any] = {}  # document URI -> its JSON ("" is the root)
-        self.external = {urldefrag(u)[0]: s for u, s in (refs or {}).items()}
+        self.external = {_defrag(u)[0]: s for u, s in (refs or {}).items()}
         for uri in self.external:
             if not isinstance(uri, str) or not _SCHEME.match(uri):
                 raise SchemaError(f"refs: {uri!r} is not an absolute URI", keyword="$ref")
@@ -120,14 +122,14 @@ class RefIndex:
             ident = node.get(id_kw)
             if isinstance(ident, str) and not ("$ref" in node and overrides):
                 if ident.startswith("#"):
-                    self.anchors[urldefrag(base)[0] + ident] = key
+                    self.anchors[_defrag(base)[0] + ident] = key
                 else:
                     base = join_uri(base, ident)
-                    self.resources.setdefault(urldefrag(base)[0], key)
-                    frag = urldefrag(base)[1]
+                    self.resources.setdefault(_defrag(base)[0], key)
+                    frag = _defrag(base)[1]
                     if frag:
-                        self.anchors[urldefrag(base)[0] + "#" + frag] = key
-            res = urldefrag(base)[0]
+                        self.anchors[_defrag(base)[0] + "#" + frag] = key
+            res = _defrag(base)[0]
             for kw in ("$anchor", "$dynamicAnchor"):
                 if isinstance(node.get(kw), str):
                     self.anchors[res + "#" + node[kw]] = key
@@ -173,12 +175,12 @@ class RefIndex:
 
     def resource_of(self, key: str) -> str:
         """URI of the schema resource the subschema ``key`` belongs to."""
-        return urldefrag(self.base_of(key))[0]
+        return _defrag(self.base_of(key))[0]
 
     def resolve(self, ref: str, at: str) -> str:
         """Key of the target of ``ref`` written at key ``at``."""
         uri = join_uri(self.base_of(at), ref)
-        doc, frag = urldefrag(uri)
+        doc, frag = _defrag(uri)
         if doc not in self.resources:
             self._load(doc, at, ref)
         if frag and not frag.startswith("/"):

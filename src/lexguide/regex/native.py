@@ -10,6 +10,7 @@ Python.
 
 from __future__ import annotations
 
+import struct
 import threading
 
 from lexguide import _core
@@ -21,6 +22,7 @@ _REF = 9  # export record: a node the core already has (by core id)
 _core_ids: dict[int, int] = {}  # Python rx node -> its node in _generation's store
 _generation: _core.Generation | None = None
 _core_lock = threading.Lock()
+_WORDS = struct.Struct("<8I")  # a byte set's 256-bit mask as 8 little-endian 32-bit words
 
 
 def _current() -> _core.Generation:
@@ -67,32 +69,37 @@ def _export(gen: _core.Generation, roots: list[int]) -> list[int]:
     missing = [r for r in roots if r not in known]
     if missing:
         kind, args, children_of = rx._kind, rx._args, rx._children_of
-        new: set[int] = set()
+        new: dict[int, tuple[int, ...]] = {}  # node to export -> its children
         todo = list(missing)
         while todo:
             x = todo.pop()
             if x in new or x in known:
                 continue
-            new.add(x)
-            todo.extend(children_of(kind[x], args[x]))
+            kids = new[x] = children_of(kind[x], args[x])
+            todo.extend(kids)
         flat: list[int] = []
+        add, extend = flat.append, flat.extend
         pos: dict[int, int] = {}
         order = sorted(new)
         for x in order:
-            k, a = kind[x], args[x]
-            kids = children_of(k, a)
+            k = kind[x]
+            kids = new[x]
             for c in kids:
                 if c not in pos:  # exported before: a reference record
                     pos[c] = len(pos)
-                    flat += (_REF, 1, known[c])
+                    extend((_REF, 1, known[c]))
             pos[x] = len(pos)
             if k == rx.K_BYTES:
-                m = a[0]
-                flat += (k, 8, *[(m >> s) & 0xFFFFFFFF for s in range(0, 256, 32)])
+                add(k)
+                add(8)
+                extend(_WORDS.unpack(args[x][0].to_bytes(32, "little")))
             elif k == rx.K_REPEAT:
-                flat += (k, 3, pos[a[0]], a[1], 0xFFFFFFFF if a[2] < 0 else a[2])
+                a = args[x]
+                extend((k, 3, pos[a[0]], a[1], 0xFFFFFFFF if a[2] < 0 else a[2]))
             else:
-                flat += (k, len(kids), *[pos[c] for c in kids])
+                add(k)
+                add(len(kids))
+                extend([pos[c] for c in kids])
         # every exported node is remembered, so later exports stop at it
         got = gen.import_nodes(flat, [pos[x] for x in order])
         known.update(zip(order, got))

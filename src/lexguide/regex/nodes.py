@@ -8,11 +8,12 @@ commutativity and idempotence of ``|``/``&`` -- get the same id. That is what ma
 finite (Brzozowski 1964: finitely many dissimilar derivatives modulo ACI) and what lets the
 engine cache masks by lexer state across grammars.
 
-Derivatives are computed per *byte class*: each node carries the coarsest partition of
+Derivatives are computed per *byte class*: each node has the coarsest partition of
 0..255 such that bytes in one class have the same derivative (Owens, Reppy & Turon,
 "Regular-expression derivatives re-examined", JFP 2009, section 4.2). ``derivative(x, b)`` is
 memoised on ``(x, representative of b's class)``, so a full 256-entry DFA row costs one
-derivative per class.
+derivative per class. Partitions are computed on first use: the core, not Python, derives
+the lexemes, so most nodes never need one.
 
 Unicode: :func:`codepoint_ranges` compiles code-point ranges to a UTF-8 byte automaton (ranges
 split into UTF-8 byte-range sequences, as in the Rust ``utf8-ranges`` algorithm), so character
@@ -95,7 +96,7 @@ _lock = threading.RLock()
 _kind: list[int] = []
 _args: list[tuple] = []
 _null: list[bool] = []
-_part: list[int] = []  # partition id per node
+_part: list[int] = []  # partition id per node, _UNSET until asked for (see _part_of)
 _weight: list[int] = []  # product of nested counted-repetition bounds
 _cons: dict[tuple, int] = {}
 _first: list[int] = []  # bytes that may start a match (over-approximation), 256-bit masks
@@ -134,6 +135,7 @@ def _intern_partition(labels: bytes, reps: bytes | None = None) -> int:
 
 
 _TRIVIAL = _intern_partition(bytes(256))
+_UNSET = -1
 
 
 def _refine(p: int, q: int) -> int:
@@ -182,7 +184,7 @@ def _children_of(k: int, a: tuple) -> tuple[int, ...]:
     return ()
 
 
-def _mk(kind: int, args: tuple, null: bool, part: int, weight: int = 1) -> int:
+def _mk(kind: int, args: tuple, null: bool, weight: int = 1) -> int:
     key = (kind, args)
     x = _cons.get(key)
     if x is not None:
@@ -202,18 +204,70 @@ def _mk(kind: int, args: tuple, null: bool, part: int, weight: int = 1) -> int:
         _kind.append(kind)
         _args.append(args)
         _null.append(null)
-        _part.append(part)
+        _part.append(_UNSET)
         _weight.append(weight)
-        _first.append(_first_of(kind, args))
-        _boolean.append(kind in (K_AND, K_NOT) or any(_boolean[c] for c in _children_of(kind, args)))
+        if kind == K_CONCAT:  # the commonest node (every literal is a chain of them)
+            h, t = args
+            _first.append(_first[h] | _first[t] if _null[h] else _first[h])
+            _boolean.append(_boolean[h] or _boolean[t])
+        else:
+            _first.append(_first_of(kind, args))
+            _boolean.append(kind in (K_AND, K_NOT)
+                            or any(_boolean[c] for c in _children_of(kind, args)))
         _cons[key] = x
     return x
 
 
-NOTHING = _mk(K_NOTHING, (), False, _TRIVIAL)
-EPSILON = _mk(K_EPS, (), True, _TRIVIAL)
-ANY_BYTES = _mk(K_NOT, (NOTHING,), True, _TRIVIAL)  # every byte string: ~NOTHING
+NOTHING = _mk(K_NOTHING, (), False)
+EPSILON = _mk(K_EPS, (), True)
+ANY_BYTES = _mk(K_NOT, (NOTHING,), True)  # every byte string: ~NOTHING
 _FULL = (1 << 256) - 1
+
+
+def _part_of(x: int) -> int:
+    """The byte partition of node ``x``, computed on first use (and for the subterms it
+    needs; iterative). Most nodes never need one: derivatives are the core's job, and Python
+    only asks for them in :func:`matches` and the reference implementations of the tests."""
+    p = _part[x]
+    if p != _UNSET:
+        return p
+    part, kind, args, null = _part, _kind, _args, _null
+    stack = [x]
+    while stack:
+        y = stack[-1]
+        if part[y] != _UNSET:
+            stack.pop()
+            continue
+        k, a = kind[y], args[y]
+        if k == K_CONCAT and not null[a[0]]:
+            kids: tuple[int, ...] = a[:1]  # a non-nullable head decides alone
+        else:
+            kids = _children_of(k, a)
+        todo = [c for c in kids if part[c] == _UNSET]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        if k <= K_EPS:
+            p = _TRIVIAL
+        elif k == K_BYTES:
+            p = _mask_partition(a[0])
+        elif k == K_CONCAT:
+            p = _refine(part[a[0]], part[a[1]]) if null[a[0]] else part[a[0]]
+        elif k in (K_ALT, K_AND):
+            p = partition_of(a)
+        else:  # K_NOT, K_STAR, K_REPEAT: the partition of the body
+            p = part[a[0]]
+        part[y] = p
+    return part[x]
+
+
+def _mask_partition(m: int) -> int:
+    """The partition of a byte set: its bytes against the others."""
+    bits = np.unpackbits(np.frombuffer(m.to_bytes(32, "little"), dtype=np.uint8), bitorder="little")
+    lab = bits ^ (m & 1)
+    reps = (lab * np.uint8(np.argmax(lab))).tobytes()
+    return _intern_partition(lab.tobytes(), reps)
 
 
 def n_nodes() -> int:
@@ -231,7 +285,7 @@ def byte_partition(x: int) -> tuple[bytes, bytes]:
 
     Bytes with the same label have the same derivative of ``x``.
     """
-    p = _part[x]
+    p = _part_of(x)
     return _part_labels[p], _part_reps[p]
 
 
@@ -253,7 +307,7 @@ def partition_arrays(pid: int) -> tuple[np.ndarray, tuple[int, ...]]:
 def partition_of(nodes: Iterable[int]) -> int:
     """The partition id refining the byte classes of all ``nodes`` (memoised on the set of
     their partitions; one numpy pass however many there are)."""
-    pids = {_part[x] for x in nodes}
+    pids = {_part_of(x) for x in nodes}
     pids.discard(_TRIVIAL)
     if len(pids) <= 1:
         return pids.pop() if pids else _TRIVIAL
@@ -290,7 +344,7 @@ def deep_partition(nodes: Iterable[int]) -> int:
                     stack.append((x, True))
                     stack.extend((c, False) for c in kids if c not in _deep_part)
                     continue
-                p = _part[x]
+                p = _part_of(x)
                 for c in kids:
                     p = _refine(p, _deep_part[c])
                 _deep_part[x] = p
@@ -363,10 +417,7 @@ def _bytes_mask(m: int) -> int:
     x = _cons.get((K_BYTES, (m,)))
     if x is not None:
         return x
-    bits = np.unpackbits(np.frombuffer(m.to_bytes(32, "little"), dtype=np.uint8), bitorder="little")
-    lab = bits ^ (m & 1)
-    reps = (lab * np.uint8(np.argmax(lab))).tobytes()
-    return _mk(K_BYTES, (m,), False, _intern_partition(lab.tobytes(), reps))
+    return _mk(K_BYTES, (m,), False)
 
 
 def byteset(values: Iterable[int]) -> int:
@@ -388,9 +439,22 @@ def byte_range(lo: int, hi: int) -> int:
     return _bytes_mask(((1 << (hi - lo + 1)) - 1) << lo)
 
 
+_byte_nodes: list[int] = []  # the one-byte regex of every byte value
+
+
 def literal(data: bytes) -> int:
-    """Exactly the byte string ``data``."""
-    return concat(*[_bytes_mask(1 << b) for b in data])
+    """Exactly the byte string ``data`` (the chain ``concat`` of its bytes would build)."""
+    if not _byte_nodes:
+        _byte_nodes.extend(_bytes_mask(1 << b) for b in range(256))
+    if not data:
+        return EPSILON
+    one, get = _byte_nodes, _cons.get
+    res = one[data[-1]]
+    for b in reversed(data[:-1]):
+        h = one[b]
+        hit = get((K_CONCAT, (h, res)))
+        res = hit if hit is not None else _mk(K_CONCAT, (h, res), False)
+    return res
 
 
 _literal_memo: dict[int, bytes | None] = {}
@@ -516,10 +580,7 @@ def concat(*xs: int) -> int:
         if hit is not None:
             res = hit
             continue
-        part = _refine(_part[h], _part[res]) if _null[h] else _part[h]
-        res = _mk(
-            K_CONCAT, (h, res), _null[h] and _null[res], part, max(_weight[h], _weight[res])
-        )
+        res = _mk(K_CONCAT, (h, res), _null[h] and _null[res], max(_weight[h], _weight[res]))
     return res
 
 
@@ -553,13 +614,7 @@ def alt(*xs: int) -> int:
     hit = _cons.get((K_ALT, t))
     if hit is not None:
         return hit
-    return _mk(
-        K_ALT,
-        t,
-        any(_null[c] for c in t),
-        partition_of(t),
-        max(_weight[c] for c in t),
-    )
+    return _mk(K_ALT, t, any(_null[c] for c in t), max(_weight[c] for c in t))
 
 
 def intersect(*xs: int) -> int:
@@ -591,14 +646,14 @@ def intersect(*xs: int) -> int:
     hit = _cons.get((K_AND, t))
     if hit is not None:
         return hit
-    return _mk(K_AND, t, all(_null[c] for c in t), partition_of(t), max(_weight[c] for c in t))
+    return _mk(K_AND, t, all(_null[c] for c in t), max(_weight[c] for c in t))
 
 
 def complement(x: int) -> int:
     """All byte strings not matched by ``x`` (may include invalid UTF-8)."""
     if _kind[x] == K_NOT:
         return _args[x][0]
-    return _mk(K_NOT, (x,), not _null[x], _part[x], _weight[x])
+    return _mk(K_NOT, (x,), not _null[x], _weight[x])
 
 
 def star(x: int) -> int:
@@ -612,7 +667,7 @@ def star(x: int) -> int:
         return star(alt(*[c for c in _args[x] if c != EPSILON]))
     if k == K_REPEAT and _args[x][1] == 0:
         return star(_args[x][0])
-    return _mk(K_STAR, (x,), True, _part[x], _weight[x])
+    return _mk(K_STAR, (x,), True, _weight[x])
 
 
 def plus(x: int) -> int:
@@ -655,13 +710,14 @@ def repeat(x: int, lo: int, hi: int | None) -> int:
             f"resource limit max_repeat={LIMITS['max_repeat']} exceeded: nested counted "
             f"repetition amounts to {weight} copies",
         )
-    return _mk(K_REPEAT, (x, lo, -1 if hi is None else hi), lo == 0, _part[x], weight)
+    return _mk(K_REPEAT, (x, lo, -1 if hi is None else hi), lo == 0, weight)
 
 
 # -- derivatives ------------------------------------------------------------------------------
 def derivative(x: int, b: int) -> int:
     """The Brzozowski derivative of ``x`` by byte ``b``, memoised per (node, byte class)."""
-    key = (x << 8) | _part_reps[_part[x]][b]
+    p = _part[x]
+    key = (x << 8) | _part_reps[p if p != _UNSET else _part_of(x)][b]
     r = _dmemo.get(key)
     if r is None:
         r = _derive(x, b)
@@ -935,7 +991,7 @@ def _set_base() -> None:
 
 
 _MEMOS = (_cons, _part_ids, _refine_memo, _multi_memo, _part_np, _dmemo, _alt_index, _deep_part,
-          _cap_memo, _literal_memo, _alphabet_memo, _cp_memo)
+          _cap_memo, _literal_memo, _alphabet_memo, _cp_memo, _byte_nodes)
 
 
 def _rotate() -> None:
@@ -949,6 +1005,9 @@ def _rotate() -> None:
         del column[n:]
     del _part_labels[n_parts:]
     del _part_reps[n_parts:]
+    for x in range(n):  # partitions are computed on first use: a base node's may have been cut
+        if _part[x] >= n_parts:
+            _part[x] = _UNSET
     for memo in _MEMOS:
         memo.clear()
     _cons.update(((_kind[x], _args[x]), x) for x in range(n))
