@@ -165,6 +165,29 @@ void quantize_roundtrip(Floats2 x, int32_t ggml_type, OutFloats2 out) {
 }
 
 
+void gated(Floats2 gate_up, bool gelu, OutFloats2 out) {
+  const size_t R = gate_up.shape(0), w = gate_up.shape(1);
+  if (w % 2) fail("gate_up must hold gate and up side by side (an even width)");
+  if (out.shape(0) != R || out.shape(1) != w / 2) fail("out must be (rows, width / 2) of gate_up");
+  if (overlaps(out.data(), out.size() * 4, gate_up.data(), gate_up.size() * 4)) {
+    fail("out must not share memory with gate_up");
+  }
+  nb::gil_scoped_release release;
+  k::gated_rows(gate_up.data(), int64_t(R), int(w / 2),
+                gelu ? k::Activation::GeluTanh : k::Activation::SiLU, out.data());
+}
+
+void rms_norm(Floats2 x, Floats1 w, float eps, OutFloats2 out) {
+  const size_t n = x.shape(1);
+  if (w.shape(0) != n) fail("the norm weight must have x's row length");
+  if (out.shape(0) != x.shape(0) || out.shape(1) != n) fail("out must have x's shape");
+  if (out.data() != x.data() && overlaps(out.data(), out.size() * 4, x.data(), x.size() * 4)) {
+    fail("out must be x or not share memory with it");
+  }
+  nb::gil_scoped_release release;
+  k::rms_norm_rows(x.data(), w.data(), int64_t(x.shape(0)), int(n), eps, out.data());
+}
+
 std::string shape_str(std::initializer_list<size_t> dims) {
   std::string s = "(";
   for (size_t d : dims) s += (s.size() > 1 ? ", " : "") + std::to_string(d);
@@ -423,6 +446,12 @@ void bind_kernels(nb::module_& m) {
   m.def("kernels_quantize_roundtrip", &quantize_roundtrip, nb::arg("x").noconvert(),
         nb::arg("ggml_type"), nb::arg("out").noconvert(),
         "out <- x as the activation blocks of the type's dot products stand for it (d·q).");
+  m.def("kernels_gated", &gated, nb::arg("gate_up").noconvert(), nb::arg("gelu"),
+        nb::arg("out").noconvert(),
+        "out (R, n_ff) <- act(gate) * up of gate_up (R, 2 n_ff), llama.cpp's SiLU / GELU.");
+  m.def("kernels_rms_norm", &rms_norm, nb::arg("x").noconvert(), nb::arg("w").noconvert(),
+        nb::arg("eps"), nb::arg("out").noconvert(),
+        "out (R, n) <- x / sqrt(mean(x^2) + eps) * w per row, ggml's rounding (out may be x).");
   m.def("kernels_attention", &attention, nb::arg("qkv").noconvert(), nb::arg("out").noconvert(),
         nb::arg("seqs").noconvert(), nb::arg("k_caches").noconvert(),
         nb::arg("v_caches").noconvert(), nb::arg("layer"), nb::arg("n_q"), nb::arg("n_kv"),

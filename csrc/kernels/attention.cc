@@ -5,6 +5,13 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LEXGUIDE_ATTN_AVX2 1
+#endif
+
+#include "kernels/blocks.h"
+#include "kernels/dot.h"
 #include "kernels/thread_pool.h"
 #include "kernels/vec.h"
 
@@ -22,6 +29,175 @@ inline void rope_head(float* x, const float* cos, const float* sin, int n_rot, b
     x[i0] = a * c + b * (-s);
     x[i1] = b * c + a * s;
   }
+}
+
+// dst ← src rounded to float16 (n elements)
+inline void to_f16_values(const float* src, float* dst, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = round_f16(src[i]);
+}
+
+// (v0 + v4) + (v2 + v6) + ((v1 + v5) + (v3 + v7)): the horizontal sum of an 8-lane register
+// that ggml's softmax and llamafile's tinyBLAS use
+inline float hsum8(const float* v) {
+  const float a0 = v[0] + v[4], a1 = v[1] + v[5], a2 = v[2] + v[6], a3 = v[3] + v[7];
+  return (a0 + a2) + (a1 + a3);
+}
+
+// q·k of float16-valued vectors the way llama.cpp's CPU backend multiplies a float16 matrix
+// (llamafile's tinyBLAS): one fused multiply-add per element into 8 lanes (element i into
+// lane i mod 8), then hsum8.
+inline float dot_f16_scalar(const float* q, const float* k, int n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < n; ++i) acc[i & 7] = std::fma(q[i], k[i], acc[i & 7]);
+  return hsum8(acc);
+}
+
+// o (hd) ← Σ_j p[j] · V[start + j] like the same product with the transposed V cache: for
+// each output element the positions' terms go into 8 lanes by cell index (start + j) mod 8.
+inline void weighted_sum_f16_scalar(const float* p, const float* vals, int64_t start, int64_t n,
+                                    int hd, float* o, std::vector<float>& lanes) {
+  for (int64_t j = 0; j < n; ++j) {
+    float* acc = lanes.data() + size_t((start + j) & 7) * size_t(hd);
+    const float* vr = vals + size_t(start + j) * size_t(hd);
+    const float pj = p[j];
+    for (int d = 0; d < hd; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
+  }
+  for (int d = 0; d < hd; ++d) {
+    float v[8];
+    for (int l = 0; l < 8; ++l) v[l] = lanes[size_t(l) * size_t(hd) + size_t(d)];
+    o[d] = hsum8(v);
+  }
+}
+
+#ifdef LEXGUIDE_ATTN_AVX2
+// The same two functions in AVX2 registers: the same fused multiply-adds in the same lanes,
+// so the results are bit-identical to the scalar ones.
+__attribute__((target("avx2,fma"))) float dot_f16_avx2(const float* q, const float* k, int n) {
+  __m256 acc = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), acc);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, acc);
+  for (; i < n; ++i) lanes[i & 7] = std::fma(q[i], k[i], lanes[i & 7]);
+  return hsum8(lanes);
+}
+
+__attribute__((target("avx2,fma"))) void weighted_sum_f16_avx2(
+    const float* p, const float* vals, int64_t start, int64_t n, int hd, float* o,
+    std::vector<float>& lanes) {
+  const int hd8 = hd & ~7;
+  for (int64_t j = 0; j < n; ++j) {
+    float* acc = lanes.data() + size_t((start + j) & 7) * size_t(hd);
+    const float* vr = vals + size_t(start + j) * size_t(hd);
+    const float pj = p[j];
+    const __m256 pv = _mm256_set1_ps(pj);
+    int d = 0;
+    for (; d < hd8; d += 8) {
+      _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr + d), _mm256_loadu_ps(acc + d)));
+    }
+    for (; d < hd; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
+  }
+  const float* L = lanes.data();
+  const size_t H = size_t(hd);
+  int d = 0;
+  for (; d < hd8; d += 8) {
+    __m256 r[8];
+    for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(L + size_t(l) * H + size_t(d));
+    const __m256 a0 = _mm256_add_ps(r[0], r[4]), a1 = _mm256_add_ps(r[1], r[5]);
+    const __m256 a2 = _mm256_add_ps(r[2], r[6]), a3 = _mm256_add_ps(r[3], r[7]);
+    _mm256_storeu_ps(o + d, _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3)));
+  }
+  for (; d < hd; ++d) {
+    float v[8];
+    for (int l = 0; l < 8; ++l) v[l] = L[size_t(l) * H + size_t(d)];
+    o[d] = hsum8(v);
+  }
+}
+#endif
+
+// ggml_vec_soft_max_f32 on the scores of cells start .. start + n − 1, then rounded to
+// float16: e = expf(s − top) by ggml's SIMD expf, the sum in double over 8-cell partial sums
+// (cells counted from 0, so masked cells before start are zeros), p = float16(e · (1/sum)).
+void softmax_f16_scalar(float* sc, int64_t start, int64_t n, float top) {
+  double sum = 0.0;
+  for (int64_t c0 = start & ~int64_t(7); c0 < start + n; c0 += 8) {
+    float v[8];
+    for (int l = 0; l < 8; ++l) {
+      const int64_t j = c0 + l - start;
+      v[l] = j >= 0 && j < n ? ggml_expf(sc[j] - top) : 0.0f;
+      if (j >= 0 && j < n) sc[j] = v[l];
+    }
+    sum += double(hsum8(v));
+  }
+  const float inv = float(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j) sc[j] = round_f16(sc[j] * inv);
+}
+
+#ifdef LEXGUIDE_ATTN_AVX2
+__attribute__((target("avx2,fma,f16c"))) void softmax_f16_avx2(float* sc, int64_t start,
+                                                               int64_t n, float top) {
+  // the scores shifted to their cell's lane: buf[k] holds cell (start & ~7) + k
+  thread_local std::vector<float> buf;
+  const int64_t off = start & 7, m = (off + n + 7) & ~int64_t(7);
+  buf.assign(size_t(m), 0.0f);
+  double sum = 0.0;
+  for (int64_t k = 0; k < m; k += 8) {
+    float v[8];
+    bool fast = true;
+    for (int l = 0; l < 8; ++l) {
+      const int64_t j = k + l - off;
+      v[l] = j >= 0 && j < n ? sc[j] - top : 0.0f;
+      fast = fast && v[l] >= -87.0f;
+    }
+    if (fast) {
+      _mm256_storeu_ps(v, expf8(_mm256_loadu_ps(v)));
+    } else {
+      for (int l = 0; l < 8; ++l) v[l] = ggml_expf(v[l]);
+    }
+    for (int l = 0; l < 8; ++l) {
+      const int64_t j = k + l - off;
+      if (j < 0 || j >= n) v[l] = 0.0f;
+      buf[size_t(k + l)] = v[l];
+    }
+    sum += double(hsum8(v));
+  }
+  const __m256 inv = _mm256_set1_ps(float(1.0 / sum));
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(buf.data() + off + j), inv);
+    const __m128i h = _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(sc + j, _mm256_cvtph_ps(h));
+  }
+  const float invs = float(1.0 / sum);
+  for (; j < n; ++j) sc[j] = round_f16(buf[size_t(off + j)] * invs);
+}
+#endif
+
+void softmax_f16(float* sc, int64_t start, int64_t n, float top) {
+#ifdef LEXGUIDE_ATTN_AVX2
+  static const bool avx2 = float_simd();
+  if (avx2) return softmax_f16_avx2(sc, start, n, top);
+#endif
+  softmax_f16_scalar(sc, start, n, top);
+}
+
+inline float dot_f16(const float* q, const float* k, int n) {
+#ifdef LEXGUIDE_ATTN_AVX2
+  static const bool avx2 = float_simd();
+  if (avx2) return dot_f16_avx2(q, k, n);
+#endif
+  return dot_f16_scalar(q, k, n);
+}
+
+inline void weighted_sum_f16(const float* p, const float* vals, int64_t start, int64_t n, int hd,
+                             float* o) {
+  thread_local std::vector<float> lanes;
+  lanes.assign(size_t(8) * size_t(hd), 0.0f);
+#ifdef LEXGUIDE_ATTN_AVX2
+  static const bool avx2 = float_simd();
+  if (avx2) return weighted_sum_f16_avx2(p, vals, start, n, hd, o, lanes);
+#endif
+  weighted_sum_f16_scalar(p, vals, start, n, hd, o, lanes);
 }
 
 }  // namespace
@@ -47,8 +223,8 @@ void attention(const AttnArgs& a) {
       }
       for (int h = 0; h < a.n_kv; ++h) {
         const size_t at = (size_t(h) * size_t(s.n_ctx) + size_t(p)) * size_t(hd);
-        std::memcpy(s.k + at, row + int64_t(a.n_q + h) * hd, size_t(hd) * sizeof(float));
-        std::memcpy(s.v + at, row + int64_t(a.n_q + a.n_kv + h) * hd, size_t(hd) * sizeof(float));
+        to_f16_values(row + int64_t(a.n_q + h) * hd, s.k + at, hd);
+        to_f16_values(row + int64_t(a.n_q + a.n_kv + h) * hd, s.v + at, hd);
       }
     }
   }
@@ -60,33 +236,25 @@ void attention(const AttnArgs& a) {
     const int kv = h / g;
     const float* keys = s.k + size_t(kv) * size_t(s.n_ctx) * size_t(hd);
     const float* vals = s.v + size_t(kv) * size_t(s.n_ctx) * size_t(hd);
-    thread_local std::vector<float> scores;
+    thread_local std::vector<float> scores, qh;
+    qh.resize(size_t(hd));
     for (int64_t t = 0; t < s.n_rows; ++t) {
       const int64_t p = s.pos0 + t;
       const int64_t start = a.window ? std::max<int64_t>(0, p - a.window + 1) : 0;
       const int64_t n = p + 1 - start;
       scores.resize(size_t(n));
-      const float* q = a.qkv + (s.row0 + t) * width + int64_t(h) * hd;
+      to_f16_values(a.qkv + (s.row0 + t) * width + int64_t(h) * hd, qh.data(), hd);
+      const float* q = qh.data();
       float top = -INFINITY;
       for (int64_t j = 0; j < n; ++j) {
-        float sc = dot8(q, keys + size_t(start + j) * size_t(hd), hd);
+        float sc = dot_f16(q, keys + size_t(start + j) * size_t(hd), hd);
         sc *= a.scale;
         scores[size_t(j)] = sc;
         top = std::max(top, sc);
       }
-      float sum = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        const float e = std::exp(scores[size_t(j)] - top);
-        scores[size_t(j)] = e;
-        sum += e;
-      }
+      softmax_f16(scores.data(), start, n, top);
       float* o = a.out + (s.row0 + t) * int64_t(a.n_q) * hd + int64_t(h) * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (int64_t j = 0; j < n; ++j) {
-        const float pj = scores[size_t(j)] / sum;
-        const float* vr = vals + size_t(start + j) * size_t(hd);
-        for (int d = 0; d < hd; ++d) o[d] += pj * vr[d];
-      }
+      weighted_sum_f16(scores.data(), vals, start, n, hd, o);
     }
   };
   shared_pool().run(int64_t(a.n_seqs) * a.n_q, a.n_threads, task);

@@ -7,10 +7,18 @@
 //   2. per sequence and query head: softmax(q·Kᵀ · scale) · V over the visible positions —
 //      causal (a row sees the rows before it in the same call) and, for sliding-window
 //      layers, the last `window` positions only.
-// The arithmetic follows the numpy path of runtime/model.py operation for operation
-// (RoPE as x·cos + partner·(∓sin), softmax normalised before the product with V); sums over a
-// head run in 8 interleaved partial sums added in a fixed order, so results do not depend on
-// how the work is split over threads or which sequences share the call.
+// Like llama.cpp's default (float16) KV cache, keys and values are stored rounded to float16
+// (in float32 arrays), and the two products read float16 operands: q is rounded to float16
+// before q·Kᵀ, the softmax weights before the product with V (ggml converts the float
+// operand of a product with a float16 matrix to float16).
+// The sums follow llama.cpp's CPU backend (ggml with llamafile's tinyBLAS, AVX2) so that the
+// logits stay bit-equal to its where the inputs are: q·k and the product with V put element
+// (position) i into lane i mod 8 with fused multiply-adds, then add the lanes as
+// (0+4)+(2+6) + ((1+5)+(3+7)); the softmax is e = expf(s − max) by ggml's SIMD expf, summed in
+// double over 8-cell partial sums, times float(1/sum). The AVX2 and portable paths give the
+// same bits; results do not depend on how the work is split over threads or which sequences
+// share the call. The numpy prompt path of runtime/model.py rounds the same operands but sums
+// in BLAS order.
 #pragma once
 
 #include <cstdint>

@@ -28,6 +28,9 @@ DotFn scalar_dot(GgmlType type);
 // Call only when cpu_has_avx2() is true.
 DotFn avx2_dot(GgmlType type);
 bool cpu_has_avx2();
+// Whether the float kernels of attention.cc / layers.cc take their AVX2 paths: cpu_has_avx2()
+// unless LEXGUIDE_KERNELS=scalar is set (both paths give the same bits; tests compare them).
+bool float_simd();
 
 // Dequantize n elements (whole blocks) of a weight row to float32, bit-identical to ggml's
 // reference dequantizers (and lexguide.gguf.dequantize).

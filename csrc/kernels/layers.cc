@@ -2,8 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LEXGUIDE_LAYERS_AVX2 1
+#endif
+
+#include "kernels/blocks.h"
+#include "kernels/dot.h"
 #include "kernels/vec.h"
 
 namespace lexguide::kernels {
@@ -25,39 +34,104 @@ void product(const float* x, int64_t R, int64_t n_in, const MatPart* parts, int 
   }
 }
 
-// gate ← act(gate) · up for R rows of gate_up = [gate (n_ff) | up (n_ff)], into g (R, n_ff);
-// the float operations of runtime/model.py's _silu_ / _gelu_tanh_.
-void gated(const float* gate_up, int64_t R, int n_ff, Activation act, float* g) {
-  for (int64_t r = 0; r < R; ++r) {
-    const float* gr = gate_up + r * 2 * int64_t(n_ff);
-    const float* ur = gr + n_ff;
-    float* o = g + r * int64_t(n_ff);
-    for (int i = 0; i < n_ff; ++i) {
-      const float x = gr[i];
-      float y;
-      if (act == Activation::SiLU) {
-        y = x / (std::exp(-x) + 1.0f);
-      } else {
-        float t = x * 0.044715f;
-        t *= x;
-        t *= x;
-        t += x;
-        t *= 0.7978845608f;
-        t = std::tanh(t);
-        t += 1.0f;
-        y = x * 0.5f;
-        y *= t;
-      }
-      o[i] = y * ur[i];
-    }
-  }
-}
-
 void add_rows(float* x, const float* a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += a[i];
 }
 
 }  // namespace
+
+namespace {
+
+// GELU(tanh) of every float16 value (ggml_table_gelu_f16): llama.cpp evaluates GELU on x
+// rounded to float16 and rounds the result to float16.
+const float* gelu_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(1 << 16);
+    for (uint32_t i = 0; i < t.size(); ++i) {
+      const float f = f16_to_f32(f16_bits(i));
+      const float g = 0.5f * f * (1.0f + std::tanh(0.79788456080286535587989211986876f * f *
+                                                   (1.0f + 0.044715f * f * f)));
+      t[i] = round_f16(g);
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+
+// One row of gated_rows, scalar.
+void gated_row_scalar(const float* gr, const float* ur, int n_ff, const float* table, float* o) {
+  for (int i = 0; i < n_ff; ++i) {
+    const float x = gr[i];
+    float y;
+    if (!table) {
+      y = x / (1.0f + ggml_expf(0.0f - x));
+    } else if (x <= -10.0f) {
+      y = 0.0f;
+    } else if (x >= 10.0f) {
+      y = x;
+    } else {
+      y = table[f32_to_f16(x)];
+    }
+    o[i] = y * ur[i];
+  }
+}
+
+#ifdef LEXGUIDE_LAYERS_AVX2
+__attribute__((target("avx2,fma,f16c"))) void gated_row_avx2(const float* gr, const float* ur,
+                                                             int n_ff, const float* table,
+                                                             float* o) {
+  int i = 0;
+  const __m256 lim = _mm256_set1_ps(10.0f);
+  for (; i + 8 <= n_ff; i += 8) {
+    const __m256 x = _mm256_loadu_ps(gr + i);
+    __m256 y;
+    if (!table) {
+      const __m256 nx = _mm256_sub_ps(_mm256_setzero_ps(), x);
+      // |x| ≤ 87 keeps every lane's exponent within ±126: the fast path's range
+      const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+      if (_mm256_movemask_ps(_mm256_cmp_ps(ax, _mm256_set1_ps(87.0f), _CMP_LE_OQ)) != 0xFF) {
+        gated_row_scalar(gr + i, ur + i, 8, nullptr, o + i);
+        continue;
+      }
+      y = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), expf8(nx)));
+    } else {
+      const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+      if (_mm256_movemask_ps(_mm256_cmp_ps(ax, lim, _CMP_LT_OQ)) != 0xFF) {
+        gated_row_scalar(gr + i, ur + i, 8, table, o + i);
+        continue;
+      }
+      alignas(16) uint16_t h[8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(h),
+                      _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      y = _mm256_setr_ps(table[h[0]], table[h[1]], table[h[2]], table[h[3]], table[h[4]],
+                         table[h[5]], table[h[6]], table[h[7]]);
+    }
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(y, _mm256_loadu_ps(ur + i)));
+  }
+  gated_row_scalar(gr + i, ur + i, n_ff - i, table, o + i);
+}
+#endif
+
+}  // namespace
+
+void gated_rows(const float* gate_up, int64_t R, int n_ff, Activation act, float* g) {
+  const float* table = act == Activation::GeluTanh ? gelu_table() : nullptr;
+#ifdef LEXGUIDE_LAYERS_AVX2
+  static const bool avx2 = float_simd();
+#endif
+  for (int64_t r = 0; r < R; ++r) {
+    const float* gr = gate_up + r * 2 * int64_t(n_ff);
+    float* o = g + r * int64_t(n_ff);
+#ifdef LEXGUIDE_LAYERS_AVX2
+    if (avx2) {
+      gated_row_avx2(gr, gr + n_ff, n_ff, table, o);
+      continue;
+    }
+#endif
+    gated_row_scalar(gr, gr + n_ff, n_ff, table, o);
+  }
+}
 
 void rms_norm_rows(const float* x, const float* w, int64_t R, int n, float eps, float* out) {
   for (int64_t r = 0; r < R; ++r) rms_norm(x + r * n, w, n, eps, out + r * n);
@@ -91,7 +165,7 @@ void forward_layers(const ModelShape& m, const std::vector<LayerWeights>& layers
 
     rms_norm_rows(x, L.ffn_norm, R, int(E), m.eps, h.data());
     product(h.data(), R, E, L.gate_up, 2, nullptr, gate_up.data(), n_threads, simd);
-    gated(gate_up.data(), R, m.n_ff, m.act, g.data());
+    gated_rows(gate_up.data(), R, m.n_ff, m.act, g.data());
     product(g.data(), R, m.n_ff, &L.down, 1, nullptr, a.data(), n_threads, simd);
     if (L.post_ffn_norm) rms_norm_rows(a.data(), L.post_ffn_norm, R, int(E), m.eps, a.data());
     add_rows(x, a.data(), R * E);

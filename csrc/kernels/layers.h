@@ -63,6 +63,11 @@ void forward_layers(const ModelShape& m, const std::vector<LayerWeights>& layers
                     int64_t R, const std::vector<LayerSeq>& seqs, float* out, int n_threads,
                     bool simd);
 
+// g (R, n_ff) ← act(gate) · up for R rows of gate_up = [gate (n_ff) | up (n_ff)], with
+// llama.cpp's arithmetic: SiLU x / (1 + e^−x) through ggml's SIMD expf, GELU(tanh) from the
+// float16 table ggml uses (input and result rounded to float16; 0 below −10, x above 10).
+void gated_rows(const float* gate_up, int64_t R, int n_ff, Activation act, float* g);
+
 // x ← x / sqrt(mean(x²) + eps) · w for each of the R rows of n elements (in place; out may be x).
 void rms_norm_rows(const float* x, const float* w, int64_t R, int n, float eps, float* out);
 

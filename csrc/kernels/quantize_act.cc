@@ -7,19 +7,6 @@
 namespace lexguide::kernels {
 
 namespace {
-// roundf (half away from zero) without the libm call, exact for |v| < 2^31: v − trunc(v) is
-// exact in float.
-inline int round_away(float v) {
-  int t = int(v);
-  const float f = v - float(t);
-  if (f >= 0.5f) {
-    ++t;
-  } else if (f <= -0.5f) {
-    --t;
-  }
-  return t;
-}
-
 // nearbyint in the default mode (half to even) for |v| ≤ 2^22: adding 1.5·2^23 leaves no
 // fraction bits, so the sum is rounded to an integer by the FPU's own rounding.
 inline int round_even(float v) {
@@ -32,11 +19,13 @@ void quantize_row_q8(const float* x, ActQ8* out, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
     float amax = 0.0f;
     for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    // ggml's x86 quantize_row_q8_0 / q8_1 (what llama.cpp runs on an AVX2 machine): the
+    // scale 127 / amax, not 1 / d, and rounding half to even (_mm256_round_ps), not roundf
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int32_t sum = 0;
     for (int j = 0; j < kQK; ++j) {
-      const int q = round_away(x[j] * id);
+      const int q = round_even(x[j] * id);
       out[b].qs[j] = int8_t(q);
       sum += q;
     }

@@ -23,8 +23,8 @@ from lexguide import _core
 from lexguide.errors import ModelError
 from lexguide.gguf.constants import GGMLType
 
-__all__ = ["KERNEL_TYPES", "SIMD", "NativeLayers", "attention", "default_threads", "dequantize_rows", "has_avx2",
-           "kernel_name", "matmul", "matmul_parts", "quantize_roundtrip", "set_threads", "threads"]
+__all__ = ["KERNEL_TYPES", "SIMD", "NativeLayers", "attention", "default_threads", "dequantize_rows", "gated", "has_avx2",
+           "kernel_name", "matmul", "matmul_parts", "quantize_roundtrip", "rms_norm", "set_threads", "threads"]
 
 F32 = npt.NDArray[np.float32]
 
@@ -215,6 +215,33 @@ def quantize_roundtrip(x: F32, ggml_type: int) -> F32:
     except (ValueError, TypeError) as e:
         raise ModelError(str(e)) from None
     return out
+
+
+def gated(gate_up: F32, gelu: bool) -> F32:
+    """act(gate) · up of ``gate_up`` (T, 2·n_ff) = [gate | up] → a new (T, n_ff) array, with
+    llama.cpp's arithmetic: SiLU through ggml's SIMD expf, or GELU(tanh) from ggml's float16
+    table (the native decode layers run the same function)."""
+    x = np.ascontiguousarray(gate_up, dtype=np.float32)
+    out = np.empty((x.shape[0], x.shape[1] // 2), dtype=np.float32)
+    try:
+        _core.kernels_gated(x, bool(gelu), out)
+    except (ValueError, TypeError) as e:
+        raise ModelError(str(e)) from None
+    return out
+
+
+def rms_norm(x: F32, weight: F32, eps: float, out: F32 | None = None) -> F32:
+    """RMSNorm of each row of x (T, n) times ``weight`` (n,), with ggml's rounding (squares
+    summed in double, ``x · (1/√(mean + eps))`` then ``· weight``) → ``out`` (a new array
+    unless given; it may be x)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    y = np.empty_like(x) if out is None else out
+    try:
+        _core.kernels_rms_norm(x.reshape(-1, x.shape[-1]), np.ascontiguousarray(weight, np.float32),
+                               float(eps), y.reshape(-1, x.shape[-1]))
+    except (ValueError, TypeError) as e:
+        raise ModelError(str(e)) from None
+    return y
 
 
 def kernel_name(ggml_type: int, simd: bool | None = None) -> str:

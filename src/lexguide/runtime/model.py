@@ -80,25 +80,31 @@ def _lazy_zeros(shape: tuple[int, ...]) -> F32:
 
 
 def rms_norm(x: F32, weight: F32 | None, eps: float) -> F32:
-    """RMSNorm over the last axis: ``x / sqrt(mean(x²) + eps) * weight`` (new array)."""
-    ms = np.einsum("...i,...i->...", x, x)
-    ms *= np.float32(1.0 / x.shape[-1])
-    ms += np.float32(eps)
-    np.sqrt(ms, out=ms)
-    y = x / ms[..., None]
-    if weight is not None:
-        y *= weight
-    return y
+    """RMSNorm over the last axis: ``x · (1/sqrt(mean(x²) + eps)) · weight`` (new array), with
+    ggml's rounding — the native kernel the decode layers use (:func:`kernels.rms_norm`)."""
+    if weight is None:
+        weight = np.ones(x.shape[-1], dtype=np.float32)
+    return kernels.rms_norm(x, weight, eps)
 
 
 def _rope_tables(base: float, freq_scale: float, n_rot: int, n_ctx: int,
                  freq_divisors: F32 | None) -> tuple[F32, F32]:
-    """cos and sin of θ[p, i] = p · scale · base^(−2i/n_rot) / ff_i, each (n_ctx, n_rot/2)."""
-    inv = base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot) * freq_scale
+    """cos and sin of θ[p, i] = p · scale · base^(−2i/n_rot) / ff_i, each (n_ctx, n_rot/2).
+
+    The angles are computed as ggml's rope does, in float32: θ[p, 0] = p and each next angle
+    the previous one times float32(base^(−2/n_rot)) — not the exact powers (they differ in the
+    last bits, and those bits reach the logits through the Q8 activation roundings)."""
+    step = np.float32(np.float32(base) ** np.float32(-2.0 / n_rot))
+    theta = np.empty((n_ctx, n_rot // 2), dtype=np.float32)
+    theta[:, 0] = np.arange(n_ctx, dtype=np.float32)
+    for i in range(1, n_rot // 2):
+        np.multiply(theta[:, i - 1], step, out=theta[:, i])
     if freq_divisors is not None:
-        inv = inv / freq_divisors.astype(np.float64)
-    theta = np.arange(n_ctx, dtype=np.float64)[:, None] * inv[None, :]
-    return np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+        theta /= freq_divisors[:n_rot // 2].astype(np.float32)
+    if freq_scale != 1.0:
+        theta *= np.float32(freq_scale)
+    t64 = theta.astype(np.float64)
+    return np.cos(t64).astype(np.float32), np.sin(t64).astype(np.float32)
 
 
 def _rope_pairs(n_rot: int, head_dim: int, mode: RopeMode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -132,25 +138,9 @@ def _rotation(cos: F32, sin: F32, first: np.ndarray, second: np.ndarray,
     return c[:, None, :], s[:, None, :]
 
 
-def _gelu_tanh_(x: F32) -> None:
-    """x ← 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) in place (ggml's GELU-tanh)."""
-    t = x * np.float32(0.044715)
-    t *= x
-    t *= x
-    t += x
-    t *= np.float32(0.7978845608)
-    np.tanh(t, out=t)
-    t += np.float32(1.0)
-    x *= np.float32(0.5)
-    x *= t
-
-
-def _silu_(x: F32) -> None:
-    """x ← x / (1 + exp(−x)) in place."""
-    t = np.negative(x)
-    np.exp(t, out=t)
-    t += np.float32(1.0)
-    np.divide(x, t, out=x)
+def _f16(x: F32) -> F32:
+    """x rounded to float16, as float32 (a new array)."""
+    return x.astype(np.float16).astype(np.float32)
 
 
 class Transformer:
@@ -165,7 +155,7 @@ class Transformer:
         self.weights = weights
         self._rope: dict[tuple[float, float], tuple[F32, F32]] = {}
         self._rope_ctx = 0
-        self._act = _gelu_tanh_ if config.activation is Activation.GELU_TANH else _silu_
+        self._gelu = config.activation is Activation.GELU_TANH
         self._pairs = _rope_pairs(config.n_rot, config.head_dim, config.rope_mode)
         self._rope_keys = [config.rope_of(il) for il in range(config.n_layer)]
         # q and k heads are normalised (qk_norm) and rotated together: one weight row per head
@@ -407,10 +397,7 @@ class Transformer:
 
         h = rms_norm(x, lw.ffn_norm, eps)
         gate_up = lw.gate_up.matmul(h, nt)  # (T, 2·n_ff), fresh
-        gate = gate_up[:, :c.n_ff]
-        self._act(gate)
-        gate *= gate_up[:, c.n_ff:]
-        f = lw.down.matmul(gate, nt)  # (T, n_embd)
+        f = lw.down.matmul(kernels.gated(gate_up, self._gelu), nt)  # (T, n_embd)
         if lw.post_ffn_norm is not None:
             f = rms_norm(f, lw.post_ffn_norm, eps)
         x += f
@@ -434,9 +421,11 @@ class Transformer:
         partner *= rs
         qk *= rc
         qk += partner
-        q = qk[:, :n_q]  # (T, n_head, hd)
-        cache.k[il, :, pos0:n_total] = qk[:, n_q:].transpose(1, 0, 2)
-        cache.v[il, :, pos0:n_total] = qkv[:, (n_q + n_kv) * hd:].reshape(T, n_kv, hd).transpose(1, 0, 2)
+        # llama.cpp's float16 KV cache, and the float16 operands of its products with it
+        # (as the native attention does: kernels/attention.h)
+        q = _f16(qk[:, :n_q])  # (T, n_head, hd)
+        cache.k[il, :, pos0:n_total] = _f16(qk[:, n_q:].transpose(1, 0, 2))
+        cache.v[il, :, pos0:n_total] = _f16(qkv[:, (n_q + n_kv) * hd:].reshape(T, n_kv, hd).transpose(1, 0, 2))
 
         # visible keys: causal, and within the window for sliding-window layers
         window = c.sliding_window if self.local_layers[il] else 0
@@ -457,6 +446,6 @@ class Transformer:
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
-        att = scores @ vals  # (n_kv, g·T, hd)
+        att = _f16(scores) @ vals  # (n_kv, g·T, hd)
         att = att.reshape(n_kv, g, T, hd).transpose(2, 0, 1, 3).reshape(T, n_q * hd)
         return np.ascontiguousarray(att, dtype=np.float32)
