@@ -197,6 +197,17 @@ def test_gemma3_sliding_window_matches_naive_reference(tmp_path):
     assert np.abs(ours - ref).max() < 5e-4  # float16 operands: see the llama-family test
 
 
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_prompt_path_matches_naive_reference(tmp_path, arch):
+    # more than FUSED_MAX_ROWS tokens: the numpy prompt path (per-head q/k norms on gemma3)
+    ids = (IDS * 2)[:model_mod.FUSED_MAX_ROWS + 4]
+    n_head, n_kv = (2, 1) if arch == "gemma3" else (4, 2)
+    tf, hf = build(tmp_path, arch, n_head=n_head, n_kv=n_kv)
+    ours = tf.forward(ids, tf.new_cache(32), logits="all")
+    ref = reference_logits(arch, hf, ids, n_head, n_kv)
+    assert np.abs(ours - ref).max() < 5e-4  # float16 operands: see the llama-family test
+
+
 @pytest.mark.parametrize("arch,window", [("llama", 0), ("gemma3", 3)])
 def test_kv_cache_decode_and_chunked_prefill_equal_full_recompute(tmp_path, monkeypatch, arch, window):
     tf, _ = build(tmp_path, arch, n_layer=6 if window else 2, window=window)

@@ -43,6 +43,8 @@ class KVCache:
     """Keys and values of every layer for one sequence, preallocated to ``n_ctx`` positions.
 
     ``k``/``v`` are (n_layer, n_head_kv, n_ctx, hd) float32; positions ``0 .. n-1`` are valid.
+    The values written are rounded to float16, as llama.cpp's default float16 cache holds them
+    (the arrays stay float32: the kernels read them as such).
     The arrays are fresh anonymous mappings, so untouched positions cost no resident memory.
     """
 
@@ -82,9 +84,14 @@ def _lazy_zeros(shape: tuple[int, ...]) -> F32:
 def rms_norm(x: F32, weight: F32 | None, eps: float) -> F32:
     """RMSNorm over the last axis: ``x · (1/sqrt(mean(x²) + eps)) · weight`` (new array), with
     ggml's rounding — the native kernel the decode layers use (:func:`kernels.rms_norm`)."""
-    if weight is None:
-        weight = np.ones(x.shape[-1], dtype=np.float32)
-    return kernels.rms_norm(x, weight, eps)
+    if weight is not None and weight.ndim == 1:
+        return kernels.rms_norm(x, weight, eps)
+    # no weight, or one weight row per head (the q/k norms): (x·(1/rms))·1 is x·(1/rms)
+    # exactly, so multiplying by the weight afterwards rounds as the native per-head norm does
+    y = kernels.rms_norm(x, np.ones(x.shape[-1], dtype=np.float32), eps)
+    if weight is not None:
+        y *= weight
+    return y
 
 
 def _rope_tables(base: float, freq_scale: float, n_rot: int, n_ctx: int,
