@@ -16,7 +16,7 @@ import threading
 from lexguide import _core
 from lexguide.regex import nodes as rx
 
-__all__ = ["core_node", "core_nodes", "is_empty", "lower"]
+__all__ = ["core_nodes", "is_empty", "lower"]
 
 _REF = 9  # export record: a node the core already has (by core id)
 _core_ids: dict[int, int] = {}  # Python rx node -> its node in _generation's store
@@ -104,11 +104,6 @@ def _export(gen: _core.Generation, roots: list[int]) -> list[int]:
         got = gen.import_nodes(flat, [pos[x] for x in order])
         known.update(zip(order, got))
     return [known[r] for r in roots]
-
-
-def core_node(x: int) -> int:
-    """The core's node id of Python regex node ``x``."""
-    return core_nodes([x])[0]
 
 
 def is_empty(x: int) -> bool:
