@@ -11,10 +11,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
+#include <exception>
+#include <mutex>
 
 #include "engine/lexparser.h"
 #include "engine/mask.h"
+#include "engine/split.h"
 
 namespace nb = nanobind;
 using namespace lexguide;
@@ -508,6 +510,7 @@ void bind_engine(nb::module_& m) {
         d["lexer_walks"] = h.engine->walker().n_walks();
         d["walk_bytes"] = h.engine->walker().memory_bytes();
         d["nodes_walked"] = h.engine->walker().nodes_walked.load();
+        d["split_walks"] = h.engine->walker().split_walks.load();
         d["direct_nodes"] = h.engine->direct_nodes;
         d["boundaries"] = h.engine->boundaries;
         d["lexer_states"] = h.engine->lexparser().lexer().n_states();
@@ -530,29 +533,51 @@ void bind_engine(nb::module_& m) {
         uint32_t* base = out.data();
         size_t stride = out.shape(1);
         nb::gil_scoped_release nogil;
-        // cached masks are copied here; threads only for the ones to compute, and only when
-        // there are two or more (starting a thread costs more than copying a cached mask)
+        // threads only when two or more masks are to be computed (handing work to a thread
+        // costs more than copying a cached mask); then the copies are spread over them too
+        std::vector<std::shared_ptr<const std::vector<uint32_t>>> cached(items.size());
+        size_t n_new = 0;
+        for (size_t i = 0; i < items.size(); i++)
+          if (!(cached[i] = items[i].first->engine->cached_mask(to_state(items[i].second)))) n_new++;
+        const bool spread = n_new >= 2 && n_threads >= 2;
         std::vector<size_t> todo;
         for (size_t i = 0; i < items.size(); i++) {
-          if (auto m = items[i].first->engine->cached_mask(to_state(items[i].second)))
-            std::memcpy(base + i * stride, m->data(), stride * 4);
-          else
-            todo.push_back(i);
+          if (cached[i] && !spread) std::memcpy(base + i * stride, cached[i]->data(), stride * 4);
+          else todo.push_back(i);
         }
         size_t n = todo.size();
+        uint32_t k = spread ? std::min<uint32_t>(n_threads, uint32_t(n_new)) : 1;
+        // the masks one per thread at a time on the engine's pool; a large root walk is split
+        // into pieces that the crew's idle threads share (engine/split.h); the first error is
+        // raised once all have stopped
+        Crew crew(k, n);
         std::atomic<size_t> next{0};
+        std::mutex error_mu;
+        std::exception_ptr error;
+        std::atomic<bool> failed{false};
         auto work = [&]() {
-          for (size_t j; (j = next.fetch_add(1)) < n;) {
+          Crew::Member member(k > 1 ? &crew : nullptr);
+          for (size_t j; (j = next.fetch_add(1)) < n; crew.task_done()) {
+            if (failed.load()) continue;  // after an error the rest are only counted
+            if (k > 1) crew.help();
             size_t i = todo[j];
-            auto m = items[i].first->engine->mask(to_state(items[i].second));
-            std::memcpy(base + i * stride, m->data(), stride * 4);
+            try {
+              auto m = cached[i] ? cached[i] : items[i].first->engine->mask(to_state(items[i].second));
+              std::memcpy(base + i * stride, m->data(), stride * 4);
+            } catch (...) {
+              std::lock_guard<std::mutex> g(error_mu);
+              if (!error) error = std::current_exception();
+              failed.store(true);
+            }
           }
+          if (k > 1) crew.help_until_done();
         };
-        uint32_t k = std::max<uint32_t>(1, std::min<uint32_t>(n_threads, uint32_t(n)));
-        std::vector<std::thread> threads;
-        for (uint32_t t = 1; t < k; t++) threads.emplace_back(work);
-        work();
-        for (auto& t : threads) t.join();
+        if (k > 1) {
+          engine_pool().run(k, int(k), [&](int64_t) { work(); });
+        } else {
+          work();
+        }
+        if (error) std::rethrow_exception(error);
       },
       nb::arg("items"), nb::arg("out").noconvert(), nb::arg("n_threads") = 1);
 

@@ -83,17 +83,25 @@ def test_unicode_class_lexeme_only_valid_utf8() -> None:
     assert lp.advance_bytes(lp.initial, b"a\xc3") is not None
 
 
+# Python that fills a fresh process's shared lexer DFA up to max_dfa_states (g's lexer)
+FILL_DFA = (
+    "import random\n"
+    "from lexguide import Grammar, LimitExceeded\n"
+    "g = Grammar.from_regex('(a|b)*a(a|b){20}')\n"
+    "rng = random.Random(0)\n"
+    "text = ''.join(rng.choice('ab') for _ in range(400_000))\n"
+)
+
+
+def run_python(code: str) -> str:
+    """Run code in a fresh interpreter; its standard output (the run must succeed)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
 def test_state_limit_is_a_typed_error() -> None:
     """Past the DFA's state bound the caller gets LimitExceeded naming it (in its own process:
     the shared DFA it fills is then rotated for new grammars)."""
-    code = (
-        "import random\n"
-        "from lexguide import Grammar, LimitExceeded\n"
-        "g = Grammar.from_regex('(a|b)*a(a|b){20}')\n"
-        "rng = random.Random(0)\n"
-        "text = ''.join(rng.choice('ab') for _ in range(400_000))\n"
-        "try:\n    g.validate(text)\nexcept LimitExceeded as e:\n    print('limit', e.limit)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "limit max_dfa_states"
+    code = FILL_DFA + "try:\n    g.validate(text)\nexcept LimitExceeded as e:\n    print('limit', e.limit)\n"
+    assert run_python(code) == "limit max_dfa_states"

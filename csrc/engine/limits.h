@@ -33,6 +33,10 @@ constexpr size_t kMaskCacheBytes = size_t(256) << 20;
 // in the loop instead of through the walk cache (the default of MaskEngine's direct_walk_nodes;
 // tests set it to 0 to take the cached path on small vocabularies)
 constexpr uint32_t kDirectWalkNodes = 1024;
+// root walks of tries with at least this many nodes are split into about kSplitWalkPieces
+// pieces (of at least half that many nodes) shared by fill_masks' threads (split.h)
+constexpr uint32_t kSplitWalkNodes = 4096;
+constexpr uint32_t kSplitWalkPieces = 16;
 // (lexer state, UTF-8 position) pairs expanded when checking one state against the slices
 // (results are memoised across states, so this bounds the new work of one check); past it
 // the state uses no slice (always correct, only slower)

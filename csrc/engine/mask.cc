@@ -13,7 +13,9 @@ inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1
 
 // -- Walker -----------------------------------------------------------------------------------
 Walker::Walker(std::shared_ptr<const Vocab> vocab, std::shared_ptr<LexerDFA> lexer)
-    : vocab_(std::move(vocab)), lexer_(std::move(lexer)) {
+    : vocab_(std::move(vocab)), lexer_(std::move(lexer)), shards_(new WalkShard[kWalkShards]) {
+  slice_levels_.reset(new std::atomic<int8_t>[lexer_->max_states()]);
+  for (uint32_t i = 0; i < lexer_->max_states(); i++) slice_levels_[i].store(kSliceUnknown, std::memory_order_relaxed);
   size_t n = (size_t(lexer_->max_states()) * 8 + kBoundsChunk - 1) / kBoundsChunk;
   bound_index_.reset(new std::atomic<std::atomic<uint32_t>*>[n]);
   for (size_t i = 0; i < n; i++) bound_index_[i].store(nullptr, std::memory_order_relaxed);
@@ -37,21 +39,17 @@ std::atomic<uint32_t>& Walker::bounds_at(size_t at) {
 }
 
 std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, int trie_id) {
-  char key[13];
-  std::memcpy(key, &s, 4);
-  std::memcpy(key + 4, &lo, 4);
-  std::memcpy(key + 8, &hi, 4);
-  key[12] = char(trie_id);
-  std::string k(key, 13);
+  WalkKey k{uint64_t(s) << 32 | lo, uint64_t(hi) << 8 | uint8_t(trie_id)};
+  WalkShard& shard = shards_[WalkKeyHash()(k) % kWalkShards];
   {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = cache_.find(k);
-    if (it != cache_.end()) return it->second;
+    std::lock_guard<std::mutex> g(shard.mu);
+    auto it = shard.walks.find(k);
+    if (it != shard.walks.end()) return it->second;
   }
   std::shared_ptr<Walk> fresh;
   int level = trie_id == 0 && lo == 1 && hi == vocab_->trie().n_nodes() ? slice_level(s) : -1;
   if (level >= 0) {  // the plain tokens at once, a walk of the others
-    fresh = compute(s, 1, vocab_->trie(1 + level).n_nodes(), 1 + level);
+    fresh = compute_root(s, 1 + level);
     const std::vector<uint32_t>& slice = vocab_->slice_words(level);
     if (fresh->words.empty()) {
       fresh->words = slice;
@@ -60,17 +58,19 @@ std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, in
     } else {
       for (size_t i = 0; i < slice.size(); i++) fresh->words[i] |= slice[i];
     }
+  } else if (lo == 1 && hi == vocab_->trie(trie_id).n_nodes()) {
+    fresh = compute_root(s, trie_id);
   } else {
     fresh = compute(s, lo, hi, trie_id);
   }
   std::shared_ptr<const Walk> w = fresh;
-  std::lock_guard<std::mutex> g(mu_);
-  if (cache_bytes_ + w->memory_bytes() > kWalkCacheBytes) {
-    cache_.clear();
-    cache_bytes_ = 0;
+  std::lock_guard<std::mutex> g(shard.mu);
+  if (shard.bytes + w->memory_bytes() > kWalkCacheBytes / kWalkShards) {
+    shard.walks.clear();
+    shard.bytes = 0;
   }
-  auto [it, inserted] = cache_.emplace(std::move(k), w);
-  if (inserted) cache_bytes_ += w->memory_bytes();
+  auto [it, inserted] = shard.walks.emplace(k, w);
+  if (inserted) shard.bytes += w->memory_bytes();
   return it->second;
 }
 
@@ -169,11 +169,8 @@ Walker::Survival Walker::survives_all(StateId s, uint32_t depth, uint32_t& budge
 }
 
 int Walker::slice_level(StateId s) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = slice_levels_.find(s);
-    if (it != slice_levels_.end()) return it->second;
-  }
+  int8_t known = slice_levels_[s].load(std::memory_order_acquire);
+  if (known != kSliceUnknown) return known;
   // level k holds the plain tokens of at most kSliceLengths[k] bytes: usable from s when every
   // plain string that long stays inside the lexeme (no token of the slice needs walking)
   uint32_t max_len = vocab_->max_plain_len();
@@ -184,8 +181,7 @@ int Walker::slice_level(StateId s) {
     if (depth > kSliceMaxDepth || survives_all(s, depth, budget) != Survival::Yes) break;
     level = k;
   }
-  std::lock_guard<std::mutex> g(mu_);
-  slice_levels_[s] = level;
+  slice_levels_[s].store(int8_t(level), std::memory_order_release);
   return level;
 }
 
@@ -246,6 +242,64 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
   return w;
 }
 
+std::shared_ptr<const std::vector<TriePiece>> Walker::pieces(int trie_id) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto& p = pieces_[trie_id];
+  if (!p) {
+    uint32_t n = vocab_->trie(trie_id).n_nodes();
+    p = std::make_shared<const std::vector<TriePiece>>(
+        split_trie(vocab_->trie(trie_id), std::max(n / kSplitWalkPieces, kSplitWalkNodes / 2)));
+  }
+  return p;
+}
+
+std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
+  const TokenTrie& trie = vocab_->trie(trie_id);
+  Crew* crew = Crew::current();
+  if (!crew || crew->size() < 2 || trie.n_nodes() < kSplitWalkNodes) return compute(s0, 1, trie.n_nodes(), trie_id);
+  std::shared_ptr<const std::vector<TriePiece>> plan = pieces(trie_id);
+  std::vector<std::shared_ptr<Walk>> parts(plan->size());
+  LexerDFA& lx = *lexer_;
+  split_walks.fetch_add(1, std::memory_order_relaxed);
+  crew->share(plan->size(), [&](size_t i) {
+    const TriePiece& piece = (*plan)[i];
+    StateId s = s0;
+    for (uint8_t b : piece.path) {  // the serial walk skips the subtree where this dies
+      s = lx.next(s, b);
+      if (s == DEAD || lx.accepts_lazy(s)) return;
+    }
+    parts[i] = compute(s, piece.lo, piece.hi, trie_id);
+  });
+  // concatenated in order: the serial walk's ids and boundaries (its bitmask once the ids
+  // outnumber the mask's words)
+  auto w = std::make_shared<Walk>();
+  w->trie_id = uint8_t(trie_id);
+  uint32_t n_words = vocab_->n_words();
+  size_t n_ids = 0, n_bounds = 0;
+  bool words = false;
+  for (auto& part : parts) {
+    if (!part) continue;
+    n_ids += part->ids.size();
+    n_bounds += part->boundaries.size();
+    words = words || !part->words.empty();
+  }
+  words = words || n_ids > n_words;
+  if (words) w->words.assign(n_words, 0);
+  else w->ids.reserve(n_ids);
+  w->boundaries.reserve(n_bounds);
+  for (auto& part : parts) {
+    if (!part) continue;
+    if (words) {
+      for (size_t i = 0; i < part->words.size(); i++) w->words[i] |= part->words[i];
+      for (uint32_t id : part->ids) set_bit(w->words.data(), id);
+    } else {
+      w->ids.insert(w->ids.end(), part->ids.begin(), part->ids.end());
+    }
+    w->boundaries.insert(w->boundaries.end(), part->boundaries.begin(), part->boundaries.end());
+  }
+  return w;
+}
+
 void Walker::inside_end_states(StateId s0, std::vector<uint32_t>& ids, std::vector<StateId>& ends) {
   const TokenTrie& trie = vocab_->trie();
   LexerDFA& lx = *lexer_;
@@ -303,13 +357,22 @@ std::shared_ptr<const std::vector<InsideGroup>> Walker::inside_groups(StateId s)
 }
 
 size_t Walker::n_walks() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return cache_.size();
+  size_t n = 0;
+  for (size_t i = 0; i < kWalkShards; i++) {
+    std::lock_guard<std::mutex> g(shards_[i].mu);
+    n += shards_[i].walks.size();
+  }
+  return n;
 }
 
 size_t Walker::memory_bytes() const {
+  size_t n = size_t(lexer_->max_states());  // the slice levels
+  for (size_t i = 0; i < kWalkShards; i++) {
+    std::lock_guard<std::mutex> g(shards_[i].mu);
+    n += shards_[i].bytes;
+  }
   std::lock_guard<std::mutex> g(mu_);
-  return cache_bytes_ + inside_bytes_;
+  return n + inside_bytes_;
 }
 
 // -- MaskEngine -------------------------------------------------------------------------------

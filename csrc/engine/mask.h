@@ -25,6 +25,7 @@
 
 #include "engine/completion.h"
 #include "engine/lexparser.h"
+#include "engine/split.h"
 #include "engine/trie.h"
 #include "engine/vocab.h"
 
@@ -69,15 +70,37 @@ class Walker {
   const Vocab& vocab() const { return *vocab_; }
   size_t n_walks() const;
   std::atomic<uint64_t> nodes_walked{0};  // statistics: trie nodes visited by cached walks
+  std::atomic<uint64_t> split_walks{0};   // statistics: root walks split among a crew
   size_t memory_bytes() const;
 
  private:
   std::shared_ptr<const Vocab> vocab_;
   std::shared_ptr<LexerDFA> lexer_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<const Walk>> cache_;
-  size_t cache_bytes_ = 0;
-  std::unordered_map<StateId, int> slice_levels_;
+  // The walk cache in shards by key, each under its own lock (the threads of fill_masks look
+  // walks up all the time: one lock serialised them); a shard past its share of
+  // kWalkCacheBytes is emptied.
+  struct WalkKey {
+    uint64_t a, b;  // lexer state << 32 | lo, hi << 8 | trie
+    bool operator==(const WalkKey& o) const { return a == o.a && b == o.b; }
+  };
+  struct WalkKeyHash {
+    size_t operator()(const WalkKey& k) const {
+      uint64_t h = (k.a ^ (k.b * 0x9E3779B97F4A7C15ull)) * 0xFF51AFD7ED558CCDull;
+      return size_t(h ^ (h >> 31));
+    }
+  };
+  static constexpr size_t kWalkShards = 32;
+  struct alignas(64) WalkShard {
+    mutable std::mutex mu;
+    std::unordered_map<WalkKey, std::shared_ptr<const Walk>, WalkKeyHash> walks;
+    size_t bytes = 0;
+  };
+  std::unique_ptr<WalkShard[]> shards_;
+  // slice level per lexer state: kSliceUnknown until checked (written once per state; two
+  // threads checking one state at once write the same level)
+  static constexpr int8_t kSliceUnknown = -2;
+  std::unique_ptr<std::atomic<int8_t>[]> slice_levels_;
+  mutable std::mutex mu_;  // guards inside_, inside_bytes_, pieces_
   // Slice checks: per (lexer state, UTF-8 position) the depth up to which every plain byte
   // string is known to stay alive (low 16 bits) and a depth at which one is known to die (high
   // 16 bits, 0: none known). Proven facts that only tighten, kept across checks; updated with
@@ -102,6 +125,11 @@ class Walker {
   std::unordered_map<StateId, std::shared_ptr<const std::vector<InsideGroup>>> inside_;
   size_t inside_bytes_ = 0;
   std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi, int trie_id);
+  // A walk of a whole trie: in pieces shared with the crew of this thread's fill_masks call
+  // when there is one and the trie is large (split.h), else compute().
+  std::shared_ptr<Walk> compute_root(StateId s, int trie_id);
+  std::shared_ptr<const std::vector<TriePiece>> pieces(int trie_id);  // split_trie, cached
+  std::shared_ptr<const std::vector<TriePiece>> pieces_[1 + kSliceLevels];  // under mu_
 };
 
 // One grammar on one vocabulary: masks per parse state.
