@@ -15,11 +15,12 @@ Part 2 (subprocess): the shared fair harness ``shared/reference/bench_peers.py``
 valid instance per schema token by token with every available engine (lexguide, llguidance,
 xgrammar, outlines-core, lm-format-enforcer; absent ones are reported as such), once per
 vocabulary, and we print its mask-time/compile-time summary with ratios to lexguide. The harness
-loads only GPT-2 byte-level GGUF vocabularies (SmolLM2 49k); for Gemma-3 (262k, SPM) the same
-method runs in process with lexguide and llguidance only.
+loads only GPT-2 byte-level GGUF vocabularies (SmolLM2 49k); for Llama-3 (128k, from
+``quicktok-v1``'s data files) and Gemma-3 (262k, SPM) the same method runs in process with
+lexguide and llguidance only.
 
     python bench/jsonschema.py --quick        # ~minutes: samples, SmolLM2 only
-    python bench/jsonschema.py                # full coverage, both vocabularies
+    python bench/jsonschema.py                # full coverage, all three vocabularies
 
 Writes ``bench/results/jsonschema.json``.
 """
@@ -224,12 +225,14 @@ def _first_pass(st: dict) -> float | None:
     return by_rep.get("0", by_rep.get(0))
 
 
-def masks_in_process(vocab_path: Path, limit: int, seed: int) -> dict:
+def masks_in_process(vocab_name: str, limit: int, seed: int) -> dict:
     """lexguide and llguidance side by side in this process, for vocabularies the shared
-    harness cannot load (it reads only GPT-2 byte-level GGUF vocabularies; Gemma is SPM).
+    harness cannot load (it reads only GPT-2 byte-level GGUF vocabularies: not Gemma-3's SPM
+    one, nor the Llama-3 128k vocabulary of ``quicktok-v1``, see ``bench/_vocab.py``).
 
     Same method as the harness: one valid instance per schema (its generator, checked with
-    ``jsonschema``), compact JSON, our tokenizer's encoding, forced token by token; masks timed.
+    ``jsonschema``), compact JSON, the vocabulary's own encoding, forced token by token; masks
+    timed.
     """
     import importlib.util as iu
 
@@ -237,28 +240,35 @@ def masks_in_process(vocab_path: Path, limit: int, seed: int) -> dict:
     import numpy as np
 
     import lexguide.jsonschema  # noqa: F401  (imported before timing, as llguidance is)
-    from lexguide.engine import Matcher, TokenizerInfo
+    from lexguide.engine import Matcher
     from lexguide.engine.grammar import Grammar
     from lexguide.errors import LexguideError
-    from lexguide.tokenizer import Tokenizer
+
+    # bench/_vocab.py by its path (this folder stays off the import path: see the top)
+    vspec = iu.spec_from_file_location("_vocab", Path(__file__).resolve().parent / "_vocab.py")
+    vmod = iu.module_from_spec(vspec)
+    sys.modules["_vocab"] = vmod  # its dataclasses look their module up
+    vspec.loader.exec_module(vmod)  # type: ignore[union-attr]
+    load_vocab, peer_token_bytes = vmod.load_vocab, vmod.peer_token_bytes
 
     spec = iu.spec_from_file_location("bench_peers", HARNESS)
     peers = iu.module_from_spec(spec)
     spec.loader.exec_module(peers)  # type: ignore[union-attr]
-    tok = Tokenizer.from_gguf(str(vocab_path))
-    token_bytes = tok.all_token_bytes()
-    n_vocab = len(token_bytes)
-    info = TokenizerInfo.from_tokenizer(tok)
-    eos = tok.eos_id
+    vocab = load_vocab(vocab_name)
+    token_bytes = vocab.token_bytes
+    n_vocab = vocab.n_vocab
+    info = vocab.tokenizer_info()
+    eos = vocab.eos_id
+    peer_bytes, peer_special = peer_token_bytes(vocab)
 
     class _Wrapped:  # what llguidance.TokenizerWrapper expects
         def __init__(self) -> None:
             self.eos_token_id, self.bos_token_id = eos, None
-            self.tokens = [b or b"<|special_%d|>" % i for i, b in enumerate(token_bytes)]
-            self.special_token_ids = sorted(tok.special_ids)
+            self.tokens = peer_bytes
+            self.special_token_ids = peer_special
 
         def __call__(self, s):
-            return tok.encode(s.decode() if isinstance(s, bytes) else s, add_special=False)
+            return vocab.encode(s.decode() if isinstance(s, bytes) else s)
 
     llg_tok = llg.LLTokenizer(llg.TokenizerWrapper(_Wrapped()), n_vocab=n_vocab, eos_token=eos)
     lines = []
@@ -276,7 +286,7 @@ def masks_in_process(vocab_path: Path, limit: int, seed: int) -> dict:
         if not ok:
             continue
         text = json.dumps(inst, separators=(",", ":"), ensure_ascii=False)
-        ids = tok.encode(text, add_special=False)
+        ids = vocab.encode(text)
         if b"".join(token_bytes[i] for i in ids) != text.encode() or len(ids) > 1500:
             continue
         try:
@@ -332,8 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-masks", action="store_true", help="coverage and compile time only")
     ap.add_argument("--no-coverage", action="store_true", help="mask benchmark only")
-    ap.add_argument("--vocabs", default=None, help="comma list of smollm2,gemma3 "
-                    "(default: smollm2 with --quick, both otherwise)")
+    ap.add_argument("--vocabs", default=None, help="comma list of smollm2,llama3,gemma3 "
+                    "(default: smollm2 with --quick, all three otherwise)")
     ap.add_argument("--limit", type=int, default=None, help="schemas forced per vocabulary")
     args = ap.parse_args(argv)
     from lexguide.model_files import ModelNotInstalled, gemma3_path, smollm2_path
@@ -347,22 +357,27 @@ def main(argv: list[str] | None = None) -> int:
         result["suite"] = suite(args.seed)
         print_suite(result["suite"])
     if not args.no_masks:
-        known = {"smollm2": ("smollm2-49k", smollm2_path), "gemma3": ("gemma3-262k", gemma3_path)}
+        known = {"smollm2": ("smollm2-49k", smollm2_path), "llama3": ("llama3-128k", None),
+                 "gemma3": ("gemma3-262k", gemma3_path)}
         names = args.vocabs.split(",") if args.vocabs else (
-            ["smollm2"] if args.quick else ["smollm2", "gemma3"])
+            ["smollm2"] if args.quick else ["smollm2", "llama3", "gemma3"])
         limit = args.limit or (8 if args.quick else 100)
         result["masks"] = {}
         for key in names:
             name, locate = known[key]
-            try:
-                path = Path(locate())
-            except ModelNotInstalled as e:
-                print(f"\n{name}: skipped ({e})")
-                continue
             OUT.parent.mkdir(parents=True, exist_ok=True)
-            if key == "gemma3":  # SPM vocabulary: the shared harness cannot load it
-                m = masks_in_process(path, limit, args.seed)
+            if locate is None or key == "gemma3":  # vocabularies the shared harness cannot load
+                try:
+                    m = masks_in_process(key, limit, args.seed)
+                except Exception as e:  # noqa: BLE001  (_vocab.VocabError: package missing)
+                    print(f"\n{name}: skipped ({e})")
+                    continue
             else:
+                try:
+                    path = Path(locate())
+                except ModelNotInstalled as e:
+                    print(f"\n{name}: skipped ({e})")
+                    continue
                 m = masks(path, limit, 1 if args.quick else 3, OUT.parent)
             if m is not None:
                 result["masks"][name] = m
