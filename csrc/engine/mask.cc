@@ -117,8 +117,8 @@ Walker::Survival Walker::survives(uint64_t key, uint32_t depth, SliceCheck& chec
   }
   auto [seen, fresh] = check.entered.emplace(key, depth);
   if (!fresh) {
-    if (seen->second >= depth) return Survival::Yes;
-    seen->second = depth;
+    if (*seen >= depth) return Survival::Yes;
+    *seen = depth;
   }
   if (check.budget == 0) return Survival::OverBudget;
   check.budget--;
@@ -158,13 +158,13 @@ Walker::Survival Walker::survives_all(StateId s, uint32_t depth, uint32_t& budge
   Survival r = survives(uint64_t(s) << 3, depth, check);
   budget = check.budget;
   if (r != Survival::Yes) return r;
-  for (auto [key, d] : check.entered) {  // proven: publish the safe depths
+  check.entered.for_each([&](uint64_t key, uint32_t d) {  // proven: publish the safe depths
     std::atomic<uint32_t>& bound = bounds_at(size_t(key));
     uint32_t v = bound.load(std::memory_order_relaxed);
     while (safe_of(v) < d &&
            !bound.compare_exchange_weak(v, (v & 0xFFFF0000u) | d, std::memory_order_relaxed)) {
     }
-  }
+  });
   return r;
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/completion.h"
+#include "engine/flat_map.h"
 #include "engine/lexparser.h"
 #include "engine/split.h"
 #include "engine/trie.h"
@@ -115,7 +116,7 @@ class Walker {
   static uint32_t fails_of(uint32_t v) { return v >> 16; }
   enum class Survival { Yes, No, OverBudget };
   struct SliceCheck {  // one check's pairs entered (key -> depth), successor stack, budget
-    std::unordered_map<uint64_t, uint32_t> entered;
+    FlatMap64 entered;
     std::vector<uint64_t> next;
     uint32_t budget = 0;
   };

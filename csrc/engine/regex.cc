@@ -70,7 +70,7 @@ size_t RegexStore::memory_bytes() const {
   size_t b = nodes_.capacity() * sizeof(Node) + args_.capacity() * sizeof(uint32_t);
   b += (cons_slots_.capacity() + part_slots_.capacity()) * sizeof(uint32_t);
   b += parts_.size() * (sizeof(Partition) + 16);  // a partition's tables and ~16 representatives
-  b += map_bytes(refine_memo_.size(), 12) + map_bytes(dmemo_.size(), 12) + map_bytes(nonempty_memo_.size(), 8);
+  b += refine_memo_.memory_bytes() + dmemo_.memory_bytes() + map_bytes(nonempty_memo_.size(), 8);
   for (auto& [x, rows] : alt_index_) {
     b += map_bytes(1, sizeof(rows));
     for (auto& r : rows) b += sizeof(r) + r.capacity() * sizeof(NodeId);
@@ -147,8 +147,7 @@ uint32_t RegexStore::refine(uint32_t p, uint32_t q) {
   if (p == trivial_part_) return q;
   if (p > q) std::swap(p, q);
   uint64_t key = (uint64_t(p) << 32) | q;
-  auto it = refine_memo_.find(key);
-  if (it != refine_memo_.end()) return it->second;
+  if (const uint32_t* hit = refine_memo_.find(key)) return *hit;
   uint16_t pairs[256];
   for (int b = 0; b < 256; b++) pairs[b] = uint16_t(parts_[p].label[b] << 8 | parts_[q].label[b]);
   uint32_t r = intern_partition(labels_by_first_use(pairs));
@@ -250,7 +249,8 @@ NodeId RegexStore::concat(const std::vector<NodeId>& xs) {
 }
 
 NodeId RegexStore::alt(const std::vector<NodeId>& xs) {
-  std::vector<NodeId> kids;
+  Scratch scratch(*this);
+  std::vector<NodeId>& kids = scratch.v;
   ByteSet mask;
   bool has_mask = false;
   auto add = [&](NodeId c) {
@@ -288,7 +288,8 @@ NodeId RegexStore::alt(const std::vector<NodeId>& xs) {
 }
 
 NodeId RegexStore::intersect(const std::vector<NodeId>& xs) {
-  std::vector<NodeId> kids;
+  Scratch scratch(*this);
+  std::vector<NodeId>& kids = scratch.v;
   ByteSet mask = ByteSet::full();
   bool has_mask = false;
   auto add = [&](NodeId c) {
@@ -368,8 +369,7 @@ NodeId RegexStore::repeat(NodeId x, uint32_t lo, uint32_t hi) {
 
 NodeId RegexStore::derivative(NodeId x, unsigned b) {
   uint64_t key = (uint64_t(x) << 8) | parts_[nodes_[x].part].rep[b];
-  auto it = dmemo_.find(key);
-  if (it != dmemo_.end()) return it->second;
+  if (const uint32_t* hit = dmemo_.find(key)) return *hit;
   NodeId r = derive(x, b);
   dmemo_.emplace(key, r);
   return r;
@@ -381,7 +381,8 @@ NodeId RegexStore::derive(NodeId x, unsigned b) {
   switch (k) {
     case K_BYTES: return bytes_of(x).has(b) ? EPSILON : NOTHING;
     case K_CONCAT: {
-      std::vector<NodeId> parts;
+      Scratch scratch(*this);
+      std::vector<NodeId>& parts = scratch.v;
       while (true) {
         NodeId h = args(x)[0], t = args(x)[1];
         parts.push_back(concat2(derivative(h, b), t));
@@ -396,8 +397,10 @@ NodeId RegexStore::derive(NodeId x, unsigned b) {
     }
     case K_ALT: {
       uint32_t n = nodes_[x].n;
-      std::vector<NodeId> kids(args(x), args(x) + n);
-      std::vector<NodeId> ds;
+      Scratch kid_scratch(*this), d_scratch(*this);  // kids copied: derivatives add nodes
+      std::vector<NodeId>& kids = kid_scratch.v;
+      kids.assign(args(x), args(x) + n);
+      std::vector<NodeId>& ds = d_scratch.v;
       if (n >= 16) {  // e.g. an enum of 10k strings: visit only the children that may start with b
         auto it = alt_index_.find(x);
         if (it == alt_index_.end()) {
@@ -414,8 +417,10 @@ NodeId RegexStore::derive(NodeId x, unsigned b) {
       return alt(ds);
     }
     case K_AND: {
-      std::vector<NodeId> kids(args(x), args(x) + nodes_[x].n);
-      std::vector<NodeId> ds;
+      Scratch kid_scratch(*this), d_scratch(*this);
+      std::vector<NodeId>& kids = kid_scratch.v;
+      kids.assign(args(x), args(x) + nodes_[x].n);
+      std::vector<NodeId>& ds = d_scratch.v;
       for (NodeId c : kids) ds.push_back(derivative(c, b));
       return intersect(ds);
     }

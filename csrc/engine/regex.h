@@ -20,6 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/flat_map.h"
+
 namespace lexguide {
 
 using NodeId = uint32_t;
@@ -104,11 +106,34 @@ class RegexStore {
   std::vector<uint32_t> cons_slots_;
   std::vector<Partition> parts_;
   std::vector<uint32_t> part_slots_;
-  std::unordered_map<uint64_t, uint32_t> refine_memo_;
-  std::unordered_map<uint64_t, NodeId> dmemo_;
+  FlatMap64 refine_memo_;
+  FlatMap64 dmemo_;  // (node << 8 | byte class) -> derivative
   std::unordered_map<NodeId, std::vector<std::vector<NodeId>>> alt_index_;
   std::unordered_map<NodeId, bool> nonempty_memo_;
   uint32_t trivial_part_ = 0;
+  // Scratch vectors for derive/alt/intersect (recursive, so one per open call), reused so
+  // that building a lexer state does not allocate per derivative (malloc and free were ~25%
+  // of the instructions of a mask that builds hundreds of key-name states).
+  std::vector<std::vector<NodeId>> spare_;
+  class Scratch {
+   public:
+    explicit Scratch(RegexStore& rs) : rs_(rs) {
+      if (!rs_.spare_.empty()) {
+        v.swap(rs_.spare_.back());
+        rs_.spare_.pop_back();
+      }
+      v.clear();
+    }
+    ~Scratch() {
+      if (v.capacity() <= 4096) rs_.spare_.push_back(std::move(v));
+    }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    std::vector<NodeId> v;
+
+   private:
+    RegexStore& rs_;
+  };
 
   const uint32_t* args(NodeId x) const { return args_.data() + nodes_[x].off; }
   size_t find_node(uint8_t kind, const uint32_t* a, uint32_t n, uint64_t h) const;  // its slot
