@@ -500,6 +500,9 @@ void bind_engine(nb::module_& m) {
              return std::make_pair(ids, ends);
            })
       .def_prop_rw(
+          "pool_walks", [](MaskEngineHandle& h) { return h.engine->walker().pool_walks.load(); },
+          [](MaskEngineHandle& h, bool on) { h.engine->walker().pool_walks.store(on); })
+      .def_prop_rw(
           "direct_walk_nodes", [](MaskEngineHandle& h) { return h.engine->direct_walk_nodes; },
           [](MaskEngineHandle& h, uint32_t n) { h.engine->direct_walk_nodes = n; })
       .def_prop_ro("stats", [](MaskEngineHandle& h) {
@@ -521,6 +524,7 @@ void bind_engine(nb::module_& m) {
         return d;
       });
 
+  m.def("engine_threads", [] { return engine_pool().size(); });
   m.def(
       "fill_masks",
       [](const std::vector<std::pair<MaskEngineHandle*, State>>& items, OutRows out, uint32_t n_threads) {
@@ -573,6 +577,7 @@ void bind_engine(nb::module_& m) {
           if (k > 1) crew.help_until_done();
         };
         if (k > 1) {
+          std::lock_guard<std::mutex> busy(engine_pool_busy());
           engine_pool().run(k, int(k), [&](int64_t) { work(); });
         } else {
           work();

@@ -255,13 +255,22 @@ std::shared_ptr<const std::vector<TriePiece>> Walker::pieces(int trie_id) {
 
 std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
   const TokenTrie& trie = vocab_->trie(trie_id);
+  if (trie.n_nodes() < kSplitWalkNodes) return compute(s0, 1, trie.n_nodes(), trie_id);
+  // in a fill_masks call: its crew; else the engine's pool when it has threads and is free
   Crew* crew = Crew::current();
-  if (!crew || crew->size() < 2 || trie.n_nodes() < kSplitWalkNodes) return compute(s0, 1, trie.n_nodes(), trie_id);
+  std::unique_lock<std::mutex> busy;
+  if (!crew || crew->size() < 2) {
+    crew = nullptr;
+    if (!pool_walks.load(std::memory_order_relaxed)) return compute(s0, 1, trie.n_nodes(), trie_id);
+    // busy first: while a job runs, asking the pool anything would wait for the job
+    busy = std::unique_lock<std::mutex>(engine_pool_busy(), std::try_to_lock);
+    if (!busy.owns_lock() || engine_pool().size() < 2) return compute(s0, 1, trie.n_nodes(), trie_id);
+  }
   std::shared_ptr<const std::vector<TriePiece>> plan = pieces(trie_id);
   std::vector<std::shared_ptr<Walk>> parts(plan->size());
   LexerDFA& lx = *lexer_;
   split_walks.fetch_add(1, std::memory_order_relaxed);
-  crew->share(plan->size(), [&](size_t i) {
+  auto piece_walk = [&](size_t i) {
     const TriePiece& piece = (*plan)[i];
     StateId s = s0;
     for (uint8_t b : piece.path) {  // the serial walk skips the subtree where this dies
@@ -269,7 +278,12 @@ std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
       if (s == DEAD || lx.accepts_lazy(s)) return;
     }
     parts[i] = compute(s, piece.lo, piece.hi, trie_id);
-  });
+  };
+  if (crew) {
+    crew->share(plan->size(), piece_walk);
+  } else {
+    engine_pool().run(int64_t(plan->size()), 0, [&](int64_t i) { piece_walk(size_t(i)); });
+  }
   // concatenated in order: the serial walk's ids and boundaries (its bitmask once the ids
   // outnumber the mask's words)
   auto w = std::make_shared<Walk>();

@@ -2,6 +2,7 @@
 #include "engine/split.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 namespace lexguide {
@@ -65,8 +66,17 @@ inline void backoff(int& polls) {
 }  // namespace
 
 kernels::ThreadPool& engine_pool() {
-  static kernels::ThreadPool pool(kernels::default_threads());
+  static kernels::ThreadPool pool([] {
+    const char* env = std::getenv("LEXGUIDE_ENGINE_THREADS");
+    int n = env ? std::atoi(env) : 0;
+    return n >= 1 && n <= kernels::kMaxThreads ? n : kernels::default_threads();
+  }());
   return pool;
+}
+
+std::mutex& engine_pool_busy() {
+  static std::mutex mu;
+  return mu;
 }
 
 Crew::Crew(unsigned n_threads, size_t n_tasks) : n_threads_(std::max(1u, n_threads)), pending_(n_tasks) {}

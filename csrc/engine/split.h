@@ -20,9 +20,12 @@
 // Waits poll (then yield) rather than sleep: a call lasts milliseconds, and waking a
 // sleeping thread costs tens of microseconds, as much as a piece.
 //
-// engine_pool(): the engine's persistent threads (one per core), which fill_masks' crews run
-// on; apart from the kernels' pool, so that masks and a forward pass never wait for each
-// other (a second fill_masks call from another thread waits for the first).
+// engine_pool(): the engine's persistent threads (one per core, or $LEXGUIDE_ENGINE_THREADS),
+// which fill_masks' crews run on; apart from the kernels' pool, so that masks and a forward
+// pass never wait for each other. Whoever runs a job on it holds engine_pool_busy(): a
+// fill_masks call waits for it; a single mask's large root walk (no crew) takes it only if it
+// is free, and otherwise walks alone (it may hold a grammar's lock that a running fill_masks
+// job needs).
 #pragma once
 
 #include <atomic>
@@ -39,6 +42,7 @@
 namespace lexguide {
 
 kernels::ThreadPool& engine_pool();
+std::mutex& engine_pool_busy();
 
 struct TriePiece {
   uint32_t lo, hi;            // nodes [lo, hi), all at depth >= depth(lo)
