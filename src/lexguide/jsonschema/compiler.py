@@ -87,49 +87,58 @@ class _Layout:
     def __init__(self, comp: SchemaCompiler, depth: int) -> None:
         o = comp.layout
         self.depth = depth
+        key = (o, depth)
+        nodes = _LAYOUT_CACHE.get(key)
+        if nodes is None:
+            nodes = _LAYOUT_CACHE[key] = _layout_nodes(o, depth)
         lex = comp.lex
-        if o.indent is not None and depth < o.max_indent_depth:
-            inner = ("\n" + o.indent * (depth + 1)).encode()
-            outer = ("\n" + o.indent * depth).encode()
-            self.obj_open = lex(rx.literal(b"{" + inner), "{")
-            self.obj_close = lex(rx.literal(outer + b"}"), "}")
-            self.arr_open = lex(rx.literal(b"[" + inner), "[")
-            self.arr_close = lex(rx.literal(outer + b"]"), "]")
-            self.obj_empty: tuple[int, ...] = (lex(rx.literal(b"{}"), "{}"),)
-            self.arr_empty: tuple[int, ...] = (lex(rx.literal(b"[]"), "[]"),)
-            self.sep = lex(rx.concat(o.item_separator, rx.literal(inner)), ",")
-            self.colon = lex(o.key_separator, ":")
-            self.next_depth = depth + 1
-        elif o.explicit_ws is not None:
-            ws = rx.opt(o.explicit_ws)
-
-            def punct(text: bytes, before: bool, after: bool) -> int:
-                parts = [ws] if before else []
-                parts.append(rx.literal(text))
-                return lex(rx.concat(*parts, *([ws] if after else [])), text.decode())
-
-            self.obj_open, self.obj_close = punct(b"{", False, True), punct(b"}", True, False)
-            self.arr_open, self.arr_close = punct(b"[", False, True), punct(b"]", True, False)
-            self.obj_empty = (lex(rx.concat(rx.literal(b"{"), ws, rx.literal(b"}")), "{}"),)
-            self.arr_empty = (lex(rx.concat(rx.literal(b"["), ws, rx.literal(b"]")), "[]"),)
-            self.sep = lex(rx.concat(ws, o.item_separator, ws), ",")
-            self.colon = lex(rx.concat(ws, o.key_separator, ws), ":")
-            self.next_depth = depth
-        else:
-            self.obj_open = lex(rx.literal(b"{"), "{")
-            self.obj_close = lex(rx.literal(b"}"), "}")
-            self.arr_open = lex(rx.literal(b"["), "[")
-            self.arr_close = lex(rx.literal(b"]"), "]")
-            self.obj_empty = (self.obj_open, self.obj_close)
-            self.arr_empty = (self.arr_open, self.arr_close)
-            self.sep = lex(o.item_separator, ",")
-            self.colon = lex(o.key_separator, ":")
-            self.next_depth = depth if o.indent is None else o.max_indent_depth
+        (obj_open, obj_close, arr_open, arr_close, obj_empty, arr_empty, sep, colon,
+         self.next_depth) = nodes
+        self.obj_open, self.obj_close = lex(obj_open, "{"), lex(obj_close, "}")
+        self.arr_open, self.arr_close = lex(arr_open, "["), lex(arr_close, "]")
+        # with the compact layout an empty object is its two brackets, else one lexeme
+        self.obj_empty: tuple[int, ...] = (
+            (self.obj_open, self.obj_close) if obj_empty is None else (lex(obj_empty, "{}"),))
+        self.arr_empty: tuple[int, ...] = (
+            (self.arr_open, self.arr_close) if arr_empty is None else (lex(arr_empty, "[]"),))
+        self.sep = lex(sep, ",")
+        self.colon = lex(colon, ":")
         self.comp = comp
 
     @property
     def child(self) -> _Layout:
         return self.comp.layout_at(self.next_depth)
+
+
+# (LayoutOptions, depth) -> the regexes of _Layout; regex node ids, so emptied with the store
+_LAYOUT_CACHE: dict[tuple, tuple] = {}
+rx.on_rotate(_LAYOUT_CACHE.clear)
+
+
+def _layout_nodes(o: LayoutOptions, depth: int) -> tuple:
+    """The punctuation regexes of nesting depth ``depth`` under ``o``: ``(obj_open, obj_close,
+    arr_open, arr_close, obj_empty, arr_empty, sep, colon, next_depth)``; ``obj_empty`` /
+    ``arr_empty`` are None when an empty object/array is its two bracket lexemes."""
+    if o.indent is not None and depth < o.max_indent_depth:
+        inner = ("\n" + o.indent * (depth + 1)).encode()
+        outer = ("\n" + o.indent * depth).encode()
+        return (rx.literal(b"{" + inner), rx.literal(outer + b"}"), rx.literal(b"[" + inner),
+                rx.literal(outer + b"]"), rx.literal(b"{}"), rx.literal(b"[]"),
+                rx.concat(o.item_separator, rx.literal(inner)), o.key_separator, depth + 1)
+    if o.explicit_ws is not None:
+        ws = rx.opt(o.explicit_ws)
+
+        def punct(text: bytes, before: bool, after: bool) -> int:
+            parts = [ws] if before else []
+            parts.append(rx.literal(text))
+            return rx.concat(*parts, *([ws] if after else []))
+
+        return (punct(b"{", False, True), punct(b"}", True, False), punct(b"[", False, True),
+                punct(b"]", True, False), rx.concat(rx.literal(b"{"), ws, rx.literal(b"}")),
+                rx.concat(rx.literal(b"["), ws, rx.literal(b"]")),
+                rx.concat(ws, o.item_separator, ws), rx.concat(ws, o.key_separator, ws), depth)
+    return (rx.literal(b"{"), rx.literal(b"}"), rx.literal(b"["), rx.literal(b"]"), None, None,
+            o.item_separator, o.key_separator, depth if o.indent is None else o.max_indent_depth)
 
 
 class SchemaCompiler:
