@@ -17,8 +17,8 @@ References become one nonterminal per target, so recursion needs no inlining.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
+from json.encoder import encode_basestring
 from functools import lru_cache
 
 from lexguide.errors import LimitExceeded, SchemaError
@@ -474,7 +474,7 @@ class SchemaCompiler:
         required = set(s.required)
         entries: list[tuple[int, bool]] = []
         for name, sch in props:
-            quoted = json.dumps(name, ensure_ascii=False)
+            quoted = encode_basestring(name)  # as json.dumps(name, ensure_ascii=False)
             body = quoted[1:-1].encode()
             if name in listed:
                 for p, ps in s.pattern_properties:
