@@ -552,15 +552,17 @@ class SchemaCompiler:
         b = self.b
         child = lay.child
         esc = self.layout.escapes
+        # key regions are regexes over whole quoted keys: the declared names' key lexemes are
+        # then the excluded spellings, so no second chain per name is made (nor exported)
         base = _undeclared_keys(tuple(sorted(declared)), esc)
         if names_rx is not None:
-            base = rx.intersect(base, names_rx)
+            base = rx.intersect(base, _quoted(names_rx))
         pats = s.pattern_properties
         if len(pats) > MAX_PATTERN_PROPERTIES:
             raise SchemaError(f"more than {MAX_PATTERN_PROPERTIES} patternProperties in one "
                               "object are not supported", pointer=s.pointer,
                               keyword="patternProperties")
-        prx = [pattern_rx(p, esc) for p, _ in pats]
+        prx = [_quoted(pattern_rx(p, esc)) for p, _ in pats]
         out = []
         for mask in range(1, 1 << len(pats)):
             inside = [i for i in range(len(pats)) if mask >> i & 1]
@@ -573,13 +575,13 @@ class SchemaCompiler:
                 rx.complement(prx[i]) for i in range(len(pats)) if i not in inside))
             value = self.compile(sch, child)
             if value != self.dead:
-                key = self.lex(rx.concat(QUOTE, region, QUOTE), "pattern_key")
+                key = self.lex(region, "pattern_key")
                 out.append(b.seq([key, lay.colon, value], "pattern_member"))
         if not isinstance(s.additional, Unsat):
             value = self.compile(s.additional, child)
             if value != self.dead:
                 region = rx.intersect(base, *(rx.complement(p) for p in prx)) if prx else base
-                key = self.lex(rx.concat(QUOTE, region, QUOTE), "additional_key")
+                key = self.lex(region, "additional_key")
                 out.append(b.seq([key, lay.colon, value], "additional_member"))
         return out
 
@@ -600,11 +602,18 @@ class SchemaCompiler:
 
 @lru_cache(maxsize=4096)
 def _undeclared_keys(declared: tuple[str, ...], esc: Escapes) -> int:
-    """Key bodies that spell none of the declared names (in any escaped form)."""
+    """Quoted keys (quotes included) that spell none of the declared names in any escaped
+    form: the same language as ``"`` (bodies minus the names' spellings) ``"``, built from
+    the names' key lexemes (:func:`_quoted_literal`)."""
     if not declared:
-        return any_body(esc)
-    spellings = rx.alt(*(json_literal_body(name, esc) for name in declared))
-    return rx.intersect(any_body(esc), rx.complement(spellings))
+        return _quoted(any_body(esc))
+    spellings = rx.alt(*(_quoted_literal(name, esc) for name in declared))
+    return rx.intersect(_quoted(any_body(esc)), rx.complement(spellings))
+
+
+def _quoted(body: int) -> int:
+    """``"`` body ``"``."""
+    return rx.concat(QUOTE, body, QUOTE)
 
 
 @lru_cache(maxsize=16)
