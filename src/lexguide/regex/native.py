@@ -79,9 +79,21 @@ def _export(gen: _core.Generation, roots: list[int]) -> list[int]:
         add, extend = flat.append, flat.extend
         pos: dict[int, int] = {}
         order = sorted(new)
+        concat = rx.K_CONCAT
         for x in order:
             k = kind[x]
             a = args[x]
+            if k == concat:  # the commonest record (literals are chains of them)
+                h, t = a
+                if h not in pos:
+                    pos[h] = len(pos)
+                    extend((_REF, 1, known[h]))
+                if t not in pos:
+                    pos[t] = len(pos)
+                    extend((_REF, 1, known[t]))
+                pos[x] = len(pos)
+                extend((k, 2, pos[h], pos[t]))
+                continue
             if k == rx.K_BYTES:
                 pos[x] = len(pos)
                 extend((k, 8, *_WORDS.unpack(a[0].to_bytes(32, "little"))))
