@@ -257,7 +257,12 @@ class GrammarBuilder:
         neither changes what the lexeme matches. ``capture``/``stop_capture`` name its value
         and its tail.
         """
-        key = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture, stop_capture)
+        if lazy or max_tokens is not None or stop is not None or suffix is not None \
+                or capture is not None or stop_capture is not None:
+            key: tuple = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture,
+                          stop_capture)
+        else:  # a plain lexeme (almost all of them): a shorter key, never equal to a long one
+            key = (rx, lexeme_class)
         idx = self._lexeme_ids.get(key)
         if idx is None:
             idx = len(self._lexemes)
