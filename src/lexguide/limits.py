@@ -88,7 +88,29 @@ def json_text_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
 
 def json_value_too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> list[str | int] | None:
     """Path (keys and indices) to the first list/dict nested deeper than ``limit`` in a parsed
-    JSON value, or None. Iterative, so any depth is safe; cost linear in the value."""
+    JSON value, or None. Iterative, so any depth is safe; cost linear in the value (paths are
+    only built once a value is found too deep)."""
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    pop, push = todo.pop, todo.append
+    while todo:
+        node, depth = pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth + 1 > limit:
+            return _path_too_deep(value, limit)
+        depth += 1
+        for v in children:
+            if isinstance(v, (dict, list)):
+                push((v, depth))
+    return None
+
+
+def _path_too_deep(value: Any, limit: int) -> list[str | int] | None:
+    """:func:`json_value_too_deep`, carrying every node's path (its slow path)."""
     todo: list[tuple[Any, int, tuple]] = [(value, 0, ())]
     while todo:
         node, depth, path = todo.pop()

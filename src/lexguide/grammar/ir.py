@@ -21,8 +21,7 @@ from typing import NamedTuple
 
 from lexguide.errors import GrammarError, line_col
 from lexguide.regex import nodes as rx
-from lexguide.regex.native import core_nodes
-from lexguide.regex.native import is_empty as regex_is_empty
+from lexguide.regex.native import empty_among
 
 __all__ = [
     "CompileNote",
@@ -141,6 +140,10 @@ class Rule(NamedTuple):
     rhs: tuple[int, ...]
 
 
+# ``_new_rule(Rule, (lhs, rhs))`` builds a Rule without the Python-level ``Rule.__new__``
+_new_rule = tuple.__new__
+
+
 @dataclass(frozen=True, slots=True)
 class GrammarOptions:
     """Grammar-wide switches (the ``%llguidance {...}`` options)."""
@@ -254,7 +257,12 @@ class GrammarBuilder:
         neither changes what the lexeme matches. ``capture``/``stop_capture`` name its value
         and its tail.
         """
-        key = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture, stop_capture)
+        if lazy or max_tokens is not None or stop is not None or suffix is not None \
+                or capture is not None or stop_capture is not None:
+            key: tuple = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture,
+                          stop_capture)
+        else:  # a plain lexeme (almost all of them): a shorter key, never equal to a long one
+            key = (rx, lexeme_class)
         idx = self._lexeme_ids.get(key)
         if idx is None:
             idx = len(self._lexemes)
@@ -292,9 +300,9 @@ class GrammarBuilder:
 
     def rule(self, lhs: int, rhs: Sequence[int]) -> None:
         """Add ``lhs -> rhs`` (duplicates are ignored)."""
-        if is_lexeme(lhs):
+        if lhs < 0:  # a lexeme
             raise ValueError("the left-hand side of a rule must be a nonterminal")
-        r = Rule(lhs, tuple(rhs))
+        r = _new_rule(Rule, (lhs, tuple(rhs)))
         if r not in self._rule_set:
             self._rule_set.add(r)
             self._rules.append(r)
@@ -304,23 +312,23 @@ class GrammarBuilder:
         if len(syms) == 1:
             return syms[0]
         key = ("seq", tuple(syms))
-        if key not in self._helpers:
-            nt = self.nonterminal(name)
-            self.rule(nt, syms)
-            self._helpers[key] = nt
-        return self._helpers[key]
+        nt = self._helpers.get(key)
+        if nt is None:
+            nt = self._helpers[key] = self.nonterminal(name)
+            self.rule(nt, key[1])
+        return nt
 
     def alt(self, alternatives: Iterable[Sequence[int]], name: str = "alt") -> int:
-        alts = tuple(tuple(a) for a in alternatives)
+        alts = tuple(map(tuple, alternatives))
         if len(alts) == 1 and len(alts[0]) == 1:
             return alts[0][0]
         key = ("alt", alts)
-        if key not in self._helpers:
-            nt = self.nonterminal(name)
+        nt = self._helpers.get(key)
+        if nt is None:
+            nt = self._helpers[key] = self.nonterminal(name)
             for a in alts:
                 self.rule(nt, a)
-            self._helpers[key] = nt
-        return self._helpers[key]
+        return nt
 
     def empty(self) -> int:
         """A nonterminal deriving only the empty string."""
@@ -440,10 +448,12 @@ class GrammarBuilder:
         top = self.nonterminal("<start>")
         self.rule(top, (start,))
         has_rule = {r.lhs for r in self._rules}
+        # a nonterminal reachable from top without a rule is an error; most grammars have
+        # none without a rule at all, and then there is nothing to search
         seen = {top}
-        todo = [top]
+        todo = [] if has_rule.issuperset(range(len(self._names))) else [top]
         by_lhs: dict[int, list[Rule]] = {}
-        for r in self._rules:
+        for r in self._rules if todo else ():
             by_lhs.setdefault(r.lhs, []).append(r)
         while todo:
             nt = todo.pop()
@@ -477,18 +487,20 @@ class GrammarBuilder:
         lexemes = self._lexemes
         boolean = [i for i, lx in enumerate(lexemes)
                    if lx.token_set is None and lx.rx != rx.NOTHING and rx.has_boolean(lx.rx)]
-        core_nodes([lexemes[i].rx for i in boolean])  # one export for every emptiness question
         productive: set[int] = {
             lexeme_sym(i)
             for i, lx in enumerate(lexemes)
             if lx.token_set is not None or lx.rx != rx.NOTHING
         }
-        productive.difference_update(lexeme_sym(i) for i in boolean if regex_is_empty(lexemes[i].rx))
+        if boolean:  # one export and one core call for every emptiness question
+            empty = empty_among([lexemes[i].rx for i in boolean])
+            productive.difference_update(lexeme_sym(i) for i, e in zip(boolean, empty) if e)
         rules = self._rules
-        # missing[i]: the occurrences in rule i's right side of symbols not known productive
+        # missing[i]: the occurrences in rule i's right side of symbols not known productive.
+        # Rules are visited in order and a completed rule's left side is propagated at once,
+        # so a grammar built bottom-up (children's rules first) needs almost no waiting.
         missing: list[int] = []
         waiting: dict[int, list[int]] = {}
-        todo: list[int] = []
         for i, r in enumerate(rules):
             n = 0
             for x in r.rhs:
@@ -500,17 +512,17 @@ class GrammarBuilder:
                     elif w[-1] != i:
                         w.append(i)
             missing.append(n)
-            if n == 0:
-                todo.append(i)
-        while todo:
-            lhs = rules[todo.pop()].lhs
-            if lhs in productive:
-                continue
-            productive.add(lhs)
-            for i in waiting.get(lhs, ()):
-                missing[i] -= rules[i].rhs.count(lhs)
-                if missing[i] == 0:
-                    todo.append(i)
+            if n == 0 and r.lhs not in productive:
+                todo = [r.lhs]
+                while todo:
+                    lhs = todo.pop()
+                    if lhs in productive:
+                        continue
+                    productive.add(lhs)
+                    for j in waiting.pop(lhs, ()):
+                        missing[j] -= rules[j].rhs.count(lhs)
+                        if missing[j] == 0:
+                            todo.append(rules[j].lhs)
         if top not in productive:
             return (Rule(top, (start,)),)
         return tuple(r for i, r in enumerate(rules) if missing[i] == 0 and r.lhs in productive)

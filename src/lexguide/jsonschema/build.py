@@ -10,7 +10,6 @@ keywords form one typed node placed where the first of them stands; ``$ref``, ``
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urldefrag
@@ -36,6 +35,7 @@ from lexguide.jsonschema.schema import (
     StringSchema,
     Unsat,
     any_of,
+    json_body,
 )
 from lexguide.jsonschema.unevaluated import Unevaluated
 from lexguide.limits import Nesting
@@ -161,7 +161,7 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
             return False
         if not (s.patterns or s.formats or s.rx_filters):
             return True
-        body = json.dumps(value, ensure_ascii=False)[1:-1].encode()
+        body = json_body(value)
         return all(rx.matches(pattern_rx(p), body) for p in s.patterns) and all(
             rx.matches(format_rx(f), body) for f in s.formats) and all(
             rx.matches(filter_rx(kind, x), body) == want for want, kind, x in s.rx_filters)

@@ -17,8 +17,8 @@ References become one nonterminal per target, so recursion needs no inlining.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
+from json.encoder import encode_basestring
 from functools import lru_cache
 
 from lexguide.errors import LimitExceeded, SchemaError
@@ -87,49 +87,58 @@ class _Layout:
     def __init__(self, comp: SchemaCompiler, depth: int) -> None:
         o = comp.layout
         self.depth = depth
+        key = (o, depth)
+        nodes = _LAYOUT_CACHE.get(key)
+        if nodes is None:
+            nodes = _LAYOUT_CACHE[key] = _layout_nodes(o, depth)
         lex = comp.lex
-        if o.indent is not None and depth < o.max_indent_depth:
-            inner = ("\n" + o.indent * (depth + 1)).encode()
-            outer = ("\n" + o.indent * depth).encode()
-            self.obj_open = lex(rx.literal(b"{" + inner), "{")
-            self.obj_close = lex(rx.literal(outer + b"}"), "}")
-            self.arr_open = lex(rx.literal(b"[" + inner), "[")
-            self.arr_close = lex(rx.literal(outer + b"]"), "]")
-            self.obj_empty: tuple[int, ...] = (lex(rx.literal(b"{}"), "{}"),)
-            self.arr_empty: tuple[int, ...] = (lex(rx.literal(b"[]"), "[]"),)
-            self.sep = lex(rx.concat(o.item_separator, rx.literal(inner)), ",")
-            self.colon = lex(o.key_separator, ":")
-            self.next_depth = depth + 1
-        elif o.explicit_ws is not None:
-            ws = rx.opt(o.explicit_ws)
-
-            def punct(text: bytes, before: bool, after: bool) -> int:
-                parts = [ws] if before else []
-                parts.append(rx.literal(text))
-                return lex(rx.concat(*parts, *([ws] if after else [])), text.decode())
-
-            self.obj_open, self.obj_close = punct(b"{", False, True), punct(b"}", True, False)
-            self.arr_open, self.arr_close = punct(b"[", False, True), punct(b"]", True, False)
-            self.obj_empty = (lex(rx.concat(rx.literal(b"{"), ws, rx.literal(b"}")), "{}"),)
-            self.arr_empty = (lex(rx.concat(rx.literal(b"["), ws, rx.literal(b"]")), "[]"),)
-            self.sep = lex(rx.concat(ws, o.item_separator, ws), ",")
-            self.colon = lex(rx.concat(ws, o.key_separator, ws), ":")
-            self.next_depth = depth
-        else:
-            self.obj_open = lex(rx.literal(b"{"), "{")
-            self.obj_close = lex(rx.literal(b"}"), "}")
-            self.arr_open = lex(rx.literal(b"["), "[")
-            self.arr_close = lex(rx.literal(b"]"), "]")
-            self.obj_empty = (self.obj_open, self.obj_close)
-            self.arr_empty = (self.arr_open, self.arr_close)
-            self.sep = lex(o.item_separator, ",")
-            self.colon = lex(o.key_separator, ":")
-            self.next_depth = depth if o.indent is None else o.max_indent_depth
+        (obj_open, obj_close, arr_open, arr_close, obj_empty, arr_empty, sep, colon,
+         self.next_depth) = nodes
+        self.obj_open, self.obj_close = lex(obj_open, "{"), lex(obj_close, "}")
+        self.arr_open, self.arr_close = lex(arr_open, "["), lex(arr_close, "]")
+        # with the compact layout an empty object is its two brackets, else one lexeme
+        self.obj_empty: tuple[int, ...] = (
+            (self.obj_open, self.obj_close) if obj_empty is None else (lex(obj_empty, "{}"),))
+        self.arr_empty: tuple[int, ...] = (
+            (self.arr_open, self.arr_close) if arr_empty is None else (lex(arr_empty, "[]"),))
+        self.sep = lex(sep, ",")
+        self.colon = lex(colon, ":")
         self.comp = comp
 
     @property
     def child(self) -> _Layout:
         return self.comp.layout_at(self.next_depth)
+
+
+# (LayoutOptions, depth) -> the regexes of _Layout; regex node ids, so emptied with the store
+_LAYOUT_CACHE: dict[tuple, tuple] = {}
+rx.on_rotate(_LAYOUT_CACHE.clear)
+
+
+def _layout_nodes(o: LayoutOptions, depth: int) -> tuple:
+    """The punctuation regexes of nesting depth ``depth`` under ``o``: ``(obj_open, obj_close,
+    arr_open, arr_close, obj_empty, arr_empty, sep, colon, next_depth)``; ``obj_empty`` /
+    ``arr_empty`` are None when an empty object/array is its two bracket lexemes."""
+    if o.indent is not None and depth < o.max_indent_depth:
+        inner = ("\n" + o.indent * (depth + 1)).encode()
+        outer = ("\n" + o.indent * depth).encode()
+        return (rx.literal(b"{" + inner), rx.literal(outer + b"}"), rx.literal(b"[" + inner),
+                rx.literal(outer + b"]"), rx.literal(b"{}"), rx.literal(b"[]"),
+                rx.concat(o.item_separator, rx.literal(inner)), o.key_separator, depth + 1)
+    if o.explicit_ws is not None:
+        ws = rx.opt(o.explicit_ws)
+
+        def punct(text: bytes, before: bool, after: bool) -> int:
+            parts = [ws] if before else []
+            parts.append(rx.literal(text))
+            return rx.concat(*parts, *([ws] if after else []))
+
+        return (punct(b"{", False, True), punct(b"}", True, False), punct(b"[", False, True),
+                punct(b"]", True, False), rx.concat(rx.literal(b"{"), ws, rx.literal(b"}")),
+                rx.concat(rx.literal(b"["), ws, rx.literal(b"]")),
+                rx.concat(ws, o.item_separator, ws), rx.concat(ws, o.key_separator, ws), depth)
+    return (rx.literal(b"{"), rx.literal(b"}"), rx.literal(b"["), rx.literal(b"]"), None, None,
+            o.item_separator, o.key_separator, depth if o.indent is None else o.max_indent_depth)
 
 
 class SchemaCompiler:
@@ -465,7 +474,7 @@ class SchemaCompiler:
         required = set(s.required)
         entries: list[tuple[int, bool]] = []
         for name, sch in props:
-            quoted = json.dumps(name, ensure_ascii=False)
+            quoted = encode_basestring(name)  # as json.dumps(name, ensure_ascii=False)
             body = quoted[1:-1].encode()
             if name in listed:
                 for p, ps in s.pattern_properties:
@@ -543,15 +552,17 @@ class SchemaCompiler:
         b = self.b
         child = lay.child
         esc = self.layout.escapes
+        # key regions are regexes over whole quoted keys: the declared names' key lexemes are
+        # then the excluded spellings, so no second chain per name is made (nor exported)
         base = _undeclared_keys(tuple(sorted(declared)), esc)
         if names_rx is not None:
-            base = rx.intersect(base, names_rx)
+            base = rx.intersect(base, _quoted(names_rx))
         pats = s.pattern_properties
         if len(pats) > MAX_PATTERN_PROPERTIES:
             raise SchemaError(f"more than {MAX_PATTERN_PROPERTIES} patternProperties in one "
                               "object are not supported", pointer=s.pointer,
                               keyword="patternProperties")
-        prx = [pattern_rx(p, esc) for p, _ in pats]
+        prx = [_quoted(pattern_rx(p, esc)) for p, _ in pats]
         out = []
         for mask in range(1, 1 << len(pats)):
             inside = [i for i in range(len(pats)) if mask >> i & 1]
@@ -564,13 +575,13 @@ class SchemaCompiler:
                 rx.complement(prx[i]) for i in range(len(pats)) if i not in inside))
             value = self.compile(sch, child)
             if value != self.dead:
-                key = self.lex(rx.concat(QUOTE, region, QUOTE), "pattern_key")
+                key = self.lex(region, "pattern_key")
                 out.append(b.seq([key, lay.colon, value], "pattern_member"))
         if not isinstance(s.additional, Unsat):
             value = self.compile(s.additional, child)
             if value != self.dead:
                 region = rx.intersect(base, *(rx.complement(p) for p in prx)) if prx else base
-                key = self.lex(rx.concat(QUOTE, region, QUOTE), "additional_key")
+                key = self.lex(region, "additional_key")
                 out.append(b.seq([key, lay.colon, value], "additional_member"))
         return out
 
@@ -591,11 +602,18 @@ class SchemaCompiler:
 
 @lru_cache(maxsize=4096)
 def _undeclared_keys(declared: tuple[str, ...], esc: Escapes) -> int:
-    """Key bodies that spell none of the declared names (in any escaped form)."""
+    """Quoted keys (quotes included) that spell none of the declared names in any escaped
+    form: the same language as ``"`` (bodies minus the names' spellings) ``"``, built from
+    the names' key lexemes (:func:`_quoted_literal`)."""
     if not declared:
-        return any_body(esc)
-    spellings = rx.alt(*(json_literal_body(name, esc) for name in declared))
-    return rx.intersect(any_body(esc), rx.complement(spellings))
+        return _quoted(any_body(esc))
+    spellings = rx.alt(*(_quoted_literal(name, esc) for name in declared))
+    return rx.intersect(_quoted(any_body(esc)), rx.complement(spellings))
+
+
+def _quoted(body: int) -> int:
+    """``"`` body ``"``."""
+    return rx.concat(QUOTE, body, QUOTE)
 
 
 @lru_cache(maxsize=16)

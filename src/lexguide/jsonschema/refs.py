@@ -41,6 +41,7 @@ _SCHEMA_ONE = ("additionalProperties", "additionalItems", "items", "not", "if", 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 #: ``urldefrag`` memoised: a compile splits the same few base URIs at every reference
 _defrag = lru_cache(maxsize=4096)(urldefrag)
+_URL_STRIPPED = frozenset("\t\r\n")  # characters urlsplit removes from a URL
 
 
 def join_uri(base: str, ref: str) -> str:
@@ -179,8 +180,12 @@ class RefIndex:
 
     def resolve(self, ref: str, at: str) -> str:
         """Key of the target of ``ref`` written at key ``at``."""
-        uri = join_uri(self.base_of(at), ref)
-        doc, frag = _defrag(uri)
+        if ref.startswith("#") and not _URL_STRIPPED.intersection(ref):
+            # a fragment of the current document: what urldefrag(join_uri(base, ref)) gives,
+            # without parsing a new URI at every reference
+            doc, frag = _defrag(_defrag(self.base_of(at))[0] + "#")[0], ref[1:]
+        else:
+            doc, frag = _defrag(join_uri(self.base_of(at), ref))
         if doc not in self.resources:
             self._load(doc, at, ref)
         if frag and not frag.startswith("/"):

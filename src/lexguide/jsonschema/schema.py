@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from json.encoder import encode_basestring
 from math import gcd
 
 from lexguide.errors import SchemaError
@@ -354,9 +355,8 @@ def _all_string_consts(xs: tuple[Schema, ...]) -> bool:
 
 
 def json_body(name: str) -> bytes:
-    import json
-
-    return json.dumps(name, ensure_ascii=False)[1:-1].encode()
+    """The bytes between the quotes of ``json.dumps(name, ensure_ascii=False)``."""
+    return encode_basestring(name)[1:-1].encode()
 
 
 def _item(a: ArraySchema, i: int) -> Schema:

@@ -16,7 +16,7 @@ import threading
 from lexguide import _core
 from lexguide.regex import nodes as rx
 
-__all__ = ["core_nodes", "is_empty", "lower"]
+__all__ = ["empty_among", "is_empty", "lower"]
 
 _REF = 9  # export record: a node the core already has (by core id)
 _core_ids: dict[int, int] = {}  # Python rx node -> its node in _generation's store
@@ -54,11 +54,6 @@ def lower(roots: list[int]) -> tuple[_core.Generation, list[int]]:
         return gen, _export(gen, roots)
 
 
-def core_nodes(roots: list[int]) -> list[int]:
-    """The node ids of ``roots`` in the current core generation."""
-    return lower(roots)[1]
-
-
 def _export(gen: _core.Generation, roots: list[int]) -> list[int]:
     """Export into ``gen`` what it lacks of ``roots``; their core ids. Under _core_lock.
 
@@ -68,33 +63,55 @@ def _export(gen: _core.Generation, roots: list[int]) -> list[int]:
     known = _core_ids
     missing = [r for r in roots if r not in known]
     if missing:
-        kind, args, children_of = rx._kind, rx._args, rx._children_of
-        new: dict[int, tuple[int, ...]] = {}  # node to export -> its children
-        todo = list(missing)
+        kind, args = rx._kind, rx._args
+        has_kids = _HAS_KIDS
+        new: set[int] = set()  # nodes to export
+        todo = missing
         while todo:
             x = todo.pop()
             if x in new or x in known:
                 continue
-            kids = new[x] = children_of(kind[x], args[x])
-            todo.extend(kids)
+            new.add(x)
+            k = kind[x]
+            if has_kids[k]:
+                todo.extend(args[x] if k != rx.K_REPEAT else args[x][:1])
         flat: list[int] = []
         add, extend = flat.append, flat.extend
         pos: dict[int, int] = {}
         order = sorted(new)
+        concat = rx.K_CONCAT
         for x in order:
             k = kind[x]
-            kids = new[x]
+            a = args[x]
+            if k == concat:  # the commonest record (literals are chains of them)
+                h, t = a
+                if h not in pos:
+                    pos[h] = len(pos)
+                    extend((_REF, 1, known[h]))
+                if t not in pos:
+                    pos[t] = len(pos)
+                    extend((_REF, 1, known[t]))
+                pos[x] = len(pos)
+                extend((k, 2, pos[h], pos[t]))
+                continue
+            if k == rx.K_BYTES:
+                pos[x] = len(pos)
+                extend((k, 8, *_WORDS.unpack(a[0].to_bytes(32, "little"))))
+                continue
+            if k == rx.K_REPEAT:
+                kids = a[:1]
+            elif has_kids[k]:
+                kids = a
+            else:  # NOTHING, EPSILON
+                pos[x] = len(pos)
+                extend((k, 0))
+                continue
             for c in kids:
                 if c not in pos:  # exported before: a reference record
                     pos[c] = len(pos)
                     extend((_REF, 1, known[c]))
             pos[x] = len(pos)
-            if k == rx.K_BYTES:
-                add(k)
-                add(8)
-                extend(_WORDS.unpack(args[x][0].to_bytes(32, "little")))
-            elif k == rx.K_REPEAT:
-                a = args[x]
+            if k == rx.K_REPEAT:
                 extend((k, 3, pos[a[0]], a[1], 0xFFFFFFFF if a[2] < 0 else a[2]))
             else:
                 add(k)
@@ -104,6 +121,25 @@ def _export(gen: _core.Generation, roots: list[int]) -> list[int]:
         got = gen.import_nodes(flat, [pos[x] for x in order])
         known.update(zip(order, got))
     return [known[r] for r in roots]
+
+
+# node kind -> whether its args are (or start with) child node ids
+_HAS_KIDS = [k in (rx.K_CONCAT, rx.K_ALT, rx.K_AND, rx.K_NOT, rx.K_STAR, rx.K_REPEAT)
+             for k in range(rx.K_REPEAT + 1)]  # K_REPEAT is the last kind
+
+
+def empty_among(xs: list[int]) -> list[bool]:
+    """:func:`is_empty` of each of ``xs``, with one export and one lock for all of them."""
+    out = [x == rx.NOTHING for x in xs]
+    ask = [i for i, x in enumerate(xs) if not out[i] and rx.has_boolean(x)]
+    if ask:
+        with _core_lock:
+            gen = _current()
+            nodes = _export(gen, [xs[i] for i in ask])
+            nonempty = gen.nonempty
+            for i, node in zip(ask, nodes):
+                out[i] = not nonempty(node)
+    return out
 
 
 def is_empty(x: int) -> bool:

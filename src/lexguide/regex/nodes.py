@@ -450,10 +450,37 @@ def literal(data: bytes) -> int:
         return EPSILON
     one, get = _byte_nodes, _cons.get
     res = one[data[-1]]
-    for b in reversed(data[:-1]):
-        h = one[b]
-        hit = get((K_CONCAT, (h, res)))
-        res = hit if hit is not None else _mk(K_CONCAT, (h, res), False)
+    i = len(data) - 2
+    while i >= 0:  # the longest suffix the store has already
+        hit = get((K_CONCAT, (one[data[i]], res)))
+        if hit is None:
+            break
+        res = hit
+        i -= 1
+    if i < 0:
+        return res
+    if len(_kind) + i + 1 > LIMITS["max_rx_nodes"]:  # let _mk raise
+        for b in reversed(data[:i + 1]):
+            res = _mk(K_CONCAT, (one[b], res), False)
+        return res
+    with _lock:  # the rest of the chain: _mk's records, inlined (single byte heads)
+        kind, args, null, part, weight, first, boolean, cons = (
+            _kind, _args, _null, _part, _weight, _first, _boolean, _cons)
+        for b in reversed(data[:i + 1]):
+            h = one[b]
+            key = (K_CONCAT, (h, res))
+            x = cons.get(key)
+            if x is None:
+                x = len(kind)
+                kind.append(K_CONCAT)
+                args.append(key[1])
+                null.append(False)
+                part.append(_UNSET)
+                weight.append(1)
+                first.append(first[h])  # a byte is never nullable: the head decides
+                boolean.append(boolean[res])
+                cons[key] = x
+            res = x
     return res
 
 
