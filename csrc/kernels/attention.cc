@@ -229,16 +229,27 @@ void attention(const AttnArgs& a) {
     }
   }
 
-  // 2. one task per (sequence, query head): every row of the sequence for that head
+  // 2. one task per (sequence, query head, share of its rows): rows t ≡ j (mod n_split) of the
+  // sequence for that head — several tasks per head when few sequences have many rows (a
+  // prompt), interleaved so that each share sees early and late (cheap and costly) positions.
+  // A row's result does not depend on which task computes it.
+  int64_t max_rows = 1;
+  for (int si = 0; si < a.n_seqs; ++si) max_rows = std::max(max_rows, a.seqs[si].n_rows);
+  ThreadPool& pool = shared_pool();
+  const int64_t threads = a.n_threads <= 0 ? pool.size() : std::min(a.n_threads, pool.size());
+  const int64_t heads = int64_t(a.n_seqs) * a.n_q;
+  const int64_t n_split =
+      std::min(max_rows, std::max<int64_t>(1, (8 * threads + heads - 1) / heads));
   auto task = [&](int64_t k) {
-    const AttnSeq& s = a.seqs[k / a.n_q];
-    const int h = int(k % a.n_q);
+    const int64_t j = k % n_split;
+    const AttnSeq& s = a.seqs[k / n_split / a.n_q];
+    const int h = int(k / n_split % a.n_q);
     const int kv = h / g;
     const float* keys = s.k + size_t(kv) * size_t(s.n_ctx) * size_t(hd);
     const float* vals = s.v + size_t(kv) * size_t(s.n_ctx) * size_t(hd);
     thread_local std::vector<float> scores, qh;
     qh.resize(size_t(hd));
-    for (int64_t t = 0; t < s.n_rows; ++t) {
+    for (int64_t t = j; t < s.n_rows; t += n_split) {
       const int64_t p = s.pos0 + t;
       const int64_t start = a.window ? std::max<int64_t>(0, p - a.window + 1) : 0;
       const int64_t n = p + 1 - start;
@@ -246,10 +257,10 @@ void attention(const AttnArgs& a) {
       to_f16_values(a.qkv + (s.row0 + t) * width + int64_t(h) * hd, qh.data(), hd);
       const float* q = qh.data();
       float top = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        float sc = dot_f16(q, keys + size_t(start + j) * size_t(hd), hd);
+      for (int64_t i = 0; i < n; ++i) {
+        float sc = dot_f16(q, keys + size_t(start + i) * size_t(hd), hd);
         sc *= a.scale;
-        scores[size_t(j)] = sc;
+        scores[size_t(i)] = sc;
         top = std::max(top, sc);
       }
       softmax_f16(scores.data(), start, n, top);
@@ -257,7 +268,7 @@ void attention(const AttnArgs& a) {
       weighted_sum_f16(scores.data(), vals, start, n, hd, o);
     }
   };
-  shared_pool().run(int64_t(a.n_seqs) * a.n_q, a.n_threads, task);
+  pool.run(heads * n_split, a.n_threads, task);
 }
 
 }  // namespace lexguide::kernels
