@@ -6,6 +6,8 @@ reference processes one sequence, one row and one head at a time.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -119,6 +121,26 @@ def test_matches_float64_reference(neox, window, with_norms):
         assert not k[0, :, pos0:].any()  # only the given layer was written
 
 
+# prompt-like rows: many rows of one sequence (their attention split over tasks), positions past
+# several groups of 4 and 8 keys at odd offsets, and a head size with a tail past 8 lanes
+PROMPT_LAYOUT = [(37, 0), (3, 30), (1, 44)]
+
+
+@pytest.mark.parametrize("window", [0, 11])
+def test_prompt_rows_match_float64_reference(monkeypatch, window):
+    monkeypatch.setattr(sys.modules[__name__], "HD", 20)
+    monkeypatch.setattr(sys.modules[__name__], "N_CTX", 48)
+    rng = np.random.default_rng(8)
+    qkv, seqs, ks, vs = setup(rng, PROMPT_LAYOUT)
+    cos, sin = tables(N_CTX)
+    want, want_k, _ = reference(qkv, seqs, ks, vs, 1, None, None, 1e-6, cos.astype(np.float64),
+                                sin.astype(np.float64), True, 0.25, window)
+    got = run(qkv.copy(), seqs, ks, vs, window=window, n_threads=2)
+    assert np.abs(got - want).max() < 2e-3  # float16 neighbours: see the test above
+    for k, wk in zip(ks, want_k):
+        assert (np.abs(k - wk) <= 2.0 ** -10 * np.abs(wk)).all()
+
+
 def test_a_sequence_gives_the_same_bits_alone_and_in_a_batch():
     rng = np.random.default_rng(5)
     qkv, seqs, ks, vs = setup(rng, LAYOUT)
@@ -182,8 +204,11 @@ qkv, seqs, ks, vs = T.setup(rng, T.LAYOUT)
 out = T.run(qkv, seqs, ks, vs, window=5)
 gate_up = (rng.standard_normal((3, 64)) * 6).astype(np.float32)
 gate_up[0, :4] = [-95.0, 95.0, -12.0, 11.0]  # outside the fast paths' ranges
+T.HD, T.N_CTX = 20, 48  # prompt rows, a head size with a tail past 8 lanes
+pq, pseqs, pks, pvs = T.setup(rng, T.PROMPT_LAYOUT)
+prompt = T.run(pq, pseqs, pks, pvs, window=11)
 np.savez(sys.argv[1], out=out, k=ks[3], v=vs[3], silu=K.gated(gate_up, False),
-         gelu=K.gated(gate_up, True))
+         gelu=K.gated(gate_up, True), prompt=prompt, prompt_k=pks[0])
 """
 
 
@@ -204,5 +229,5 @@ def test_avx2_and_portable_float_paths_agree_bit_for_bit(tmp_path):
         subprocess.run([sys.executable, "-c", script, str(out)], env=env, check=True)
         results.append(np.load(out))
     simd, scalar = results
-    for key in ("out", "k", "v", "silu", "gelu"):
+    for key in ("out", "k", "v", "silu", "gelu", "prompt", "prompt_k"):
         assert np.array_equal(simd[key], scalar[key]), key

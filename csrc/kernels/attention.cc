@@ -32,8 +32,28 @@ inline void rope_head(float* x, const float* cos, const float* sin, int n_rot, b
 }
 
 // dst ← src rounded to float16 (n elements)
-inline void to_f16_values(const float* src, float* dst, int n) {
+inline void to_f16_values_scalar(const float* src, float* dst, int n) {
   for (int i = 0; i < n; ++i) dst[i] = round_f16(src[i]);
+}
+
+#ifdef LEXGUIDE_ATTN_AVX2
+// The same with F16C: its conversion rounds to nearest even as round_f16 does.
+__attribute__((target("avx2,f16c"))) void to_f16_values_avx2(const float* src, float* dst, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  to_f16_values_scalar(src + i, dst + i, n - i);
+}
+#endif
+
+inline void to_f16_values(const float* src, float* dst, int n) {
+#ifdef LEXGUIDE_ATTN_AVX2
+  static const bool avx2 = float_simd();
+  if (avx2) return to_f16_values_avx2(src, dst, n);
+#endif
+  to_f16_values_scalar(src, dst, n);
 }
 
 // (v0 + v4) + (v2 + v6) + ((v1 + v5) + (v3 + v7)): the horizontal sum of an 8-lane register
@@ -82,32 +102,86 @@ __attribute__((target("avx2,fma"))) float dot_f16_avx2(const float* q, const flo
   return hsum8(lanes);
 }
 
+// sc[j] = dot_f16_avx2(q, keys + j·hd, hd) for j < n: four keys in flight (independent FMA
+// chains; one key's chain is latency-bound), each key summed exactly as dot_f16_avx2 does.
+__attribute__((target("avx2,fma"))) void dots_f16_avx2(const float* q, const float* keys,
+                                                       int64_t n, int hd, float* sc) {
+  const int hd8 = hd & ~7;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* k0 = keys + size_t(j) * size_t(hd);
+    const size_t H = size_t(hd);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < hd8; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
+      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + H + i), a1);
+      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * H + i), a2);
+      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * H + i), a3);
+    }
+    float lanes[4][8];
+    _mm256_storeu_ps(lanes[0], a0);
+    _mm256_storeu_ps(lanes[1], a1);
+    _mm256_storeu_ps(lanes[2], a2);
+    _mm256_storeu_ps(lanes[3], a3);
+    for (int u = 0; u < 4; ++u) {
+      const float* k = k0 + size_t(u) * H;
+      for (int i = hd8; i < hd; ++i) lanes[u][i & 7] = std::fma(q[i], k[i], lanes[u][i & 7]);
+      sc[j + u] = hsum8(lanes[u]);
+    }
+  }
+  for (; j < n; ++j) sc[j] = dot_f16_avx2(q, keys + size_t(j) * size_t(hd), hd);
+}
+
+// The cells' lane accumulators of weighted_sum held in registers for one 8-wide slice of the
+// head: cell c's terms go to register c mod 8, in cell order, as in the lanes array.
+__attribute__((target("avx2,fma"))) inline void weighted_slice_avx2(
+    const float* p, const float* vals, int64_t start, int64_t n, int hd, int d, __m256* acc) {
+  const size_t H = size_t(hd);
+  int64_t j = 0;
+  // the first cells up to a multiple of 8, one at a time
+  for (; j < n && ((start + j) & 7) != 0; ++j) {
+    const int l = int((start + j) & 7);
+    acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(vals + size_t(start + j) * H + d),
+                             acc[l]);
+  }
+  for (; j + 8 <= n; j += 8) {
+    const float* v = vals + size_t(start + j) * H + d;
+    for (int l = 0; l < 8; ++l) {
+      acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[j + l]), _mm256_loadu_ps(v + size_t(l) * H), acc[l]);
+    }
+  }
+  for (; j < n; ++j) {
+    const int l = int((start + j) & 7);
+    acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(vals + size_t(start + j) * H + d),
+                             acc[l]);
+  }
+}
+
 __attribute__((target("avx2,fma"))) void weighted_sum_f16_avx2(
     const float* p, const float* vals, int64_t start, int64_t n, int hd, float* o,
     std::vector<float>& lanes) {
   const int hd8 = hd & ~7;
-  for (int64_t j = 0; j < n; ++j) {
-    float* acc = lanes.data() + size_t((start + j) & 7) * size_t(hd);
-    const float* vr = vals + size_t(start + j) * size_t(hd);
-    const float pj = p[j];
-    const __m256 pv = _mm256_set1_ps(pj);
-    int d = 0;
-    for (; d < hd8; d += 8) {
-      _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr + d), _mm256_loadu_ps(acc + d)));
-    }
-    for (; d < hd; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
-  }
-  const float* L = lanes.data();
-  const size_t H = size_t(hd);
-  int d = 0;
-  for (; d < hd8; d += 8) {
+  // whole 8-wide slices: the lane accumulators in registers, added as below
+  for (int d = 0; d < hd8; d += 8) {
     __m256 r[8];
-    for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(L + size_t(l) * H + size_t(d));
+    for (int l = 0; l < 8; ++l) r[l] = _mm256_setzero_ps();
+    weighted_slice_avx2(p, vals, start, n, hd, d, r);
     const __m256 a0 = _mm256_add_ps(r[0], r[4]), a1 = _mm256_add_ps(r[1], r[5]);
     const __m256 a2 = _mm256_add_ps(r[2], r[6]), a3 = _mm256_add_ps(r[3], r[7]);
     _mm256_storeu_ps(o + d, _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3)));
   }
-  for (; d < hd; ++d) {
+  if (hd8 == hd) return;
+  // the tail elements through the lanes array
+  for (int64_t j = 0; j < n; ++j) {
+    float* acc = lanes.data() + size_t((start + j) & 7) * size_t(hd);
+    const float* vr = vals + size_t(start + j) * size_t(hd);
+    const float pj = p[j];
+    for (int d = hd8; d < hd; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
+  }
+  const float* L = lanes.data();
+  const size_t H = size_t(hd);
+  for (int d = hd8; d < hd; ++d) {
     float v[8];
     for (int l = 0; l < 8; ++l) v[l] = L[size_t(l) * H + size_t(d)];
     o[d] = hsum8(v);
@@ -181,12 +255,13 @@ void softmax_f16(float* sc, int64_t start, int64_t n, float top) {
   softmax_f16_scalar(sc, start, n, top);
 }
 
-inline float dot_f16(const float* q, const float* k, int n) {
+// sc[j] = q·K[j] for the n keys at keys (rows of hd)
+inline void dots_f16(const float* q, const float* keys, int64_t n, int hd, float* sc) {
 #ifdef LEXGUIDE_ATTN_AVX2
   static const bool avx2 = float_simd();
-  if (avx2) return dot_f16_avx2(q, k, n);
+  if (avx2) return dots_f16_avx2(q, keys, n, hd, sc);
 #endif
-  return dot_f16_scalar(q, k, n);
+  for (int64_t j = 0; j < n; ++j) sc[j] = dot_f16_scalar(q, keys + size_t(j) * size_t(hd), hd);
 }
 
 inline void weighted_sum_f16(const float* p, const float* vals, int64_t start, int64_t n, int hd,
@@ -229,16 +304,27 @@ void attention(const AttnArgs& a) {
     }
   }
 
-  // 2. one task per (sequence, query head): every row of the sequence for that head
+  // 2. one task per (sequence, query head, share of its rows): rows t ≡ j (mod n_split) of the
+  // sequence for that head — several tasks per head when few sequences have many rows (a
+  // prompt), interleaved so that each share sees early and late (cheap and costly) positions.
+  // A row's result does not depend on which task computes it.
+  int64_t max_rows = 1;
+  for (int si = 0; si < a.n_seqs; ++si) max_rows = std::max(max_rows, a.seqs[si].n_rows);
+  ThreadPool& pool = shared_pool();
+  const int64_t threads = a.n_threads <= 0 ? pool.size() : std::min(a.n_threads, pool.size());
+  const int64_t heads = int64_t(a.n_seqs) * a.n_q;
+  const int64_t n_split =
+      std::min(max_rows, std::max<int64_t>(1, (8 * threads + heads - 1) / heads));
   auto task = [&](int64_t k) {
-    const AttnSeq& s = a.seqs[k / a.n_q];
-    const int h = int(k % a.n_q);
+    const int64_t j = k % n_split;
+    const AttnSeq& s = a.seqs[k / n_split / a.n_q];
+    const int h = int(k / n_split % a.n_q);
     const int kv = h / g;
     const float* keys = s.k + size_t(kv) * size_t(s.n_ctx) * size_t(hd);
     const float* vals = s.v + size_t(kv) * size_t(s.n_ctx) * size_t(hd);
     thread_local std::vector<float> scores, qh;
     qh.resize(size_t(hd));
-    for (int64_t t = 0; t < s.n_rows; ++t) {
+    for (int64_t t = j; t < s.n_rows; t += n_split) {
       const int64_t p = s.pos0 + t;
       const int64_t start = a.window ? std::max<int64_t>(0, p - a.window + 1) : 0;
       const int64_t n = p + 1 - start;
@@ -246,10 +332,10 @@ void attention(const AttnArgs& a) {
       to_f16_values(a.qkv + (s.row0 + t) * width + int64_t(h) * hd, qh.data(), hd);
       const float* q = qh.data();
       float top = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        float sc = dot_f16(q, keys + size_t(start + j) * size_t(hd), hd);
-        sc *= a.scale;
-        scores[size_t(j)] = sc;
+      dots_f16(q, keys + size_t(start) * size_t(hd), n, hd, scores.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float sc = scores[size_t(i)] * a.scale;
+        scores[size_t(i)] = sc;
         top = std::max(top, sc);
       }
       softmax_f16(scores.data(), start, n, top);
@@ -257,7 +343,7 @@ void attention(const AttnArgs& a) {
       weighted_sum_f16(scores.data(), vals, start, n, hd, o);
     }
   };
-  shared_pool().run(int64_t(a.n_seqs) * a.n_q, a.n_threads, task);
+  pool.run(heads * n_split, a.n_threads, task);
 }
 
 }  // namespace lexguide::kernels

@@ -13,9 +13,9 @@ The generation loop (one step = one forward + one sampled token):
 A grammar failure (empty mask, rejected token, dead end) raises :class:`MatcherError`; the loop
 never continues unconstrained. The matrix products run in the native kernels straight from the
 GGUF's quantized blocks, split over ``n_threads`` threads of the kernels' pool for prefill and
-``decode_threads`` for decode (``runtime.kernels``); numpy's BLAS (attention only) runs
-single-threaded: OpenBLAS's own threads busy-wait and were 2-5x slower on this shared 2-core
-machine.
+``decode_threads`` for decode (``runtime.kernels``); the forward pass does not call BLAS, and
+numpy's BLAS is held to one thread while a generation runs: OpenBLAS's own threads busy-wait
+and were 2-5x slower on this shared 2-core machine.
 """
 
 from __future__ import annotations

@@ -1,23 +1,20 @@
-"""The transformer forward pass in numpy, with a preallocated KV cache.
+"""The transformer forward pass, with a preallocated KV cache.
 
 Follows ``gguf.md`` §6 (llama family) and §7 (gemma3) — the graphs of llama.cpp's ``llama``
-and ``gemma3`` builders. Prefill runs the prompt in chunks of batched matmuls (BLAS sgemm);
-decode steps — one or a few rows per sequence, of one sequence or of a batch of sequences
-each with its own KV cache (``forward_batch``) — run every layer in one native call
-(``kernels.NativeLayers``): the projections as one integer-kernel product over all rows (each
-weight read once for the batch), attention over every sequence's own cache. Only the requested positions
-go through the output projection, so prefill pays for one ``n_vocab × n_embd`` product, not one
-per token.
-
-Shapes: ``T`` tokens in this call, ``S`` cached positions visible to them, ``hd`` head size,
-``g = n_head / n_head_kv`` query heads per KV head.
+and ``gemma3`` builders. Every input — a prompt chunk of up to :data:`PREFILL_CHUNK` tokens,
+a decode step, or the decode steps of a batch of sequences each with its own KV cache
+(``forward_batch``) — runs every layer in one native call (``kernels.NativeLayers``): the
+projections as integer-kernel products over all rows (each weight read once per tile of rows),
+causal attention over every sequence's own cache, norms, RoPE and gating, with the GIL
+released. Only the requested positions go through the output projection, so prefill pays for
+one ``n_vocab × n_embd`` product, not one per token.
 """
 
 from __future__ import annotations
 
 import mmap
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -25,17 +22,17 @@ import numpy.typing as npt
 from lexguide.errors import ModelError
 from lexguide.runtime.config import Activation, ModelConfig, RopeMode
 from lexguide.runtime import kernels
-from lexguide.runtime.weights import LayerWeights, Weights
+from lexguide.runtime.weights import Weights
 
 __all__ = ["FUSED_MAX_ROWS", "PREFILL_CHUNK", "KVCache", "Transformer"]
 
 F32 = npt.NDArray[np.float32]
 
-# Prompt tokens per batched forward: bounds the attention score buffer (n_head × chunk × S).
+# Prompt tokens per native forward: bounds the call's row buffers (~(6·n_embd + 3·n_ff) floats
+# a row: 4.5 MB for SmolLM2, 5.6 MB for Gemma 3).
 PREFILL_CHUNK = 256
-# Inputs of at most this many tokens per sequence (decode steps, forced tokens) take the native
-# path: all layers in one call, integer kernels at any batch size, attention over each cache.
-# Longer ones (prompts) take the numpy path: float32 tiles and BLAS attention.
+# In forward_batch, inputs of at most this many tokens per sequence (decode steps, forced
+# tokens) run together in one native call; longer ones (prompts) run on their own, in chunks.
 FUSED_MAX_ROWS = 16
 
 
@@ -81,19 +78,6 @@ def _lazy_zeros(shape: tuple[int, ...]) -> F32:
     return np.frombuffer(mm, dtype=np.float32, count=n).reshape(shape)
 
 
-def rms_norm(x: F32, weight: F32 | None, eps: float) -> F32:
-    """RMSNorm over the last axis: ``x · (1/sqrt(mean(x²) + eps)) · weight`` (new array), with
-    ggml's rounding — the native kernel the decode layers use (:func:`kernels.rms_norm`)."""
-    if weight is not None and weight.ndim == 1:
-        return kernels.rms_norm(x, weight, eps)
-    # no weight, or one weight row per head (the q/k norms): (x·(1/rms))·1 is x·(1/rms)
-    # exactly, so multiplying by the weight afterwards rounds as the native per-head norm does
-    y = kernels.rms_norm(x, np.ones(x.shape[-1], dtype=np.float32), eps)
-    if weight is not None:
-        y *= weight
-    return y
-
-
 def _rope_tables(base: float, freq_scale: float, n_rot: int, n_ctx: int,
                  freq_divisors: F32 | None) -> tuple[F32, F32]:
     """cos and sin of θ[p, i] = p · scale · base^(−2i/n_rot) / ff_i, each (n_ctx, n_rot/2).
@@ -114,42 +98,6 @@ def _rope_tables(base: float, freq_scale: float, n_rot: int, n_ctx: int,
     return np.cos(t64).astype(np.float32), np.sin(t64).astype(np.float32)
 
 
-def _rope_pairs(n_rot: int, head_dim: int, mode: RopeMode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Where the rotated pairs sit in a head: (first elements, second elements, partner index).
-
-    ``partner[i]`` is the other element of i's pair (i itself past ``n_rot``), so a rotation is
-    ``x' = x·c + x[..., partner]·s`` with ``s = -sin`` on first and ``+sin`` on second elements.
-    """
-    half = n_rot // 2
-    if mode is RopeMode.NEOX:
-        first, second = np.arange(half), np.arange(half, n_rot)
-    else:
-        first, second = np.arange(0, n_rot, 2), np.arange(1, n_rot, 2)
-    partner = np.arange(head_dim)
-    partner[first], partner[second] = second, first
-    return first, second, partner
-
-
-def _rotation(cos: F32, sin: F32, first: np.ndarray, second: np.ndarray,
-              head_dim: int) -> tuple[F32, F32]:
-    """Full-width factors (T, 1, hd) of a rotation from cos/sin (T, n_rot/2); 1 and 0 past n_rot.
-
-    Bit-identical to rotating pairs (a, b) → (a·cos − b·sin, b·cos + a·sin): ``b·(−sin)`` is
-    ``−(b·sin)`` exactly."""
-    c = np.ones((cos.shape[0], head_dim), dtype=np.float32)
-    s = np.zeros((cos.shape[0], head_dim), dtype=np.float32)
-    c[:, first] = cos
-    c[:, second] = cos
-    s[:, first] = -sin
-    s[:, second] = sin
-    return c[:, None, :], s[:, None, :]
-
-
-def _f16(x: F32) -> F32:
-    """x rounded to float16, as float32 (a new array)."""
-    return x.astype(np.float16).astype(np.float32)
-
-
 class Transformer:
     """A decoder-only transformer: ``forward(tokens, cache)`` → logits.
 
@@ -162,16 +110,7 @@ class Transformer:
         self.weights = weights
         self._rope: dict[tuple[float, float], tuple[F32, F32]] = {}
         self._rope_ctx = 0
-        self._gelu = config.activation is Activation.GELU_TANH
-        self._pairs = _rope_pairs(config.n_rot, config.head_dim, config.rope_mode)
         self._rope_keys = [config.rope_of(il) for il in range(config.n_layer)]
-        # q and k heads are normalised (qk_norm) and rotated together: one weight row per head
-        self._qk_norms: list[F32 | None] = [
-            None if lw.q_norm is None or lw.k_norm is None else np.concatenate([
-                np.broadcast_to(lw.q_norm, (config.n_head, config.head_dim)),
-                np.broadcast_to(lw.k_norm, (config.n_head_kv, config.head_dim))])
-            for lw in weights.layers
-        ]
         self._threads = kernels.default_threads()
         self.local_layers = [config.is_local_layer(il) for il in range(config.n_layer)]
         self._native = self._native_layers()
@@ -225,13 +164,6 @@ class Transformer:
                                                self._rope_ctx, self.weights.rope_freqs)
         return self._rope
 
-    def _rotations(self, pos0: int, n_total: int, n_ctx: int) -> dict[tuple[float, float], tuple[F32, F32]]:
-        """Rotation factors of positions pos0..n_total-1 for each RoPE (base, scale) in use."""
-        first, second, _ = self._pairs
-        return {key: _rotation(cos[pos0:n_total], sin[pos0:n_total], first, second,
-                               self.config.head_dim)
-                for key, (cos, sin) in self._tables(n_ctx).items()}
-
     def forward(self, tokens: npt.ArrayLike, cache: KVCache, *,
                 logits: str | npt.ArrayLike = "last") -> F32:
         """Run ``tokens`` at positions ``cache.n ..`` and append them to the cache (mutates it).
@@ -277,8 +209,8 @@ class Transformer:
         Sequences of at most :data:`FUSED_MAX_ROWS` tokens (decode steps) run together in one
         native pass over all layers: every projection one product over all their rows (each
         weight read once for the batch), attention over each sequence's own cache at its own
-        position. Longer inputs (prompts) run on their own afterwards, as :meth:`hidden_last`
-        does. Costs, for B decoding sequences, about one weight read plus B rows of int8 work
+        position. Longer inputs (prompts) run on their own afterwards, in chunks, as
+        :meth:`hidden_last` does. Costs, for B decoding sequences, about one weight read plus B rows of int8 work
         per tile of weights.
         A row's result does not depend on the other sequences of the batch: it equals
         :meth:`hidden_last` of that sequence alone, bit for bit. Raises :class:`ModelError`
@@ -307,7 +239,7 @@ class Transformer:
         """Logits (B, n_vocab) of hidden states h (B, n_embd): one product for the batch
         (integer kernels at any B, so each row equals ``project_rows`` of it alone)."""
         h = np.ascontiguousarray(h, dtype=np.float32).reshape(-1, self.config.n_embd)
-        return self._softcap(self.weights.output.matmul(h, self._threads, dense=False))
+        return self._softcap(self.weights.output.matmul(h, self._threads))
 
     def _checked_hidden(self, ids: np.ndarray, cache: KVCache) -> F32:
         self._check(ids, cache)
@@ -346,27 +278,12 @@ class Transformer:
         return x
 
     def _hidden(self, ids: np.ndarray, cache: KVCache) -> F32:
-        """Run all layers on ids (T,) at positions cache.n.. → final-normed hidden (T, n_embd)."""
-        if ids.size <= FUSED_MAX_ROWS:
-            return self._hidden_fused([(ids, cache)])
-        c = self.config
-        w = self.weights
-        pos0 = cache.n
-        n_total = pos0 + ids.size
-        x = self._embed(ids)
-        rotations = self._rotations(pos0, n_total, cache.n_ctx)
-        keys = self._rope_keys
-
-        def attend(il: int, qkv: F32) -> F32:
-            return self._attend(il, qkv, cache, pos0, n_total, rotations[keys[il]])
-
-        for il, lw in enumerate(w.layers):
-            self._layer(il, lw, x, attend)
-        cache.n = n_total
-        return rms_norm(x, w.output_norm, c.rms_eps)
+        """Run all layers on ids (T ≤ PREFILL_CHUNK,) at positions cache.n.. → final-normed
+        hidden (T, n_embd)."""
+        return self._hidden_fused([(ids, cache)])
 
     def _hidden_fused(self, items: Sequence[tuple[np.ndarray, KVCache]]) -> F32:
-        """All layers on the rows of several sequences (checked, each ≤ FUSED_MAX_ROWS tokens)
+        """All layers on the rows of several sequences (checked, each ≤ PREFILL_CHUNK tokens)
         at once, natively → final-normed hidden (Σ T_i, n_embd); appends to every cache."""
         caches = [cache for _, cache in items]
         sizes = [ids.size for ids, _ in items]
@@ -387,72 +304,3 @@ class Transformer:
         for cache, n in zip(caches, sizes):
             cache.n += n
         return out
-
-    def _layer(self, il: int, lw: LayerWeights, x: F32, attend: Callable[[int, F32], F32]) -> None:
-        """One block on x (T, n_embd), updated in place; ``attend(il, qkv)`` → (T, n_q·hd)
-        appends this layer's keys and values and attends."""
-        c = self.config
-        eps = c.rms_eps
-        h = rms_norm(x, lw.attn_norm, eps)
-        nt = self._threads
-        qkv = lw.qkv.matmul(h, nt)  # (T, (n_head + 2·n_kv)·hd), fresh
-        att = attend(il, qkv)
-        a = lw.wo.matmul(att, nt)  # (T, n_embd)
-        if lw.post_attn_norm is not None:
-            a = rms_norm(a, lw.post_attn_norm, eps)
-        x += a
-
-        h = rms_norm(x, lw.ffn_norm, eps)
-        gate_up = lw.gate_up.matmul(h, nt)  # (T, 2·n_ff), fresh
-        f = lw.down.matmul(kernels.gated(gate_up, self._gelu), nt)  # (T, n_embd)
-        if lw.post_ffn_norm is not None:
-            f = rms_norm(f, lw.post_ffn_norm, eps)
-        x += f
-
-    def _attend(self, il: int, qkv: F32, cache: KVCache, pos0: int, n_total: int,
-                rotation: tuple[F32, F32]) -> F32:
-        """numpy attention of one sequence's T rows (prompts): q/k norms and RoPE on qkv (in
-        place), keys and values into the cache, BLAS products → (T, n_q·hd)."""
-        c = self.config
-        eps = c.rms_eps
-        T = qkv.shape[0]
-        hd, n_kv = c.head_dim, c.n_head_kv
-        n_q = c.n_head
-        g = n_q // n_kv
-        qk = qkv[:, :(n_q + n_kv) * hd].reshape(T, n_q + n_kv, hd)
-        qk_norm = self._qk_norms[il]
-        if qk_norm is not None:
-            qk = rms_norm(qk, qk_norm, eps)
-        rc, rs = rotation  # (T, 1, hd) each
-        partner = qk[..., self._pairs[2]]
-        partner *= rs
-        qk *= rc
-        qk += partner
-        # llama.cpp's float16 KV cache, and the float16 operands of its products with it
-        # (as the native attention does: kernels/attention.h)
-        q = _f16(qk[:, :n_q])  # (T, n_head, hd)
-        cache.k[il, :, pos0:n_total] = _f16(qk[:, n_q:].transpose(1, 0, 2))
-        cache.v[il, :, pos0:n_total] = _f16(qkv[:, (n_q + n_kv) * hd:].reshape(T, n_kv, hd).transpose(1, 0, 2))
-
-        # visible keys: causal, and within the window for sliding-window layers
-        window = c.sliding_window if self.local_layers[il] else 0
-        start = max(0, pos0 - window + 1) if window else 0
-        keys = cache.k[il, :, start:n_total]  # (n_kv, S, hd)
-        vals = cache.v[il, :, start:n_total]  # (n_kv, S, hd)
-        qh = q.reshape(T, n_kv, g, hd).transpose(1, 2, 0, 3).reshape(n_kv, g * T, hd)
-        scores = qh @ keys.transpose(0, 2, 1)  # (n_kv, g·T, S)
-        scores *= np.float32(c.query_scale)
-        if T > 1 or window:
-            qpos = np.arange(pos0, n_total)[:, None]  # (T, 1)
-            kpos = np.arange(start, n_total)[None, :]  # (1, S)
-            hidden = kpos > qpos
-            if window:
-                hidden |= (qpos - kpos) >= window
-            s4 = scores.reshape(n_kv, g, T, -1)
-            s4[:, :, hidden] = -np.inf
-        scores -= scores.max(axis=-1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=-1, keepdims=True)
-        att = _f16(scores) @ vals  # (n_kv, g·T, hd)
-        att = att.reshape(n_kv, g, T, hd).transpose(2, 0, 1, 3).reshape(T, n_q * hd)
-        return np.ascontiguousarray(att, dtype=np.float32)

@@ -33,15 +33,6 @@ __all__ = ["Embedding", "LayerWeights", "Projection", "QuantMatrix", "Weights", 
 
 F32 = npt.NDArray[np.float32]
 
-# Products of at least this many rows of x (prompt chunks) run as float32 tiles: the native
-# dequantizer expands about _TILE_FLOATS weights at a time and BLAS sgemm multiplies them with
-# x rounded as its Q8 activation blocks (so results equal the integer kernels' up to float
-# rounding). Measured (Gemma 3, 256-token prefill, one thread): the int8 kernels spent 2.4 s,
-# 1.1 s of it in the Q5_0 gate|up products.
-DENSE_MIN_ROWS = 32
-_TILE_FLOATS = 1 << 18
-
-
 class _FileMap:
     """A read-only map of the GGUF file that the weights keep alive (the parser may close)."""
 
@@ -83,19 +74,6 @@ class QuantMatrix:
         return kernels.dequantize_rows(self.raw, self.ggml_type, self.n_out, self.n_in, ids)
 
 
-_tile_pools: dict[int, Any] = {}
-
-
-def _tile_pool(n: int) -> Any:
-    """A process-wide executor of ``n`` threads for float32 tiles (created on first use)."""
-    pool = _tile_pools.get(n)
-    if pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = _tile_pools.setdefault(n, ThreadPoolExecutor(n, thread_name_prefix="lexguide-tiles"))
-    return pool
-
-
 class Projection:
     """One or more linear maps of the same input, evaluated together in one native call.
 
@@ -115,43 +93,13 @@ class Projection:
         self.n_out = edges[-1]
         self.n_in = self.parts[0].n_in
 
-    def matmul(self, x: F32, n_threads: int = 0, out: F32 | None = None, *,
-               dense: bool | None = None) -> F32:
-        """x (T, n_in) → (T, n_out), all parts side by side (a fresh array unless ``out``).
-        From :data:`DENSE_MIN_ROWS` rows on (or when ``dense`` is True), float32 tiles and
-        single-threaded BLAS calls, the tiles spread over ``n_threads`` Python threads (numpy
-        and the kernels release the GIL; OpenBLAS's own threads busy-wait and collapsed under
-        load: 2 threads gave 25 tok/s SmolLM2 prefill where one gave 93, load average 4).
-        ``dense=False`` keeps the integer kernels at any row count: each row's result is then
-        the same whatever other rows share the call (batched decode relies on it)."""
-        if x.shape[0] >= DENSE_MIN_ROWS if dense is None else dense:
-            y = self._matmul_tiles(x, out, n_threads)
-        else:
-            y = kernels.matmul_parts(x, self._parts, self.n_in, out=out, n_threads=n_threads)
+    def matmul(self, x: F32, n_threads: int = 0, out: F32 | None = None) -> F32:
+        """x (T, n_in) → (T, n_out), all parts side by side (a fresh array unless ``out``), in
+        the integer kernels at any row count: each row's result is the same whatever other
+        rows share the call (batched decode relies on it)."""
+        y = kernels.matmul_parts(x, self._parts, self.n_in, out=out, n_threads=n_threads)
         if self.bias is not None:
             y += self.bias
-        return y
-
-    def _matmul_tiles(self, x: F32, out: F32 | None, n_threads: int) -> F32:
-        y = np.empty((x.shape[0], self.n_out), np.float32) if out is None else out
-        jobs = []
-        col = 0
-        for p in self.parts:
-            xq = kernels.quantize_roundtrip(x, p.ggml_type)  # (T, n_in)
-            step = max(1, _TILE_FLOATS // p.n_in)
-            jobs += [(p, xq, lo, min(lo + step, p.n_out), col) for lo in range(0, p.n_out, step)]
-            col += p.n_out
-
-        def tile(job: tuple[QuantMatrix, F32, int, int, int]) -> None:
-            p, xq, lo, hi, c = job
-            np.matmul(xq, p.take(np.arange(lo, hi)).T, out=y[:, c + lo:c + hi])
-
-        n = kernels.default_threads() if n_threads <= 0 else n_threads
-        if n > 1 and len(jobs) > 1:
-            list(_tile_pool(n).map(tile, jobs))
-        else:
-            for job in jobs:
-                tile(job)
         return y
 
     def __call__(self, x: F32, n_threads: int = 0) -> list[F32]:
