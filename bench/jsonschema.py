@@ -367,8 +367,13 @@ def main(argv: list[str] | None = None) -> int:
             name, locate = known[key]
             OUT.parent.mkdir(parents=True, exist_ok=True)
             if locate is None or key == "gemma3":  # vocabularies the shared harness cannot load
+                # in a fresh process each: the lexer DFA and the compile cache are shared by
+                # every vocabulary of a process, and a first use must meet a cold engine
+                import multiprocessing as mp
+
                 try:
-                    m = masks_in_process(key, limit, args.seed)
+                    with mp.get_context("spawn").Pool(1) as pool:
+                        m = pool.apply(masks_in_process, (key, limit, args.seed))
                 except Exception as e:  # noqa: BLE001  (_vocab.VocabError: package missing)
                     print(f"\n{name}: skipped ({e})")
                     continue

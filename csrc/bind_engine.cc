@@ -554,13 +554,13 @@ void bind_engine(nb::module_& m) {
         // the masks one per thread at a time on the engine's pool; a large root walk is split
         // into pieces that the crew's idle threads share (engine/split.h); the first error is
         // raised once all have stopped
-        Crew crew(k, n);
+        Crew crew(k, n, n_threads);
         std::atomic<size_t> next{0};
         std::mutex error_mu;
         std::exception_ptr error;
         std::atomic<bool> failed{false};
         auto work = [&]() {
-          Crew::Member member(k > 1 ? &crew : nullptr);
+          Crew::Member member(&crew);
           for (size_t j; (j = next.fetch_add(1)) < n; crew.task_done()) {
             if (failed.load()) continue;  // after an error the rest are only counted
             if (k > 1) crew.help();

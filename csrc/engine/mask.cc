@@ -257,8 +257,10 @@ std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
   const TokenTrie& trie = vocab_->trie(trie_id);
   if (trie.n_nodes() < kSplitWalkNodes) return compute(s0, 1, trie.n_nodes(), trie_id);
   // in a fill_masks call: its crew; else the engine's pool when it has threads and is free
+  // (and the call, if any, allowed more than one thread)
   Crew* crew = Crew::current();
   std::unique_lock<std::mutex> busy;
+  if (crew && crew->size() < 2 && crew->allowed() < 2) return compute(s0, 1, trie.n_nodes(), trie_id);
   if (!crew || crew->size() < 2) {
     crew = nullptr;
     if (!pool_walks.load(std::memory_order_relaxed)) return compute(s0, 1, trie.n_nodes(), trie_id);

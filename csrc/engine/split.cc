@@ -79,7 +79,8 @@ std::mutex& engine_pool_busy() {
   return mu;
 }
 
-Crew::Crew(unsigned n_threads, size_t n_tasks) : n_threads_(std::max(1u, n_threads)), pending_(n_tasks) {}
+Crew::Crew(unsigned n_threads, size_t n_tasks, unsigned allowed)
+    : n_threads_(std::max(1u, n_threads)), allowed_(std::max(1u, allowed)), pending_(n_tasks) {}
 
 Crew* Crew::current() { return t_current; }
 

@@ -56,9 +56,12 @@ std::vector<TriePiece> split_trie(const TokenTrie& trie, uint32_t target);
 
 class Crew {
  public:
-  // n_threads members; n_tasks: the call's own tasks (masks) that task_done() counts down
-  Crew(unsigned n_threads, size_t n_tasks);
+  // n_threads members; n_tasks: the call's own tasks (masks) that task_done() counts down;
+  // allowed: the threads the caller allowed (a one-member crew of a call allowed more may
+  // still split a root walk on the engine's pool; one allowed 1 thread walks alone)
+  Crew(unsigned n_threads, size_t n_tasks, unsigned allowed);
   unsigned size() const { return n_threads_; }
+  unsigned allowed() const { return allowed_; }
   // Runs fn(i) for every i in [0, n), on this thread and on idle members; returns when all
   // have run, rethrowing the first exception one threw.
   void share(size_t n, const std::function<void(size_t)>& fn);
@@ -96,6 +99,7 @@ class Crew {
   void run_piece(Job& job, size_t index);
 
   unsigned n_threads_;
+  unsigned allowed_;
   std::mutex mu_;            // guards jobs_ and the jobs' errors
   std::vector<Job*> jobs_;   // shared jobs with pieces left to claim
   std::atomic<int> n_open_{0};  // jobs_.size(), read without the lock
