@@ -500,9 +500,6 @@ void bind_engine(nb::module_& m) {
              return std::make_pair(ids, ends);
            })
       .def_prop_rw(
-          "pool_walks", [](MaskEngineHandle& h) { return h.engine->walker().pool_walks.load(); },
-          [](MaskEngineHandle& h, bool on) { h.engine->walker().pool_walks.store(on); })
-      .def_prop_rw(
           "direct_walk_nodes", [](MaskEngineHandle& h) { return h.engine->direct_walk_nodes; },
           [](MaskEngineHandle& h, uint32_t n) { h.engine->direct_walk_nodes = n; })
       .def_prop_ro("stats", [](MaskEngineHandle& h) {
@@ -524,7 +521,6 @@ void bind_engine(nb::module_& m) {
         return d;
       });
 
-  m.def("engine_threads", [] { return engine_pool().size(); });
   m.def(
       "fill_masks",
       [](const std::vector<std::pair<MaskEngineHandle*, State>>& items, OutRows out, uint32_t n_threads) {

@@ -16,7 +16,7 @@ from reference import recognizer
 from test_engine_mask import _random_grammar
 from test_lexer_dfa import FILL_DFA, run_python
 
-from lexguide import Grammar, Matcher, TokenizerInfo, _core, fill_masks
+from lexguide import Grammar, Matcher, TokenizerInfo, fill_masks
 
 ALPHABET = b'ab0 ,{}":[]'
 
@@ -44,11 +44,6 @@ def _grammars(seed: int) -> list[Grammar]:
             + [Grammar.from_regex("(ab|0)*[ ,]{2,4}(a|b0)+"), Grammar.from_regex('"[^"]{0,9}"')])
 
 
-def _serial(m: Matcher) -> Matcher:
-    m._engine._core.pool_walks = False  # its vocabulary's walks: one thread, never split
-    return m
-
-
 def _ids(mask: np.ndarray, n: int) -> set[int]:
     return set(np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:n]).tolist())
 
@@ -60,7 +55,7 @@ def test_split_root_walks_equal_serial_masks(seed):
     grammars = _grammars(seed)
     rng = random.Random(seed)
     ms = [Matcher(g, split) for g in grammars for _ in range(2)]
-    refs = [_serial(Matcher(m.grammar, serial)) for m in ms]
+    refs = [Matcher(m.grammar, serial) for m in ms]
     out = np.zeros((len(ms), split.n_words), dtype=np.uint32)
     for step in range(6):
         fill_masks(ms, out, n_threads=2)
@@ -75,27 +70,6 @@ def test_split_root_walks_equal_serial_masks(seed):
     stats = ms[0]._engine._core.stats
     assert stats["split_walks"] > 0  # the pieces were used
     assert refs[0]._engine._core.stats["split_walks"] == 0
-
-
-@pytest.mark.skipif(_core.engine_threads() < 2, reason="the engine's pool has one thread")
-def test_a_single_mask_splits_its_root_walk_on_the_pool():
-    """Outside fill_masks, a large root walk runs on the engine's pool when it is free."""
-    pooled = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0])
-    serial = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0])
-    for g in _grammars(7):
-        m, ref = Matcher(g, pooled), _serial(Matcher(g, serial))
-        rng = random.Random(7)
-        for _ in range(5):
-            want = ref.compute_mask()
-            assert np.array_equal(m.compute_mask(), want)
-            choices = sorted(_ids(want, len(VOCAB)) - {0})
-            if not choices:
-                break
-            t = rng.choice(choices)
-            m.consume(t)
-            ref.consume(t)
-    assert m._engine._core.stats["split_walks"] > 0
-    assert ref._engine._core.stats["split_walks"] == 0
 
 
 def test_split_masks_equal_brute_force():

@@ -255,15 +255,15 @@ std::shared_ptr<const std::vector<TriePiece>> Walker::pieces(int trie_id) {
 
 std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
   const TokenTrie& trie = vocab_->trie(trie_id);
-  if (trie.n_nodes() < kSplitWalkNodes) return compute(s0, 1, trie.n_nodes(), trie_id);
-  // in a fill_masks call: its crew; else the engine's pool when it has threads and is free
-  // (and the call, if any, allowed more than one thread)
+  // split only inside a fill_masks call: among its crew, or, when it has one new mask and
+  // may use more threads, on the engine's pool if that is free (a Matcher's own mask on the
+  // pool was measured no faster, bench/jsonschema.py on Gemma 3: waking the pool between
+  // masks costs what the split saves; within a batch its threads are awake)
   Crew* crew = Crew::current();
+  if (!crew || trie.n_nodes() < kSplitWalkNodes) return compute(s0, 1, trie.n_nodes(), trie_id);
   std::unique_lock<std::mutex> busy;
-  if (crew && crew->size() < 2 && crew->allowed() < 2) return compute(s0, 1, trie.n_nodes(), trie_id);
-  if (!crew || crew->size() < 2) {
-    crew = nullptr;
-    if (!pool_walks.load(std::memory_order_relaxed)) return compute(s0, 1, trie.n_nodes(), trie_id);
+  if (crew->size() < 2) {
+    if (crew->allowed() < 2) return compute(s0, 1, trie.n_nodes(), trie_id);
     // busy first: while a job runs, asking the pool anything would wait for the job
     busy = std::unique_lock<std::mutex>(engine_pool_busy(), std::try_to_lock);
     if (!busy.owns_lock() || engine_pool().size() < 2) return compute(s0, 1, trie.n_nodes(), trie_id);
@@ -281,7 +281,7 @@ std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
     }
     parts[i] = compute(s, piece.lo, piece.hi, trie_id);
   };
-  if (crew) {
+  if (crew->size() >= 2) {
     crew->share(plan->size(), piece_walk);
   } else {
     engine_pool().run(int64_t(plan->size()), 0, [&](int64_t i) { piece_walk(size_t(i)); });

@@ -72,9 +72,6 @@ class Walker {
   size_t n_walks() const;
   std::atomic<uint64_t> nodes_walked{0};  // statistics: trie nodes visited by cached walks
   std::atomic<uint64_t> split_walks{0};   // statistics: root walks split among threads
-  // whether a root walk outside fill_masks may use the engine's pool (tests turn it off to
-  // get serial walks to compare with)
-  std::atomic<bool> pool_walks{true};
   size_t memory_bytes() const;
 
  private:

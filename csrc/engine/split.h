@@ -23,9 +23,9 @@
 // engine_pool(): the engine's persistent threads (one per core, or $LEXGUIDE_ENGINE_THREADS),
 // which fill_masks' crews run on; apart from the kernels' pool, so that masks and a forward
 // pass never wait for each other. Whoever runs a job on it holds engine_pool_busy(): a
-// fill_masks call waits for it; a single mask's large root walk (no crew) takes it only if it
-// is free, and otherwise walks alone (it may hold a grammar's lock that a running fill_masks
-// job needs).
+// fill_masks call with several new masks waits for it; one with a single new mask takes it
+// for that mask's root walk only if it is free (the walk runs holding its grammar's lock,
+// which a running job may need), and otherwise walks alone.
 #pragma once
 
 #include <atomic>
@@ -57,8 +57,8 @@ std::vector<TriePiece> split_trie(const TokenTrie& trie, uint32_t target);
 class Crew {
  public:
   // n_threads members; n_tasks: the call's own tasks (masks) that task_done() counts down;
-  // allowed: the threads the caller allowed (a one-member crew of a call allowed more may
-  // still split a root walk on the engine's pool; one allowed 1 thread walks alone)
+  // allowed: the threads the call may use (a one-member crew of a call that allowed more,
+  // i.e. one new mask in the batch, runs a large root walk's pieces on the engine's pool)
   Crew(unsigned n_threads, size_t n_tasks, unsigned allowed);
   unsigned size() const { return n_threads_; }
   unsigned allowed() const { return allowed_; }
