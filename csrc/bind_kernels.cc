@@ -25,7 +25,7 @@
 #include "kernels/layers.h"
 #include "kernels/matmul.h"
 #include "kernels/quantize_act.h"
-#include "kernels/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace nb = nanobind;
 namespace k = lexguide::kernels;
@@ -494,11 +494,11 @@ void bind_kernels(nb::module_& m) {
     return std::string(k::kernel_name(&traits_of(ggml_type), simd));
   });
   m.def("kernels_has_avx2", &k::cpu_has_avx2);
-  m.def("kernels_default_threads", &k::default_threads);
-  m.def("kernels_pool_size", [] { return k::shared_pool().size(); });
+  m.def("kernels_default_threads", &lexguide::default_threads);
+  m.def("kernels_pool_size", [] { return lexguide::shared_pool().size(); });
   m.def("kernels_set_pool_size", [](int n) {
-    if (n < 1 || n > k::kMaxThreads) fail("threads must be in [1, 1024], got " + std::to_string(n));
+    if (n < 1 || n > lexguide::kMaxThreads) fail("threads must be in [1, 1024], got " + std::to_string(n));
     nb::gil_scoped_release release;
-    k::shared_pool().resize(n);
+    lexguide::shared_pool().resize(n);
   });
 }

@@ -65,11 +65,11 @@ inline void backoff(int& polls) {
 }
 }  // namespace
 
-kernels::ThreadPool& engine_pool() {
-  static kernels::ThreadPool pool([] {
+ThreadPool& engine_pool() {
+  static ThreadPool pool([] {
     const char* env = std::getenv("LEXGUIDE_ENGINE_THREADS");
     int n = env ? std::atoi(env) : 0;
-    return n >= 1 && n <= kernels::kMaxThreads ? n : kernels::default_threads();
+    return n >= 1 && n <= kMaxThreads ? n : default_threads();
   }());
   return pool;
 }

@@ -37,11 +37,11 @@
 #include <vector>
 
 #include "engine/trie.h"
-#include "kernels/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace lexguide {
 
-kernels::ThreadPool& engine_pool();
+ThreadPool& engine_pool();
 std::mutex& engine_pool_busy();
 
 struct TriePiece {

@@ -13,7 +13,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/dot.h"
-#include "kernels/thread_pool.h"
+#include "common/thread_pool.h"
 #include "kernels/vec.h"
 
 namespace lexguide::kernels {

@@ -5,7 +5,7 @@
 
 #include "kernels/dot.h"
 #include "kernels/quantize_act.h"
-#include "kernels/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace lexguide::kernels {
 

@@ -1,7 +1,7 @@
-// A persistent thread pool for the kernels: workers wait for a job, claim task indices from an
+// A persistent thread pool (the runtime kernels' and the engine's each hold one): workers wait for a job, claim task indices from an
 // atomic counter, and the calling thread works too. One job runs at a time.
 //
-// The process holds one pool (`shared_pool()`): the only global mutable state of the kernels.
+// `shared_pool()` is the runtime kernels' pool (the engine has its own: engine/split.h).
 // Guarding: `run` and `resize` take `mutex_`, so jobs from several Python threads (the GIL is
 // released around them) run one after another. A job's fields are written only while no
 // worker is inside a job (`active_` == 0, after the job word was closed to newcomers), then
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-namespace lexguide::kernels {
+namespace lexguide {
 
 class ThreadPool {
  public:
@@ -58,10 +58,10 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
-// The process-wide pool, created on first use with one thread per available core.
+// The kernels' pool, created on first use with one thread per available core.
 ThreadPool& shared_pool();
 int default_threads();
 // Most threads a pool holds (the job word keeps the worker count in 16 bits).
 constexpr int kMaxThreads = 1024;
 
-}  // namespace lexguide::kernels
+}  // namespace lexguide

@@ -1,10 +1,10 @@
-#include "kernels/thread_pool.h"
+#include "common/thread_pool.h"
 
 #include <sched.h>
 
 #include <exception>
 
-namespace lexguide::kernels {
+namespace lexguide {
 
 namespace {
 // Spin this many polls for a new job before sleeping on the condition variable: decode runs
@@ -145,4 +145,4 @@ ThreadPool& shared_pool() {
   return pool;
 }
 
-}  // namespace lexguide::kernels
+}  // namespace lexguide
