@@ -260,14 +260,14 @@ std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
   // pool was measured no faster, bench/jsonschema.py on Gemma 3: waking the pool between
   // masks costs what the split saves; within a batch its threads are awake)
   Crew* crew = Crew::current();
-  if (!crew || trie.n_nodes() < kSplitWalkNodes) return compute(s0, 1, trie.n_nodes(), trie_id);
-  std::unique_lock<std::mutex> busy;
-  if (crew->size() < 2) {
-    if (crew->allowed() < 2) return compute(s0, 1, trie.n_nodes(), trie_id);
-    // busy first: while a job runs, asking the pool anything would wait for the job
+  const bool crew_splits = crew && crew->size() >= 2;
+  std::unique_lock<std::mutex> busy;  // held while the pool runs this walk's pieces
+  if (!crew_splits && crew && crew->allowed() >= 2 && trie.n_nodes() >= kSplitWalkNodes)
     busy = std::unique_lock<std::mutex>(engine_pool_busy(), std::try_to_lock);
-    if (!busy.owns_lock() || engine_pool().size() < 2) return compute(s0, 1, trie.n_nodes(), trie_id);
-  }
+  // (busy first: while a job runs, asking the pool anything would wait for the job)
+  const bool pool_splits = busy.owns_lock() && engine_pool().size() >= 2;
+  if (trie.n_nodes() < kSplitWalkNodes || !(crew_splits || pool_splits))
+    return compute(s0, 1, trie.n_nodes(), trie_id);
   std::shared_ptr<const std::vector<TriePiece>> plan = pieces(trie_id);
   std::vector<std::shared_ptr<Walk>> parts(plan->size());
   LexerDFA& lx = *lexer_;
@@ -281,7 +281,7 @@ std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
     }
     parts[i] = compute(s, piece.lo, piece.hi, trie_id);
   };
-  if (crew->size() >= 2) {
+  if (crew_splits) {
     crew->share(plan->size(), piece_walk);
   } else {
     engine_pool().run(int64_t(plan->size()), 0, [&](int64_t i) { piece_walk(size_t(i)); });
