@@ -511,6 +511,7 @@ void bind_engine(nb::module_& m) {
         d["walk_bytes"] = h.engine->walker().memory_bytes();
         d["nodes_walked"] = h.engine->walker().nodes_walked.load();
         d["split_walks"] = h.engine->walker().split_walks.load();
+        d["loop_walks"] = h.engine->walker().loop_walks.load();
         d["direct_nodes"] = h.engine->direct_nodes;
         d["boundaries"] = h.engine->boundaries;
         d["lexer_states"] = h.engine->lexparser().lexer().n_states();

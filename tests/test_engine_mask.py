@@ -285,3 +285,45 @@ def test_declared_json_keys_are_forced_text():
     general = Grammar.from_json_schema(schema, whitespace="compact",
                                        json_allow_general_unicode_escapes=True)
     assert Matcher(general, INFO).forced_bytes() == b'{"'
+
+
+
+def _loop_vocab(seed: int) -> list[bytes]:
+    """Words of one byte class (whole subtrees that a state looping on letters keeps) mixed
+    with words that leave the class deep inside a subtree: a byte of another bucket, a quote,
+    a space, UTF-8."""
+    rng = random.Random(seed)
+    letters = b"abcdefghijklmnopqrstuvwxyz"
+    vocab = [b"<eos>", b"<ctl>"] + [bytes([c]) for c in letters + b'@."_-0Z ']
+    vocab += [bytes(rng.choice(letters) for _ in range(rng.randint(2, 8))) for _ in range(300)]
+    for _ in range(200):
+        word = bytearray(rng.choice(letters) for _ in range(rng.randint(2, 8)))
+        word.insert(rng.randint(1, len(word)), rng.choice(b'@._-0Z" ') if rng.random() < 0.9 else 0xC3)
+        vocab.append(bytes(word))
+    vocab += ["é".encode(), "aé".encode()]
+    return list(dict.fromkeys(vocab))
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(("pattern", "loops"), [
+    ("[a-z]+@[a-z]+\\\\.[a-z]{2,3}", True), ("[a-z_]*", True), ("[a-zA-Z]+[0-9]", True),
+    # a bucket only partly looping ('x' may end the lexeme; n..z leave [a-m]): no shortcut
+    ("[a-z0-9._-]+x", False), ("[a-m]+@[n-z]+", False),
+])
+def test_looping_subtrees_taken_whole_equal_brute_force(seed, pattern, loops):
+    """A state that loops on every byte below a trie node takes that subtree's tokens without
+    visiting it (TokenTrie::below, LexerDFA::loop_buckets): masks stay those of brute force,
+    and the shortcut is taken where the state loops on whole buckets."""
+    vocab = _loop_vocab(seed)
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
+    grammar = Grammar.from_lark(f"start: X\nX: /{pattern}/")
+    rng = random.Random(seed)
+    m = Matcher(grammar, info)
+    for _ in range(6):
+        got = _mask_ids_of(m.compute_mask(), info)
+        assert got == _brute_force(m, vocab)
+        choices = sorted(got - {0})
+        if not choices:
+            break
+        m.consume(rng.choice(choices))
+    assert (m._engine._core.stats["loop_walks"] > 0) == loops

@@ -26,8 +26,13 @@ LexerDFA::LexerDFA(uint32_t max_states)
       states_(new std::unique_ptr<LexerState>[max_states]),
       rows_(new std::unique_ptr<std::atomic<uint32_t>[]>[max_states]),
       has_row_(new std::atomic<bool>[max_states]),
-      flags_(new uint8_t[max_states]()) {
-  for (uint32_t i = 0; i < max_states; i++) has_row_[i].store(false, std::memory_order_relaxed);
+      flags_(new uint8_t[max_states]()),
+      loops_(new std::atomic<uint32_t>[max_states]) {
+  for (uint32_t i = 0; i < max_states; i++) {
+    has_row_[i].store(false, std::memory_order_relaxed);
+    loops_[i].store(kLoopsUnknown, std::memory_order_relaxed);
+  }
+  loops_[DEAD].store(0, std::memory_order_relaxed);  // (it loops on every byte, but is no lexeme)
   std::lock_guard<std::recursive_mutex> g(store_mutex());
   intern({});  // DEAD
   for (int b = 0; b < 256; b++) rows_[DEAD][b].store(DEAD, std::memory_order_relaxed);
@@ -180,9 +185,21 @@ size_t LexerDFA::memory_bytes() const {
   size_t n = n_states();
   // per state: its row, descriptor and flags, the ids_ entry; the fixed tables of max_states_
   size_t per_state = 256 * sizeof(std::atomic<uint32_t>) + sizeof(LexerState) + 1 + 64;
-  size_t fixed = size_t(max_states_) * (2 * sizeof(void*) + sizeof(std::atomic<bool>) + 1);
+  size_t fixed = size_t(max_states_) * (2 * sizeof(void*) + sizeof(std::atomic<bool>) + 1 + 4);
   return fixed + n * per_state + entry_bytes_ + live_.size() * 32 + start_cache_.size() * 64 +
          lexeme_rx_.size() * 48;
+}
+
+uint32_t LexerDFA::loop_buckets(StateId s) {
+  uint32_t known = loops_[s].load(std::memory_order_acquire);
+  if (known != kLoopsUnknown) return known;
+  const std::atomic<uint32_t>* r = row(s);
+  uint32_t leaves = 0;  // buckets with a byte that leads elsewhere
+  for (unsigned b = 0; b < 256; b++)
+    if (r[b].load(std::memory_order_relaxed) != s) leaves |= bucket_bit(b);
+  uint32_t loops = ((uint32_t(1) << kByteBuckets) - 1) & ~leaves;
+  loops_[s].store(loops, std::memory_order_release);
+  return loops;
 }
 
 bool LexerDFA::can_extend(StateId s) {

@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/byte_buckets.h"
 #include "engine/limits.h"
 #include "engine/regex.h"
 
@@ -71,6 +72,9 @@ class LexerDFA {
     return t != MISSING ? t : next_slow(s, b);
   }
   bool can_extend(StateId s);
+  // The byte buckets (byte_buckets.h) all of whose bytes lead from s back to s: a token whose
+  // bytes all lie in them stays in s. Computes s's row on first use; 0 for DEAD.
+  uint32_t loop_buckets(StateId s);
   StateId without_extensions(StateId s, const std::vector<uint32_t>& lexemes);
   uint32_t n_states() const { return n_states_.load(std::memory_order_acquire); }
   uint32_t max_states() const { return max_states_; }
@@ -100,6 +104,8 @@ class LexerDFA {
   // per state, written once before the state's id is published: accepting / lazy lexeme ends
   static constexpr uint8_t kAccepts = 1, kLazyAccept = 2;
   std::unique_ptr<uint8_t[]> flags_;
+  static constexpr uint32_t kLoopsUnknown = 0x80000000u;  // above every bucket bit
+  std::unique_ptr<std::atomic<uint32_t>[]> loops_;        // loop_buckets, once known
   std::atomic<uint32_t> n_states_{0};
   struct EntriesHash {
     size_t operator()(const std::vector<std::pair<uint32_t, NodeId>>& e) const {

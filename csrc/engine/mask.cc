@@ -9,6 +9,9 @@ namespace lexguide {
 
 namespace {
 inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1) << (id & 31); }
+// walks look for a looping subtree (Walker::compute) at nodes with at least this many nodes
+// in their subtree; smaller ones cost no more to visit
+constexpr uint32_t kLoopWalkNodes = 4;
 }  // namespace
 
 // -- Walker -----------------------------------------------------------------------------------
@@ -203,6 +206,21 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
   // cost as much as a root walk itself).
   uint32_t n_words = vocab_->n_words();
   uint32_t* bits = nullptr;
+  auto add = [&](const uint32_t* tb, const uint32_t* te) {
+    if (tb == te) return;
+    if (bits) {
+      for (const uint32_t* q = tb; q != te; ++q) set_bit(bits, *q);
+      return;
+    }
+    ids.insert(ids.end(), tb, te);
+    if (ids.size() > n_words) {  // a bitmask is smaller and ORs faster
+      w->words.assign(n_words, 0);
+      bits = w->words.data();
+      for (uint32_t id : ids) set_bit(bits, id);
+      std::vector<uint32_t>().swap(ids);
+    }
+  };
+  uint64_t loop_subtrees = 0;
   uint32_t p = lo;
   while (p < hi) {
     uint32_t d = trie.depth(p);
@@ -219,26 +237,25 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
       p += trie.size(p);
       continue;
     }
-    const uint32_t* tb = trie.tokens_begin(p);
-    const uint32_t* te = trie.tokens_end(p);
-    if (tb != te) {
-      if (bits) {
-        for (const uint32_t* q = tb; q != te; ++q) set_bit(bits, *q);
-      } else {
-        ids.insert(ids.end(), tb, te);
-        if (ids.size() > n_words) {  // a bitmask is smaller and ORs faster
-          w->words.assign(n_words, 0);
-          bits = w->words.data();
-          for (uint32_t id : ids) set_bit(bits, id);
-          std::vector<uint32_t>().swap(ids);
-        }
-      }
+    const std::atomic<uint32_t>* row = lx.row_of(t);
+    uint32_t sz = trie.size(p);
+    // A subtree whose bytes all lead from t back to t: every token in it stays in t (inside
+    // the lexeme, no lazy end, no boundary), so take them all without visiting it. Tried when
+    // the first child's byte loops (that transition is the walk's next step anyway).
+    if (sz >= kLoopWalkNodes && lx.next_from(t, row, trie.byte(p + 1)) == t &&
+        (trie.below(p) & ~lx.loop_buckets(t)) == 0) {
+      add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
+      loop_subtrees++;
+      p += sz;
+      continue;
     }
+    add(trie.tokens_begin(p), trie.tokens_end(p));
     stack[d] = t;
-    rows[d] = lx.row_of(t);
+    rows[d] = row;
     p++;
   }
   nodes_walked.fetch_add(p - lo, std::memory_order_relaxed);
+  if (loop_subtrees) loop_walks.fetch_add(loop_subtrees, std::memory_order_relaxed);
   return w;
 }
 

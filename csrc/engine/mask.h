@@ -72,6 +72,7 @@ class Walker {
   size_t n_walks() const;
   std::atomic<uint64_t> nodes_walked{0};  // statistics: trie nodes visited by cached walks
   std::atomic<uint64_t> split_walks{0};   // statistics: root walks split among threads
+  std::atomic<uint64_t> loop_walks{0};    // statistics: subtrees taken whole (a looping state)
   size_t memory_bytes() const;
 
  private:

@@ -98,23 +98,33 @@ bool TokenTrie::derive_sizes() {
   // before it. A node's subtree ends where the next node of depth <= its own starts: path[d]
   // is the open node at depth d, closed (its size set) by the first later node that is not
   // deeper. One pass, each node closed once. False when the depths are not a preorder.
+  // A closed node's buckets (its own byte's and those below it) go into its parent's below_.
   uint32_t n_nodes = uint32_t(depth_.size());
   size_.assign(n_nodes, 1);
-  if (n_nodes == 0 || depth_[0] != 0) return false;
+  below_.assign(n_nodes, 0);
+  if (n_nodes == 0 || depth_[0] != 0 || byte_.size() != n_nodes) return false;
   std::vector<uint32_t> path(size_t(kMaxTokenBytes) + 1);
   uint32_t* sz = size_.data();
+  uint32_t* below = below_.data();
   const uint16_t* dep = depth_.data();
+  const uint8_t* byte = byte_.data();
   uint32_t cur = 0, max_depth = 0;
   path[0] = 0;
+  auto close = [&](uint32_t k, uint32_t end) {  // the open node at depth k >= 1 ends at end
+    uint32_t m = path[k];
+    sz[m] = end - m;
+    below[path[k - 1]] |= below[m] | bucket_bit(byte[m]);
+  };
   for (uint32_t n = 1; n < n_nodes; n++) {
     uint32_t d = dep[n];
     if (d == 0 || d > cur + 1 || d > kMaxTokenBytes) return false;
-    for (uint32_t k = d; k <= cur; k++) sz[path[k]] = n - path[k];
+    for (uint32_t k = cur; k >= d; k--) close(k, n);
     path[d] = n;
     cur = d;
     max_depth = std::max(max_depth, d);
   }
-  for (uint32_t k = 0; k <= cur; k++) sz[path[k]] = n_nodes - path[k];
+  for (uint32_t k = cur; k >= 1; k--) close(k, n_nodes);
+  sz[0] = n_nodes;
   max_depth_ = uint16_t(max_depth);
   return true;
 }
@@ -149,7 +159,7 @@ bool TokenTrie::operator==(const TokenTrie& o) const {
 }
 
 size_t TokenTrie::memory_bytes() const {
-  return byte_.size() * (1 + 2 + 4 + 4) + tok_ids_.size() * 4;
+  return byte_.size() * (1 + 2 + 4 + 4 + 4) + tok_ids_.size() * 4;
 }
 
 }  // namespace lexguide

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/byte_buckets.h"
+
 namespace lexguide {
 
 // Every token's bytes in one buffer: token i is blob[offsets[i], offsets[i + 1]).
@@ -59,6 +61,8 @@ class TokenTrie {
   uint8_t byte(uint32_t n) const { return byte_[n]; }
   uint16_t depth(uint32_t n) const { return depth_[n]; }
   uint32_t size(uint32_t n) const { return size_[n]; }
+  // The byte buckets (byte_buckets.h) of every node strictly below n.
+  uint32_t below(uint32_t n) const { return below_[n]; }
   const uint32_t* tokens_begin(uint32_t n) const { return tok_ids_.data() + tok_lo_[n]; }
   const uint32_t* tokens_end(uint32_t n) const { return tok_ids_.data() + tok_lo_[n + 1]; }
   uint16_t max_depth() const { return max_depth_; }
@@ -75,6 +79,7 @@ class TokenTrie {
   std::vector<uint8_t> byte_;
   std::vector<uint16_t> depth_;
   std::vector<uint32_t> size_;
+  std::vector<uint32_t> below_;  // derived with size_
   std::vector<uint32_t> tok_lo_;  // n_nodes + 1 entries: tokens of node n are [lo[n], lo[n+1])
   std::vector<uint32_t> tok_ids_;
   uint16_t max_depth_ = 0;
