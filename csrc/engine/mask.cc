@@ -238,16 +238,18 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
       continue;
     }
     const std::atomic<uint32_t>* row = lx.row_of(t);
-    uint32_t sz = trie.size(p);
     // A subtree whose bytes all lead from t back to t: every token in it stays in t (inside
     // the lexeme, no lazy end, no boundary), so take them all without visiting it. Tried when
-    // the first child's byte loops (that transition is the walk's next step anyway).
-    if (sz >= kLoopWalkNodes && lx.next_from(t, row, trie.byte(p + 1)) == t &&
-        (trie.below(p) & ~lx.loop_buckets(t)) == 0) {
-      add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
-      loop_subtrees++;
-      p += sz;
-      continue;
+    // the first child's byte loops (the node and transition the walk reads next anyway, so a
+    // state that does not loop costs no extra memory read).
+    if (p + 1 < hi && trie.depth(p + 1) > d && lx.next_from(t, row, trie.byte(p + 1)) == t) {
+      uint32_t sz = trie.size(p);
+      if (sz >= kLoopWalkNodes && (trie.below(p) & ~lx.loop_buckets(t)) == 0) {
+        add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
+        loop_subtrees++;
+        p += sz;
+        continue;
+      }
     }
     add(trie.tokens_begin(p), trie.tokens_end(p));
     stack[d] = t;
