@@ -512,6 +512,7 @@ void bind_engine(nb::module_& m) {
         d["nodes_walked"] = h.engine->walker().nodes_walked.load();
         d["split_walks"] = h.engine->walker().split_walks.load();
         d["loop_walks"] = h.engine->walker().loop_walks.load();
+        d["eternal_states"] = h.engine->walker().eternal_states.load();
         d["direct_nodes"] = h.engine->direct_nodes;
         d["boundaries"] = h.engine->boundaries;
         d["lexer_states"] = h.engine->lexparser().lexer().n_states();

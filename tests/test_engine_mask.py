@@ -215,6 +215,31 @@ def test_property_key_masks_equal_brute_force(seed, schema):
         m.consume(rng.choice(choices))
 
 
+
+@pytest.mark.parametrize("additional", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_other_keys_take_every_slice_by_structure(seed, additional):
+    """Inside a key that may be any undeclared name (quoted strings minus the declared names'
+    spellings), no plain string ends the lexeme: the state takes every slice from the
+    structure of that lexeme's regex, without a search over its successors. Without other
+    keys (additionalProperties false) the search decides. Masks equal brute force."""
+    vocab = _json_vocab(seed) + [b"ab" * 20, b"ba" * 40, b"a0" * 9]
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
+    schema = dict(KEY_SCHEMAS[0], additionalProperties=additional)
+    m = Matcher(Grammar.from_json_schema(schema, whitespace="compact"), info)
+    m.consume(vocab.index(b"{"))
+    m.consume(vocab.index(b'"'))
+    rng = random.Random(seed)
+    for _ in range(3):
+        got = _mask_ids_of(m.compute_mask(), info)
+        assert got == _brute_force(m, vocab)
+        choices = sorted(t for t in got - {0} if b'"' not in vocab[t])
+        if not choices:
+            break
+        m.consume(rng.choice(choices))
+    assert (m._engine._core.stats["eternal_states"] > 0) == additional
+
+
 def test_a_declared_name_is_no_other_key_after_its_turn():
     """After ``"ab"`` was written, the key position accepts any other string but not "ab"
     again: tokens spelling ``ab"`` must be masked."""

@@ -80,6 +80,7 @@ class LexerDFA {
   uint32_t max_states() const { return max_states_; }
   uint32_t n_lexemes() const { return uint32_t(lexeme_rx_.size()); }
   int64_t budget(uint32_t lexeme) const { return lexeme_budget_[lexeme]; }
+  bool lexeme_lazy(uint32_t lexeme) const { return lexeme_lazy_[lexeme]; }
   // This generation's regex store (hold store_mutex() while using it).
   RegexStore& regex() { return rx_; }
   const RegexStore& regex() const { return rx_; }

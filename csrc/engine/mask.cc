@@ -12,6 +12,10 @@ inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1
 // walks look for a looping subtree (Walker::compute) at nodes with at least this many nodes
 // in their subtree; smaller ones cost no more to visit
 constexpr uint32_t kLoopWalkNodes = 4;
+// Walker::eternal: regex nesting it follows, (residual, UTF-8 position) pairs a repetition's
+// search may enter; past either the answer is "unsure" (the slice search then decides)
+constexpr int kEternalDepth = 64;
+constexpr size_t kEternalPairs = 64;
 }  // namespace
 
 // -- Walker -----------------------------------------------------------------------------------
@@ -171,6 +175,100 @@ Walker::Survival Walker::survives_all(StateId s, uint32_t depth, uint32_t& budge
   return r;
 }
 
+// -- Plain strings that can never end a lexeme ----------------------------------------------
+// A sound, partial test by a regex's structure (false when unsure): every plain byte string w
+// leaves x a residual D_w(x) that is non-empty and infinite. Such a lexeme survives plain
+// strings of any length, so a lexer state holding it (and no lazy lexeme) takes every slice
+// without a search over its successors (a key position whose "other keys" lexeme is all
+// quoted strings except the declared names made that search build hundreds of states).
+//   x* and x{lo,}: a bounded search over the residuals (plain bytes, the UTF-8 automaton):
+//     none empty means any plain w extends to a word, and words repeat, so infinitely.
+//   h t: h is, and t is non-empty (exactly known without boolean operators).
+//   x | y: either is.  ~y: y is finite.  x & ~y1 & ~y2 ...: x is and every y is finite.
+bool Walker::eternal(NodeId x, RegexStore& rs, int depth) {
+  if (depth > kEternalDepth) return false;
+  if (auto it = eternal_.find(x); it != eternal_.end()) return it->second;
+  const uint32_t* a = rs.children(x);
+  uint32_t n = rs.n_children(x);
+  bool r = false;
+  switch (rs.kind(x)) {
+    case K_STAR: r = residuals_live(x, rs); break;
+    case K_REPEAT: r = a[2] == kInf && residuals_live(x, rs); break;
+    case K_CONCAT: r = !rs.has_boolean(a[1]) && a[1] != NOTHING && eternal(a[0], rs, depth + 1); break;
+    case K_ALT:
+      for (uint32_t i = 0; i < n && !r; i++) r = eternal(a[i], rs, depth + 1);
+      break;
+    case K_NOT: r = finite(a[0], rs, depth + 1); break;
+    case K_AND:
+      for (uint32_t i = 0; i < n && !r; i++) {
+        if (rs.kind(a[i]) == K_NOT || !eternal(a[i], rs, depth + 1)) continue;
+        r = true;
+        for (uint32_t j = 0; j < n && r; j++)
+          if (j != i) r = rs.kind(a[j]) == K_NOT && finite(rs.children(a[j])[0], rs, depth + 1);
+      }
+      break;
+    default: break;
+  }
+  eternal_.emplace(x, r);
+  return r;
+}
+
+// Whether x's language is finite, by structure (false when unsure).
+bool Walker::finite(NodeId x, RegexStore& rs, int depth) {
+  if (depth > kEternalDepth) return false;
+  if (auto it = finite_.find(x); it != finite_.end()) return it->second;
+  const uint32_t* a = rs.children(x);
+  uint32_t n = rs.n_children(x);
+  bool r = false;
+  switch (rs.kind(x)) {
+    case K_NOTHING: case K_EPS: case K_BYTES: r = true; break;
+    case K_CONCAT: case K_ALT:
+      r = true;
+      for (uint32_t i = 0; i < n && r; i++) r = finite(a[i], rs, depth + 1);
+      break;
+    case K_AND:  // one finite operand bounds the intersection
+      for (uint32_t i = 0; i < n && !r; i++) r = finite(a[i], rs, depth + 1);
+      break;
+    case K_REPEAT: r = a[2] != kInf && finite(a[0], rs, depth + 1); break;
+    default: break;  // STAR, NOT
+  }
+  finite_.emplace(x, r);
+  return r;
+}
+
+// No plain byte string empties x: a search over (residual, UTF-8 position) pairs, at most
+// kEternalPairs of them; a residual with boolean operators (whose emptiness is not known
+// exactly) ends the search unsure.
+bool Walker::residuals_live(NodeId x, RegexStore& rs) {
+  std::vector<uint64_t> seen{uint64_t(x) << 3}, todo{uint64_t(x) << 3};
+  while (!todo.empty()) {
+    uint64_t key = todo.back();
+    todo.pop_back();
+    NodeId node = NodeId(key >> 3);
+    for (auto [b, u2] : plain_moves().from[key & 7]) {
+      NodeId d = rs.derivative(node, b);
+      if (d == NOTHING || rs.has_boolean(d)) return false;
+      uint64_t k = (uint64_t(d) << 3) | u2;
+      if (std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
+      if (seen.size() >= kEternalPairs) return false;
+      seen.push_back(k);
+      todo.push_back(k);
+    }
+  }
+  return true;
+}
+
+bool Walker::eternal_state(StateId s) {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  LexerDFA& lx = *lexer_;
+  const LexerState& st = lx.state(s);
+  for (auto& [lex, rx] : st.entries)
+    if (lx.lexeme_lazy(lex)) return false;  // a lazy lexeme may end inside a token
+  for (auto& [lex, rx] : st.entries)
+    if (eternal(rx, lx.regex(), 0)) return true;
+  return false;
+}
+
 int Walker::slice_level(StateId s) {
   int8_t known = slice_levels_[s].load(std::memory_order_acquire);
   if (known != kSliceUnknown) return known;
@@ -178,10 +276,12 @@ int Walker::slice_level(StateId s) {
   // plain string that long stays inside the lexeme (no token of the slice needs walking)
   uint32_t max_len = vocab_->max_plain_len();
   int level = -1;
+  const bool any_length = eternal_state(s);
+  if (any_length) eternal_states.fetch_add(1, std::memory_order_relaxed);
   uint32_t budget = kSliceBudget;
   for (int k = 0; k < kSliceLevels; k++) {
     uint32_t depth = std::min(kSliceLengths[k], max_len);
-    if (depth > kSliceMaxDepth || survives_all(s, depth, budget) != Survival::Yes) break;
+    if (depth > kSliceMaxDepth || !(any_length || survives_all(s, depth, budget) == Survival::Yes)) break;
     level = k;
   }
   slice_levels_[s].store(int8_t(level), std::memory_order_release);

@@ -76,6 +76,10 @@ class RegexStore {
   bool nullable(NodeId x) const { return nodes_[x].null; }
   bool has_boolean(NodeId x) const { return nodes_[x].boolean; }
   RxKind kind(NodeId x) const { return RxKind(nodes_[x].kind); }
+  // x's operands: CONCAT (head, tail), ALT / AND (sorted), NOT / STAR (one), REPEAT (child,
+  // lo, hi); none for NOTHING, EPS, BYTES.
+  const uint32_t* children(NodeId x) const { return args(x); }
+  uint32_t n_children(NodeId x) const { return nodes_[x].kind == K_BYTES ? 0 : nodes_[x].n; }
   uint32_t partition_id(NodeId x) const { return nodes_[x].part; }
   const Partition& partition(uint32_t pid) const { return parts_[pid]; }
   uint32_t refine(uint32_t p, uint32_t q);
