@@ -143,13 +143,30 @@ StateId LexerDFA::successor(const Entries& entries, unsigned b) {
   return is_live(t) ? t : DEAD;
 }
 
+uint32_t LexerDFA::partition_of(const Entries& e) {
+  RegexStore& rs = rx_;
+  uint32_t pid = rs.partition_id(e[0].second);
+  for (size_t i = 1; i < e.size(); i++) pid = rs.refine(pid, rs.partition_id(e[i].second));
+  return pid;
+}
+
 StateId LexerDFA::next_slow(StateId s, unsigned b) {
   std::lock_guard<std::recursive_mutex> g(store_mutex());
   uint32_t t = rows_[s][b].load(std::memory_order_acquire);
   if (t != MISSING) return t;
   Entries buf;
-  t = successor(stepping_entries(s, buf), b);
-  rows_[s][b].store(t, std::memory_order_release);
+  const Entries& e = stepping_entries(s, buf);
+  if (e.empty()) {
+    t = DEAD;
+    rows_[s][b].store(t, std::memory_order_release);
+    return t;
+  }
+  // the whole class of b at once: its bytes have the same derivative in every entry, and a
+  // walk that comes back to s mostly reads other bytes of the class
+  std::array<uint8_t, 256> label = rx_.partition(partition_of(e)).label;  // (a copy: successor may add partitions)
+  t = successor(e, b);
+  for (unsigned c = 0; c < 256; c++)
+    if (label[c] == label[b]) rows_[s][c].store(t, std::memory_order_release);
   return t;
 }
 
@@ -159,16 +176,10 @@ void LexerDFA::compute_row(StateId s) {
   RegexStore& rs = rx_;
   Entries buf;
   const Entries& e = stepping_entries(s, buf);
-  uint32_t pid = 0;
-  bool first = true;
-  for (auto& p : e) {
-    pid = first ? rs.partition_id(p.second) : rs.refine(pid, rs.partition_id(p.second));
-    first = false;
-  }
-  if (first) {  // nothing alive: every byte dies
+  if (e.empty()) {  // nothing alive: every byte dies
     for (int b = 0; b < 256; b++) rows_[s][b].store(DEAD, std::memory_order_release);
   } else {
-    const Partition& part = rs.partition(pid);
+    const Partition& part = rs.partition(partition_of(e));
     std::vector<uint8_t> reps = part.reps;  // copy: successor() may add partitions
     std::array<uint8_t, 256> label = part.label;
     std::vector<StateId> targets(reps.size());

@@ -18,6 +18,7 @@
 // State descriptors are immutable once their id is published.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -131,6 +132,7 @@ class LexerDFA {
       StateId s, std::vector<std::pair<uint32_t, NodeId>>& buf) const;
   StateId successor(const std::vector<std::pair<uint32_t, NodeId>>& entries, unsigned b);
   StateId next_slow(StateId s, unsigned b);
+  uint32_t partition_of(const std::vector<std::pair<uint32_t, NodeId>>& entries);  // non-empty
   void compute_row(StateId s);
 };
 
