@@ -513,6 +513,7 @@ void bind_engine(nb::module_& m) {
         d["split_walks"] = h.engine->walker().split_walks.load();
         d["loop_walks"] = h.engine->walker().loop_walks.load();
         d["eternal_states"] = h.engine->walker().eternal_states.load();
+        d["bounded_states"] = h.engine->walker().bounded_states.load();
         d["direct_nodes"] = h.engine->direct_nodes;
         d["boundaries"] = h.engine->boundaries;
         d["lexer_states"] = h.engine->lexparser().lexer().n_states();

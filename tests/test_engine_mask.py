@@ -216,6 +216,19 @@ def test_property_key_masks_equal_brute_force(seed, schema):
 
 
 
+def _inside_string_checking_masks(m: Matcher, info: TokenizerInfo, vocab: list[bytes], rng,
+                                  steps: int) -> None:
+    """Masks equal brute force while random tokens without a quote are consumed (the
+    matcher stays inside the string or key it is in)."""
+    for _ in range(steps):
+        got = _mask_ids_of(m.compute_mask(), info)
+        assert got == _brute_force(m, vocab)
+        choices = sorted(t for t in got - {0} if b'"' not in vocab[t])
+        if not choices:
+            break
+        m.consume(rng.choice(choices))
+
+
 @pytest.mark.parametrize("additional", [True, False])
 @pytest.mark.parametrize("seed", range(4))
 def test_other_keys_take_every_slice_by_structure(seed, additional):
@@ -229,15 +242,29 @@ def test_other_keys_take_every_slice_by_structure(seed, additional):
     m = Matcher(Grammar.from_json_schema(schema, whitespace="compact"), info)
     m.consume(vocab.index(b"{"))
     m.consume(vocab.index(b'"'))
-    rng = random.Random(seed)
-    for _ in range(3):
-        got = _mask_ids_of(m.compute_mask(), info)
-        assert got == _brute_force(m, vocab)
-        choices = sorted(t for t in got - {0} if b'"' not in vocab[t])
-        if not choices:
-            break
-        m.consume(rng.choice(choices))
+    _inside_string_checking_masks(m, info, vocab, random.Random(seed), steps=3)
     assert (m._engine._core.stats["eternal_states"] > 0) == additional
+
+
+@pytest.mark.parametrize("max_length", [9, 12, 31, 40])
+@pytest.mark.parametrize("seed", range(3))
+def test_counted_strings_take_slices_by_structure(seed, max_length):
+    """A string of at most N characters survives any plain string of at most N remaining
+    bytes (a byte string has no more characters than bytes): its states take the slices that
+    fit by the regex's structure. Tokens at the edges (one byte more or less than what is
+    left, multi-byte characters) must come out as brute force says."""
+    rng = random.Random(seed)
+    vocab = [b"<eos>", b"<ctl>", b"[", b'["', b'"', b'"]', b'",', b',"', b"]", "é".encode()]
+    for n in (1, 2, 3, 8, 9, 10, 11, 12, 13, 29, 30, 31, 32, 39, 40, 41):
+        vocab += [bytes(rng.choice(b"ab c") for _ in range(n)) for _ in range(3)]
+        vocab.append(("é" * (n // 2)).encode())
+    vocab = list(dict.fromkeys(vocab))
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
+    schema = {"type": "array", "items": {"type": "string", "maxLength": max_length}}
+    m = Matcher(Grammar.from_json_schema(schema, whitespace="compact"), info)
+    m.consume(vocab.index(b'["'))
+    _inside_string_checking_masks(m, info, vocab, rng, steps=8)
+    assert m._engine._core.stats["bounded_states"] > 0
 
 
 def test_a_declared_name_is_no_other_key_after_its_turn():

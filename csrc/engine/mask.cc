@@ -175,7 +175,7 @@ Walker::Survival Walker::survives_all(StateId s, uint32_t depth, uint32_t& budge
   return r;
 }
 
-// -- Plain strings that can never end a lexeme ----------------------------------------------
+// -- Plain strings that cannot end a lexeme --------------------------------------------------
 // A sound, partial test by a regex's structure (false when unsure): every plain byte string w
 // leaves x a residual D_w(x) that is non-empty and infinite. Such a lexeme survives plain
 // strings of any length, so a lexer state holding it (and no lazy lexeme) takes every slice
@@ -258,15 +258,66 @@ bool Walker::residuals_live(NodeId x, RegexStore& rs) {
   return true;
 }
 
-bool Walker::eternal_state(StateId s) {
+// How many bytes of any plain string x survives for sure, at a character boundary (0 when
+// unsure; kInf when eternal): c{lo,hi} with every plain character a word of c survives hi
+// characters (a string of at most hi bytes has at most hi characters, and a character begun
+// can be finished); h t what h survives when t is non-empty; x | y the larger.
+uint32_t Walker::plain_bound(NodeId x, RegexStore& rs, int depth) {
+  if (depth > kEternalDepth) return 0;
+  if (eternal(x, rs, depth)) return kInf;
+  if (auto it = bound_.find(x); it != bound_.end()) return it->second;
+  const uint32_t* a = rs.children(x);
+  uint32_t n = rs.n_children(x), r = 0;
+  switch (rs.kind(x)) {
+    case K_REPEAT: r = covers_plain(a[0], rs) ? a[2] : 0; break;
+    case K_CONCAT: r = !rs.has_boolean(a[1]) && a[1] != NOTHING ? plain_bound(a[0], rs, depth + 1) : 0; break;
+    case K_ALT:
+      for (uint32_t i = 0; i < n; i++) r = std::max(r, plain_bound(a[i], rs, depth + 1));
+      break;
+    default: break;
+  }
+  bound_.emplace(x, r);
+  return r;
+}
+
+// Whether every plain character (the UTF-8 automaton of plain bytes, from a boundary back to
+// one) is a word of c: a search over (residual, position) pairs inside one character.
+bool Walker::covers_plain(NodeId c, RegexStore& rs) {
+  if (auto it = covers_.find(c); it != covers_.end()) return it->second;
+  std::vector<uint64_t> seen{uint64_t(c) << 3}, todo{uint64_t(c) << 3};
+  bool ok = true;
+  while (ok && !todo.empty()) {
+    uint64_t key = todo.back();
+    todo.pop_back();
+    for (auto [b, u2] : plain_moves().from[key & 7]) {
+      NodeId d = rs.derivative(NodeId(key >> 3), b);
+      if (u2 == 0 ? !rs.nullable(d) : d == NOTHING || rs.has_boolean(d)) {
+        ok = false;  // a character that is no word of c, or a residual not known non-empty
+        break;
+      }
+      uint64_t k = (uint64_t(d) << 3) | u2;
+      if (u2 == 0 || std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
+      if (seen.size() >= kEternalPairs) {
+        ok = false;
+        break;
+      }
+      seen.push_back(k);
+      todo.push_back(k);
+    }
+  }
+  covers_.emplace(c, ok);
+  return ok;
+}
+
+uint32_t Walker::state_plain_bound(StateId s) {
   std::lock_guard<std::recursive_mutex> g(store_mutex());
   LexerDFA& lx = *lexer_;
   const LexerState& st = lx.state(s);
   for (auto& [lex, rx] : st.entries)
-    if (lx.lexeme_lazy(lex)) return false;  // a lazy lexeme may end inside a token
-  for (auto& [lex, rx] : st.entries)
-    if (eternal(rx, lx.regex(), 0)) return true;
-  return false;
+    if (lx.lexeme_lazy(lex)) return 0;  // a lazy lexeme may end inside a token
+  uint32_t bound = 0;
+  for (auto& [lex, rx] : st.entries) bound = std::max(bound, plain_bound(rx, lx.regex(), 0));
+  return bound;
 }
 
 int Walker::slice_level(StateId s) {
@@ -276,12 +327,14 @@ int Walker::slice_level(StateId s) {
   // plain string that long stays inside the lexeme (no token of the slice needs walking)
   uint32_t max_len = vocab_->max_plain_len();
   int level = -1;
-  const bool any_length = eternal_state(s);
-  if (any_length) eternal_states.fetch_add(1, std::memory_order_relaxed);
+  // by structure when the lexemes tell (no successor search), else by the search
+  const uint32_t bound = state_plain_bound(s);
+  if (bound == kInf) eternal_states.fetch_add(1, std::memory_order_relaxed);
+  else if (bound) bounded_states.fetch_add(1, std::memory_order_relaxed);
   uint32_t budget = kSliceBudget;
   for (int k = 0; k < kSliceLevels; k++) {
     uint32_t depth = std::min(kSliceLengths[k], max_len);
-    if (depth > kSliceMaxDepth || !(any_length || survives_all(s, depth, budget) == Survival::Yes)) break;
+    if (depth > kSliceMaxDepth || !(depth <= bound || survives_all(s, depth, budget) == Survival::Yes)) break;
     level = k;
   }
   slice_levels_[s].store(int8_t(level), std::memory_order_release);

@@ -74,6 +74,7 @@ class Walker {
   std::atomic<uint64_t> split_walks{0};   // statistics: root walks split among threads
   std::atomic<uint64_t> loop_walks{0};    // statistics: subtrees taken whole (a looping state)
   std::atomic<uint64_t> eternal_states{0};  // statistics: states given every slice by structure
+  std::atomic<uint64_t> bounded_states{0};  // statistics: states given slices up to a length by structure
   size_t memory_bytes() const;
 
  private:
@@ -125,13 +126,17 @@ class Walker {
   // key = lexer state << 3 | UTF-8 position (the bounds' index)
   Survival survives(uint64_t key, uint32_t depth, SliceCheck& check);
   Survival survives_all(StateId s, uint32_t depth, uint32_t& budget);
-  // Plain strings of any length keep s inside the lexeme, by a structural test of its
-  // lexemes' residuals (mask.cc); the memos are per regex node, under store_mutex().
-  bool eternal_state(StateId s);
+  // How many bytes of any plain string keep s inside the lexeme (kInf: any number), by a
+  // structural test of its lexemes' residuals (mask.cc), 0 when unsure; the memos are per
+  // regex node, under store_mutex().
+  uint32_t state_plain_bound(StateId s);
+  uint32_t plain_bound(NodeId x, RegexStore& rs, int depth);
   bool eternal(NodeId x, RegexStore& rs, int depth);
   bool finite(NodeId x, RegexStore& rs, int depth);
   bool residuals_live(NodeId x, RegexStore& rs);
-  std::unordered_map<NodeId, bool> eternal_, finite_;
+  bool covers_plain(NodeId c, RegexStore& rs);
+  std::unordered_map<NodeId, bool> eternal_, finite_, covers_;
+  std::unordered_map<NodeId, uint32_t> bound_;
   std::unordered_map<StateId, std::shared_ptr<const std::vector<InsideGroup>>> inside_;
   size_t inside_bytes_ = 0;
   std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi, int trie_id);
