@@ -171,6 +171,11 @@ void bind_engine(nb::module_& m) {
       nb::arg("fresh") = false,
       "The generation new grammars are lowered into (a new one past the rotation marks of "
       "csrc/engine/limits.h, or when fresh=True).");
+  m.def("productive_rules", &productive_rules, nb::arg("n_nonterminals"), nb::arg("lexeme_ok"),
+        nb::arg("rules"),
+        "Indices (ascending) of the rules (lhs, rhs) whose symbols can all derive some input, "
+        "lexeme i counting as productive when lexeme_ok[i]. ValueError for a symbol out of "
+        "range.");
   m.def("n_generations", &LexerDFA::n_alive,
         "Generations alive: the current one plus old ones some grammar still uses.");
   nb::exception<VocabFileError>(m, "VocabFileError");

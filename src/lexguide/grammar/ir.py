@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from lexguide import _core
 from lexguide.errors import GrammarError, line_col
 from lexguide.regex import nodes as rx
 from lexguide.regex.native import empty_among
@@ -485,48 +486,23 @@ class GrammarBuilder:
         ``top -> start`` is kept, with ``start`` ruleless.
         """
         lexemes = self._lexemes
+        nothing = rx.NOTHING
+        ok = [lx.token_set is not None or lx.rx != nothing for lx in lexemes]
         boolean = [i for i, lx in enumerate(lexemes)
-                   if lx.token_set is None and lx.rx != rx.NOTHING and rx.has_boolean(lx.rx)]
-        productive: set[int] = {
-            lexeme_sym(i)
-            for i, lx in enumerate(lexemes)
-            if lx.token_set is not None or lx.rx != rx.NOTHING
-        }
+                   if ok[i] and lx.token_set is None and rx.has_boolean(lx.rx)]
         if boolean:  # one export and one core call for every emptiness question
-            empty = empty_among([lexemes[i].rx for i in boolean])
-            productive.difference_update(lexeme_sym(i) for i, e in zip(boolean, empty) if e)
+            for i, e in zip(boolean, empty_among([lexemes[i].rx for i in boolean])):
+                if e:
+                    ok[i] = False
         rules = self._rules
-        # missing[i]: the occurrences in rule i's right side of symbols not known productive.
-        # Rules are visited in order and a completed rule's left side is propagated at once,
-        # so a grammar built bottom-up (children's rules first) needs almost no waiting.
-        missing: list[int] = []
-        waiting: dict[int, list[int]] = {}
-        for i, r in enumerate(rules):
-            n = 0
-            for x in r.rhs:
-                if x not in productive:
-                    n += 1
-                    w = waiting.get(x)
-                    if w is None:
-                        waiting[x] = [i]
-                    elif w[-1] != i:
-                        w.append(i)
-            missing.append(n)
-            if n == 0 and r.lhs not in productive:
-                todo = [r.lhs]
-                while todo:
-                    lhs = todo.pop()
-                    if lhs in productive:
-                        continue
-                    productive.add(lhs)
-                    for j in waiting.pop(lhs, ()):
-                        missing[j] -= rules[j].rhs.count(lhs)
-                        if missing[j] == 0:
-                            todo.append(rules[j].lhs)
-        if top not in productive:
+        # the fixpoint runs in the core (one call instead of a Python loop per symbol)
+        keep = _core.productive_rules(len(self._names), ok, rules)
+        # ``top -> start`` is the last rule and the only one of ``top``
+        if not keep or rules[keep[-1]].lhs != top:
             return (Rule(top, (start,)),)
-        return tuple(r for i, r in enumerate(rules) if missing[i] == 0 and r.lhs in productive)
-
+        if len(keep) == len(rules):
+            return tuple(rules)
+        return tuple([rules[i] for i in keep])
 
 def report_dead_rules(ir: GrammarIR, text: str, offsets: dict[str, int], start: str,
                       reject_empty: bool) -> GrammarIR:
