@@ -267,14 +267,19 @@ void bind_engine(nb::module_& m) {
   nb::class_<LexParserHandle>(m, "LexParser")
       .def(
           "__init__",
-          [](LexParserHandle* self, GenerationHandle& gen, int32_t n_nonterminals, int32_t start, const std::vector<int32_t>& lhs,
-             const std::vector<std::vector<int32_t>>& rhs, const std::vector<std::tuple<uint32_t, int32_t, bool, int64_t, bool, bool>>& lexemes,
+          [](LexParserHandle* self, GenerationHandle& gen, int32_t n_nonterminals, int32_t start,
+             const std::vector<std::pair<int32_t, std::vector<int32_t>>>& rules,
+             const std::vector<std::tuple<uint32_t, int32_t, bool, int64_t, bool, bool>>& lexemes,
              const std::vector<int64_t>& skips, bool allow_initial_skip, bool ignore_once) {
             GrammarRules g;
             g.n_nonterminals = n_nonterminals;
             g.start = start;
-            g.lhs = lhs;
-            g.rhs = rhs;
+            g.lhs.reserve(rules.size());
+            g.rhs.reserve(rules.size());
+            for (const auto& [l, r] : rules) {  // the IR's Rule tuples, (lhs, rhs)
+              g.lhs.push_back(l);
+              g.rhs.push_back(r);
+            }
             std::vector<LexemeSpec> specs;
             for (auto& [rx, cls, lazy, budget, tok, eos] : lexemes) {
               check_node(gen.dfa->regex(), rx);

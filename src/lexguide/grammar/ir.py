@@ -292,8 +292,9 @@ class GrammarBuilder:
 
     def nonterminal(self, name: str) -> int:
         """A fresh nonterminal named ``name`` (names need not be unique)."""
-        self._names.append(name)
-        return len(self._names) - 1
+        names = self._names
+        names.append(name)
+        return len(names) - 1
 
     def capture(self, nonterminal: int, name: str) -> None:
         """Report the bytes each completion of ``nonterminal`` spans under ``name``."""
@@ -304,19 +305,25 @@ class GrammarBuilder:
         if lhs < 0:  # a lexeme
             raise ValueError("the left-hand side of a rule must be a nonterminal")
         r = _new_rule(Rule, (lhs, tuple(rhs)))
-        if r not in self._rule_set:
-            self._rule_set.add(r)
+        seen = self._rule_set
+        n = len(seen)
+        seen.add(r)  # one hash of the rule, where a test and an add would take two
+        if len(seen) != n:
             self._rules.append(r)
 
     # -- EBNF helpers (each returns a symbol) ---------------------------------------------
     def seq(self, syms: Sequence[int], name: str = "seq") -> int:
         if len(syms) == 1:
             return syms[0]
-        key = ("seq", tuple(syms))
-        nt = self._helpers.get(key)
+        rhs = tuple(syms)
+        key = ("seq", rhs)
+        helpers = self._helpers
+        nt = helpers.get(key)
         if nt is None:
-            nt = self._helpers[key] = self.nonterminal(name)
-            self.rule(nt, key[1])
+            nt = helpers[key] = self.nonterminal(name)
+            r = _new_rule(Rule, (nt, rhs))  # the first rule of a fresh nonterminal: new
+            self._rule_set.add(r)
+            self._rules.append(r)
         return nt
 
     def alt(self, alternatives: Iterable[Sequence[int]], name: str = "alt") -> int:
@@ -324,11 +331,18 @@ class GrammarBuilder:
         if len(alts) == 1 and len(alts[0]) == 1:
             return alts[0][0]
         key = ("alt", alts)
-        nt = self._helpers.get(key)
+        helpers = self._helpers
+        nt = helpers.get(key)
         if nt is None:
-            nt = self._helpers[key] = self.nonterminal(name)
+            nt = helpers[key] = self.nonterminal(name)
+            # rules of a fresh nonterminal: only a repeated alternative can be a duplicate
+            seen, rules = self._rule_set, self._rules
             for a in alts:
-                self.rule(nt, a)
+                r = _new_rule(Rule, (nt, a))
+                n = len(seen)
+                seen.add(r)
+                if len(seen) != n:
+                    rules.append(r)
         return nt
 
     def empty(self) -> int:
