@@ -205,6 +205,15 @@ class GrammarIR:
         return self.nonterminals[sym]
 
 
+# Plain lexemes (no lazy/stop/suffix/capture/budget) by (name, rx, class), shared by every
+# grammar: a frozen dataclass costs a few microseconds to construct, and most grammars of a
+# process make the same few (punctuation, strings, numbers) again. Holds regex node ids, so
+# it is emptied when the regex store is cut back; bounded by clearing when full.
+_PLAIN_LEXEMES: dict[tuple[str, int, int], Lexeme] = {}
+_MAX_PLAIN_LEXEMES = 65536
+rx.on_rotate(_PLAIN_LEXEMES.clear)
+
+
 class GrammarBuilder:
     """Accumulates lexemes and rules; every front end goes through it.
 
@@ -267,16 +276,23 @@ class GrammarBuilder:
         idx = self._lexeme_ids.get(key)
         if idx is None:
             idx = len(self._lexemes)
-            body_rx, stop_rx = stop if stop is not None else (None, None)
-            suffix_rx = None
-            if suffix is not None:
-                body_rx, suffix_rx = suffix
-            self._lexemes.append(
-                Lexeme(name, rx, lexeme_class, lazy, None, max_tokens, stop_rx, body_rx,
-                       suffix_rx, capture, stop_capture)
-            )
+            if len(key) == 2:  # plain: the (immutable) Lexeme is shared across grammars
+                shared = (name, rx, lexeme_class)
+                lx = _PLAIN_LEXEMES.get(shared)
+                if lx is None:
+                    if len(_PLAIN_LEXEMES) >= _MAX_PLAIN_LEXEMES:
+                        _PLAIN_LEXEMES.clear()
+                    lx = _PLAIN_LEXEMES[shared] = Lexeme(name, rx, lexeme_class)
+            else:
+                body_rx, stop_rx = stop if stop is not None else (None, None)
+                suffix_rx = None
+                if suffix is not None:
+                    body_rx, suffix_rx = suffix
+                lx = Lexeme(name, rx, lexeme_class, lazy, None, max_tokens, stop_rx, body_rx,
+                            suffix_rx, capture, stop_capture)
+            self._lexemes.append(lx)
             self._lexeme_ids[key] = idx
-        return lexeme_sym(idx)
+        return -1 - idx  # lexeme_sym(idx)
 
     def token_lexeme(self, token_set: TokenSet, *, lexeme_class: int = 0) -> int:
         """The symbol of a special-token lexeme (matches one token id, no bytes)."""
