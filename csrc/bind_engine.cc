@@ -28,6 +28,38 @@ using MaskArray = nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>>;
 using OutRow = nb::ndarray<uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using OutRows = nb::ndarray<uint32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
+// The rules of a Python sequence of (lhs, rhs) pairs (the IR's Rule tuples) as lhs and rhs
+// arrays, read with the C API: nanobind's generic casters copy each tuple subclass into a new
+// list first, which made reading the rules cost as much as the rest of a lowering.
+void read_rules(nb::handle rules, std::vector<int32_t>& lhs, std::vector<std::vector<int32_t>>& rhs) {
+  PyObject* seq = PySequence_Fast(rules.ptr(), "rules must be a sequence");
+  if (!seq) throw nb::python_error();
+  nb::object seq_owner = nb::steal(seq);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  auto as_symbol = [](PyObject* o) -> int32_t {
+    if (!PyLong_Check(o)) throw nb::type_error("a rule's symbols are ints");
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+    if (v < INT32_MIN || v > INT32_MAX) throw std::invalid_argument("symbol out of range");
+    return int32_t(v);
+  };
+  lhs.reserve(size_t(n));
+  rhs.reserve(size_t(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* r = items[i];
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) throw nb::type_error("a rule is a (lhs, rhs) tuple");
+    lhs.push_back(as_symbol(PyTuple_GET_ITEM(r, 0)));
+    PyObject* side = PySequence_Fast(PyTuple_GET_ITEM(r, 1), "a rule's right side must be a sequence");
+    if (!side) throw nb::python_error();
+    nb::object side_owner = nb::steal(side);
+    const Py_ssize_t m = PySequence_Fast_GET_SIZE(side);
+    PyObject** xs = PySequence_Fast_ITEMS(side);
+    std::vector<int32_t>& out = rhs.emplace_back(size_t(m));
+    for (Py_ssize_t j = 0; j < m; ++j) out[size_t(j)] = as_symbol(xs[j]);
+  }
+}
+
 ParseState to_state(const State& s) {
   if (std::get<0>(s) < 0) throw std::invalid_argument("not a live parse state");
   return ParseState{std::get<0>(s), std::get<1>(s), std::get<2>(s)};
@@ -171,11 +203,18 @@ void bind_engine(nb::module_& m) {
       nb::arg("fresh") = false,
       "The generation new grammars are lowered into (a new one past the rotation marks of "
       "csrc/engine/limits.h, or when fresh=True).");
-  m.def("productive_rules", &productive_rules, nb::arg("n_nonterminals"), nb::arg("lexeme_ok"),
-        nb::arg("rules"),
+  m.def(
+      "productive_rules",
+      [](int32_t n_nonterminals, const std::vector<bool>& lexeme_ok, nb::handle rules) {
+        std::vector<int32_t> lhs;
+        std::vector<std::vector<int32_t>> rhs;
+        read_rules(rules, lhs, rhs);
+        return productive_rules(n_nonterminals, lexeme_ok, lhs, rhs);
+      },
+      nb::arg("n_nonterminals"), nb::arg("lexeme_ok"), nb::arg("rules"),
         "Indices (ascending) of the rules (lhs, rhs) whose symbols can all derive some input, "
         "lexeme i counting as productive when lexeme_ok[i]. ValueError for a symbol out of "
-        "range.");
+        "range, TypeError for a rule that is not an (int, sequence of ints) pair.");
   m.def("n_generations", &LexerDFA::n_alive,
         "Generations alive: the current one plus old ones some grammar still uses.");
   nb::exception<VocabFileError>(m, "VocabFileError");
@@ -268,18 +307,13 @@ void bind_engine(nb::module_& m) {
       .def(
           "__init__",
           [](LexParserHandle* self, GenerationHandle& gen, int32_t n_nonterminals, int32_t start,
-             const std::vector<std::pair<int32_t, std::vector<int32_t>>>& rules,
+             nb::handle rules,
              const std::vector<std::tuple<uint32_t, int32_t, bool, int64_t, bool, bool>>& lexemes,
              const std::vector<int64_t>& skips, bool allow_initial_skip, bool ignore_once) {
             GrammarRules g;
             g.n_nonterminals = n_nonterminals;
             g.start = start;
-            g.lhs.reserve(rules.size());
-            g.rhs.reserve(rules.size());
-            for (const auto& [l, r] : rules) {  // the IR's Rule tuples, (lhs, rhs)
-              g.lhs.push_back(l);
-              g.rhs.push_back(r);
-            }
+            read_rules(rules, g.lhs, g.rhs);  // the IR's Rule tuples, (lhs, rhs)
             std::vector<LexemeSpec> specs;
             for (auto& [rx, cls, lazy, budget, tok, eos] : lexemes) {
               check_node(gen.dfa->regex(), rx);

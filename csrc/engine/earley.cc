@@ -18,11 +18,14 @@ std::string bytes_key(const std::vector<T>& v) {
 }  // namespace
 
 std::vector<uint32_t> productive_rules(int32_t n_nonterminals, const std::vector<bool>& lexeme_ok,
-                                       const std::vector<std::pair<int32_t, std::vector<int32_t>>>& rules) {
+                                       const std::vector<int32_t>& lhs_of,
+                                       const std::vector<std::vector<int32_t>>& rhs_of) {
   if (n_nonterminals < 0) throw std::invalid_argument("negative nonterminal count");
+  if (lhs_of.size() != rhs_of.size()) throw std::invalid_argument("one left side per rule");
+  const size_t n_rules = lhs_of.size();
   const size_t n_nt = size_t(n_nonterminals), n_lex = lexeme_ok.size();
   std::vector<char> ok(n_nt, 0);
-  std::vector<uint32_t> missing(rules.size(), 0);
+  std::vector<uint32_t> missing(n_rules, 0);
   // waiting[nt]: the rules with an occurrence of nt on the right (once per occurrence), as a
   // linked list over occurrence records so the whole index is two flat arrays
   std::vector<int64_t> head(n_nt, -1);
@@ -37,15 +40,16 @@ std::vector<uint32_t> productive_rules(int32_t n_nonterminals, const std::vector
       ok[size_t(x)] = 1;
       for (int64_t o = head[size_t(x)]; o >= 0; o = occ[size_t(o)].second) {
         uint32_t r = occ[size_t(o)].first;
-        if (--missing[r] == 0) todo.push_back(rules[r].first);
+        if (--missing[r] == 0) todo.push_back(lhs_of[r]);
       }
       head[size_t(x)] = -1;
     }
   };
   // rules are visited in order and a completed rule's left side propagates at once, so a
   // grammar built bottom-up (children's rules first) needs almost no waiting
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const auto& [lhs, rhs] = rules[i];
+  for (size_t i = 0; i < n_rules; ++i) {
+    const int32_t lhs = lhs_of[i];
+    const std::vector<int32_t>& rhs = rhs_of[i];
     if (lhs < 0 || size_t(lhs) >= n_nt) throw std::invalid_argument("rule left side out of range");
     uint32_t n = 0;
     for (int32_t x : rhs) {
@@ -66,8 +70,8 @@ std::vector<uint32_t> productive_rules(int32_t n_nonterminals, const std::vector
     if (n == 0 && !ok[size_t(lhs)]) complete(lhs);
   }
   std::vector<uint32_t> out;
-  for (size_t i = 0; i < rules.size(); ++i)
-    if (missing[i] == 0 && ok[size_t(rules[i].first)]) out.push_back(uint32_t(i));
+  for (size_t i = 0; i < n_rules; ++i)
+    if (missing[i] == 0 && ok[size_t(lhs_of[i])]) out.push_back(uint32_t(i));
   return out;
 }
 

@@ -41,7 +41,8 @@ struct GrammarRules {
 // productive symbols on its right, lexeme i is productive when lexeme_ok[i]. Throws
 // std::invalid_argument for a symbol out of range.
 std::vector<uint32_t> productive_rules(int32_t n_nonterminals, const std::vector<bool>& lexeme_ok,
-                                       const std::vector<std::pair<int32_t, std::vector<int32_t>>>& rules);
+                                       const std::vector<int32_t>& lhs,
+                                       const std::vector<std::vector<int32_t>>& rhs);
 
 class EarleyParser {
  public:
