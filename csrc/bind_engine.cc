@@ -13,6 +13,8 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "engine/lexparser.h"
 #include "engine/mask.h"
@@ -27,6 +29,38 @@ using State = std::tuple<int32_t, uint32_t, bool>;
 using MaskArray = nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>>;
 using OutRow = nb::ndarray<uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using OutRows = nb::ndarray<uint32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+// The rules of a Python sequence of (lhs, rhs) pairs (the IR's Rule tuples) as lhs and rhs
+// arrays, read with the C API: nanobind's generic casters copy each tuple subclass into a new
+// list first, which made reading the rules cost as much as the rest of a lowering.
+void read_rules(nb::handle rules, std::vector<int32_t>& lhs, std::vector<std::vector<int32_t>>& rhs) {
+  PyObject* seq = PySequence_Fast(rules.ptr(), "rules must be a sequence");
+  if (!seq) throw nb::python_error();
+  nb::object seq_owner = nb::steal(seq);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  auto as_symbol = [](PyObject* o) -> int32_t {
+    if (!PyLong_Check(o)) throw nb::type_error("a rule's symbols are ints");
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+    if (v < INT32_MIN || v > INT32_MAX) throw std::invalid_argument("symbol out of range");
+    return int32_t(v);
+  };
+  lhs.reserve(size_t(n));
+  rhs.reserve(size_t(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* r = items[i];
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) throw nb::type_error("a rule is a (lhs, rhs) tuple");
+    lhs.push_back(as_symbol(PyTuple_GET_ITEM(r, 0)));
+    PyObject* side = PySequence_Fast(PyTuple_GET_ITEM(r, 1), "a rule's right side must be a sequence");
+    if (!side) throw nb::python_error();
+    nb::object side_owner = nb::steal(side);
+    const Py_ssize_t m = PySequence_Fast_GET_SIZE(side);
+    PyObject** xs = PySequence_Fast_ITEMS(side);
+    std::vector<int32_t>& out = rhs.emplace_back(size_t(m));
+    for (Py_ssize_t j = 0; j < m; ++j) out[size_t(j)] = as_symbol(xs[j]);
+  }
+}
 
 ParseState to_state(const State& s) {
   if (std::get<0>(s) < 0) throw std::invalid_argument("not a live parse state");
@@ -84,6 +118,161 @@ struct LexParserHandle {
 struct GenerationHandle {
   std::shared_ptr<LexerDFA> dfa;
 };
+
+// Export into `h`'s store the nodes of the Python regex store (lexguide.regex.nodes: `kind`
+// and `args`, one entry per node id, ids topological) reachable from `roots` that `known`
+// (Python node id -> core id, updated here) lacks, as RegexStore::import_nodes records; the
+// roots' core ids. The walk and the records read the Python lists with the C API, where a
+// Python loop spent ~3 us a node.
+std::vector<NodeId> export_python_nodes(GenerationHandle& h, nb::handle kind, nb::handle args,
+                                        nb::handle known, const std::vector<int64_t>& roots) {
+  if (!PyList_Check(kind.ptr()) || !PyList_Check(args.ptr()) || !PyDict_Check(known.ptr()))
+    throw nb::type_error("export: kind and args are lists, known a dict");
+  enum : uint32_t { kNothing, kEps, kBytes, kConcat, kAlt, kAnd, kNot, kStar, kRepeat, kRef };
+  const Py_ssize_t n_nodes = PyList_GET_SIZE(kind.ptr());
+  if (PyList_GET_SIZE(args.ptr()) != n_nodes) throw std::invalid_argument("export: one args entry per node");
+  auto lookup_key = [&](PyObject* key) -> PyObject* {  // borrowed core id of node `key`, or null
+    PyObject* v = PyDict_GetItemWithError(known.ptr(), key);
+    if (!v && PyErr_Occurred()) throw nb::python_error();
+    return v;
+  };
+  auto lookup = [&](int64_t x) -> PyObject* {
+    nb::object key = nb::steal(PyLong_FromLongLong(x));
+    return lookup_key(key.ptr());
+  };
+  auto as_u32 = [](PyObject* o, const char* what) -> uint32_t {
+    if (!PyLong_Check(o)) throw nb::type_error(what);
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (PyErr_Occurred()) throw nb::python_error();
+    if (v > 0xFFFFFFFFull) throw std::invalid_argument(what);
+    return uint32_t(v);
+  };
+  auto node_kind = [&](int64_t x) -> uint32_t {
+    uint32_t k = as_u32(PyList_GET_ITEM(kind.ptr(), x), "export: a node kind is an int");
+    if (k >= kRef) throw std::invalid_argument("export: unknown node kind");
+    return k;
+  };
+  auto node_args = [&](int64_t x) -> PyObject* {
+    PyObject* a = PyList_GET_ITEM(args.ptr(), x);
+    if (!PyTuple_Check(a)) throw nb::type_error("export: node args are tuples");
+    return a;
+  };
+  auto n_kids = [](uint32_t k, PyObject* a) -> Py_ssize_t {
+    if (k == kRepeat) return PyTuple_GET_SIZE(a) == 3 ? 1 : -1;
+    if (k == kConcat || k == kAlt || k == kAnd || k == kNot || k == kStar) return PyTuple_GET_SIZE(a);
+    return 0;
+  };
+  auto node_id = [&](PyObject* o) -> int64_t {
+    if (!PyLong_Check(o)) throw nb::type_error("export: a child is a node id");
+    long long v = PyLong_AsLongLong(o);
+    if (PyErr_Occurred()) throw nb::python_error();
+    if (v < 0 || v >= n_nodes) throw std::invalid_argument("export: node id out of range");
+    return v;
+  };
+  // the nodes to export: reachable from the roots without passing a known node
+  // (children are looked up by the int objects of their parents' args: no new key objects)
+  std::unordered_set<int64_t> fresh;
+  std::vector<std::pair<int64_t, PyObject*>> todo;  // (node, its id as an int object or null)
+  for (int64_t r : roots) {
+    if (r < 0 || r >= n_nodes) throw std::invalid_argument("export: node id out of range");
+    todo.emplace_back(r, nullptr);
+  }
+  while (!todo.empty()) {
+    auto [x, key] = todo.back();
+    todo.pop_back();
+    if (fresh.count(x) || (key ? lookup_key(key) : lookup(x))) continue;
+    fresh.insert(x);
+    uint32_t k = node_kind(x);
+    if (k == kNothing || k == kEps || k == kBytes) continue;
+    PyObject* a = node_args(x);
+    Py_ssize_t m = n_kids(k, a);
+    if (m < 0) throw std::invalid_argument("export: a repeat is (child, min, max)");
+    for (Py_ssize_t j = 0; j < m; ++j) {
+      PyObject* c_obj = PyTuple_GET_ITEM(a, j);
+      int64_t c = node_id(c_obj);
+      if (c >= x) throw std::invalid_argument("export: a child comes after its parent");
+      if (!fresh.count(c)) todo.emplace_back(c, c_obj);
+    }
+  }
+  std::vector<int64_t> order(fresh.begin(), fresh.end());
+  std::sort(order.begin(), order.end());  // ascending ids: children first
+  std::vector<uint32_t> flat;
+  std::unordered_map<int64_t, uint32_t> pos;
+  auto place = [&](PyObject* c_obj) -> uint32_t {  // a child's record: exported, or a reference
+    int64_t c = node_id(c_obj);
+    auto it = pos.find(c);
+    if (it != pos.end()) return it->second;
+    PyObject* id = lookup_key(c_obj);
+    if (!id) throw std::invalid_argument("export: a child is neither exported nor known");
+    uint32_t p = uint32_t(pos.size());
+    pos.emplace(c, p);
+    flat.insert(flat.end(), {kRef, 1, as_u32(id, "export: a core id is an int")});
+    return p;
+  };
+  std::vector<uint32_t> kid_pos;
+  for (int64_t x : order) {
+    uint32_t k = node_kind(x);
+    if (k == kBytes) {
+      PyObject* a = node_args(x);
+      if (PyTuple_GET_SIZE(a) != 1 || !PyLong_Check(PyTuple_GET_ITEM(a, 0)))
+        throw nb::type_error("export: a byte set is (mask,)");
+      nb::object raw = nb::steal(PyObject_CallMethod(PyTuple_GET_ITEM(a, 0), "to_bytes", "is", 32, "little"));
+      if (!raw.is_valid()) throw nb::python_error();
+      char* data = nullptr;
+      Py_ssize_t len = 0;
+      if (PyBytes_AsStringAndSize(raw.ptr(), &data, &len) != 0 || len != 32) throw nb::python_error();
+      pos.emplace(x, uint32_t(pos.size()));
+      flat.push_back(kBytes);
+      flat.push_back(8);
+      for (int w = 0; w < 8; ++w) {
+        uint32_t word;
+        std::memcpy(&word, data + 4 * w, 4);  // little-endian words, as _WORDS packs them
+        flat.push_back(word);
+      }
+      continue;
+    }
+    if (k == kNothing || k == kEps) {
+      pos.emplace(x, uint32_t(pos.size()));
+      flat.insert(flat.end(), {k, 0});
+      continue;
+    }
+    PyObject* a = node_args(x);
+    Py_ssize_t m = n_kids(k, a);
+    kid_pos.clear();
+    for (Py_ssize_t j = 0; j < m; ++j) kid_pos.push_back(place(PyTuple_GET_ITEM(a, j)));
+    pos.emplace(x, uint32_t(pos.size()));
+    if (k == kRepeat) {
+      long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(a, 1)), hi = PyLong_AsLongLong(PyTuple_GET_ITEM(a, 2));
+      if (PyErr_Occurred()) throw nb::python_error();
+      if (lo < 0 || lo > 0xFFFFFFFFll || hi > 0xFFFFFFFFll) throw std::invalid_argument("export: repeat bounds");
+      flat.insert(flat.end(), {k, 3, kid_pos[0], uint32_t(lo), hi < 0 ? 0xFFFFFFFFu : uint32_t(hi)});
+    } else {
+      flat.push_back(k);
+      flat.push_back(uint32_t(kid_pos.size()));
+      flat.insert(flat.end(), kid_pos.begin(), kid_pos.end());
+    }
+  }
+  if (!order.empty()) {
+    std::vector<uint32_t> at;
+    at.reserve(order.size());
+    for (int64_t x : order) at.push_back(pos.at(x));
+    std::vector<NodeId> got;
+    {
+      std::lock_guard<std::recursive_mutex> g(store_mutex());
+      got = h.dfa->regex().import_nodes(flat, at);
+    }
+    for (size_t i = 0; i < order.size(); ++i) {  // every exported node is remembered
+      nb::object key = nb::steal(PyLong_FromLongLong(order[i]));
+      nb::object val = nb::steal(PyLong_FromUnsignedLong(got[i]));
+      if (PyDict_SetItem(known.ptr(), key.ptr(), val.ptr()) != 0) throw nb::python_error();
+    }
+  }
+  std::vector<NodeId> out;
+  out.reserve(roots.size());
+  for (int64_t r : roots) out.push_back(as_u32(lookup(r), "export: a core id is an int"));
+  return out;
+}
+
 
 struct MaskEngineHandle {
   std::shared_ptr<MaskEngine> engine;
@@ -144,6 +333,10 @@ void bind_engine(nb::module_& m) {
             return h.dfa->regex().import_nodes(flat, roots);
           },
           "Rebuild exported regex DAGs in this generation's store; returns the roots' node ids.")
+      .def("export_python", &export_python_nodes, nb::arg("kind"), nb::arg("args"), nb::arg("known"),
+           nb::arg("roots"),
+           "Export the Python regex store's nodes reachable from roots that known (Python id -> "
+           "core id, updated) lacks; the roots' core ids.")
       .def(
           "nonempty",
           [](GenerationHandle& h, uint32_t node) {
@@ -171,6 +364,18 @@ void bind_engine(nb::module_& m) {
       nb::arg("fresh") = false,
       "The generation new grammars are lowered into (a new one past the rotation marks of "
       "csrc/engine/limits.h, or when fresh=True).");
+  m.def(
+      "productive_rules",
+      [](int32_t n_nonterminals, const std::vector<bool>& lexeme_ok, nb::handle rules) {
+        std::vector<int32_t> lhs;
+        std::vector<std::vector<int32_t>> rhs;
+        read_rules(rules, lhs, rhs);
+        return productive_rules(n_nonterminals, lexeme_ok, lhs, rhs);
+      },
+      nb::arg("n_nonterminals"), nb::arg("lexeme_ok"), nb::arg("rules"),
+        "Indices (ascending) of the rules (lhs, rhs) whose symbols can all derive some input, "
+        "lexeme i counting as productive when lexeme_ok[i]. ValueError for a symbol out of "
+        "range, TypeError for a rule that is not an (int, sequence of ints) pair.");
   m.def("n_generations", &LexerDFA::n_alive,
         "Generations alive: the current one plus old ones some grammar still uses.");
   nb::exception<VocabFileError>(m, "VocabFileError");
@@ -262,14 +467,14 @@ void bind_engine(nb::module_& m) {
   nb::class_<LexParserHandle>(m, "LexParser")
       .def(
           "__init__",
-          [](LexParserHandle* self, GenerationHandle& gen, int32_t n_nonterminals, int32_t start, const std::vector<int32_t>& lhs,
-             const std::vector<std::vector<int32_t>>& rhs, const std::vector<std::tuple<uint32_t, int32_t, bool, int64_t, bool, bool>>& lexemes,
+          [](LexParserHandle* self, GenerationHandle& gen, int32_t n_nonterminals, int32_t start,
+             nb::handle rules,
+             const std::vector<std::tuple<uint32_t, int32_t, bool, int64_t, bool, bool>>& lexemes,
              const std::vector<int64_t>& skips, bool allow_initial_skip, bool ignore_once) {
             GrammarRules g;
             g.n_nonterminals = n_nonterminals;
             g.start = start;
-            g.lhs = lhs;
-            g.rhs = rhs;
+            read_rules(rules, g.lhs, g.rhs);  // the IR's Rule tuples, (lhs, rhs)
             std::vector<LexemeSpec> specs;
             for (auto& [rx, cls, lazy, budget, tok, eos] : lexemes) {
               check_node(gen.dfa->regex(), rx);

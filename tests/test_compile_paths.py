@@ -1,5 +1,7 @@
 """The compile's fast paths give what their slow forms give: GC pause, literal chains, depth
-check, fragment references, quoted key regions."""
+check, fragment references, quoted key regions, the core's productive-rules pass, the key scan
+of $id/$anchor, the module listing of the regex store's base, shared plain lexemes, the
+core's export of the Python regex store."""
 
 from __future__ import annotations
 
@@ -77,3 +79,120 @@ def test_key_regions_keep_their_languages():
                     ({"zz": True}, True), ({"zz": 1}, False), ({"a": True}, False),
                     ({"toolong": True}, False), ({"ptoolong": "s"}, False)]:
         assert g.validate(json.dumps(doc, separators=(",", ":"))) is ok, doc
+
+
+def _productive_reference(n_nt: int, lexeme_ok: list[bool], rules: list) -> list[int]:
+    """The productive rules by the textbook fixpoint: repeat until no nonterminal is added."""
+    ok = set()
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            if lhs not in ok and all(lexeme_ok[-1 - x] if x < 0 else x in ok for x in rhs):
+                ok.add(lhs)
+                changed = True
+    return [i for i, (lhs, rhs) in enumerate(rules)
+            if lhs in ok and all(lexeme_ok[-1 - x] if x < 0 else x in ok for x in rhs)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_core_productive_rules_match_the_fixpoint(seed):
+    import random
+
+    from lexguide import _core
+    from lexguide.grammar.ir import Rule
+
+    r = random.Random(seed)
+    n_nt, n_lex = r.randint(1, 12), r.randint(1, 5)
+    lexeme_ok = [r.random() < 0.7 for _ in range(n_lex)]
+    rules = [Rule(r.randrange(n_nt), tuple(r.choice([r.randrange(n_nt), -1 - r.randrange(n_lex)])
+                                           for _ in range(r.randint(0, 3))))
+             for _ in range(r.randint(0, 3 * n_nt))]
+    got = _core.productive_rules(n_nt, lexeme_ok, rules)
+    assert got == _productive_reference(n_nt, lexeme_ok, rules)
+    # lists, plain tuples and the IR's Rules read alike
+    assert _core.productive_rules(n_nt, lexeme_ok, [(a, list(b)) for a, b in rules]) == got
+
+
+@pytest.mark.parametrize("rules, error", [
+    ([(0, (5,))], ValueError), ([(0, (-9,))], ValueError), ([(3, ())], ValueError),
+    ([(0,)], TypeError), ([(0, ("a",))], TypeError), ([(0.5, ())], TypeError),
+    ([(0, 3)], TypeError), (5, TypeError), ([(2**40, ())], ValueError),
+])
+def test_core_productive_rules_reject_bad_rules(rules, error):
+    from lexguide import _core
+
+    with pytest.raises(error):
+        _core.productive_rules(1, [True], rules)
+
+
+def test_has_key_finds_keys_anywhere_and_only_keys():
+    from lexguide.jsonschema.refs import _has_key
+
+    keys = frozenset(("$id", "$anchor"))
+    assert _has_key({"a": [{"b": {"$anchor": "x"}}]}, keys)
+    assert _has_key([1, {"$id": "u"}], keys)
+    assert not _has_key({"enum": ["$id", "$anchor"], "const": "$id"}, keys)  # values, not keys
+    assert not _has_key({"a": {"b": [1, 2, {"c": None}]}}, keys)
+    assert not _has_key("$id", keys)
+
+
+@pytest.mark.parametrize("package", ["lexguide", "lexguide.grammar", "lexguide.jsonschema",
+                                     "lexguide.regex"])
+def test_front_end_modules_are_listed_as_pkgutil_lists_them(package):
+    import importlib
+    import pkgutil
+
+    pkg = importlib.import_module(package)
+    want = sorted(i.name for i in pkgutil.iter_modules(pkg.__path__, package + "."))
+    assert sorted(rx._submodules(package, pkg.__path__)) == want
+
+
+def test_plain_lexemes_are_shared_between_grammars_and_others_are_not():
+    from lexguide.grammar.ir import GrammarBuilder
+
+    node = rx.literal(b"shared_lexeme_paths")
+    a, b = GrammarBuilder(), GrammarBuilder()
+    la, lb = a.lexeme(node, "x", lexeme_class=0), b.lexeme(node, "x", lexeme_class=0)
+    assert a._lexemes[-1 - la] is b._lexemes[-1 - lb]
+    c = GrammarBuilder()
+    other = c._lexemes[-1 - c.lexeme(node, "y")]  # another name: another lexeme
+    assert other.name == "y" and a._lexemes[-1 - la].name == "x"
+    ca, cb = a.lexeme(node, "x", capture="c"), b.lexeme(node, "x", capture="c")
+    assert a._lexemes[-1 - ca] is not b._lexemes[-1 - cb]
+    assert a._lexemes[-1 - ca].capture == "c" and a._lexemes[-1 - la].capture is None
+
+
+@pytest.mark.parametrize("pattern", [b"abc", b"", b"\x00\xff"])
+def test_core_export_rebuilds_the_node_the_mirror_has(pattern):
+    from lexguide.regex import native
+
+    node = rx.intersect(rx.concat(rx.literal(pattern), rx.star(rx.byteset(b"xy"))),
+                        rx.complement(rx.repeat(rx.literal(b"x"), 2, 5)))
+    gen, (mirrored,) = native.lower([node])
+    # from scratch (nothing known): the core's hash-consing gives the same node back
+    known: dict[int, int] = {}
+    assert gen.export_python(rx._kind, rx._args, known, [node]) == [mirrored]
+    assert known[node] == mirrored and len(known) > 3  # every exported node is remembered
+    assert gen.export_python(rx._kind, rx._args, known, [node, node]) == [mirrored] * 2
+
+
+@pytest.mark.parametrize("kind, args, known, roots, error", [
+    ((0,), [()], {}, [0], TypeError),            # not a list
+    ([0], [()], [], [0], TypeError),             # known not a dict
+    ([0], [()], {}, [1], ValueError),            # root out of range
+    ([0], [(), ()], {}, [0], ValueError),        # columns of different lengths
+    ([3], [(0, 0)], {}, [0], ValueError),        # a child not before its parent
+    ([42], [()], {}, [0], ValueError),           # unknown kind
+    (["a"], [()], {}, [0], TypeError),           # kind not an int
+    ([0, 3], [(), [0, 0]], {}, [1], TypeError),  # args not a tuple
+    ([2], [("m",)], {}, [0], TypeError),         # byte set mask not an int
+    ([0, 3], [(), (0, 0)], {0: "x"}, [1], TypeError),  # a known core id not an int
+    ([0, 8], [(), (0, 1)], {}, [1], ValueError),  # repeat without its bounds
+])
+def test_core_export_rejects_a_malformed_store(kind, args, known, roots, error):
+    from lexguide.regex import native
+
+    gen, _ = native.lower([])
+    with pytest.raises(error):
+        gen.export_python(kind, args, known, roots)

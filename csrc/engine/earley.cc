@@ -17,6 +17,64 @@ std::string bytes_key(const std::vector<T>& v) {
 }
 }  // namespace
 
+std::vector<uint32_t> productive_rules(int32_t n_nonterminals, const std::vector<bool>& lexeme_ok,
+                                       const std::vector<int32_t>& lhs_of,
+                                       const std::vector<std::vector<int32_t>>& rhs_of) {
+  if (n_nonterminals < 0) throw std::invalid_argument("negative nonterminal count");
+  if (lhs_of.size() != rhs_of.size()) throw std::invalid_argument("one left side per rule");
+  const size_t n_rules = lhs_of.size();
+  const size_t n_nt = size_t(n_nonterminals), n_lex = lexeme_ok.size();
+  std::vector<char> ok(n_nt, 0);
+  std::vector<uint32_t> missing(n_rules, 0);
+  // waiting[nt]: the rules with an occurrence of nt on the right (once per occurrence), as a
+  // linked list over occurrence records so the whole index is two flat arrays
+  std::vector<int64_t> head(n_nt, -1);
+  std::vector<std::pair<uint32_t, int64_t>> occ;  // (rule, next occurrence of the same nt)
+  std::vector<int32_t> todo;
+  auto complete = [&](int32_t nt) {
+    todo.push_back(nt);
+    while (!todo.empty()) {
+      int32_t x = todo.back();
+      todo.pop_back();
+      if (ok[size_t(x)]) continue;
+      ok[size_t(x)] = 1;
+      for (int64_t o = head[size_t(x)]; o >= 0; o = occ[size_t(o)].second) {
+        uint32_t r = occ[size_t(o)].first;
+        if (--missing[r] == 0) todo.push_back(lhs_of[r]);
+      }
+      head[size_t(x)] = -1;
+    }
+  };
+  // rules are visited in order and a completed rule's left side propagates at once, so a
+  // grammar built bottom-up (children's rules first) needs almost no waiting
+  for (size_t i = 0; i < n_rules; ++i) {
+    const int32_t lhs = lhs_of[i];
+    const std::vector<int32_t>& rhs = rhs_of[i];
+    if (lhs < 0 || size_t(lhs) >= n_nt) throw std::invalid_argument("rule left side out of range");
+    uint32_t n = 0;
+    for (int32_t x : rhs) {
+      if (x < 0) {
+        size_t lx = size_t(-1 - int64_t(x));
+        if (lx >= n_lex) throw std::invalid_argument("lexeme out of range");
+        if (!lexeme_ok[lx]) ++n;  // never productive: the rule waits for ever
+      } else {
+        if (size_t(x) >= n_nt) throw std::invalid_argument("nonterminal out of range");
+        if (!ok[size_t(x)]) {
+          ++n;
+          occ.emplace_back(uint32_t(i), head[size_t(x)]);
+          head[size_t(x)] = int64_t(occ.size() - 1);
+        }
+      }
+    }
+    missing[i] = n;
+    if (n == 0 && !ok[size_t(lhs)]) complete(lhs);
+  }
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < n_rules; ++i)
+    if (missing[i] == 0 && ok[size_t(lhs_of[i])]) out.push_back(uint32_t(i));
+  return out;
+}
+
 EarleyParser::EarleyParser(GrammarRules g) : g_(std::move(g)) {
   size_t n_rules = g_.lhs.size();
   if (g_.rhs.size() != n_rules) throw std::invalid_argument("grammar: lhs and rhs differ in length");

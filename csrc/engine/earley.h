@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace lexguide {
@@ -34,6 +35,14 @@ struct GrammarRules {
   std::vector<std::vector<int32_t>> rhs;         // per rule
   std::vector<int32_t> lexeme_class;             // per grammar lexeme
 };
+
+// The rules whose symbols can all derive some input (a worklist fixpoint over the rules),
+// in ascending index order: a nonterminal is productive once one of its rules has only
+// productive symbols on its right, lexeme i is productive when lexeme_ok[i]. Throws
+// std::invalid_argument for a symbol out of range.
+std::vector<uint32_t> productive_rules(int32_t n_nonterminals, const std::vector<bool>& lexeme_ok,
+                                       const std::vector<int32_t>& lhs,
+                                       const std::vector<std::vector<int32_t>>& rhs);
 
 class EarleyParser {
  public:

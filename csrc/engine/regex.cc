@@ -66,16 +66,12 @@ RegexStore::RegexStore() {
 
 size_t RegexStore::memory_bytes() const {
   // an unordered_map entry: its node (next pointer, cached hash, value) plus a bucket slot
-  auto map_bytes = [](size_t n, size_t value) { return n * (value + 2 * sizeof(void*) + sizeof(size_t)); };
+  auto map_bytes = [](size_t n, size_t value) { return n * map_entry_bytes(value); };
   size_t b = nodes_.capacity() * sizeof(Node) + args_.capacity() * sizeof(uint32_t);
   b += (cons_slots_.capacity() + part_slots_.capacity()) * sizeof(uint32_t);
   b += parts_.size() * (sizeof(Partition) + 16);  // a partition's tables and ~16 representatives
   b += refine_memo_.memory_bytes() + dmemo_.memory_bytes() + map_bytes(nonempty_memo_.size(), 8);
-  for (auto& [x, rows] : alt_index_) {
-    b += map_bytes(1, sizeof(rows));
-    for (auto& r : rows) b += sizeof(r) + r.capacity() * sizeof(NodeId);
-  }
-  return b;
+  return b + alt_index_bytes_;
 }
 
 size_t RegexStore::find_node(uint8_t kind, const uint32_t* a, uint32_t n, uint64_t h) const {
@@ -408,6 +404,9 @@ NodeId RegexStore::derive(NodeId x, unsigned b) {
           for (NodeId c : kids)
             for (int bb = 0; bb < 256; bb++)
               if (nodes_[c].first.has(bb)) idx[bb].push_back(c);
+          // counted here, so memory_bytes() (asked at every lowering) need not walk the index
+          alt_index_bytes_ += map_entry_bytes(sizeof(idx));
+          for (auto& r : idx) alt_index_bytes_ += sizeof(r) + r.capacity() * sizeof(NodeId);
           it = alt_index_.emplace(x, std::move(idx)).first;
         }
         for (NodeId c : it->second[b]) ds.push_back(derivative(c, b));

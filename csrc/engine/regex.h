@@ -113,6 +113,10 @@ class RegexStore {
   FlatMap64 refine_memo_;
   FlatMap64 dmemo_;  // (node << 8 | byte class) -> derivative
   std::unordered_map<NodeId, std::vector<std::vector<NodeId>>> alt_index_;
+  size_t alt_index_bytes_ = 0;  // what alt_index_ holds (its entries never change once made)
+  // an unordered_map entry holding a value of `value` bytes: its node (next pointer, cached
+  // hash, value) plus a bucket slot
+  static constexpr size_t map_entry_bytes(size_t value) { return value + 2 * sizeof(void*) + sizeof(size_t); }
   std::unordered_map<NodeId, bool> nonempty_memo_;
   uint32_t trivial_part_ = 0;
   // Scratch vectors for derive/alt/intersect (recursive, so one per open call), reused so

@@ -166,7 +166,7 @@ class LexParser:
         rules = ir.rules
         self._core = _core.LexParser(
             gen,
-            len(ir.nonterminals), ir.start, [r.lhs for r in rules], [r.rhs for r in rules],
+            len(ir.nonterminals), ir.start, rules,
             lexemes, skips, ir.options.allow_initial_skip, ir.options.ignore_once,
         )
         self.lexer = _LexerView(self._core)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from lexguide import _core
 from lexguide.errors import GrammarError, line_col
 from lexguide.regex import nodes as rx
 from lexguide.regex.native import empty_among
@@ -204,6 +205,15 @@ class GrammarIR:
         return self.nonterminals[sym]
 
 
+# Plain lexemes (no lazy/stop/suffix/capture/budget) by (name, rx, class), shared by every
+# grammar: a frozen dataclass costs a few microseconds to construct, and most grammars of a
+# process make the same few (punctuation, strings, numbers) again. Holds regex node ids, so
+# it is emptied when the regex store is cut back; bounded by clearing when full.
+_PLAIN_LEXEMES: dict[tuple[str, int, int], Lexeme] = {}
+_MAX_PLAIN_LEXEMES = 65536
+rx.on_rotate(_PLAIN_LEXEMES.clear)
+
+
 class GrammarBuilder:
     """Accumulates lexemes and rules; every front end goes through it.
 
@@ -266,16 +276,23 @@ class GrammarBuilder:
         idx = self._lexeme_ids.get(key)
         if idx is None:
             idx = len(self._lexemes)
-            body_rx, stop_rx = stop if stop is not None else (None, None)
-            suffix_rx = None
-            if suffix is not None:
-                body_rx, suffix_rx = suffix
-            self._lexemes.append(
-                Lexeme(name, rx, lexeme_class, lazy, None, max_tokens, stop_rx, body_rx,
-                       suffix_rx, capture, stop_capture)
-            )
+            if len(key) == 2:  # plain: the (immutable) Lexeme is shared across grammars
+                shared = (name, rx, lexeme_class)
+                lx = _PLAIN_LEXEMES.get(shared)
+                if lx is None:
+                    if len(_PLAIN_LEXEMES) >= _MAX_PLAIN_LEXEMES:
+                        _PLAIN_LEXEMES.clear()
+                    lx = _PLAIN_LEXEMES[shared] = Lexeme(name, rx, lexeme_class)
+            else:
+                body_rx, stop_rx = stop if stop is not None else (None, None)
+                suffix_rx = None
+                if suffix is not None:
+                    body_rx, suffix_rx = suffix
+                lx = Lexeme(name, rx, lexeme_class, lazy, None, max_tokens, stop_rx, body_rx,
+                            suffix_rx, capture, stop_capture)
+            self._lexemes.append(lx)
             self._lexeme_ids[key] = idx
-        return lexeme_sym(idx)
+        return -1 - idx  # lexeme_sym(idx)
 
     def token_lexeme(self, token_set: TokenSet, *, lexeme_class: int = 0) -> int:
         """The symbol of a special-token lexeme (matches one token id, no bytes)."""
@@ -291,8 +308,9 @@ class GrammarBuilder:
 
     def nonterminal(self, name: str) -> int:
         """A fresh nonterminal named ``name`` (names need not be unique)."""
-        self._names.append(name)
-        return len(self._names) - 1
+        names = self._names
+        names.append(name)
+        return len(names) - 1
 
     def capture(self, nonterminal: int, name: str) -> None:
         """Report the bytes each completion of ``nonterminal`` spans under ``name``."""
@@ -303,19 +321,25 @@ class GrammarBuilder:
         if lhs < 0:  # a lexeme
             raise ValueError("the left-hand side of a rule must be a nonterminal")
         r = _new_rule(Rule, (lhs, tuple(rhs)))
-        if r not in self._rule_set:
-            self._rule_set.add(r)
+        seen = self._rule_set
+        n = len(seen)
+        seen.add(r)  # one hash of the rule, where a test and an add would take two
+        if len(seen) != n:
             self._rules.append(r)
 
     # -- EBNF helpers (each returns a symbol) ---------------------------------------------
     def seq(self, syms: Sequence[int], name: str = "seq") -> int:
         if len(syms) == 1:
             return syms[0]
-        key = ("seq", tuple(syms))
-        nt = self._helpers.get(key)
+        rhs = tuple(syms)
+        key = ("seq", rhs)
+        helpers = self._helpers
+        nt = helpers.get(key)
         if nt is None:
-            nt = self._helpers[key] = self.nonterminal(name)
-            self.rule(nt, key[1])
+            nt = helpers[key] = self.nonterminal(name)
+            r = _new_rule(Rule, (nt, rhs))  # the first rule of a fresh nonterminal: new
+            self._rule_set.add(r)
+            self._rules.append(r)
         return nt
 
     def alt(self, alternatives: Iterable[Sequence[int]], name: str = "alt") -> int:
@@ -323,11 +347,18 @@ class GrammarBuilder:
         if len(alts) == 1 and len(alts[0]) == 1:
             return alts[0][0]
         key = ("alt", alts)
-        nt = self._helpers.get(key)
+        helpers = self._helpers
+        nt = helpers.get(key)
         if nt is None:
-            nt = self._helpers[key] = self.nonterminal(name)
+            nt = helpers[key] = self.nonterminal(name)
+            # rules of a fresh nonterminal: only a repeated alternative can be a duplicate
+            seen, rules = self._rule_set, self._rules
             for a in alts:
-                self.rule(nt, a)
+                r = _new_rule(Rule, (nt, a))
+                n = len(seen)
+                seen.add(r)
+                if len(seen) != n:
+                    rules.append(r)
         return nt
 
     def empty(self) -> int:
@@ -485,48 +516,23 @@ class GrammarBuilder:
         ``top -> start`` is kept, with ``start`` ruleless.
         """
         lexemes = self._lexemes
+        nothing = rx.NOTHING
+        ok = [lx.token_set is not None or lx.rx != nothing for lx in lexemes]
         boolean = [i for i, lx in enumerate(lexemes)
-                   if lx.token_set is None and lx.rx != rx.NOTHING and rx.has_boolean(lx.rx)]
-        productive: set[int] = {
-            lexeme_sym(i)
-            for i, lx in enumerate(lexemes)
-            if lx.token_set is not None or lx.rx != rx.NOTHING
-        }
+                   if ok[i] and lx.token_set is None and rx.has_boolean(lx.rx)]
         if boolean:  # one export and one core call for every emptiness question
-            empty = empty_among([lexemes[i].rx for i in boolean])
-            productive.difference_update(lexeme_sym(i) for i, e in zip(boolean, empty) if e)
+            for i, e in zip(boolean, empty_among([lexemes[i].rx for i in boolean])):
+                if e:
+                    ok[i] = False
         rules = self._rules
-        # missing[i]: the occurrences in rule i's right side of symbols not known productive.
-        # Rules are visited in order and a completed rule's left side is propagated at once,
-        # so a grammar built bottom-up (children's rules first) needs almost no waiting.
-        missing: list[int] = []
-        waiting: dict[int, list[int]] = {}
-        for i, r in enumerate(rules):
-            n = 0
-            for x in r.rhs:
-                if x not in productive:
-                    n += 1
-                    w = waiting.get(x)
-                    if w is None:
-                        waiting[x] = [i]
-                    elif w[-1] != i:
-                        w.append(i)
-            missing.append(n)
-            if n == 0 and r.lhs not in productive:
-                todo = [r.lhs]
-                while todo:
-                    lhs = todo.pop()
-                    if lhs in productive:
-                        continue
-                    productive.add(lhs)
-                    for j in waiting.pop(lhs, ()):
-                        missing[j] -= rules[j].rhs.count(lhs)
-                        if missing[j] == 0:
-                            todo.append(rules[j].lhs)
-        if top not in productive:
+        # the fixpoint runs in the core (one call instead of a Python loop per symbol)
+        keep = _core.productive_rules(len(self._names), ok, rules)
+        # ``top -> start`` is the last rule and the only one of ``top``
+        if not keep or rules[keep[-1]].lhs != top:
             return (Rule(top, (start,)),)
-        return tuple(r for i, r in enumerate(rules) if missing[i] == 0 and r.lhs in productive)
-
+        if len(keep) == len(rules):
+            return tuple(rules)
+        return tuple([rules[i] for i in keep])
 
 def report_dead_rules(ir: GrammarIR, text: str, offsets: dict[str, int], start: str,
                       reject_empty: bool) -> GrammarIR:

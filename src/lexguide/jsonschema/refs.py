@@ -88,6 +88,27 @@ def bundled_metaschemas() -> dict[str, Any]:
     return json.loads(text)
 
 
+def _has_key(value: Any, keys: frozenset[str]) -> bool:
+    """Whether some object anywhere in the JSON ``value`` has one of ``keys`` (iterative; one
+    set test per object, so cheaper than serialising the value to search its text)."""
+    todo = [value]
+    pop, push = todo.pop, todo.append
+    while todo:
+        node = pop()
+        if isinstance(node, dict):
+            if not keys.isdisjoint(node):
+                return True
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        for v in children:
+            if isinstance(v, (dict, list)):
+                push(v)
+    return False
+
+
 class RefIndex:
     """Bases, ids and anchors of a root document and the documents it refers to; resolves
     references to keys. Mutates itself when a reference reaches a new document."""
@@ -108,9 +129,8 @@ class RefIndex:
                 raise SchemaError(f"refs: {uri!r} is not an absolute URI", keyword="$ref")
         self.documents[""] = root
         self.resources[DEFAULT_BASE] = ""
-        text = json.dumps(root)
-        if any(f'"{kw}"' in text for kw in (id_keyword, "$anchor", "$dynamicAnchor",
-                                              "$recursiveAnchor")):
+        if _has_key(root, frozenset((id_keyword, "$anchor", "$dynamicAnchor",
+                                     "$recursiveAnchor"))):
             self._scan(root, "", DEFAULT_BASE, id_keyword, ref_overrides)
         # else every base is DEFAULT_BASE: no walk needed
 

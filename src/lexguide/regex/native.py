@@ -10,7 +10,6 @@ Python.
 
 from __future__ import annotations
 
-import struct
 import threading
 
 from lexguide import _core
@@ -18,11 +17,9 @@ from lexguide.regex import nodes as rx
 
 __all__ = ["empty_among", "is_empty", "lower"]
 
-_REF = 9  # export record: a node the core already has (by core id)
 _core_ids: dict[int, int] = {}  # Python rx node -> its node in _generation's store
 _generation: _core.Generation | None = None
 _core_lock = threading.Lock()
-_WORDS = struct.Struct("<8I")  # a byte set's 256-bit mask as 8 little-endian 32-bit words
 
 
 def _current() -> _core.Generation:
@@ -57,75 +54,15 @@ def lower(roots: list[int]) -> tuple[_core.Generation, list[int]]:
 def _export(gen: _core.Generation, roots: list[int]) -> list[int]:
     """Export into ``gen`` what it lacks of ``roots``; their core ids. Under _core_lock.
 
-    Store ids are topological (a node is appended after its children), so the nodes to export
-    are collected in one pass and sent in ascending id order: children always come first.
-    Every exported node's core id is kept, so each node crosses over once per generation."""
+    Store ids are topological (a node is appended after its children), so the core walks the
+    store's columns from the roots (stopping at nodes it has), and rebuilds the new nodes in
+    ascending id order: children always come first. Every exported node's core id is kept
+    in ``_core_ids``, so each node crosses over once per generation."""
     known = _core_ids
-    missing = [r for r in roots if r not in known]
-    if missing:
-        kind, args = rx._kind, rx._args
-        has_kids = _HAS_KIDS
-        new: set[int] = set()  # nodes to export
-        todo = missing
-        while todo:
-            x = todo.pop()
-            if x in new or x in known:
-                continue
-            new.add(x)
-            k = kind[x]
-            if has_kids[k]:
-                todo.extend(args[x] if k != rx.K_REPEAT else args[x][:1])
-        flat: list[int] = []
-        add, extend = flat.append, flat.extend
-        pos: dict[int, int] = {}
-        order = sorted(new)
-        concat = rx.K_CONCAT
-        for x in order:
-            k = kind[x]
-            a = args[x]
-            if k == concat:  # the commonest record (literals are chains of them)
-                h, t = a
-                if h not in pos:
-                    pos[h] = len(pos)
-                    extend((_REF, 1, known[h]))
-                if t not in pos:
-                    pos[t] = len(pos)
-                    extend((_REF, 1, known[t]))
-                pos[x] = len(pos)
-                extend((k, 2, pos[h], pos[t]))
-                continue
-            if k == rx.K_BYTES:
-                pos[x] = len(pos)
-                extend((k, 8, *_WORDS.unpack(a[0].to_bytes(32, "little"))))
-                continue
-            if k == rx.K_REPEAT:
-                kids = a[:1]
-            elif has_kids[k]:
-                kids = a
-            else:  # NOTHING, EPSILON
-                pos[x] = len(pos)
-                extend((k, 0))
-                continue
-            for c in kids:
-                if c not in pos:  # exported before: a reference record
-                    pos[c] = len(pos)
-                    extend((_REF, 1, known[c]))
-            pos[x] = len(pos)
-            if k == rx.K_REPEAT:
-                extend((k, 3, pos[a[0]], a[1], 0xFFFFFFFF if a[2] < 0 else a[2]))
-            else:
-                add(k)
-                add(len(kids))
-                extend([pos[c] for c in kids])
-        # every exported node is remembered, so later exports stop at it
-        got = gen.import_nodes(flat, [pos[x] for x in order])
-        known.update(zip(order, got))
+    for r in roots:
+        if r not in known:
+            return gen.export_python(rx._kind, rx._args, known, roots)
     return [known[r] for r in roots]
-
-
-# node kind -> whether its args are (or start with) child node ids
-_HAS_KIDS = [k in (rx.K_CONCAT, rx.K_ALT, rx.K_AND, rx.K_NOT, rx.K_STAR, rx.K_REPEAT)
-             for k in range(rx.K_REPEAT + 1)]  # K_REPEAT is the last kind
 
 
 def empty_among(xs: list[int]) -> list[bool]:

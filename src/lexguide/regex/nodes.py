@@ -1006,15 +1006,42 @@ def _set_base() -> None:
     building its constants."""
     global _base
     import importlib
-    import pkgutil
 
-    for name in _FRONT_ENDS:
-        pkg = importlib.import_module(name)
-        for info in pkgutil.walk_packages(pkg.__path__, name + "."):
-            importlib.import_module(info.name)
+    todo = list(_FRONT_ENDS)
+    while todo:
+        name = todo.pop()
+        module = importlib.import_module(name)
+        todo.extend(_submodules(name, getattr(module, "__path__", None)))
     with _lock:
         if _base is None:
             _base = (len(_kind), len(_part_labels))
+
+
+def _submodules(name: str, path: list[str] | None) -> list[str]:
+    """The modules and subpackages of package ``name`` in its ``__path__`` directories (what
+    ``pkgutil.iter_modules`` lists for a package on disk, without importing pkgutil: this runs
+    in the first compile of a process). Anything but a directory falls back to pkgutil."""
+    import os
+    from importlib.machinery import all_suffixes
+
+    suffixes = tuple(all_suffixes())  # .py, .pyc, extension modules
+    out: list[str] = []
+    for folder in path or ():
+        if not os.path.isdir(folder):
+            import pkgutil
+
+            out += [f"{name}.{info.name}" for info in pkgutil.iter_modules([folder])]
+            continue
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            stem = entry.name.partition(".")[0]
+            if not stem.isidentifier() or stem == "__init__" or f"{name}.{stem}" in out:
+                continue
+            if entry.is_dir():
+                if os.path.isfile(os.path.join(entry.path, "__init__.py")):
+                    out.append(f"{name}.{stem}")
+            elif entry.name.endswith(suffixes):
+                out.append(f"{name}.{stem}")
+    return out
 
 
 _MEMOS = (_cons, _part_ids, _refine_memo, _multi_memo, _part_np, _dmemo, _alt_index, _deep_part,
