@@ -188,8 +188,9 @@ Walker::Survival Walker::survives_all(StateId s, uint32_t depth, uint32_t& budge
 bool Walker::eternal(NodeId x, RegexStore& rs, int depth) {
   if (depth > kEternalDepth) return false;
   if (auto it = eternal_.find(x); it != eternal_.end()) return it->second;
-  const uint32_t* a = rs.children(x);
-  uint32_t n = rs.n_children(x);
+  // a copy: the searches below derive, which adds nodes and may move the store's arrays
+  const std::vector<uint32_t> a(rs.children(x), rs.children(x) + rs.n_children(x));
+  const uint32_t n = uint32_t(a.size());
   bool r = false;
   switch (rs.kind(x)) {
     case K_STAR: r = residuals_live(x, rs); break;
@@ -217,7 +218,7 @@ bool Walker::eternal(NodeId x, RegexStore& rs, int depth) {
 bool Walker::finite(NodeId x, RegexStore& rs, int depth) {
   if (depth > kEternalDepth) return false;
   if (auto it = finite_.find(x); it != finite_.end()) return it->second;
-  const uint32_t* a = rs.children(x);
+  const uint32_t* a = rs.children(x);  // (no node is added below: the pointer stays valid)
   uint32_t n = rs.n_children(x);
   bool r = false;
   switch (rs.kind(x)) {
@@ -266,8 +267,8 @@ uint32_t Walker::plain_bound(NodeId x, RegexStore& rs, int depth) {
   if (depth > kEternalDepth) return 0;
   if (eternal(x, rs, depth)) return kInf;
   if (auto it = bound_.find(x); it != bound_.end()) return it->second;
-  const uint32_t* a = rs.children(x);
-  uint32_t n = rs.n_children(x), r = 0;
+  const std::vector<uint32_t> a(rs.children(x), rs.children(x) + rs.n_children(x));  // (as in eternal)
+  uint32_t n = uint32_t(a.size()), r = 0;
   switch (rs.kind(x)) {
     case K_REPEAT: r = covers_plain(a[0], rs) ? a[2] : 0; break;
     case K_CONCAT: r = !rs.has_boolean(a[1]) && a[1] != NOTHING ? plain_bound(a[0], rs, depth + 1) : 0; break;

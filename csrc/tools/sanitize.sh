@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the core with -fsanitize=address,undefined (or, with SANITIZER=thread, -fsanitize=thread)
 # in a throwaway virtual environment and run the engine tests against it (the sanitizer runtime
-# is preloaded into the interpreter).
+# is preloaded into the interpreter). RelWithDebInfo and unstripped, so that reports name
+# functions and lines.
 #   bash csrc/tools/sanitize.sh [pytest args...]     (default: the engine test files)
 #   SANITIZER=thread bash csrc/tools/sanitize.sh     (default: the threaded mask tests)
 set -euo pipefail
@@ -10,7 +11,8 @@ if [ "${SANITIZER:-address}" = thread ]; then
   venv="${LEXGUIDE_TSAN_VENV:-build/tsan-venv}"
   python -m venv --system-site-packages "$venv"
   "$venv/bin/python" -m pip install -q --no-build-isolation -e . \
-    -Ccmake.define.LEXGUIDE_SANITIZE_THREAD=ON -Cbuild-dir=build/tsan -Cinstall.strip=false
+    -Ccmake.define.LEXGUIDE_SANITIZE_THREAD=ON -Cbuild-dir=build/tsan -Cinstall.strip=false \
+    -Ccmake.build-type=RelWithDebInfo
   tests=("$@")
   [ ${#tests[@]} -gt 0 ] || tests=(tests/test_engine_split.py tests/test_engine_batch.py)
   # a data race or lock-order inversion in the core fails the run
@@ -21,7 +23,8 @@ fi
 venv="${LEXGUIDE_ASAN_VENV:-build/asan-venv}"
 python -m venv --system-site-packages "$venv"
 "$venv/bin/python" -m pip install -q --no-build-isolation -e . \
-  -Ccmake.define.LEXGUIDE_SANITIZE=ON -Cbuild-dir=build/asan -Cinstall.strip=false
+  -Ccmake.define.LEXGUIDE_SANITIZE=ON -Cbuild-dir=build/asan -Cinstall.strip=false \
+  -Ccmake.build-type=RelWithDebInfo
 asan="$(g++ -print-file-name=libasan.so)"
 ubsan="$(g++ -print-file-name=libubsan.so)"
 tests=("$@")
