@@ -193,8 +193,8 @@ bool Walker::eternal(NodeId x, RegexStore& rs, int depth) {
   const uint32_t n = uint32_t(a.size());
   bool r = false;
   switch (rs.kind(x)) {
-    case K_STAR: r = residuals_live(x, rs); break;
-    case K_REPEAT: r = a[2] == kInf && residuals_live(x, rs); break;
+    case K_STAR: r = plain_search(x, rs, false); break;
+    case K_REPEAT: r = a[2] == kInf && plain_search(x, rs, false); break;
     case K_CONCAT: r = !rs.has_boolean(a[1]) && a[1] != NOTHING && eternal(a[0], rs, depth + 1); break;
     case K_ALT:
       for (uint32_t i = 0; i < n && !r; i++) r = eternal(a[i], rs, depth + 1);
@@ -237,17 +237,21 @@ bool Walker::finite(NodeId x, RegexStore& rs, int depth) {
   return r;
 }
 
-// No plain byte string empties x: a search over (residual, UTF-8 position) pairs, at most
-// kEternalPairs of them; a residual with boolean operators (whose emptiness is not known
-// exactly) ends the search unsure.
-bool Walker::residuals_live(NodeId x, RegexStore& rs) {
+// A search over (residual of x, UTF-8 position) pairs along plain bytes, at most kEternalPairs
+// of them; false as soon as a residual is empty or has boolean operators (its emptiness not
+// known exactly). one_char: stop at each character's end, where the residual must be nullable
+// (every plain character is a word of x); else go on (no plain string empties x).
+bool Walker::plain_search(NodeId x, RegexStore& rs, bool one_char) {
   std::vector<uint64_t> seen{uint64_t(x) << 3}, todo{uint64_t(x) << 3};
   while (!todo.empty()) {
     uint64_t key = todo.back();
     todo.pop_back();
-    NodeId node = NodeId(key >> 3);
     for (auto [b, u2] : plain_moves().from[key & 7]) {
-      NodeId d = rs.derivative(node, b);
+      NodeId d = rs.derivative(NodeId(key >> 3), b);
+      if (one_char && u2 == 0) {
+        if (!rs.nullable(d)) return false;  // a character that is no word of x
+        continue;
+      }
       if (d == NOTHING || rs.has_boolean(d)) return false;
       uint64_t k = (uint64_t(d) << 3) | u2;
       if (std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
@@ -281,31 +285,9 @@ uint32_t Walker::plain_bound(NodeId x, RegexStore& rs, int depth) {
   return r;
 }
 
-// Whether every plain character (the UTF-8 automaton of plain bytes, from a boundary back to
-// one) is a word of c: a search over (residual, position) pairs inside one character.
 bool Walker::covers_plain(NodeId c, RegexStore& rs) {
   if (auto it = covers_.find(c); it != covers_.end()) return it->second;
-  std::vector<uint64_t> seen{uint64_t(c) << 3}, todo{uint64_t(c) << 3};
-  bool ok = true;
-  while (ok && !todo.empty()) {
-    uint64_t key = todo.back();
-    todo.pop_back();
-    for (auto [b, u2] : plain_moves().from[key & 7]) {
-      NodeId d = rs.derivative(NodeId(key >> 3), b);
-      if (u2 == 0 ? !rs.nullable(d) : d == NOTHING || rs.has_boolean(d)) {
-        ok = false;  // a character that is no word of c, or a residual not known non-empty
-        break;
-      }
-      uint64_t k = (uint64_t(d) << 3) | u2;
-      if (u2 == 0 || std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
-      if (seen.size() >= kEternalPairs) {
-        ok = false;
-        break;
-      }
-      seen.push_back(k);
-      todo.push_back(k);
-    }
-  }
+  bool ok = plain_search(c, rs, true);
   covers_.emplace(c, ok);
   return ok;
 }

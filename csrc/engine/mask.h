@@ -133,8 +133,8 @@ class Walker {
   uint32_t plain_bound(NodeId x, RegexStore& rs, int depth);
   bool eternal(NodeId x, RegexStore& rs, int depth);
   bool finite(NodeId x, RegexStore& rs, int depth);
-  bool residuals_live(NodeId x, RegexStore& rs);
-  bool covers_plain(NodeId c, RegexStore& rs);
+  bool plain_search(NodeId x, RegexStore& rs, bool one_char);
+  bool covers_plain(NodeId c, RegexStore& rs);  // every plain character is a word of c (memoised)
   std::unordered_map<NodeId, bool> eternal_, finite_, covers_;
   std::unordered_map<NodeId, uint32_t> bound_;
   std::unordered_map<StateId, std::shared_ptr<const std::vector<InsideGroup>>> inside_;
