@@ -359,23 +359,62 @@ def _loop_vocab(seed: int) -> list[bytes]:
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize(("pattern", "loops"), [
     ("[a-z]+@[a-z]+\\\\.[a-z]{2,3}", True), ("[a-z_]*", True), ("[a-zA-Z]+[0-9]", True),
-    # a bucket only partly looping ('x' may end the lexeme; n..z leave [a-m]): no shortcut
-    ("[a-z0-9._-]+x", False), ("[a-m]+@[n-z]+", False),
+    # buckets only partly looping ('a' and 'x' may end the lexeme; 'a' and n..z leave
+    # [b-m]): no shortcut
+    ("[a-z0-9._-]+[ax]", False), ("[b-m]+@[n-z]+", False),
 ])
 def test_looping_subtrees_taken_whole_equal_brute_force(seed, pattern, loops):
     """A state that loops on every byte below a trie node takes that subtree's tokens without
     visiting it (TokenTrie::below, LexerDFA::loop_buckets): masks stay those of brute force,
     and the shortcut is taken where the state loops on whole buckets."""
-    vocab = _loop_vocab(seed)
+    stats = _random_walk_checking_masks(_loop_vocab(seed), f"start: X\nX: /{pattern}/", seed, 6)
+    assert (stats["loop_walks"] > 0) == loops
+
+
+def _random_walk_checking_masks(vocab: list[bytes], grammar_text: str, seed: int,
+                                steps: int) -> dict:
+    """Consume random allowed tokens, checking every mask against brute force; the core's
+    statistics at the end."""
     info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
-    grammar = Grammar.from_lark(f"start: X\nX: /{pattern}/")
     rng = random.Random(seed)
-    m = Matcher(grammar, info)
-    for _ in range(6):
+    m = Matcher(Grammar.from_lark(grammar_text), info)
+    for _ in range(steps):
         got = _mask_ids_of(m.compute_mask(), info)
         assert got == _brute_force(m, vocab)
         choices = sorted(got - {0})
         if not choices:
             break
         m.consume(rng.choice(choices))
-    assert (m._engine._core.stats["loop_walks"] > 0) == loops
+    return m._engine._core.stats
+
+
+def _run_vocab(seed: int) -> list[bytes]:
+    """Short words of letters and digits (subtrees that a count keeps whole while it has
+    room), longer ones (a count runs out inside them) and words leaving the class."""
+    rng = random.Random(seed)
+    alnum = b"abcdefghijklmnopqrstuvwxyz0123456789"
+    vocab = [b"<eos>", b"<ctl>"] + [bytes([c]) for c in alnum + b'"._- ']
+    vocab += [bytes(rng.choice(alnum[:6]) for _ in range(rng.randint(2, 5))) for _ in range(300)]
+    vocab += [bytes(rng.choice(alnum) for _ in range(rng.randint(2, 12))) for _ in range(300)]
+    for _ in range(100):
+        word = bytearray(rng.choice(alnum) for _ in range(rng.randint(2, 6)))
+        word.insert(rng.randint(1, len(word)), rng.choice(b'"._- '))
+        vocab.append(bytes(word))
+    vocab += ["é".encode(), "aé".encode(), b"ab\\", b'ab"']
+    return list(dict.fromkeys(vocab))
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("grammar_text", [
+    "start: X\nX: /[a-z0-9]{4,9}/",
+    "start: X \"!\"\nX: /[a-f0-9]{12}/",
+    "start: X\nX: /[a-z]{2}[0-9a-z]{10}x/",
+    '%llguidance {}\nstart: %json {"type": "string", "maxLength": 11, "pattern": "[0-9a-f]"}',
+    '%llguidance {}\nstart: %json {"type": "string", "minLength": 9, "maxLength": 9}',
+])
+def test_counted_runs_taken_whole_equal_brute_force(seed, grammar_text):
+    """A counted repetition steps from count to count on its class's buckets: a subtree whose
+    bytes lie in them and whose tokens fit in the count left is taken whole
+    (LexerDFA::run_buckets, TokenTrie::height). Masks stay those of brute force all along,
+    as the count runs out, and the shortcut is taken."""
+    assert _random_walk_checking_masks(_run_vocab(seed), grammar_text, seed, 14)["run_walks"] > 0

@@ -213,6 +213,149 @@ uint32_t LexerDFA::loop_buckets(StateId s) {
   return loops;
 }
 
+uint32_t LexerDFA::run_buckets(StateId s, uint32_t len) {
+  if (s == DEAD) return 0;
+  const LexerState& st = *states_[s];
+  if (!st.has_run.load(std::memory_order_acquire)) compute_run(s);
+  const LexerRun& r = st.run;
+  for (int j = 0; j < kRunPoints && r.set[j]; j++)
+    if (r.len[j] == kRunForever || len <= r.len[j]) return r.set[j];
+  return 0;
+}
+
+// One step of a run from s over the bytes of the buckets `among`: the successor most of
+// those bytes lead to among the buckets whose bytes all lead to it (alive, no lazy lexeme
+// ending), and those buckets (0: no step).
+std::pair<StateId, uint32_t> LexerDFA::run_step(StateId s, uint32_t among) {
+  uint32_t succ[kByteBuckets];
+  std::fill(succ, succ + kByteBuckets, DEAD);
+  uint32_t mixed = ~among;
+  for (unsigned b = 0; b < 256; b++) {
+    uint32_t k = kByteBucket[b];
+    if (mixed >> k & 1) continue;
+    StateId t = next(s, b);  // one derivative per byte class, on first use
+    if (t == DEAD || (flags_[t] & kLazyAccept)) mixed |= uint32_t(1) << k;
+    else if (succ[k] == DEAD) succ[k] = t;
+    else if (succ[k] != t) mixed |= uint32_t(1) << k;
+  }
+  // the distinct successors of uniform buckets, with their bytes and buckets
+  StateId ds[kByteBuckets];
+  uint32_t dbytes[kByteBuckets], dset[kByteBuckets];
+  int nd = 0;
+  for (int k = 0; k < kByteBuckets; k++) {
+    if ((mixed >> k & 1) || succ[k] == DEAD) continue;
+    int i = 0;
+    while (i < nd && ds[i] != succ[k]) i++;
+    if (i == nd) ds[nd] = succ[k], dbytes[nd] = 0, dset[nd] = 0, nd++;
+    dbytes[i] += kBucketBytes[size_t(k)];
+    dset[i] |= uint32_t(1) << k;
+  }
+  StateId best = DEAD;
+  uint32_t best_bytes = 0, best_set = 0;
+  for (int i = 0; i < nd; i++)
+    if (dbytes[i] > best_bytes || (dbytes[i] == best_bytes && ds[i] < best))
+      best = ds[i], best_bytes = dbytes[i], best_set = dset[i];
+  return {best, best_set};
+}
+
+namespace {
+// Whether x holds a counted repetition (x{lo,hi}, lo or a finite hi above 1) where its next bytes
+// are read: in a concatenation's head, an alternative, an intersection's operand. Only such
+// states get a run: a run costs the state's whole row and a derivative per step, which the
+// walks of other states (key prefixes, literals) never need.
+bool counts_next(const RegexStore& rs, NodeId x, int depth) {
+  if (depth > 8) return false;
+  const uint32_t* a = rs.children(x);
+  switch (rs.kind(x)) {
+    case K_REPEAT: return a[1] > 1 || (a[2] != kInf && a[2] > 1);
+    case K_CONCAT: return counts_next(rs, a[0], depth + 1);
+    case K_ALT:
+    case K_AND:
+      for (uint32_t i = 0; i < rs.n_children(x); i++)
+        if (counts_next(rs, a[i], depth + 1)) return true;
+      return false;
+    default: return false;
+  }
+}
+}  // namespace
+
+void LexerDFA::compute_run(StateId s0) {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  if (states_[s0]->has_run.load(std::memory_order_acquire)) return;
+  bool counted = false;
+  for (auto& [lex, x] : states_[s0]->entries) counted = counted || counts_next(rx_, x, 0);
+  if (!counted) {  // no run
+    states_[s0]->has_run.store(true, std::memory_order_release);
+    return;
+  }
+  // The chain s0 -> t1 -> ... (step i keeps the buckets of step i - 1 whose bytes all lead on
+  // to one state; ASCII buckets only: a byte above 0x7F starts or continues a UTF-8
+  // character, whose successor is never the one ASCII bytes share, and deriving them would
+  // build those side states for every count), up to a state whose run is known, a state
+  // without a step, a loop, a cycle or kRunSteps states. Then the runs back to front: the
+  // chain's states get theirs too (a count's run is the next count's, one byte longer).
+  std::vector<StateId> chain;
+  std::vector<uint32_t> sets;
+  uint32_t among = kAsciiBuckets;
+  StateId s = s0;
+  LexerRun tail;  // the run of the state after the chain's last step
+  bool loops = false, cut = false;
+  while (true) {
+    if (s != s0 && states_[s]->has_run.load(std::memory_order_acquire)) {
+      tail = states_[s]->run;
+      break;
+    }
+    if (chain.size() >= kRunSteps || std::find(chain.begin(), chain.end(), s) != chain.end()) {
+      cut = true;
+      break;
+    }
+    auto [t, set] = run_step(s, among);
+    if (!set) {
+      if (s != s0) states_[s]->has_run.store(true, std::memory_order_release);  // no run
+      break;
+    }
+    chain.push_back(s);
+    sets.push_back(set);
+    if (t == s) {
+      loops = true;
+      break;
+    }
+    among = set;
+    s = t;
+  }
+  // a cut chain's last states know little beyond it: they are left to their own first use
+  size_t keep = cut ? chain.size() - std::min<size_t>(chain.size() - 1, kRunSteps / 4) : chain.size();
+  LexerRun next = tail;
+  for (size_t i = chain.size(); i-- > 0;) {
+    LexerRun out;
+    out.len[0] = loops && i + 1 == chain.size() ? kRunForever : 1;
+    out.set[0] = sets[i];
+    if (out.len[0] != kRunForever) {
+      int n = 0;
+      for (int j = 0; j < kRunPoints && next.set[j]; j++) {
+        uint32_t set = sets[i] & next.set[j];
+        if (!set) break;
+        uint16_t len = next.len[j] == kRunForever ? kRunForever
+                                                  : uint16_t(std::min<uint32_t>(next.len[j] + 1u, kRunForever - 1));
+        if (set == out.set[n]) {
+          out.len[n] = len;
+        } else if (n + 1 < kRunPoints) {
+          out.len[++n] = len;
+          out.set[n] = set;
+        } else {
+          break;  // more change points than kept: shorter strings only
+        }
+      }
+    }
+    if (i < keep || i == 0) {
+      states_[chain[i]]->run = out;
+      states_[chain[i]]->has_run.store(true, std::memory_order_release);
+    }
+    next = out;
+  }
+  if (chain.empty()) states_[s0]->has_run.store(true, std::memory_order_release);
+}
+
 bool LexerDFA::can_extend(StateId s) {
   if (s == DEAD) return false;
   const std::atomic<uint32_t>* r = row(s);

@@ -35,10 +35,23 @@ using StateId = uint32_t;
 constexpr StateId DEAD = 0;
 constexpr uint32_t MISSING = 0xFFFFFFFFu;
 
+// A state's run (LexerDFA::run_buckets): the byte buckets usable for strings of each length.
+// For strings of k bytes the buckets are set[j] for the first j with k <= len[j]; past the last
+// point (or at a zero set) none. len kRunForever: any length.
+constexpr int kRunPoints = 4;
+constexpr uint16_t kRunForever = 0xFFFF;
+struct LexerRun {
+  uint16_t len[kRunPoints] = {};
+  uint32_t set[kRunPoints] = {};
+};
+
 struct LexerState {
   std::vector<std::pair<uint32_t, NodeId>> entries;  // (global lexeme, derivative), sorted
   std::vector<uint32_t> accepting;                   // global lexemes whose derivative is nullable
   bool lazy_accept = false;                          // a lazy lexeme matches here: it ends now
+  // the run, computed on first use (written once under store_mutex, then has_run published)
+  mutable std::atomic<bool> has_run{false};
+  mutable LexerRun run;
 };
 
 class LexerDFA {
@@ -76,6 +89,16 @@ class LexerDFA {
   // The byte buckets (byte_buckets.h) all of whose bytes lead from s back to s: a token whose
   // bytes all lie in them stays in s. Computes s's row on first use; 0 for DEAD.
   uint32_t loop_buckets(StateId s);
+  // The byte buckets usable for strings of `len` bytes from s: every string of at most len
+  // bytes that lie in them keeps the DFA alive and ends no lazy lexeme, so a token whose bytes
+  // after s all lie in them stays inside the lexeme. The run of s follows one successor per
+  // byte: the one most bytes lead to among the buckets whose bytes all lead to it, narrowed at
+  // each step to the buckets of the step before (a counted repetition such as [0-9a-f]{12}
+  // steps from count to count on the class's buckets; a loop is a run of any length). Runs
+  // are cut after kRunSteps bytes or a cycle longer than one state (fewer buckets for long
+  // strings, never a wrong one). Computed on first use (the transitions along the run);
+  // 0 for DEAD.
+  uint32_t run_buckets(StateId s, uint32_t len);
   StateId without_extensions(StateId s, const std::vector<uint32_t>& lexemes);
   uint32_t n_states() const { return n_states_.load(std::memory_order_acquire); }
   uint32_t max_states() const { return max_states_; }
@@ -134,6 +157,8 @@ class LexerDFA {
   StateId next_slow(StateId s, unsigned b);
   uint32_t partition_of(const std::vector<std::pair<uint32_t, NodeId>>& entries);  // non-empty
   void compute_row(StateId s);
+  void compute_run(StateId s);
+  std::pair<StateId, uint32_t> run_step(StateId s, uint32_t among);
 };
 
 }  // namespace lexguide

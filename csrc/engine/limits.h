@@ -63,6 +63,8 @@ constexpr uint32_t kCompletionSearchStates = 20'000;
 constexpr size_t kMaxCompletionBytes = 1 << 16;
 constexpr size_t kCompletionPriceEntries = 1 << 22;
 constexpr size_t kBudgetCacheBytes = size_t(64) << 20;
+// lexer runs (LexerDFA::run_buckets): bytes a run is followed for (tokens are rarely longer)
+constexpr uint32_t kRunSteps = 64;
 // vocabulary
 constexpr uint32_t kMaxVocab = 1u << 24;
 constexpr uint32_t kMaxTokenBytes = 4096;

@@ -12,6 +12,7 @@ inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1
 // walks look for a looping subtree (Walker::compute) at nodes with at least this many nodes
 // in their subtree; smaller ones cost no more to visit
 constexpr uint32_t kLoopWalkNodes = 4;
+constexpr uint32_t kRunWalkNodes = 16;
 // Walker::eternal: regex nesting it follows, (residual, UTF-8 position) pairs a repetition's
 // search may enter; past either the answer is "unsure" (the slice search then decides)
 constexpr int kEternalDepth = 64;
@@ -315,9 +316,22 @@ int Walker::slice_level(StateId s) {
   if (bound == kInf) eternal_states.fetch_add(1, std::memory_order_relaxed);
   else if (bound) bounded_states.fetch_add(1, std::memory_order_relaxed);
   uint32_t budget = kSliceBudget;
+  // A concrete plain string that dies settles a level at once: the search would first prove
+  // every shorter string safe (a maxLength-100 string's search built ~450 lexer states, one
+  // per count and UTF-8 position, before failing at its 101st byte).
+  auto witness_dies = [&](uint32_t depth) {
+    LexerDFA& lx = *lexer_;
+    StateId t = s;
+    for (uint32_t i = 0; i < depth; i++) {
+      t = lx.next(t, 'a');
+      if (t == DEAD || lx.accepts_lazy(t)) return true;
+    }
+    return false;
+  };
   for (int k = 0; k < kSliceLevels; k++) {
     uint32_t depth = std::min(kSliceLengths[k], max_len);
-    if (depth > kSliceMaxDepth || !(depth <= bound || survives_all(s, depth, budget) == Survival::Yes)) break;
+    if (depth > kSliceMaxDepth) break;
+    if (depth > bound && (witness_dies(depth) || survives_all(s, depth, budget) != Survival::Yes)) break;
     level = k;
   }
   slice_levels_[s].store(int8_t(level), std::memory_order_release);
@@ -356,7 +370,7 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
       std::vector<uint32_t>().swap(ids);
     }
   };
-  uint64_t loop_subtrees = 0;
+  uint64_t loop_subtrees = 0, run_subtrees = 0;
   uint32_t p = lo;
   while (p < hi) {
     uint32_t d = trie.depth(p);
@@ -377,12 +391,23 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
     // A subtree whose bytes all lead from t back to t: every token in it stays in t (inside
     // the lexeme, no lazy end, no boundary), so take them all without visiting it. Tried when
     // the first child's byte loops (the node and transition the walk reads next anyway, so a
-    // state that does not loop costs no extra memory read).
-    if (p + 1 < hi && trie.depth(p + 1) > d && lx.next_from(t, row, trie.byte(p + 1)) == t) {
-      uint32_t sz = trie.size(p);
-      if (sz >= kLoopWalkNodes && (trie.below(p) & ~lx.loop_buckets(t)) == 0) {
+    // state that does not loop costs no extra memory read). Likewise a subtree whose tokens
+    // are no longer than t's run on the buckets below it (a counted repetition: every token
+    // of those bytes steps from count to count, inside the lexeme): tried for large subtrees
+    // whose first child's byte lives, since the run costs the rows along it.
+    if (p + 1 < hi && trie.depth(p + 1) > d) {
+      const uint32_t sz = trie.size(p);
+      const StateId t1 = sz >= kLoopWalkNodes ? lx.next_from(t, row, trie.byte(p + 1)) : DEAD;
+      if (t1 == t && (trie.below(p) & ~lx.loop_buckets(t)) == 0) {
         add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
         loop_subtrees++;
+        p += sz;
+        continue;
+      }
+      if (t1 != DEAD && t1 != t && sz >= kRunWalkNodes && !lx.accepts_lazy(t1) &&
+          (trie.below(p) & ~lx.run_buckets(t, trie.height(p))) == 0) {
+        add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
+        run_subtrees++;
         p += sz;
         continue;
       }
@@ -394,6 +419,7 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
   }
   nodes_walked.fetch_add(p - lo, std::memory_order_relaxed);
   if (loop_subtrees) loop_walks.fetch_add(loop_subtrees, std::memory_order_relaxed);
+  if (run_subtrees) run_walks.fetch_add(run_subtrees, std::memory_order_relaxed);
   return w;
 }
 

@@ -73,6 +73,7 @@ class Walker {
   std::atomic<uint64_t> nodes_walked{0};  // statistics: trie nodes visited by cached walks
   std::atomic<uint64_t> split_walks{0};   // statistics: root walks split among threads
   std::atomic<uint64_t> loop_walks{0};    // statistics: subtrees taken whole (a looping state)
+  std::atomic<uint64_t> run_walks{0};     // statistics: subtrees taken whole (a run, e.g. a count)
   std::atomic<uint64_t> eternal_states{0};  // statistics: states given every slice by structure
   std::atomic<uint64_t> bounded_states{0};  // statistics: states given slices up to a length by structure
   size_t memory_bytes() const;

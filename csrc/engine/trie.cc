@@ -102,10 +102,12 @@ bool TokenTrie::derive_sizes() {
   uint32_t n_nodes = uint32_t(depth_.size());
   size_.assign(n_nodes, 1);
   below_.assign(n_nodes, 0);
+  height_.assign(n_nodes, 0);
   if (n_nodes == 0 || depth_[0] != 0 || byte_.size() != n_nodes) return false;
   std::vector<uint32_t> path(size_t(kMaxTokenBytes) + 1);
   uint32_t* sz = size_.data();
   uint32_t* below = below_.data();
+  uint16_t* height = height_.data();
   const uint16_t* dep = depth_.data();
   const uint8_t* byte = byte_.data();
   uint32_t cur = 0, max_depth = 0;
@@ -114,6 +116,7 @@ bool TokenTrie::derive_sizes() {
     uint32_t m = path[k];
     sz[m] = end - m;
     below[path[k - 1]] |= below[m] | bucket_bit(byte[m]);
+    height[path[k - 1]] = std::max<uint16_t>(height[path[k - 1]], uint16_t(height[m] + 1));
   };
   for (uint32_t n = 1; n < n_nodes; n++) {
     uint32_t d = dep[n];
@@ -159,7 +162,7 @@ bool TokenTrie::operator==(const TokenTrie& o) const {
 }
 
 size_t TokenTrie::memory_bytes() const {
-  return byte_.size() * (1 + 2 + 4 + 4 + 4) + tok_ids_.size() * 4;
+  return byte_.size() * (1 + 2 + 4 + 4 + 2 + 4) + tok_ids_.size() * 4;
 }
 
 }  // namespace lexguide

@@ -63,6 +63,8 @@ class TokenTrie {
   uint32_t size(uint32_t n) const { return size_[n]; }
   // The byte buckets (byte_buckets.h) of every node strictly below n.
   uint32_t below(uint32_t n) const { return below_[n]; }
+  // The bytes of the longest token below n after n's own (0 for a leaf).
+  uint16_t height(uint32_t n) const { return height_[n]; }
   const uint32_t* tokens_begin(uint32_t n) const { return tok_ids_.data() + tok_lo_[n]; }
   const uint32_t* tokens_end(uint32_t n) const { return tok_ids_.data() + tok_lo_[n + 1]; }
   uint16_t max_depth() const { return max_depth_; }
@@ -80,6 +82,7 @@ class TokenTrie {
   std::vector<uint16_t> depth_;
   std::vector<uint32_t> size_;
   std::vector<uint32_t> below_;  // derived with size_
+  std::vector<uint16_t> height_;  // derived with size_
   std::vector<uint32_t> tok_lo_;  // n_nodes + 1 entries: tokens of node n are [lo[n], lo[n+1])
   std::vector<uint32_t> tok_ids_;
   uint16_t max_depth_ = 0;
