@@ -1,5 +1,5 @@
-// An open-addressing hash map from 64-bit keys to 32-bit values, for the engine's memo tables
-// (derivatives, partition refinements): one flat array, no allocation per entry (an
+// An open-addressing hash map from 64-bit keys to small values, for the engine's memo tables
+// (derivatives, partition refinements, lexeme ends): one flat array, no allocation per entry (an
 // unordered_map node per derivative was a malloc and a free on the path that builds lexer
 // states). Linear probing, power-of-two capacity, grown at 1/2 load; the all-ones key is
 // reserved as "empty" (memo keys never use it: they pack ids below 2^32 and a byte class).
@@ -12,12 +12,13 @@
 
 namespace lexguide {
 
-class FlatMap64 {
+template <class V>
+class FlatMap {
  public:
   static constexpr uint64_t kEmpty = ~uint64_t(0);
 
   // The value of key, or nullptr.
-  const uint32_t* find(uint64_t key) const {
+  const V* find(uint64_t key) const {
     if (slots_.empty()) return nullptr;
     for (size_t i = index(key);; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
@@ -25,11 +26,9 @@ class FlatMap64 {
       if (s.key == kEmpty) return nullptr;
     }
   }
-  uint32_t* find(uint64_t key) {
-    return const_cast<uint32_t*>(static_cast<const FlatMap64&>(*this).find(key));
-  }
+  V* find(uint64_t key) { return const_cast<V*>(static_cast<const FlatMap&>(*this).find(key)); }
   // Inserts key -> value unless key is present; the entry's value, and whether it is new.
-  std::pair<uint32_t*, bool> emplace(uint64_t key, uint32_t value) {
+  std::pair<V*, bool> emplace(uint64_t key, V value) {
     if (2 * (size_ + 1) > slots_.size()) grow();
     for (size_t i = index(key);; i = (i + 1) & mask_) {
       Slot& s = slots_[i];
@@ -53,7 +52,7 @@ class FlatMap64 {
  private:
   struct Slot {
     uint64_t key = kEmpty;
-    uint32_t value = 0;
+    V value{};
   };
   std::vector<Slot> slots_;
   size_t mask_ = 0, size_ = 0;
@@ -72,5 +71,7 @@ class FlatMap64 {
       if (s.key != kEmpty) emplace(s.key, s.value);
   }
 };
+
+using FlatMap64 = FlatMap<uint32_t>;
 
 }  // namespace lexguide

@@ -115,8 +115,7 @@ std::pair<int32_t, StateId> LexParser::finish_accepted(int32_t set_id, const std
 
 std::pair<int32_t, StateId> LexParser::finish(int32_t set_id, StateId s) {
   uint64_t key = (uint64_t(uint32_t(set_id)) << 32) | s;
-  auto hit = finish_memo_.find(key);
-  if (hit != finish_memo_.end()) return hit->second;
+  if (const auto* hit = finish_memo_.find(key)) return *hit;
   auto r = finish_accepted(set_id, lexer_->state(s).accepting);
   finish_memo_.emplace(key, r);
   return r;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/earley.h"
+#include "engine/flat_map.h"
 #include "engine/lexer.h"
 
 namespace lexguide {
@@ -110,7 +111,7 @@ class LexParser {
   std::vector<uint32_t> budgeted_;
   std::vector<int32_t> eos_lexemes_;
   std::vector<bool> token_lexeme_;
-  std::unordered_map<uint64_t, std::pair<int32_t, StateId>> finish_memo_;
+  FlatMap<std::pair<int32_t, StateId>> finish_memo_;  // (set, lexer state) -> finish()
   std::unordered_map<std::string, StateId> start_memo_;
   ParseState initial_{0, 0, false};
 };

@@ -677,8 +677,13 @@ void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
   int tid = w->trie_id;  // a sliced root walk's boundaries are nodes of its own trie
   const TokenTrie& trie = walker_->vocab().trie(tid);
   boundaries += w->boundaries.size();
+  // boundaries mostly share their state (a string's closing quote before every follower):
+  // the last lexeme end is kept at hand
+  StateId last_state = DEAD;
+  std::pair<int32_t, StateId> last_end{DEAD_SET, DEAD};
   for (const Boundary& bd : w->boundaries) {
-    auto [set2, s2] = lp_->finish(set_id, bd.state);
+    if (bd.state != last_state || last_state == DEAD) last_end = lp_->finish(set_id, last_state = bd.state);
+    auto [set2, s2] = last_end;
     if (set2 == DEAD_SET) continue;
     uint32_t end = bd.node + trie.size(bd.node);
     if (end - bd.node <= direct_walk_nodes) {
