@@ -52,6 +52,11 @@ struct LexerState {
   // the run, computed on first use (written once under store_mutex, then has_run published)
   mutable std::atomic<bool> has_run{false};
   mutable LexerRun run;
+  // how many bytes of any plain string the lexemes survive by their structure (Walker's
+  // slice test; a property of the regexes, so shared by every vocabulary's walker):
+  // kPlainBoundUnknown until computed
+  static constexpr uint32_t kPlainBoundUnknown = 0xFFFFFFFEu;
+  mutable std::atomic<uint32_t> plain_bound{kPlainBoundUnknown};
 };
 
 class LexerDFA {

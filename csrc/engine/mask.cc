@@ -294,13 +294,19 @@ bool Walker::covers_plain(NodeId c, RegexStore& rs) {
 }
 
 uint32_t Walker::state_plain_bound(StateId s) {
-  std::lock_guard<std::recursive_mutex> g(store_mutex());
   LexerDFA& lx = *lexer_;
   const LexerState& st = lx.state(s);
-  for (auto& [lex, rx] : st.entries)
-    if (lx.lexeme_lazy(lex)) return 0;  // a lazy lexeme may end inside a token
+  // once per lexer state for all walkers (without the store's lock: a new TokenizerInfo's
+  // walks from known states took it for every state, serialising fill_masks' threads)
+  uint32_t known = st.plain_bound.load(std::memory_order_acquire);
+  if (known != LexerState::kPlainBoundUnknown) return known;
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
   uint32_t bound = 0;
-  for (auto& [lex, rx] : st.entries) bound = std::max(bound, plain_bound(rx, lx.regex(), 0));
+  bool lazy = false;
+  for (auto& [lex, rx] : st.entries) lazy = lazy || lx.lexeme_lazy(lex);
+  if (!lazy)  // (a lazy lexeme may end inside a token: 0)
+    for (auto& [lex, rx] : st.entries) bound = std::max(bound, plain_bound(rx, lx.regex(), 0));
+  st.plain_bound.store(bound, std::memory_order_release);
   return bound;
 }
 
