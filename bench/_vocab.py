@@ -14,6 +14,7 @@ A :class:`Vocab` pickles without its encoder, so spawned benchmark workers recei
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import struct
 from collections.abc import Callable
@@ -219,3 +220,18 @@ def load_vocab(name: str) -> Vocab:
             raise VocabError(f"no such GGUF file: {path}")
         return _gguf_vocab(os.path.basename(path), path)
     raise VocabError(f"unknown vocabulary {name!r}; expected one of {', '.join(VOCABS)} or gguf:PATH")
+
+
+def instance_ids(vocab: Vocab, make_instance: Callable[[Any, str], tuple[bool, Any]], schema: Any,
+                 key: str) -> tuple[str, list[int]] | None:
+    """One valid instance of ``schema`` (the shared harness's generator ``make_instance``),
+    as compact JSON and in the vocabulary's own encoding; None when there is none, when its
+    tokens do not spell it back, or past 1,500 tokens."""
+    ok, inst = make_instance(schema, key)
+    if not ok:
+        return None
+    text = json.dumps(inst, separators=(",", ":"), ensure_ascii=False)
+    ids = vocab.encode(text)
+    if b"".join(vocab.token_bytes[i] for i in ids) != text.encode() or len(ids) > 1500:
+        return None
+    return text, ids

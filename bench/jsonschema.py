@@ -249,13 +249,12 @@ def masks_in_process(vocab_name: str, limit: int, seed: int) -> dict:
     vmod = iu.module_from_spec(vspec)
     sys.modules["_vocab"] = vmod  # its dataclasses look their module up
     vspec.loader.exec_module(vmod)  # type: ignore[union-attr]
-    load_vocab, peer_token_bytes = vmod.load_vocab, vmod.peer_token_bytes
+    load_vocab, peer_token_bytes, instance_ids = vmod.load_vocab, vmod.peer_token_bytes, vmod.instance_ids
 
     spec = iu.spec_from_file_location("bench_peers", HARNESS)
     peers = iu.module_from_spec(spec)
     spec.loader.exec_module(peers)  # type: ignore[union-attr]
     vocab = load_vocab(vocab_name)
-    token_bytes = vocab.token_bytes
     n_vocab = vocab.n_vocab
     info = vocab.tokenizer_info()
     eos = vocab.eos_id
@@ -282,13 +281,10 @@ def masks_in_process(vocab_name: str, limit: int, seed: int) -> dict:
         if done >= limit:
             break
         rec = json.loads(line)
-        ok, inst = peers.make_instance(rec["schema"], f"{seed}:{rec['id']}")
-        if not ok:
+        got = instance_ids(vocab, peers.make_instance, rec["schema"], f"{seed}:{rec['id']}")
+        if got is None:
             continue
-        text = json.dumps(inst, separators=(",", ":"), ensure_ascii=False)
-        ids = vocab.encode(text)
-        if b"".join(token_bytes[i] for i in ids) != text.encode() or len(ids) > 1500:
-            continue
+        ids = got[1]
         try:
             t = time.perf_counter()
             g = Grammar.from_json_schema(rec["schema"])
