@@ -12,6 +12,8 @@ inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1
 // walks look for a looping subtree (Walker::compute) at nodes with at least this many nodes
 // in their subtree; smaller ones cost no more to visit
 constexpr uint32_t kLoopWalkNodes = 4;
+// ... and for a counted run at nodes with at least this many (a state's first run derives its
+// ASCII classes along the chain: not worth it for a few nodes)
 constexpr uint32_t kRunWalkNodes = 16;
 // Walker::eternal: regex nesting it follows, (residual, UTF-8 position) pairs a repetition's
 // search may enter; past either the answer is "unsure" (the slice search then decides)
@@ -688,7 +690,7 @@ void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
   StateId last_state = DEAD;
   std::pair<int32_t, StateId> last_end{DEAD_SET, DEAD};
   for (const Boundary& bd : w->boundaries) {
-    if (bd.state != last_state || last_state == DEAD) last_end = lp_->finish(set_id, last_state = bd.state);
+    if (bd.state != last_state) last_end = lp_->finish(set_id, last_state = bd.state);  // (never DEAD)
     auto [set2, s2] = last_end;
     if (set2 == DEAD_SET) continue;
     uint32_t end = bd.node + trie.size(bd.node);
