@@ -193,15 +193,55 @@ int32_t EarleyParser::intern(std::vector<Item> kernel) {
   return sid;
 }
 
+void EarleyParser::ItemSet::reset() {
+  n_ = 0;
+  if (++stamp_ == 0) {  // the stamps wrapped: forget every old one
+    std::fill(stamps_.begin(), stamps_.end(), 0);
+    stamp_ = 1;
+  }
+}
+
+bool EarleyParser::ItemSet::insert(Item it) {
+  if (2 * (n_ + 1) > keys_.size()) grow();
+  uint64_t h = it * 0x9E3779B97F4A7C15ull;
+  for (size_t i = size_t(h ^ (h >> 29)) & mask_;; i = (i + 1) & mask_) {
+    if (stamps_[i] != stamp_) {
+      stamps_[i] = stamp_;
+      keys_[i] = it;
+      n_++;
+      return true;
+    }
+    if (keys_[i] == it) return false;
+  }
+}
+
+void EarleyParser::ItemSet::grow() {
+  std::vector<Item> live;
+  live.reserve(n_);
+  for (size_t i = 0; i < keys_.size(); i++)
+    if (stamps_[i] == stamp_) live.push_back(keys_[i]);
+  size_t cap = keys_.empty() ? 64 : 2 * keys_.size();
+  keys_.assign(cap, 0);
+  stamps_.assign(cap, 0);
+  mask_ = cap - 1;
+  stamp_ = 1;
+  n_ = 0;
+  for (Item it : live) insert(it);
+}
+
 std::unique_ptr<EarleyParser::Set> EarleyParser::closure(const std::vector<Item>& kernel) {
   auto set = std::make_unique<Set>();
-  std::unordered_set<Item> seen;
-  std::vector<int32_t> predicted;  // sorted
-  std::vector<Item> todo(kernel.rbegin(), kernel.rend()), waiting;
+  ItemSet& seen = seen_;
+  seen.reset();
+  std::vector<int32_t>& predicted = predicted_;  // sorted
+  predicted.clear();
+  std::vector<Item>& todo = todo_;
+  std::vector<Item>& waiting = waiting_;
+  todo.assign(kernel.rbegin(), kernel.rend());
   while (!todo.empty()) {
     Item it = todo.back();
     todo.pop_back();
-    if (!seen.insert(it).second) continue;
+    if (!seen.insert(it)) continue;
     if (seen.size() > kMaxItemsPerSet)
       throw LimitError("max_items_per_set", kMaxItemsPerSet,
                        "resource limit max_items_per_set=" + std::to_string(kMaxItemsPerSet) + " exceeded");
@@ -221,10 +261,10 @@ std::unique_ptr<EarleyParser::Set> EarleyParser::closure(const std::vector<Item>
     if (sym >= 0) {
       if (!std::binary_search(predicted.begin(), predicted.end(), sym)) {
         const std::vector<int32_t>& more = predicted_by(sym);
-        std::vector<int32_t> merged;
+        merged_.clear();
         std::set_union(predicted.begin(), predicted.end(), more.begin(), more.end(),
-                       std::back_inserter(merged));
-        predicted.swap(merged);
+                       std::back_inserter(merged_));
+        predicted.swap(merged_);
       }
       if (nullable_[size_t(sym)]) todo.push_back(item(dr + 1, origin));
     }
@@ -280,7 +320,7 @@ const std::vector<std::pair<int32_t, int32_t>>& EarleyParser::items_of(int32_t n
   return nt_items_.emplace(nt, std::move(out)).first->second;
 }
 
-uint32_t EarleyParser::predictions_for(std::vector<int32_t> nts) {
+uint32_t EarleyParser::predictions_for(const std::vector<int32_t>& nts) {
   std::string key = bytes_key(nts);
   auto hit = pred_ids_.find(key);
   if (hit != pred_ids_.end()) return hit->second;

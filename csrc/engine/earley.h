@@ -95,6 +95,26 @@ class EarleyParser {
   std::vector<std::unique_ptr<Predictions>> pred_blocks_;
   std::unordered_map<std::string, uint32_t> pred_ids_;
 
+  // The items a closure has met: open addressing over reused arrays, emptied in O(1) by a new
+  // stamp (a closure meets tens to thousands of items; a node-based set was a malloc each).
+  class ItemSet {
+   public:
+    void reset();
+    bool insert(Item it);  // whether it is new
+    size_t size() const { return n_; }
+
+   private:
+    std::vector<Item> keys_;
+    std::vector<uint32_t> stamps_;
+    uint32_t stamp_ = 0;
+    size_t n_ = 0, mask_ = 0;
+    void grow();
+  };
+  // closure()'s scratch, reused across calls (the parser is used by one thread at a time)
+  ItemSet seen_;
+  std::vector<int32_t> predicted_, merged_;
+  std::vector<Item> todo_, waiting_;
+
   static Item item(int32_t dr, int32_t origin) { return (uint64_t(uint32_t(dr)) << 32) | uint32_t(origin); }
   static int32_t item_dr(Item it) { return int32_t(it >> 32); }
   static int32_t item_origin(Item it) { return int32_t(uint32_t(it)); }
@@ -104,7 +124,7 @@ class EarleyParser {
   std::unique_ptr<Set> closure(const std::vector<Item>& kernel);
   const std::vector<int32_t>& predicted_by(int32_t nt);
   const std::vector<std::pair<int32_t, int32_t>>& items_of(int32_t nt);
-  uint32_t predictions_for(std::vector<int32_t> nts);
+  uint32_t predictions_for(const std::vector<int32_t>& nts);
 };
 
 }  // namespace lexguide
