@@ -27,7 +27,9 @@ LexerDFA::LexerDFA(uint32_t max_states)
       rows_(new std::unique_ptr<std::atomic<uint32_t>[]>[max_states]),
       has_row_(new std::atomic<bool>[max_states]),
       flags_(new uint8_t[max_states]()),
-      loops_(new std::atomic<uint32_t>[max_states]) {
+      loops_(new std::atomic<uint32_t>[max_states]),
+      part_(new uint32_t[max_states]()),
+      live_(new uint8_t[max_states]()) {
   for (uint32_t i = 0; i < max_states; i++) {
     has_row_[i].store(false, std::memory_order_relaxed);
     loops_[i].store(kLoopsUnknown, std::memory_order_relaxed);
@@ -107,8 +109,7 @@ uint64_t LexerDFA::n_alive() { return g_alive.load(); }
 
 bool LexerDFA::is_live(StateId t) {
   if (t == DEAD) return true;
-  auto it = live_.find(t);
-  if (it != live_.end()) return it->second;
+  if (live_[t]) return live_[t] == kLive;
   RegexStore& rs = rx_;
   const Entries& e = states_[t]->entries;
   bool ok = false;
@@ -117,7 +118,7 @@ bool LexerDFA::is_live(StateId t) {
   if (!ok)
     for (auto& p : e)
       if (rs.nonempty(p.second)) { ok = true; break; }
-  live_.emplace(t, ok);
+  live_[t] = ok ? kLive : kDeadEnd;
   return ok;
 }
 
@@ -143,6 +144,11 @@ StateId LexerDFA::successor(const Entries& entries, unsigned b) {
   return is_live(t) ? t : DEAD;
 }
 
+uint32_t LexerDFA::state_partition(StateId s, const Entries& stepping) {
+  if (!part_[s]) part_[s] = 1 + partition_of(stepping);
+  return part_[s] - 1;
+}
+
 uint32_t LexerDFA::partition_of(const Entries& e) {
   RegexStore& rs = rx_;
   uint32_t pid = rs.partition_id(e[0].second);
@@ -163,10 +169,12 @@ StateId LexerDFA::next_slow(StateId s, unsigned b) {
   }
   // the whole class of b at once: its bytes have the same derivative in every entry, and a
   // walk that comes back to s mostly reads other bytes of the class
-  std::array<uint8_t, 256> label = rx_.partition(partition_of(e)).label;  // (a copy: successor may add partitions)
+  const uint32_t pid = state_partition(s, e);
+  const unsigned l = rx_.partition(pid).label[b];
   t = successor(e, b);
-  for (unsigned c = 0; c < 256; c++)
-    if (label[c] == label[b]) rows_[s][c].store(t, std::memory_order_release);
+  const Partition& part = rx_.partition(pid);  // (again: successor may add partitions)
+  for (unsigned i = part.first[l]; i < part.first[l + 1]; i++)
+    rows_[s][part.members[i]].store(t, std::memory_order_release);
   return t;
 }
 
@@ -179,7 +187,7 @@ void LexerDFA::compute_row(StateId s) {
   if (e.empty()) {  // nothing alive: every byte dies
     for (int b = 0; b < 256; b++) rows_[s][b].store(DEAD, std::memory_order_release);
   } else {
-    const Partition& part = rs.partition(partition_of(e));
+    const Partition& part = rs.partition(state_partition(s, e));
     std::vector<uint8_t> reps = part.reps;  // copy: successor() may add partitions
     std::array<uint8_t, 256> label = part.label;
     std::vector<StateId> targets(reps.size());
@@ -196,8 +204,8 @@ size_t LexerDFA::memory_bytes() const {
   size_t n = n_states();
   // per state: its row, descriptor and flags, the ids_ entry; the fixed tables of max_states_
   size_t per_state = 256 * sizeof(std::atomic<uint32_t>) + sizeof(LexerState) + 1 + 64;
-  size_t fixed = size_t(max_states_) * (2 * sizeof(void*) + sizeof(std::atomic<bool>) + 1 + 4);
-  return fixed + n * per_state + entry_bytes_ + live_.size() * 32 + start_cache_.size() * 64 +
+  size_t fixed = size_t(max_states_) * (2 * sizeof(void*) + sizeof(std::atomic<bool>) + 1 + 4 + 4 + 1);
+  return fixed + n * per_state + entry_bytes_ + start_cache_.size() * 64 +
          lexeme_rx_.size() * 48;
 }
 

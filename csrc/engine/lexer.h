@@ -150,7 +150,11 @@ class LexerDFA {
   std::unordered_map<std::vector<std::pair<uint32_t, NodeId>>, StateId, EntriesHash> ids_;
   std::vector<std::pair<uint32_t, NodeId>> scratch_;  // successor()'s buffer (under store_mutex)
   std::unordered_map<std::string, StateId> start_cache_;
-  std::unordered_map<StateId, bool> live_;
+  // per state, under store_mutex(), 0 until known: 1 + the byte partition of its stepping
+  // entries; whether it can still match (kLive or kDeadEnd)
+  static constexpr uint8_t kLive = 1, kDeadEnd = 2;
+  std::unique_ptr<uint32_t[]> part_;
+  std::unique_ptr<uint8_t[]> live_;
 
   std::atomic<uint32_t>* row_ptr(StateId s) const { return rows_[s].get(); }
   StateId intern(std::vector<std::pair<uint32_t, NodeId>> entries);
@@ -161,6 +165,7 @@ class LexerDFA {
   StateId successor(const std::vector<std::pair<uint32_t, NodeId>>& entries, unsigned b);
   StateId next_slow(StateId s, unsigned b);
   uint32_t partition_of(const std::vector<std::pair<uint32_t, NodeId>>& entries);  // non-empty
+  uint32_t state_partition(StateId s, const std::vector<std::pair<uint32_t, NodeId>>& stepping);
   void compute_row(StateId s);
   void compute_run(StateId s);
   std::pair<StateId, uint32_t> run_step(StateId s, uint32_t among);

@@ -34,19 +34,6 @@ uint64_t hash_labels(const std::array<uint8_t, 256>& labels) {
   return mix(h);
 }
 
-// labels numbered by first use of each distinct key
-template <class Key>
-std::array<uint8_t, 256> labels_by_first_use(const Key* keys) {
-  std::array<uint8_t, 256> out{};
-  std::vector<Key> seen;
-  for (int b = 0; b < 256; b++) {
-    size_t i = 0;
-    while (i < seen.size() && !(seen[i] == keys[b])) i++;
-    if (i == seen.size()) seen.push_back(keys[b]);
-    out[b] = uint8_t(i);
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -69,7 +56,7 @@ size_t RegexStore::memory_bytes() const {
   auto map_bytes = [](size_t n, size_t value) { return n * map_entry_bytes(value); };
   size_t b = nodes_.capacity() * sizeof(Node) + args_.capacity() * sizeof(uint32_t);
   b += (cons_slots_.capacity() + part_slots_.capacity()) * sizeof(uint32_t);
-  b += parts_.size() * (sizeof(Partition) + 16);  // a partition's tables and ~16 representatives
+  b += parts_.size() * (sizeof(Partition) + 16 + 34);  // its tables, ~16 representatives and their offsets
   b += refine_memo_.memory_bytes() + dmemo_.memory_bytes() + map_bytes(nonempty_memo_.size(), 8);
   return b + alt_index_bytes_;
 }
@@ -132,6 +119,11 @@ uint32_t RegexStore::intern_partition(const std::array<uint8_t, 256>& labels) {
       p.reps.push_back(uint8_t(b));
     }
   for (int b = 0; b < 256; b++) p.rep[b] = uint8_t(first[labels[b]]);
+  p.first.assign(p.reps.size() + 1, 0);
+  for (int b = 0; b < 256; b++) p.first[labels[b] + 1]++;
+  for (size_t l = 0; l < p.reps.size(); l++) p.first[l + 1] += p.first[l];
+  std::vector<uint16_t> fill(p.first.begin(), p.first.end() - 1);
+  for (int b = 0; b < 256; b++) p.members[fill[labels[b]]++] = uint8_t(b);
   uint32_t id = uint32_t(parts_.size());
   parts_.push_back(std::move(p));
   part_slots_[slot] = id;
@@ -144,9 +136,19 @@ uint32_t RegexStore::refine(uint32_t p, uint32_t q) {
   if (p > q) std::swap(p, q);
   uint64_t key = (uint64_t(p) << 32) | q;
   if (const uint32_t* hit = refine_memo_.find(key)) return *hit;
-  uint16_t pairs[256];
-  for (int b = 0; b < 256; b++) pairs[b] = uint16_t(parts_[p].label[b] << 8 | parts_[q].label[b]);
-  uint32_t r = intern_partition(labels_by_first_use(pairs));
+  // the common refinement: bytes share a class when they share one in both, numbered by
+  // first use (a class pair's label in a table of n_p * n_q <= 65,536 entries)
+  const Partition &a = parts_[p], &b = parts_[q];
+  const size_t nq = b.reps.size();
+  refine_labels_.assign(a.reps.size() * nq, 0xFFFF);
+  std::array<uint8_t, 256> labels;
+  uint16_t n = 0;
+  for (int c = 0; c < 256; c++) {
+    uint16_t& l = refine_labels_[a.label[c] * nq + b.label[c]];
+    if (l == 0xFFFF) l = n++;
+    labels[c] = uint8_t(l);
+  }
+  uint32_t r = intern_partition(labels);
   refine_memo_.emplace(key, r);
   return r;
 }

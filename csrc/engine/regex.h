@@ -50,6 +50,10 @@ struct Partition {
   std::array<uint8_t, 256> label;
   std::array<uint8_t, 256> rep;
   std::vector<uint8_t> reps;  // one representative per label, in label order
+  // the bytes grouped by label (ascending within a class): class l is
+  // members[first[l]] .. members[first[l + 1] - 1]
+  std::array<uint8_t, 256> members;
+  std::vector<uint16_t> first;  // reps.size() + 1 offsets into members
 };
 
 class RegexStore {
@@ -111,6 +115,7 @@ class RegexStore {
   std::vector<Partition> parts_;
   std::vector<uint32_t> part_slots_;
   FlatMap64 refine_memo_;
+  std::vector<uint16_t> refine_labels_;  // refine()'s scratch: the label of each class pair
   FlatMap64 dmemo_;  // (node << 8 | byte class) -> derivative
   std::unordered_map<NodeId, std::vector<std::vector<NodeId>>> alt_index_;
   size_t alt_index_bytes_ = 0;  // what alt_index_ holds (its entries never change once made)
