@@ -55,6 +55,33 @@ def test_fill_masks_equals_masks_one_by_one(threads):
         assert np.array_equal(again[i], m.compute_mask()), i
 
 
+def test_fill_masks_from_several_threads_at_once():
+    # calls from several Python threads share the engine's pool (one job at a time, the
+    # others wait for it or compute alone): every call fills its own rows exactly, and returns
+    import threading
+
+    batches = [_random_matchers(24, 200 + k) for k in range(4)]
+    outs = [np.zeros((24, INFO.n_words), dtype=np.uint32) for _ in batches]
+    errors = []
+
+    def run(k):
+        try:
+            for _ in range(20):
+                fill_masks(batches[k], outs[k], n_threads=2)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(batches))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads) and not errors
+    for ms, out in zip(batches, outs):
+        for i, m in enumerate(ms):
+            assert np.array_equal(out[i], m.compute_mask()), i
+
+
 def test_fill_mask_writes_one_row_in_place():
     m = _random_matchers(3, 7)[2]
     out = np.zeros((4, INFO.n_words), dtype=np.int32)
