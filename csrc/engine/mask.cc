@@ -662,10 +662,11 @@ std::vector<uint32_t> MaskEngine::compute(ParseState st) {
   StateId s = st.lexer_state;
   if (s != DEAD && !st.pending && lx.accepts_lazy(s)) std::tie(set_id, s) = lp_->finish(set_id, s);
   if (set_id != DEAD_SET && s != DEAD) collect(set_id, s, 1, v.trie().n_nodes(), 0, words.data(), 0);
-  for (int32_t lex : lp_->expected_token_lexemes(st))
-    for (auto& [l, ids] : token_lexeme_ids_)
-      if (l == lex)
-        for (uint32_t id : ids) set_bit(words.data(), id);
+  if (!token_lexeme_ids_.empty())  // (a grammar without token lexemes skips the parser query)
+    for (int32_t lex : lp_->expected_token_lexemes(st))
+      for (auto& [l, ids] : token_lexeme_ids_)
+        if (l == lex)
+          for (uint32_t id : ids) set_bit(words.data(), id);
   if (lp_->is_accepting(st))
     for (uint32_t id : v.eos_ids()) set_bit(words.data(), id);
   return words;
