@@ -114,8 +114,8 @@ EarleyParser::EarleyParser(GrammarRules g) : g_(std::move(g)) {
 
 void EarleyParser::waiting_for(int32_t set_id, int32_t sym, std::vector<Item>& out) const {
   const Set& s = *sets_[size_t(set_id)];
-  auto it = s.waiting.find(sym);
-  if (it != s.waiting.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  auto it = std::lower_bound(s.waiting.begin(), s.waiting.end(), std::make_pair(sym, Item(0)));
+  for (; it != s.waiting.end() && it->first == sym; ++it) out.push_back(it->second);
   if (s.predictions) {
     auto p = s.predictions->waiting.find(sym);
     if (p != s.predictions->waiting.end())
@@ -126,8 +126,7 @@ void EarleyParser::waiting_for(int32_t set_id, int32_t sym, std::vector<Item>& o
 void EarleyParser::incomplete_items(int32_t set_id, std::vector<std::pair<int32_t, int32_t>>& out) const {
   out.clear();
   const Set& s = *sets_[size_t(set_id)];
-  for (auto& [sym, items] : s.waiting)
-    for (Item it : items) out.emplace_back(item_dr(it), item_origin(it));
+  for (auto& [sym, it] : s.waiting) out.emplace_back(item_dr(it), item_origin(it));
   if (s.predictions)
     for (auto& [sym, drs] : s.predictions->waiting)
       for (int32_t dr : drs) out.emplace_back(dr, set_id);
@@ -174,7 +173,7 @@ int32_t EarleyParser::intern(std::vector<Item> kernel) {
   set->last_classes = classes;
   // completed items have no future: closures with the same waiting items are one state
   std::vector<Item> all;
-  for (auto& [sym, items] : set->waiting) all.insert(all.end(), items.begin(), items.end());
+  for (auto& [sym, it] : set->waiting) all.push_back(it);
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
   all.push_back((uint64_t(set->pred_id) << 1) | uint64_t(set->accepting));
@@ -257,7 +256,7 @@ std::unique_ptr<EarleyParser::Set> EarleyParser::closure(const std::vector<Item>
       }
       continue;
     }
-    set->waiting[sym].push_back(it);
+    set->waiting.emplace_back(sym, it);
     if (sym >= 0) {
       if (!std::binary_search(predicted.begin(), predicted.end(), sym)) {
         const std::vector<int32_t>& more = predicted_by(sym);
@@ -276,7 +275,8 @@ std::unique_ptr<EarleyParser::Set> EarleyParser::closure(const std::vector<Item>
     throw LimitError("max_items_per_set", kMaxItemsPerSet,
                      "resource limit max_items_per_set=" + std::to_string(kMaxItemsPerSet) + " exceeded");
   std::vector<int32_t> expected = set->predictions->expected;
-  for (auto& [sym, items] : set->waiting)
+  std::sort(set->waiting.begin(), set->waiting.end());  // (items are unique: seen)
+  for (auto& [sym, it] : set->waiting)
     if (sym < 0) expected.push_back(-1 - sym);
   std::sort(expected.begin(), expected.end());
   expected.erase(std::unique(expected.begin(), expected.end()), expected.end());

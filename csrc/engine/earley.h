@@ -73,7 +73,10 @@ class EarleyParser {
     std::vector<int32_t> expected;
   };
   struct Set {
-    std::unordered_map<int32_t, std::vector<Item>> waiting;  // origin never SELF
+    // (symbol after the dot, item) of the set's own incomplete items, sorted, origin never
+    // SELF: one flat array (a map of vectors was three allocations per symbol, for sets that
+    // are often discarded as duplicates of a known one)
+    std::vector<std::pair<int32_t, Item>> waiting;
     const Predictions* predictions = nullptr;
     uint32_t pred_id = 0;
     std::vector<int32_t> expected;
