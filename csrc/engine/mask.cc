@@ -370,7 +370,7 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
       for (const uint32_t* q = tb; q != te; ++q) set_bit(bits, *q);
       return;
     }
-    ids.insert(ids.end(), tb, te);
+    for (const uint32_t* q = tb; q != te; ++q) ids.push_back(*q);  // (mostly one id: no memmove call)
     if (ids.size() > n_words) {  // a bitmask is smaller and ORs faster
       w->words.assign(n_words, 0);
       bits = w->words.data();
@@ -395,6 +395,11 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
       p += trie.size(p);
       continue;
     }
+    if (!(p + 1 < hi && trie.depth(p + 1) > d)) {  // a leaf: no child reads t's row
+      add(trie.tokens_begin(p), trie.tokens_end(p));
+      p++;
+      continue;
+    }
     const std::atomic<uint32_t>* row = lx.row_of(t);
     // A subtree whose bytes all lead from t back to t: every token in it stays in t (inside
     // the lexeme, no lazy end, no boundary), so take them all without visiting it. Tried when
@@ -403,22 +408,20 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
     // are no longer than t's run on the buckets below it (a counted repetition: every token
     // of those bytes steps from count to count, inside the lexeme): tried for large subtrees
     // whose first child's byte lives, since the run costs the rows along it.
-    if (p + 1 < hi && trie.depth(p + 1) > d) {
-      const uint32_t sz = trie.size(p);
-      const StateId t1 = sz >= kLoopWalkNodes ? lx.next_from(t, row, trie.byte(p + 1)) : DEAD;
-      if (t1 == t && (trie.below(p) & ~lx.loop_buckets(t)) == 0) {
-        add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
-        loop_subtrees++;
-        p += sz;
-        continue;
-      }
-      if (t1 != DEAD && t1 != t && sz >= kRunWalkNodes && !lx.accepts_lazy(t1) &&
-          (trie.below(p) & ~lx.run_buckets(t, trie.height(p))) == 0) {
-        add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
-        run_subtrees++;
-        p += sz;
-        continue;
-      }
+    const uint32_t sz = trie.size(p);
+    const StateId t1 = sz >= kLoopWalkNodes ? lx.next_from(t, row, trie.byte(p + 1)) : DEAD;
+    if (t1 == t && (trie.below(p) & ~lx.loop_buckets(t)) == 0) {
+      add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
+      loop_subtrees++;
+      p += sz;
+      continue;
+    }
+    if (t1 != DEAD && t1 != t && sz >= kRunWalkNodes && !lx.accepts_lazy(t1) &&
+        (trie.below(p) & ~lx.run_buckets(t, trie.height(p))) == 0) {
+      add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
+      run_subtrees++;
+      p += sz;
+      continue;
     }
     add(trie.tokens_begin(p), trie.tokens_end(p));
     stack[d] = t;
