@@ -172,10 +172,10 @@ int32_t EarleyParser::intern(std::vector<Item> kernel) {
   classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
   set->last_classes = classes;
   // completed items have no future: closures with the same waiting items are one state
-  std::vector<Item> all;
+  std::vector<Item> all;  // (the items are unique already: closure's seen set)
+  all.reserve(set->waiting.size() + 1 + classes.size());
   for (auto& [sym, it] : set->waiting) all.push_back(it);
   std::sort(all.begin(), all.end());
-  all.erase(std::unique(all.begin(), all.end()), all.end());
   all.push_back((uint64_t(set->pred_id) << 1) | uint64_t(set->accepting));
   for (int32_t c : classes) all.push_back(~uint64_t(uint32_t(c)));
   std::string skey = bytes_key(all);
