@@ -167,10 +167,13 @@ def _stats(xs: list[float]) -> tuple[float, float, float]:
 
 
 def run_budget(vocabs: list[str], quick: bool, grammar_cases: list[Any], corpora: Path,
-               out_path: str) -> int:
+               out_path: str, results: str | None = None) -> int:
+    """Measure, print the table, write ``out_path`` (JSON) and ``mask_budget.md`` (``results``:
+    ``--results`` of ``bench/mask.py``)."""
     import sys
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _results
     from _vocab import VocabError, load_vocab
 
     raw = [(c.name, c.fmt, c.text, min(c.samples, key=len)) for c in grammar_cases]
@@ -220,4 +223,6 @@ def run_budget(vocabs: list[str], quick: bool, grammar_cases: list[Any], corpora
     Path(out_path).write_text(json.dumps(report, indent=1))
     print(report["table_md"])
     print(f"[budget] wrote {out_path}")
+    _results.write(str(Path(__file__).with_name("mask.py")), report["table_md"], quick=quick,
+                   results=results, variant="budget")
     return 0

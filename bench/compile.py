@@ -38,6 +38,9 @@ import time
 import warnings
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _results  # noqa: E402
+del sys.path[0]
 # this folder holds ``jsonschema.py``: keep it off the import path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -181,6 +184,7 @@ def main() -> None:
                          "(time.process_time: steadier when other processes share the cores)")
     ap.add_argument("--profile", metavar="FILE", help="cProfile the lexguide loop into FILE")
     ap.add_argument("--out", type=Path, default=OUT)
+    _results.add_argument(ap)
     args = ap.parse_args()
     limit = 30 if args.quick else args.limit
 
@@ -213,14 +217,16 @@ def main() -> None:
     del held
 
     n_ok = len(times["compile"])
-    print(f"\n{n_ok}/{len(schemas)} schemas compiled, "
-          f"{'no vocabulary' if vocab is None else 'vocab ' + args.vocab}, {args.clock} clock, "
-          f"loop {wall:.2f} s; "
-          f"load average {load0[0]:.2f} before, {load1[0]:.2f} after; full GCs "
-          f"{gct.count[2]} ({gct.ms[2]:.0f} ms), gen0/1 {gct.count[0]}/{gct.count[1]} "
-          f"({gct.ms[0] + gct.ms[1]:.0f} ms)")
-    print("\n| engine | phase | p50 ms | p90 | p99 | max | mean |")
-    print("|---|---|---|---|---|---|---|")
+    rep = _results.Report()
+    rep.print(f"{n_ok}/{len(schemas)} schemas compiled, "
+              f"{'no vocabulary' if vocab is None else 'vocab ' + args.vocab}, {args.clock} clock, "
+              f"loop {wall:.2f} s; "
+              f"load average {load0[0]:.2f} before, {load1[0]:.2f} after; full GCs "
+              f"{gct.count[2]} ({gct.ms[2]:.0f} ms), gen0/1 {gct.count[0]}/{gct.count[1]} "
+              f"({gct.ms[0] + gct.ms[1]:.0f} ms)")
+    rep.print("")
+    rep.print("| engine | phase | p50 ms | p90 | p99 | max | mean |")
+    rep.print("|---|---|---|---|---|---|---|")
     summary: dict = {}
     for eng, tt in (("lexguide", times), ("llguidance", peer or {})):
         for p, xs in tt.items():
@@ -229,14 +235,17 @@ def main() -> None:
             st = {"p50": pct(xs, 50), "p90": pct(xs, 90), "p99": pct(xs, 99), "max": max(xs),
                   "mean": sum(xs) / len(xs), "n": len(xs)}
             summary.setdefault(eng, {})[p] = st
-            print(f"| {eng} | {p} | {st['p50']:.2f} | {st['p90']:.2f} | {st['p99']:.2f} | "
-                  f"{st['max']:.1f} | {st['mean']:.2f} |")
+            rep.print(f"| {eng} | {p} | {st['p50']:.2f} | {st['p90']:.2f} | {st['p99']:.2f} | "
+                      f"{st['max']:.1f} | {st['mean']:.2f} |")
     if peer and peer["ttfm"] and times["ttfm"]:
         r = pct(times["ttfm"], 50) / pct(peer["ttfm"], 50)
-        print(f"\nttfm p50 lexguide / llguidance: {r:.2f} (llguidance: {len(peer['ttfm'])} "
-              "schemas; lexguide's include lowering and Matcher creation)")
+        rep.print("")
+        rep.print(f"ttfm p50 lexguide / llguidance: {r:.2f} (llguidance: {len(peer['ttfm'])} "
+                  "schemas; lexguide's include lowering and Matcher creation)")
     slow = sorted((r for r in rows if "ttfm" in r), key=lambda r: -r["ttfm"])[:5]
-    print("\nslowest:", ", ".join(f"{r['schema']} {r['ttfm']:.0f} ms" for r in slow))
+    rep.print("")
+    rep.print("slowest:", ", ".join(f"{r['schema']} {r['ttfm']:.0f} ms" for r in slow))
+    _results.write(__file__, rep.text(), quick=args.quick, results=args.results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "vocab": args.vocab, "clock": args.clock, "limit": limit, "seed": args.seed, "hold_corpus": args.hold_corpus,

@@ -38,6 +38,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _results  # noqa: E402
 from _vocab import VocabError, load_vocab, peer_token_bytes  # noqa: E402
 
 CORPUS = Path("/work/shared/corpora/jsonschemabench")
@@ -222,6 +223,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="SmolLM2 only, 8 schemas")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "engine_footprint.json"))
+    _results.add_argument(ap)
     args = ap.parse_args()
     vocabs = ["smollm2"] if args.quick else args.vocabs.split(",")
     n = 8 if args.quick else args.schemas
@@ -231,31 +233,34 @@ def main() -> None:
     def fmt(x, spec=".0f"):
         return "—" if x is None else format(x, spec)
 
-    print("| vocab | tokens | prep ms (cold) | prep ms (disk cache) | cold / cached | CPU ms cold / cached | "
-          "cache file MB | "
-          "llguidance prep ms | xgrammar prep ms | grammars | "
-          "KB per grammar | KB per first matcher (cold caches) | KB per more matcher | RSS end MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rep = _results.Report()
+    rep.print("| vocab | tokens | prep ms (cold) | prep ms (disk cache) | cold / cached | CPU ms cold / cached | "
+              "cache file MB | "
+              "llguidance prep ms | xgrammar prep ms | grammars | "
+              "KB per grammar | KB per first matcher (cold caches) | KB per more matcher | RSS end MB |")
+    rep.print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['vocab']} | not available: {r['error']} |")
+            rep.print(f"| {r['vocab']} | not available: {r['error']} |")
             continue
-        print(f"| {r['vocab']} | {r['n_vocab']:,} | {fmt(r['prep_ms'])} | {fmt(r['cached_ms'], '.1f')} | "
-              f"{fmt(r['prep_ms'] / r['cached_ms'], '.1f')}x | "
-              f"{fmt(r['prep_cpu_ms'])} / {fmt(r['cached_cpu_ms'], '.1f')} | {fmt(r['cache_file_mb'], '.1f')} | "
-              f"{fmt(r['llguidance_prep_ms'])} | "
-              f"{fmt(r['xgrammar_prep_ms'])} | {r['n_grammars']} | {fmt(r['grammar_kb'])} | "
-              f"{fmt(r['first_matcher_kb'])} | {fmt(r['more_matcher_kb'])} | {fmt(r['rss_end_mb'])} |")
+        rep.print(f"| {r['vocab']} | {r['n_vocab']:,} | {fmt(r['prep_ms'])} | {fmt(r['cached_ms'], '.1f')} | "
+                  f"{fmt(r['prep_ms'] / r['cached_ms'], '.1f')}x | "
+                  f"{fmt(r['prep_cpu_ms'])} / {fmt(r['cached_cpu_ms'], '.1f')} | {fmt(r['cache_file_mb'], '.1f')} | "
+                  f"{fmt(r['llguidance_prep_ms'])} | "
+                  f"{fmt(r['xgrammar_prep_ms'])} | {r['n_grammars']} | {fmt(r['grammar_kb'])} | "
+                  f"{fmt(r['first_matcher_kb'])} | {fmt(r['more_matcher_kb'])} | {fmt(r['rss_end_mb'])} |")
     load = "/".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"load average before / after: {load_before} / {load}. Goals (issue 12, 262k): cold <= 300 ms, "
-          "disk cache <= 50 ms.")
-    print("prep: median of 3 in-process builds from raw token bytes (cold: cache=False; xgrammar: "
-          "TokenizerInfo + GrammarCompiler); disk cache: median of 5 from_token_bytes calls that "
-          "load the vocabulary cache file written before (SHA-256 key, checks and load included); "
-          "CPU ms: median process CPU time of the same calls (single-threaded: near the idle-machine time). "
-          "KB per grammar: RSS growth / grammars after compiling and lowering; "
-          "first matcher: growth after forcing one matcher per grammar along a valid instance "
-          "(walk and mask caches filled); more matcher: the same again on warm caches.")
+    rep.print("")
+    rep.print(f"load average before / after: {load_before} / {load}. Goals (issue 12, 262k): cold <= 300 ms, "
+              "disk cache <= 50 ms.")
+    rep.print("prep: median of 3 in-process builds from raw token bytes (cold: cache=False; xgrammar: "
+              "TokenizerInfo + GrammarCompiler); disk cache: median of 5 from_token_bytes calls that "
+              "load the vocabulary cache file written before (SHA-256 key, checks and load included); "
+              "CPU ms: median process CPU time of the same calls (single-threaded: near the idle-machine time). "
+              "KB per grammar: RSS growth / grammars after compiling and lowering; "
+              "first matcher: growth after forcing one matcher per grammar along a valid instance "
+              "(walk and mask caches filled); more matcher: the same again on warm caches.")
+    _results.write(__file__, rep.text(), quick=args.quick, results=args.results)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=1))
 

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _results  # noqa: E402
+del sys.path[0]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 CORPUS = Path("/work/shared/corpora/jsonschemabench/maskbench")
@@ -47,6 +50,7 @@ def main() -> None:
     ap.add_argument("--matchers", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5,
                     help="runs per thread count, alternating; the best of each is reported")
+    _results.add_argument(ap)
     args = ap.parse_args()
     import lexguide as lg
 
@@ -78,9 +82,14 @@ def main() -> None:
         res.setdefault(threads, []).append(spent)
     one, two = min(res[1]), min(res[2])
     n = len(jobs) * args.rounds
-    print(f"| matchers | rounds | 1 thread µs/mask | 2 threads µs/mask | speed-up |")
-    print(f"|---|---|---|---|---|")
-    print(f"| {len(jobs)} | {args.rounds} | {one / n * 1e6:.1f} | {two / n * 1e6:.1f} | {one / two:.2f}× |")
+    rep = _results.Report()
+    rep.print("| matchers | rounds | 1 thread µs/mask | 2 threads µs/mask | speed-up |")
+    rep.print("|---|---|---|---|---|")
+    rep.print(f"| {len(jobs)} | {args.rounds} | {one / n * 1e6:.1f} | {two / n * 1e6:.1f} | "
+              f"{one / two:.2f}× |")
+    rep.print("")
+    rep.print(f"best of {args.repeats} alternating runs per thread count (fill_masks, n_threads=1 / 2)")
+    _results.write(__file__, rep.text(), quick=False, results=args.results)
 
 
 if __name__ == "__main__":

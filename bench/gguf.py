@@ -37,6 +37,9 @@ import numpy as np
 
 # This file is called gguf.py: keep its folder off the path so `import gguf` finds gguf-py.
 _HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+import _results  # noqa: E402
+del sys.path[0]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 
@@ -158,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="smollm2,gemma3", help="comma list: smollm2,gemma3")
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "lexguide-bench-gguf.json"),
                     help="JSON results file")
+    _results.add_argument(ap)
     args = ap.parse_args(argv)
     try:
         import gguf  # noqa: F401
@@ -179,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     table = render(results)
     print(table)
+    _results.write(__file__, table, quick=args.quick, results=args.results, argv=argv)
     Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(f"\n[bench] wrote {args.out}")
     return 0

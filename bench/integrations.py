@@ -40,6 +40,9 @@ import time
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+import _results  # noqa: E402
+del sys.path[0]
 # bench/jsonschema.py would shadow the jsonschema package: drop this folder from the path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent / "tests"))
@@ -311,6 +314,7 @@ def main() -> None:
                         help="torch threads of the transformers part (default: torch's choice)")
     parser.add_argument("--json", type=Path, default=RESULTS, help=f"results file ({RESULTS})")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # the vLLM part's output file
+    _results.add_argument(parser)
     args = parser.parse_args()
     if args.child:
         _vllm_child(args)
@@ -340,6 +344,8 @@ def main() -> None:
         tables += [""] + lines if tables else lines
     print("\n".join(tables))
     print(_load())
+    _results.write(__file__, "\n".join(tables), quick=args.quick, results=args.results,
+                   variant=None if args.part == "all" else args.part, preformatted=True)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2))
 

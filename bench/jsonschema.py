@@ -37,6 +37,9 @@ import time
 import warnings
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _results  # noqa: E402
+del sys.path[0]
 # this file is named like the ``jsonschema`` package: keep its folder off the import path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
@@ -147,29 +150,29 @@ def suite(seed: int) -> dict:
     return out
 
 
-def print_suite(res: dict) -> None:
-    print("\n| draft | engine | cases compiled | tests run | agree | unsound (accepts invalid) "
-          "| incomplete (rejects valid) | agree ratio vs lexguide |")
-    print("|---|---|---|---|---|---|---|---|")
+def print_suite(res: dict, out=print) -> None:
+    out("\n| draft | engine | cases compiled | tests run | agree | unsound (accepts invalid) "
+        "| incomplete (rejects valid) | agree ratio vs lexguide |")
+    out("|---|---|---|---|---|---|---|---|")
     for draft, by in res.items():
         base = by["lexguide"]["agree"]
         for name, r in by.items():
-            print(f"| {draft} | {name} | {r['compiled']}/{r['cases']} | {r['tests']} | "
-                  f"{r['agree']} | {r['unsound']} | {r['incomplete']} | "
-                  f"{r['agree'] / base:.3f} |")
+            out(f"| {draft} | {name} | {r['compiled']}/{r['cases']} | {r['tests']} | "
+                f"{r['agree']} | {r['unsound']} | {r['incomplete']} | "
+                f"{r['agree'] / base:.3f} |")
 
 
-def print_coverage(cov: dict) -> None:
-    print("\n| subset | n | lexguide | llguidance (live) | llguidance (recorded) | ratio | "
-          "compile ms p50 lexguide / llg | p99 lexguide / llg |")
-    print("|---|---|---|---|---|---|---|---|")
+def print_coverage(cov: dict, out=print) -> None:
+    out("\n| subset | n | lexguide | llguidance (live) | llguidance (recorded) | ratio | "
+        "compile ms p50 lexguide / llg | p99 lexguide / llg |")
+    out("|---|---|---|---|---|---|---|---|")
     for sub, r in cov.items():
         llg = r["llguidance"]
         ratio = f"{r['lexguide'] / llg:.3f}" if llg else "-"
-        print(f"| {sub} | {r['n']} | {r['lexguide']} ({r['lexguide'] / r['n']:.1%}) | "
-              f"{llg if llg is not None else '-'} | {r['llguidance_recorded']} | {ratio} | "
-              f"{_f(r['lexguide_ms_p50'])} / {_f(r['llguidance_ms_p50'])} | "
-              f"{_f(r['lexguide_ms_p99'])} / {_f(r['llguidance_ms_p99'])} |")
+        out(f"| {sub} | {r['n']} | {r['lexguide']} ({r['lexguide'] / r['n']:.1%}) | "
+            f"{llg if llg is not None else '-'} | {r['llguidance_recorded']} | {ratio} | "
+            f"{_f(r['lexguide_ms_p50'])} / {_f(r['llguidance_ms_p50'])} | "
+            f"{_f(r['lexguide_ms_p99'])} / {_f(r['llguidance_ms_p99'])} |")
 
 
 def _f(x: float | None) -> str:
@@ -198,26 +201,26 @@ def masks(vocab_path: Path, limit: int, repeats: int, workdir: Path) -> dict | N
             "tables_md": res.get("tables_md", "")}
 
 
-def print_masks(name: str, m: dict) -> None:
+def print_masks(name: str, m: dict, out=print) -> None:
     summ = m["summary"]
     base = summ.get("lexguide", {})
-    print(f"\n### {name}: n_vocab={m['vocab']['n_vocab']} (not measured: {m['missing']})")
-    print("| engine | compiled | rejections | mask us mean | p99 | max | first pass mean | "
-          "compile ms p50 | p99 | mask mean ratio vs lexguide | first pass ratio | "
-          "compile p50 ratio vs lexguide |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    out(f"\n### {name}: n_vocab={m['vocab']['n_vocab']} (not measured: {m['missing']})")
+    out("| engine | compiled | rejections | mask us mean | p99 | max | first pass mean | "
+        "compile ms p50 | p99 | mask mean ratio vs lexguide | first pass ratio | "
+        "compile p50 ratio vs lexguide |")
+    out("|---|---|---|---|---|---|---|---|---|---|---|---|")
     first_base = _first_pass(base)
     for e, st in summ.items():
         mk, cp = st["mask_us"], st["compile_ms"]
         rm = _ratio(mk.get("mean"), base.get("mask_us", {}).get("mean"))
         rf = _ratio(_first_pass(st), first_base)
         rc = _ratio(cp.get("p50"), base.get("compile_ms", {}).get("p50"))
-        print(f"| {e} | {st['compiled']}/{st['attempted']} | {st['rejections']} | "
-              f"{_f(mk.get('mean'))} | {_f(mk.get('p99'))} | {_f(mk.get('max'))} | {_f(_first_pass(st))} | "
-              f"{_f(cp.get('p50'))} | {_f(cp.get('p99'))} | {rm} | {rf} | {rc} |")
-    print("mask us mean/p99: per-position medians over the harness's repeats. lexguide keeps its "
-          "vocabulary walks per process, so its 2nd and 3rd repeats of a schema run on warm walks; "
-          "'first pass' is the mean of the first repeat alone (cold walks for lexguide).")
+        out(f"| {e} | {st['compiled']}/{st['attempted']} | {st['rejections']} | "
+            f"{_f(mk.get('mean'))} | {_f(mk.get('p99'))} | {_f(mk.get('max'))} | {_f(_first_pass(st))} | "
+            f"{_f(cp.get('p50'))} | {_f(cp.get('p99'))} | {rm} | {rf} | {rc} |")
+    out("\nmask us mean/p99: per-position medians over the harness's repeats. lexguide keeps its "
+        "vocabulary walks per process, so its 2nd and 3rd repeats of a schema run on warm walks; "
+        "'first pass' is the mean of the first repeat alone (cold walks for lexguide).")
 
 
 def _first_pass(st: dict) -> float | None:
@@ -341,17 +344,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocabs", default=None, help="comma list of smollm2,llama3,gemma3 "
                     "(default: smollm2 with --quick, all three otherwise)")
     ap.add_argument("--limit", type=int, default=None, help="schemas forced per vocabulary")
+    _results.add_argument(ap)
     args = ap.parse_args(argv)
     from lexguide.model_files import ModelNotInstalled, gemma3_path, smollm2_path
 
     result: dict = {"quick": args.quick}
+    rep = _results.Report()
     if not args.no_coverage:
-        print("coverage (compiled / total) and compile time per subset", flush=True)
+        rep.print("coverage (compiled / total) and compile time per subset")
         result["coverage"] = coverage(30 if args.quick else None, args.seed)
-        print_coverage(result["coverage"])
-        print("\nJSON-Schema-Test-Suite agreement", flush=True)
+        print_coverage(result["coverage"], rep.print)
+        rep.print("\nJSON-Schema-Test-Suite agreement")
         result["suite"] = suite(args.seed)
-        print_suite(result["suite"])
+        print_suite(result["suite"], rep.print)
     if not args.no_masks:
         known = {"smollm2": ("smollm2-49k", smollm2_path), "llama3": ("llama3-128k", None),
                  "gemma3": ("gemma3-262k", gemma3_path)}
@@ -371,21 +376,22 @@ def main(argv: list[str] | None = None) -> int:
                     with mp.get_context("spawn").Pool(1) as pool:
                         m = pool.apply(masks_in_process, (key, limit, args.seed))
                 except Exception as e:  # noqa: BLE001  (_vocab.VocabError: package missing)
-                    print(f"\n{name}: skipped ({e})")
+                    rep.print(f"\n{name}: skipped ({e})")
                     continue
             else:
                 try:
                     path = Path(locate())
                 except ModelNotInstalled as e:
-                    print(f"\n{name}: skipped ({e})")
+                    rep.print(f"\n{name}: skipped ({e})")
                     continue
                 m = masks(path, limit, 1 if args.quick else 3, OUT.parent)
             if m is not None:
                 result["masks"][name] = m
-                print_masks(name, m)
+                print_masks(name, m, rep.print)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwrote {OUT}")
+    _results.write(__file__, rep.text(), quick=args.quick, results=args.results, argv=argv)
     return 0
 
 

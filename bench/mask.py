@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _results
 from _vocab import Vocab, VocabError, load_vocab, peer_token_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -662,6 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", action="store_true",
                     help="cost per token of compute_mask(remaining) against compute_mask(), "
                          "plain/loose/margin/tight budgets (default vocabs: smollm2 with --quick)")
+    _results.add_argument(ap)
     args = ap.parse_args(argv)
     results = ROOT / "bench" / "results"
     if args.budget:
@@ -671,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
             "smollm2" if args.quick else "smollm2,gemma3")
         return run_budget([v for v in vocabs.split(",") if v], args.quick,
                           load_cases(True, set(filter(None, args.grammars.split(","))) or None),
-                          CORPORA, args.out or str(results / "mask_budget.json"))
+                          CORPORA, args.out or str(results / "mask_budget.json"), args.results)
     args.out = args.out or str(results / "mask.json")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
@@ -702,6 +704,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(report, f, indent=1)
     print(report["table_md"])
     print(f"[mask] wrote {args.out} ({report['wall_s']:.0f}s)")
+    _results.write(__file__, report["table_md"], quick=args.quick, results=args.results, argv=argv)
     return 0
 
 

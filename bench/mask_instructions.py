@@ -25,6 +25,9 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+import _results  # noqa: E402
+del sys.path[0]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH]  # (see jsonschema.py)
 CORPUS = Path("/work/shared/corpora/jsonschemabench")
 HARNESS = Path("/work/shared/reference/bench_peers.py")
@@ -87,6 +90,7 @@ def main() -> int:
                     help="run under callgrind and print the instructions of the masks")
     ap.add_argument("--out", default="/tmp/lexguide-mask-instructions.callgrind",
                     help="callgrind's profile (with --callgrind)")
+    _results.add_argument(ap)
     args = ap.parse_args()
     if not args.callgrind:
         n = run_masks(args.vocab, args.limit, args.seed)
@@ -102,10 +106,13 @@ def main() -> int:
         print(res.stdout[-2000:], res.stderr[-2000:], sep="\n")
         return 1
     n, ir = int(masks.group(1)), int(total.group(1))
-    print("| vocab | schemas | masks | instructions (MaskEngine::mask) | per mask |")
-    print("|---|---|---|---|---|")
-    print(f"| {args.vocab} | {args.limit} | {n} | {ir / 1e6:.1f}M | {ir / n / 1e3:.1f}k |")
+    table = "\n".join([
+        "| vocab | schemas | masks | instructions (MaskEngine::mask) | per mask |",
+        "|---|---|---|---|---|",
+        f"| {args.vocab} | {args.limit} | {n} | {ir / 1e6:.1f}M | {ir / n / 1e3:.1f}k |"])
+    print(table)
     print(f"profile: {args.out} (callgrind_annotate --inclusive=yes {args.out})")
+    _results.write(__file__, table, quick=False, results=args.results, variant=args.vocab)
     return 0
 
 

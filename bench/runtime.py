@@ -55,6 +55,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _results  # noqa: E402
+
+del sys.path[0]
+
 BATCH_SIZES = (1, 2, 4, 8)
 BATCH_PROMPTS = ["Once upon a time, in a small village, there lived", "The capital of France is",
                  "def fibonacci(n):", "A list of numbers: 1, 2, 3,", "Dear diary, today",
@@ -508,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--src", help=argparse.SUPPRESS)
     ap.add_argument("--prompt", type=int, default=256, help=argparse.SUPPRESS)
     ap.add_argument("--tokens", type=int, default=64, help=argparse.SUPPRESS)
+    _results.add_argument(ap)
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)
@@ -536,18 +542,26 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"prompt_tokens": p, "gen_tokens": n, "baseline_src": args.baseline_src,
             "python": sys.version.split()[0], "platform": platform.platform(),
             "nproc": os.cpu_count(), "loadavg_end": os.getloadavg()}
+    rep = _results.Report()
     if not args.batched_only:
-        print(render(results))
-        print()
-        print(render_peers(results, peers))
-        print()
-        print("resident memory of lexguide's worker (MB, /proc/self/smaps):")
-        print(render_rss(results))
-        print()
-    print(f"batched decode (greedy, {n} steps, 2 threads, median of {max(1, args.repeat)} "
-          "alternating rounds):")
-    print(render_batched(results, peers))
-    print(f"\nload average at the end: {meta['loadavg_end']} on {meta['nproc']} cores")
+        rep.print(render(results))
+        rep.print()
+        rep.print(render_peers(results, peers))
+        rep.print()
+        rep.print("resident memory of lexguide's worker (MB, /proc/self/smaps):")
+        rep.print()
+        rep.print(render_rss(results))
+        rep.print()
+    rep.print(f"batched decode (greedy, {n} steps, 2 threads, median of {max(1, args.repeat)} "
+              "alternating rounds):")
+    rep.print()
+    rep.print(render_batched(results, peers))
+    rep.print()
+    rep.print(f"P={p} prompt tokens, N={n} generated; "
+              + ("" if not args.baseline_src else f"baseline: {args.baseline_src}; ")
+              + f"load average at the end: {meta['loadavg_end']} on {meta['nproc']} cores")
+    _results.write(__file__, rep.text(), quick=args.quick, results=args.results, argv=argv,
+                   variant="batched" if args.batched_only else None)
     Path(args.out).write_text(json.dumps(
         {"meta": meta, "results": {f"{k[0]}/{k[1]}": v for k, v in results.items()},
          "llama_cpp": peers}, indent=1))

@@ -35,6 +35,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _results  # noqa: E402
+del sys.path[0]
 # bench/jsonschema.py would shadow the jsonschema package: drop this folder from the path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
@@ -166,6 +169,7 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(),
                                                   "lexguide-bench-server.json"))
+    _results.add_argument(ap)
     args = ap.parse_args()
     if args.model is None:
         from lexguide.model_files import default_model_path
@@ -197,18 +201,22 @@ def main() -> int:
                                 for k in ("req_s", "p50_s", "p99_s", "valid", "requests")}
                    for level in LEVELS} for e, runs in rounds.items()}
     load = os.getloadavg()[0]
-    print(f"\nschema-constrained chat completions, max_tokens 48, greedy; lexguide --parallel "
-          f"{args.parallel}; {args.threads} threads each; median of {max(1, args.rounds)} "
-          f"alternating rounds; load average {load:.2f}")
-    print(f"{'concurrency':>11} | {'lexguide req/s':>14} {'p50 s':>7} {'p99 s':>7} | "
-          f"{'llama.cpp req/s':>15} {'p50 s':>7} {'p99 s':>7} | ratio")
+    rep = _results.Report()
+    print()
+    rep.print(f"schema-constrained chat completions, max_tokens 48, greedy; lexguide --parallel "
+              f"{args.parallel}; {args.threads} threads each; median of {max(1, args.rounds)} "
+              f"alternating rounds; load average {load:.2f}")
+    rep.print(f"{'concurrency':>11} | {'lexguide req/s':>14} {'p50 s':>7} {'p99 s':>7} | "
+              f"{'llama.cpp req/s':>15} {'p50 s':>7} {'p99 s':>7} | ratio")
     for level in LEVELS:
         lg = results["lexguide"][str(level)]
         lc = results.get("llama.cpp", {}).get(str(level))
         ratio = f"{lg['req_s'] / lc['req_s']:.2f}" if lc and lc["req_s"] else "—"
-        print(f"{level:>11} | {lg['req_s']:>14.3f} {lg['p50_s']:>7.2f} {lg['p99_s']:>7.2f} | "
-              f"{_cell(lc, 'req_s', '>15.3f')} {_cell(lc, 'p50_s', '>7.2f')} "
-              f"{_cell(lc, 'p99_s', '>7.2f')} | {ratio}")
+        rep.print(f"{level:>11} | {lg['req_s']:>14.3f} {lg['p50_s']:>7.2f} {lg['p99_s']:>7.2f} | "
+                  f"{_cell(lc, 'req_s', '>15.3f')} {_cell(lc, 'p50_s', '>7.2f')} "
+                  f"{_cell(lc, 'p99_s', '>7.2f')} | {ratio}")
+    _results.write(__file__, rep.text(), quick=args.quick, results=args.results,
+                   preformatted=True)
     Path(args.out).write_text(json.dumps({"results": results, "rounds": rounds,
                                           "load_average": load,
                                           "parallel": args.parallel, "counts": counts},

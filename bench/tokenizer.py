@@ -48,6 +48,10 @@ DATA = ROOT / "tests" / "data" / "tokenizer"
 SCHEMAS = Path("/work/shared/corpora/jsonschemabench/Github_medium.jsonl")
 CACHE = Path(os.environ.get("LEXGUIDE_BENCH_CACHE", Path.home() / ".cache" / "lexguide-bench"))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _results  # noqa: E402
+
+del sys.path[0]
 sys.path.insert(0, str(DATA))
 import corpus
 import oracle
@@ -186,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schemas", type=Path, default=SCHEMAS,
                     help="JSONL of JSON schemas for the 'schemas' corpus (skipped if missing)")
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "lexguide-bench-tokenizer.json"))
+    _results.add_argument(ap)
     args = ap.parse_args(argv)
     try:
         import tokenizers  # noqa: F401
@@ -217,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"repeats": repeats, "bytes": n_bytes, "python": sys.version.split()[0],
             "tokenizers": md.version("tokenizers"), "platform": platform.platform(),
             "nproc": os.cpu_count(), "loadavg": os.getloadavg()}
-    print(render(results))
+    table = render(results)
+    print(table)
+    _results.write(__file__, table, quick=args.quick, results=args.results, argv=argv)
     Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(f"\n[bench] wrote {args.out}")
     return 0

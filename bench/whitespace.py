@@ -34,6 +34,10 @@ import time
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "results" / "whitespace.json"
+sys.path.insert(0, str(OUT.parent.parent))
+import _results  # noqa: E402
+
+del sys.path[0]
 # bench/jsonschema.py would shadow the jsonschema package (the validator used as the oracle)
 sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != OUT.parent.parent]
 CONFIGS = {"before": ("flexible", False), "whitespace": ("bounded", False),
@@ -126,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plain", action="store_true",
                     help="prompts as plain text (lexguide run without --chat), not chat turns")
     ap.add_argument("--out", default=None, help="results JSON (default bench/results/whitespace.json)")
+    _results.add_argument(ap)
     args = ap.parse_args(argv)
     models = (args.models or ("smollm2" if args.quick else "smollm2,gemma3")).split(",")
     configs = [c for c in args.configs.split(",") if c]
@@ -168,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                                "wall_s": round(time.perf_counter() - t_start, 1),
                                "table_md": table, "rows": rows}, indent=1))
     print(f"\nwritten {out}", file=sys.stderr)
+    _results.write(__file__, table, quick=args.quick, results=args.results, argv=argv,
+                   variant="plain" if args.plain else None)
     return 0
 
 
