@@ -1,4 +1,4 @@
-"""Lark captures (spec/lark-syntax.md §9): ``capture``, ``capture="n"``, ``stop_capture="n"``
+"""Lark captures (llguidance's lexeme options): ``capture``, ``capture="n"``, ``stop_capture="n"``
 on lexeme rules and CFG rules, at byte level (``Grammar.captures``) and through a
 :class:`Matcher` (replayed from the consumed tokens, budgets and rollback included)."""
 

@@ -32,7 +32,7 @@ def test_arithmetic_with_left_and_right_recursion():
 
 
 def test_greedy_lexing_does_not_backtrack():
-    # spec/lark-syntax.md §8.2: start: A "b", A: /a+b?/ accepts "abb", not "ab"
+    # greedy lexemes, no backtracking: start: A "b", A: /a+b?/ accepts "abb", not "ab"
     b = GrammarBuilder()
     start = b.nonterminal("start")
     b.rule(start, [_lex(b, "a+b?"), _lex(b, "b")])

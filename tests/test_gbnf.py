@@ -1,7 +1,7 @@
 """GBNF front end: parsing, errors, exact GBNF semantics, lexeme decisions, Lark conversion.
 
 The oracle for acceptance is an independent recogniser written here (sets of end positions
-over code points, straight from spec/gbnf.md §2); the corpus cases of llama.cpp
+over code points, straight from llama.cpp's grammars/README.md); the corpus cases of llama.cpp
 (gbnf-cases.jsonl) are checked with ``Grammar.validate`` and, for token markers, through the
 lexer/parser with one token per character.
 """
@@ -325,7 +325,7 @@ def test_right_recursion_and_repetition_are_fine() -> None:
 @pytest.mark.parametrize(
     ("gbnf", "accept", "reject"),
     [
-        # spec/gbnf.md §2 and §4.1: no greedy lexing
+        # GBNF has no lexer: no greedy lexing
         ('root ::= word "b"\nword ::= [a-z]+\n', ["xb", "abb", "bb"], ["x", "b", "xbc"]),
         ('root ::= ... "abc" ...\n', ["aaaabcccc", "abcabcabc", "\nx\nabc\n\n\n"], ["aaabcccc"]),
         ('root ::= kw | id\nkw ::= "if" "x"\nid ::= idc "y"\nidc ::= [a-z]+\n',

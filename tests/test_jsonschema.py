@@ -1,4 +1,4 @@
-"""JSON Schema → grammar: semantics of shared/spec/json-schema.md, checked through Grammar.validate."""
+"""JSON Schema → grammar: JSON Schema 2020-12 semantics, checked through Grammar.validate."""
 
 from __future__ import annotations
 

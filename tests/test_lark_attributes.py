@@ -1,4 +1,4 @@
-"""Lark rule attributes ``max_tokens=N`` and ``stop=V`` (spec/lark-syntax.md §8.3, §9, §17).
+"""Lark rule attributes ``max_tokens=N`` and ``stop=V`` (llguidance's lexeme options).
 
 Byte-level acceptance goes through ``Grammar.validate``; token budgets exist only per token, so
 they are driven through a :class:`Matcher` over a synthetic vocabulary (one token per printable

@@ -1,4 +1,4 @@
-"""Grammar lists ({"grammars": [...]}, spec/lark-syntax.md §14) and @name references."""
+"""Grammar lists ({"grammars": [...]}, llguidance's input format) and @name references."""
 
 from __future__ import annotations
 

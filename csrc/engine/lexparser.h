@@ -2,7 +2,8 @@
 //
 // A parse state is (set_id, lexer_state, pending): the canonical Earley set (everything before
 // the current lexeme), the DFA state of the lexeme being read, and whether bytes of it were
-// read. Lexing follows llguidance (spec/lark-syntax.md section 8): the parser tells the lexer
+// read. Lexing follows llguidance
+// (https://github.com/guidance-ai/llguidance/blob/main/docs/syntax.md): the parser tells the lexer
 // which lexemes may come next; greedy lexemes end when the next byte extends none of them
 // (maximal munch, no backtracking) and every lexeme accepting the bytes read so far is handed
 // to the parser at once; lazy lexemes end at their first match; a class's skip regex

@@ -1,5 +1,5 @@
 // ggml block layouts as data: one packed struct per weight type plus the two activation
-// formats the dot products read (spec: /work/shared/spec/gguf.md §4, ggml-common.h layouts).
+// formats the dot products read (ggml's ggml-common.h layouts, as the GGUF format stores them).
 //
 // A weight row of n_in elements is n_in / kBlock consecutive blocks; a block is read through
 // these structs only via memcpy-free pointer casts of byte offsets (all fields are bytes or

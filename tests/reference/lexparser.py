@@ -5,7 +5,8 @@ The state of a parse is the triple ``(set_id, lexer_state, pending)``: the canon
 are still alive, how far), and whether any bytes of that lexeme were read. All three are ints or
 bools, so states hash cheaply and the engine memoises masks on them.
 
-Lexing follows llguidance (see spec/lark-syntax.md §8): the parser tells the lexer which lexemes
+Lexing follows llguidance (https://github.com/guidance-ai/llguidance/blob/main/docs/syntax.md):
+the parser tells the lexer which lexemes
 may come next; greedy lexemes end when the next byte extends none of them (maximal munch, no
 backtracking) and every lexeme accepting the bytes read so far is handed to the parser at once;
 lazy lexemes end at their first match; a class's skip regex (``%ignore``) may stand between
@@ -222,7 +223,7 @@ class LexParser:
         )
         if skip_ok:
             # The skip of a nested grammar's class (``%json``) may only stand between two of
-            # its lexemes, never before its first one (spec/lark-syntax.md §8.5).
+            # its lexemes, never before its first one.
             last = self.parser.last_classes(set_id)
             for lex in expected:
                 cls = self.ir.lexemes[lex].lexeme_class

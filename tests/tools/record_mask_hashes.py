@@ -10,9 +10,9 @@ engine reproduces them exactly.
     python tests/tools/record_mask_hashes.py --out tests/data/engine/mask_hashes.json
 
 It was first run with the pure-Python engine (before the C++ core replaced it), which the core
-then reproduced exactly. Re-record only when the grammars change, not the engine: the last run
-followed the key-escape default of session 6 (declared keys have one spelling again), with the
-core as it was when it still reproduced the previous digests.
+then reproduced exactly. Re-record only when the grammars change, not the engine: the recorded
+digests follow the current key-escape default (a declared key has one spelling), computed by
+a core that still reproduced the digests recorded before that default.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """GGUF layer: read (memory-mapped, validated), write, and (de)quantise ggml tensors.
 
-Spec: ``spec/gguf.md``. Everything above this layer (tokenizer, runtime) uses
+Format: ggml's GGUF specification (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md).
+Everything above this layer (tokenizer, runtime) uses
 :func:`open_gguf` and :func:`dequantize`.
 """
 

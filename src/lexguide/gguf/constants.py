@@ -1,7 +1,8 @@
 """GGUF constants: value types and the ggml tensor type table, kept as data.
 
-Source: ggml ``include/ggml.h`` / ``src/ggml.c`` type traits and ``docs/gguf.md``; see
-``spec/gguf.md`` §1–§2. This module imports nothing from lexguide except errors.
+Source: ggml ``include/ggml.h`` / ``src/ggml.c`` type traits and the GGUF specification
+(https://github.com/ggml-org/ggml/blob/master/docs/gguf.md: file layout, value types, ggml_type).
+This module imports nothing from lexguide except errors.
 """
 
 from __future__ import annotations

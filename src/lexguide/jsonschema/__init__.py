@@ -1,4 +1,4 @@
-"""JSON Schema → grammar IR, with the strict semantics of ``shared/spec/json-schema.md``.
+"""JSON Schema → grammar IR: JSON Schema 2020-12 (Core, Validation) semantics, enforced exactly.
 
 Two phases, as in llguidance: :mod:`~lexguide.jsonschema.build` turns raw JSON into a typed
 schema IR (references resolved, ``allOf`` merged, every keyword validated), and

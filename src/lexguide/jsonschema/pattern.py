@@ -10,7 +10,7 @@ terminators, and patterns match anywhere (search semantics) unless anchored with
 (JSON Schema 2020-12 §6.3.3, ECMA-262 §22.2).
 
 Character sets are lists of inclusive code point ranges; the JSON spellings follow the string
-grammar of ``shared/spec/json-schema.md`` §2.1.
+grammar of RFC 8259 §7 (escapes as the schema's ``x-guidance`` options allow).
 """
 
 from __future__ import annotations

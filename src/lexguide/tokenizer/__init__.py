@@ -2,7 +2,7 @@
 
 ``Tokenizer.from_gguf(path)`` supports the ``llama`` (SentencePiece-style BPE by scores, byte
 fallback) and ``gpt2`` (byte-level BPE by merge rank, pre-tokenizer chosen by
-``tokenizer.ggml.pre``) vocabularies, following llama.cpp. See ``spec/tokenizers.md``.
+``tokenizer.ggml.pre``) vocabularies, following llama.cpp's ``src/llama-vocab.cpp``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 Source: ggml-org/llama.cpp ``src/llama-vocab.cpp`` (``llama_vocab::impl::load``): token types
 become attribute bits, special ids get per-model defaults then GGUF overrides, EOT/EOM/FIM tokens
 are auto-detected by text, and the end-of-generation (EOG) set is built from ids and texts.
-See ``spec/tokenizers.md`` §1 and §5.
 
 Deliberate deviation: a token the file marks ``USER_DEFINED`` (plain-text added token) is never
 forced to CONTROL or put in the EOG set because of its text. llama.cpp does so for ``</s>`` (for

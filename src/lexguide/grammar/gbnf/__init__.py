@@ -36,8 +36,10 @@ def gbnf_to_lark(text: str, root: str = "root") -> str:
 
     Fragments that ``compile_gbnf`` makes lexemes are printed as UPPERCASE terminals (rules)
     or string literals; everything else stays rules, with multi-character literals split into
-    one-character strings where greedy lexing would change the language. Differences from
-    llguidance's own converter are listed in spec/gbnf.md §4.1; this one keeps the language.
+    one-character strings where greedy lexing would change the language. llguidance's own
+    converter (``gbnf_to_lark.py``) makes every non-recursive rule of literals and classes a
+    greedy lexeme, which can change the language (``root ::= word "b"``, ``word ::= [a-z]+``
+    no longer accepts ``xb``); this one keeps the language.
     Raises :class:`GrammarError` like :func:`compile_gbnf`, and for ``!<text>`` (no Lark form).
     """
     plan, _ = plan_gbnf(text, root)

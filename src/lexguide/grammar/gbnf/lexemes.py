@@ -1,8 +1,9 @@
 """Which GBNF fragments may be lexemes: a conflict analysis on Glushkov automata.
 
-GBNF has no lexer; the IR's lexer is greedy (maximal munch, spec/lark-syntax.md §8.2). A
+GBNF has no lexer; the IR's lexer is greedy (maximal munch, no backtracking). A
 multi-character lexeme is therefore only safe where greediness never loses a parse
-(spec/gbnf.md §4.1). :func:`find_conflicts` checks this on the lexeme-level grammar actually
+(``root ::= word "b"``, ``word ::= [a-z]+`` accepts ``xb`` only if ``word`` is no lexeme).
+:func:`find_conflicts` checks this on the lexeme-level grammar actually
 built: the lexer goes wrong only when, at a position where lexemes E are expected, a lexeme V
 has matched ``v`` and the first byte of what follows V in the intended parse lets the lexer
 continue into some Z in E (``v`` followed by that byte is a prefix of a Z string). E and what

@@ -1,7 +1,7 @@
 """GBNF (llama.cpp grammar format) parser: text → an AST of rules over code points.
 
 Follows llama.cpp ``src/llama-grammar.cpp`` (``parse_space``, ``parse_sequence``,
-``parse_char``, ``parse_token``) as described in spec/gbnf.md §1, including its line structure:
+``parse_char``, ``parse_token``) and its ``grammars/README.md``, including its line structure:
 a newline ends a rule except after ``::=``, after ``|`` and inside ``( … )``. Checks that need
 the whole grammar (undefined references, missing root, left recursion as llama.cpp detects it)
 are in :func:`check_grammar`. Every error is a :class:`GrammarError` with line:col and caret.
@@ -126,7 +126,7 @@ _HEXDIGITS = frozenset("0123456789abcdefABCDEF")
 
 
 def _is_word_char(c: str) -> bool:
-    # llama.cpp is_word_char: ASCII letters, digits and '-' (not '_', see spec/gbnf.md §1)
+    # llama.cpp is_word_char: ASCII letters, digits and '-' (not '_')
     return ("a" <= c <= "z") or ("A" <= c <= "Z") or ("0" <= c <= "9") or c == "-"
 
 
@@ -442,7 +442,7 @@ def check_grammar(g: GbnfGrammar, root: str = "root") -> None:
     """Whole-grammar checks llama.cpp makes when parsing and initialising a grammar.
 
     Raises :class:`GrammarError` for an undefined rule (at the reference), a missing start rule,
-    and left recursion (llama.cpp's pushdown matcher refuses it; spec/gbnf.md §2).
+    and left recursion (llama.cpp's pushdown matcher refuses it).
     """
     for ref in g.refs:
         if ref.name not in g.rules:

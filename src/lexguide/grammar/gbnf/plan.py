@@ -1,8 +1,8 @@
-"""GBNF front end: llama.cpp grammars compiled to the grammar IR, exactly (spec/gbnf.md).
+"""GBNF front end: llama.cpp grammars compiled to the grammar IR, exactly.
 
 GBNF is a CFG over code points with no lexer: every alternative is explored, nothing is
 greedy (``root ::= word "b"``, ``word ::= [a-z]+`` accepts ``xb``). The IR's lexer is greedy,
-so turning a regular GBNF fragment into one lexeme can change the language (spec/gbnf.md §4.1).
+so turning a regular GBNF fragment into one lexeme can change the language.
 :func:`plan_gbnf` makes the largest regular fragments lexemes, asks
 :func:`lexguide.grammar.gbnf.lexemes.find_conflicts` which of them greedy lexing could run
 past, splits those into their parts and repeats until no conflict is left; at worst every
@@ -119,7 +119,7 @@ class GbnfPlan:
         self.use_contexts = True  # off once the context analysis exceeded its budget
 
     def _regular_rules(self) -> dict[str, int]:
-        # llguidance's fixed point (spec/gbnf.md §4 step 5): recursive rules never qualify, nor
+        # llguidance's fixed point (gbnf_to_lark.py): recursive rules never qualify, nor
         # rules whose body with references inlined nests deeper than MAX_INLINE_DEPTH nodes
         # (they stay rules, which is exact; it keeps the recursive passes over units bounded)
         # Decided in dependency order (a rule once every rule it refers to is regular), so a

@@ -1,4 +1,4 @@
-"""Print a planned GBNF grammar as llguidance Lark-variant text (spec/lark-syntax.md).
+"""Print a planned GBNF grammar as llguidance Lark-variant text.
 
 The text mirrors the IR :func:`lexguide.grammar.gbnf.compile_gbnf` builds, so it accepts the
 same strings under Lark's greedy lexing: a GBNF rule that is one lexeme becomes an UPPERCASE

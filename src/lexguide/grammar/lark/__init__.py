@@ -59,7 +59,7 @@ def _non_empty(ir: GrammarIR, text: str, parsed: Any, reject_empty: bool = True)
 
 
 def compile_grammar_list(spec: dict[str, Any] | str, *, reject_empty: bool = False) -> GrammarIR:
-    """Compile a grammar list ``{"grammars": [entry, ...]}`` (spec/lark-syntax.md §14).
+    """Compile a grammar list ``{"grammars": [entry, ...]}`` (llguidance's "Multiple grammars").
 
     Each entry has an optional ``"name"`` and exactly one of ``"lark_grammar"`` (text) or
     ``"json_schema"`` (a schema). Entry 0 is the top level; ``@name`` in a Lark entry refers to

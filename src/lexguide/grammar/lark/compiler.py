@@ -167,7 +167,7 @@ def _uses_param(exps: Expansions) -> bool:
 
 @dataclass(frozen=True)
 class GrammarEntry:
-    """One grammar of a grammar list (spec/lark-syntax.md §14): Lark text or a JSON Schema."""
+    """One grammar of a grammar list (``{"grammars": [...]}``): Lark text or a JSON Schema."""
 
     name: str | None
     lark: str | None = None
@@ -679,7 +679,7 @@ class LarkCompiler:
     def param_ref(self, scope: _Scope, v: ParamRef) -> int:
         """``name::expr``: the nonterminal of rule ``name`` for the parameter value ``expr``
         evaluates to. Instances are made for every value reached from the grammar's
-        constants (spec/lark-syntax.md §13), at most :data:`MAX_PARAM_INSTANCES`."""
+        constants, at most :data:`MAX_PARAM_INSTANCES`."""
         rule = scope.parsed.rules.get(v.name)
         if rule is None:
             raise self.error(f'rule "{v.name}" not found', v.offset)
@@ -730,7 +730,7 @@ class LarkCompiler:
 
     def _lexeme_rule(self, scope: _Scope, rule: RuleDef) -> tuple[int, ...]:
         """A rule with ``lazy``/``stop=``/``suffix=``/``max_tokens=``/``temperature=``: one
-        lexeme (spec/lark-syntax.md §8.3, §9).
+        lexeme (llguidance's lexeme options and lazy lexemes).
 
         ``suffix=V`` and ``stop=V`` both compile to the lazy lexeme ``body V``; ``stop=`` also
         records ``(body, V)`` so the stop text can be told apart as hidden (the bytes matched

@@ -125,7 +125,7 @@ _MASK64 = (1 << 64) - 1
 
 @dataclass(frozen=True, slots=True)
 class ParamExpr:
-    """The parameter passed by ``name::expr`` (spec/lark-syntax.md §13): a constant, ``_``
+    """The parameter passed by ``name::expr`` (llguidance's parametric rules): a constant, ``_``
     (the caller's parameter) or a function of it. ``args`` are ints or ``(lo, hi)`` bit ranges."""
 
     func: str  # "const", "_", "set_bit", "clear_bit", "bit_and", "bit_or", "incr", "decr"
