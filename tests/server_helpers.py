@@ -14,6 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 START_TIMEOUT_S = 120.0
+PERSON = {  # a small schema the server tests constrain chat answers to
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 12},
+                   "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
 
 
 def free_port() -> int:

@@ -18,16 +18,9 @@ jsonschema = pytest.importorskip("jsonschema")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from server_helpers import Server, start_server
+from server_helpers import PERSON, Server, start_server
 
 CTX = 1024
-PERSON = {
-    "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 12},
-                   "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-    "required": ["name", "age"],
-    "additionalProperties": False,
-}
 WEATHER = {
     "type": "function",
     "function": {
@@ -316,7 +309,7 @@ def test_bad_tool_schema_and_choice(client):
 
 def test_bad_fields(client):
     assert _bad(lambda: chat(client, "x", temperature=-1))["param"] == "temperature"
-    assert _bad(lambda: chat(client, "x", logprobs=True))["code"] == "unsupported_parameter"
+    assert _bad(lambda: chat(client, "x", logit_bias={"1": 5}))["code"] == "unsupported_parameter"
     assert _bad(lambda: chat(client, "x", n=100))["param"] == "n"
     assert _bad(lambda: chat(client, "x", response_format={"type": "xml"}))["param"] == \
         "response_format.type"

@@ -21,6 +21,7 @@ from typing import Any
 
 from lexguide.errors import LexguideError
 from lexguide.server.constraints import parse_tool_call
+from lexguide.server.logprobs import CompletionOffsets, TokenLogprob, chat_logprobs
 from lexguide.server.protocol import (
     ChoiceResult,
     GenerationRequest,
@@ -111,14 +112,26 @@ def _error_response(exc: BaseException) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
+def _logprobs(req: GenerationRequest, entries: list[TokenLogprob] | None,
+              offsets: CompletionOffsets | None = None) -> dict[str, Any] | None:
+    """The ``logprobs`` object of ``entries`` in the endpoint's shape (None when not asked
+    for, or, in a stream chunk, when the chunk has no tokens)."""
+    if req.logprobs is None or entries is None or (offsets is not None and not entries):
+        return None
+    if req.endpoint == "chat":
+        return chat_logprobs(entries)
+    return (offsets or CompletionOffsets()).shape(entries)
+
+
 def _choice(req: GenerationRequest, r: ChoiceResult) -> dict[str, Any]:
     """A finished choice in the endpoint's shape (chat: message, tool calls; completion: text)."""
     extra = {} if r.accepted is None else {"constraint_satisfied": r.accepted}
+    logprobs = _logprobs(req, r.logprobs)
     if req.endpoint == "completion":
-        return {"index": r.index, "text": r.text, "logprobs": None,
+        return {"index": r.index, "text": r.text, "logprobs": logprobs,
                 "finish_reason": r.finish_reason, **extra}
     calls = parse_tool_call(r.text) if req.tools and req.tool_choice != "none" else None
-    return {"index": r.index, "message": chat_message(r.text, calls), "logprobs": None,
+    return {"index": r.index, "message": chat_message(r.text, calls), "logprobs": logprobs,
             "finish_reason": "tool_calls" if calls else r.finish_reason, **extra}
 
 
@@ -127,7 +140,8 @@ class _Stream:
 
     With tools, a choice whose text starts with ``<`` is a tool call (the grammar lets plain
     text start with anything else): its text is held back and sent as one ``tool_calls``
-    delta when it finishes.
+    delta when it finishes. Log probabilities ride with the text of their tokens; those of
+    held-back text come with the chunk that finally carries it.
     """
 
     def __init__(self, req: GenerationRequest, rid: str) -> None:
@@ -136,6 +150,12 @@ class _Stream:
         self.created = int(time.time())
         self.tools = bool(req.tools) and req.tool_choice != "none"
         self.held: dict[int, bool] = {}
+        self.n_sent: dict[int, int] = {}  # logprobs entries sent, per choice
+        self.offsets: dict[int, CompletionOffsets] = {}
+
+    def _logprobs(self, index: int, entries: list[TokenLogprob]) -> dict[str, Any] | None:
+        self.n_sent[index] = self.n_sent.get(index, 0) + len(entries)
+        return _logprobs(self.req, entries, self.offsets.setdefault(index, CompletionOffsets()))
 
     def event(self, choice: dict[str, Any]) -> str:
         return "data: " + json.dumps(chunk_object(self.req, self.rid, self.created, [choice]),
@@ -147,22 +167,25 @@ class _Stream:
         return [self.event({"index": i, "delta": {"role": "assistant", "content": ""},
                             "logprobs": None, "finish_reason": None}) for i in range(self.req.n)]
 
-    def delta(self, index: int, text: str) -> list[str]:
+    def delta(self, index: int, text: str, entries: list[TokenLogprob]) -> list[str]:
         if self.req.endpoint == "completion":
-            return [self.event({"index": index, "text": text, "logprobs": None,
+            return [self.event({"index": index, "text": text,
+                                "logprobs": self._logprobs(index, entries),
                                 "finish_reason": None})]
         if self.tools:
             if index not in self.held:
                 self.held[index] = text.startswith("<")
             if self.held[index]:
                 return []
-        return [self.event({"index": index, "delta": {"content": text}, "logprobs": None,
-                            "finish_reason": None})]
+        return [self.event({"index": index, "delta": {"content": text},
+                            "logprobs": self._logprobs(index, entries), "finish_reason": None})]
 
     def finish(self, r: ChoiceResult) -> list[str]:
         extra = {} if r.accepted is None else {"constraint_satisfied": r.accepted}
+        rest = (r.logprobs or [])[self.n_sent.get(r.index, 0):]
         if self.req.endpoint == "completion":
-            return [self.event({"index": r.index, "text": "", "logprobs": None,
+            return [self.event({"index": r.index, "text": "",
+                                "logprobs": self._logprobs(r.index, rest),
                                 "finish_reason": r.finish_reason, **extra})]
         out = []
         reason = r.finish_reason
@@ -174,9 +197,12 @@ class _Stream:
                 delta = {"tool_calls": [{"index": 0, **calls[0]}]}
             else:  # cut short: what there is, as text
                 delta = {"content": r.text}
-            out.append(self.event({"index": r.index, "delta": delta, "logprobs": None,
+            out.append(self.event({"index": r.index, "delta": delta,
+                                   "logprobs": self._logprobs(r.index, rest),
                                    "finish_reason": None}))
-        out.append(self.event({"index": r.index, "delta": {}, "logprobs": None,
+            rest = []
+        out.append(self.event({"index": r.index, "delta": {},
+                               "logprobs": self._logprobs(r.index, rest),
                                "finish_reason": reason, **extra}))
         return out
 
@@ -342,7 +368,7 @@ async def _sse(scheduler: Scheduler, job: Job, queue: asyncio.Queue[tuple[Any, .
         while n_done < req.n:
             ev = await queue.get()
             if ev[0] == "delta":
-                for line in stream.delta(ev[1], ev[2]):
+                for line in stream.delta(ev[1], ev[2], ev[3]):
                     yield line
             elif ev[0] == "finish":
                 n_done += 1

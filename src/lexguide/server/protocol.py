@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lexguide.errors import GrammarError, LexguideError, RegexError, SchemaError
+from lexguide.server.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, TokenLogprob
 
 __all__ = [
     "ChoiceResult",
@@ -124,6 +125,7 @@ class GenerationRequest:
     constraint: Constraint | None = None
     tools: list[ToolSpec] = field(default_factory=list)
     tool_choice: str = "none"  # "none", "auto", "required" or a function name after "function:"
+    logprobs: int | None = None  # None: no log probabilities; else the alternatives per token
 
 
 @dataclass(slots=True)
@@ -135,6 +137,7 @@ class ChoiceResult:
     n_tokens: int
     finish_reason: str
     accepted: bool | None = None  # with a constraint: did the grammar accept the whole output
+    logprobs: list[TokenLogprob] | None = None  # one per generated token, when asked for
 
 
 # -- field readers ----------------------------------------------------------------------------
@@ -211,8 +214,6 @@ def _stops(body: Mapping[str, Any]) -> list[str]:
 
 
 _UNSUPPORTED = {  # fields whose meaning we cannot honour: refused rather than ignored
-    "logprobs": "log probabilities are not supported",
-    "top_logprobs": "log probabilities are not supported",
     "echo": "echo is not supported",
     "suffix": "suffix (insertion) is not supported",
     "logit_bias": "logit_bias is not supported",
@@ -392,12 +393,25 @@ def _tools(body: Mapping[str, Any]) -> tuple[list[ToolSpec], str]:
     return specs, choice
 
 
+def _chat_logprobs(body: Mapping[str, Any]) -> int | None:
+    """``logprobs: true`` and ``top_logprobs: k`` (0-20, only with ``logprobs``) → k, or None."""
+    on = body.get("logprobs")
+    if on is not None and not isinstance(on, bool):
+        raise RequestError("must be a boolean", param="logprobs", code="invalid_type")
+    top = _integer(body, "top_logprobs", None, 0, MAX_TOP_LOGPROBS)
+    if top is not None and not on:
+        raise RequestError("requires logprobs to be true", param="top_logprobs",
+                           code="invalid_value")
+    return (top or 0) if on else None
+
+
 def parse_chat_request(body: Any) -> GenerationRequest:
     """Check a ``/v1/chat/completions`` body. Raises :class:`RequestError`."""
     body = _object(body, "body")
     req = GenerationRequest("chat", "")
     req.messages = _messages(body.get("messages"))
     _common(body, req)
+    req.logprobs = _chat_logprobs(body)
     req.tools, req.tool_choice = _tools(body)
     if req.tool_choice != "none":
         if req.constraint is not None:
@@ -426,6 +440,7 @@ def parse_completion_request(body: Any) -> GenerationRequest:
         raise RequestError("must be a string, a list of one string, or a list of token ids",
                            param="prompt", code="invalid_type")
     _common(body, req)
+    req.logprobs = _integer(body, "logprobs", None, 0, MAX_COMPLETION_LOGPROBS)
     if body.get("tools"):
         raise RequestError("tools are only supported on /v1/chat/completions", param="tools",
                            code="unsupported_parameter")

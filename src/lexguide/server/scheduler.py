@@ -46,6 +46,7 @@ from lexguide.runtime.generate import _find_stop, _holdback
 from lexguide.runtime.model import FUSED_MAX_ROWS
 from lexguide.runtime.sampler import Sampler, SamplerConfig, mask_to_ids
 from lexguide.server.constraints import GrammarCache, render_tool_messages
+from lexguide.server.logprobs import TokenLogprob, TokenNames
 from lexguide.server.protocol import ChoiceResult, GenerationRequest, RequestError
 
 __all__ = ["Job", "Metrics", "Scheduler", "fill_masks", "forward_last"]
@@ -126,8 +127,9 @@ class Metrics:
 @dataclass(eq=False)
 class Job:
     """One request: ``post(event)`` is called from the scheduler thread with
-    ``("admitted", prompt_tokens)``, ``("delta", index, text)``, ``("finish", ChoiceResult)``
-    or ``("error", exception)``; set ``cancelled`` to drop it."""
+    ``("admitted", prompt_tokens)``, ``("delta", index, text, logprobs)`` (the
+    :class:`TokenLogprob` entries of the tokens not posted before, empty unless asked for),
+    ``("finish", ChoiceResult)`` or ``("error", exception)``; set ``cancelled`` to drop it."""
 
     req: GenerationRequest
     post: Callable[[tuple[Any, ...]], object]
@@ -209,6 +211,9 @@ class _Sequence:
     slot: _Slot | None = None
     pending: list[int] = field(default_factory=list)
     n_gen: int = 0
+    top: int | None = None  # alternatives listed per token; None: no log probabilities
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    n_posted: int = 0  # logprobs entries already posted with a delta
 
 
 def _slot(s: _Sequence) -> _Slot:
@@ -237,6 +242,7 @@ class Scheduler:
         self._n_vocab = n_vocab
         self._n_words = (n_vocab + 31) // 32
         self._token_bytes = tuple(model.tokenizer.all_token_bytes())
+        self._names = TokenNames(self._token_bytes, lambda t: model.tokenizer.token_text(t))
         self._eog = np.zeros(n_vocab, dtype=bool)
         self._eog[[t for t in model.tokenizer.eog_ids if t < n_vocab]] = True
         self._slots = [_Slot(model.transformer.new_cache(self.n_ctx)) for _ in range(self.parallel)]
@@ -382,7 +388,7 @@ class Scheduler:
             )
             matcher = Matcher(grammar, model.tokenizer_info) if grammar is not None else None
             self._waiting.append(_Sequence(job, i, matcher, Sampler(cfg), max_tokens, list(ids),
-                                           _Text(req.stop)))
+                                           _Text(req.stop), top=req.logprobs))
             job.n_open += 1
 
     def _drop_cancelled(self) -> None:
@@ -500,6 +506,8 @@ class Scheduler:
             self._finish(s, "stop")
             return
         s.pending = [token]
+        if s.top is not None:
+            s.logprobs.append(self._names.sampled(logits, allowed, token, s.top))
         if self._emit(s, [token]) and s.matcher is not None:
             self._after_token(s)
 
@@ -518,6 +526,8 @@ class Scheduler:
             for t in forced:
                 m.consume(t)
             s.pending += forced
+            if s.top is not None:
+                s.logprobs += [self._names.forced(t, s.top) for t in forced]
             self.metrics.forced_tokens += len(forced)
             if not self._emit(s, forced):
                 return
@@ -530,7 +540,7 @@ class Scheduler:
         self.metrics.completion_tokens += len(tokens)
         delta, hit = s.text.feed(b"".join(self._token_bytes[t] for t in tokens), False)
         if delta:
-            s.job.post(("delta", s.index, delta))
+            self._post_delta(s, delta)
         if hit:
             self._finish(s, "stop", flushed=True)
             return False
@@ -543,7 +553,7 @@ class Scheduler:
         if not flushed:
             delta, _ = s.text.feed(b"", True)
             if delta:
-                s.job.post(("delta", s.index, delta))
+                self._post_delta(s, delta)
         accepted = None if s.matcher is None else bool(s.matcher.is_accepting())
         if reason == "length" and accepted:  # the budget ran out on a complete output: it is whole
             reason = "stop"
@@ -552,4 +562,12 @@ class Scheduler:
             self._active.remove(s)
         s.job.n_open -= 1
         self.metrics.sequences_finished += 1
-        s.job.post(("finish", ChoiceResult(s.index, s.text.text, s.n_gen, reason, accepted)))
+        s.job.post(("finish", ChoiceResult(s.index, s.text.text, s.n_gen, reason, accepted,
+                                           None if s.top is None else s.logprobs)))
+
+    def _post_delta(self, s: _Sequence, text: str) -> None:
+        """Post new text with the log probabilities of the tokens not posted yet (text held
+        back for a stop string or a split character carries its tokens' entries later)."""
+        entries = s.logprobs[s.n_posted:]
+        s.n_posted = len(s.logprobs)
+        s.job.post(("delta", s.index, text, entries))
