@@ -39,9 +39,11 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def get(self, path: str, timeout: float = 10.0) -> tuple[int, bytes]:
+    def get(self, path: str, timeout: float = 10.0,
+            headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        request = urllib.request.Request(self.url + path, headers=headers or {})
         try:
-            with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+            with urllib.request.urlopen(request, timeout=timeout) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
@@ -90,11 +92,13 @@ class Server:
             self.process.wait(10)
 
 
-def start_server(model: Path, tmp: Path, *extra: str) -> Server:
-    """Start ``lexguide serve -m model`` on a free loopback port; wait until /health answers."""
+def start_server(model: Path, tmp: Path, *extra: str,
+                 env: dict[str, str] | None = None) -> Server:
+    """Start ``lexguide serve -m model`` on a free loopback port; wait until /health answers.
+    ``env`` adds environment variables."""
     port = free_port()
     log = tmp / f"server-{port}.log"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "lexguide.cli", "serve", "-m", str(model), "--host",

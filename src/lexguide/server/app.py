@@ -11,6 +11,8 @@ the next step.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import logging
 import time
@@ -85,6 +87,42 @@ class _CountRequests:
         finally:
             path = scope["path"] if scope["path"] in _PATHS else "other"
             self.counts[(path, status[0])] += 1
+
+
+OPEN_PATHS = frozenset({"/", "/health"})  # answered without the API key
+
+
+class _RequireKey:
+    """ASGI middleware: with an API key set, every path but :data:`OPEN_PATHS` needs the
+    header ``Authorization: Bearer KEY``; anything else gets 401 in OpenAI's error shape.
+
+    The comparison is constant-time (``hmac.compare_digest`` over SHA-256 digests, so not
+    even the key's length shows in the timing)."""
+
+    def __init__(self, app: Any, key: str) -> None:
+        self.app = app
+        self.digest = hashlib.sha256(key.encode()).digest()
+
+    def allows(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        given = b""
+        for name, value in headers:
+            if name.lower() == b"authorization":
+                scheme, _, token = value.strip().partition(b" ")
+                if scheme.lower() == b"bearer":
+                    given = token.strip()
+        return hmac.compare_digest(hashlib.sha256(given).digest(), self.digest)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self.allows(
+                scope.get("headers", [])):
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(
+            error_body("missing or invalid API key: send the header Authorization: Bearer "
+                       "<key> with the key the server was started with",
+                       code="invalid_api_key"),
+            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
 
 
 async def _read_json(request: Request, limit: int) -> Any:
@@ -212,8 +250,10 @@ class _Stream:
 
 
 def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
-               model_name: str | None = None, max_body: int = MAX_BODY_BYTES) -> FastAPI:
-    """The ASGI app serving ``model`` with a :class:`Scheduler` of ``parallel`` slots.
+               model_name: str | None = None, max_body: int = MAX_BODY_BYTES,
+               api_key: str | None = None) -> FastAPI:
+    """The ASGI app serving ``model`` with a :class:`Scheduler` of ``parallel`` slots; with
+    ``api_key``, every path but ``/`` and ``/health`` requires it (:class:`_RequireKey`).
 
     The scheduler thread starts and stops with the app's lifespan.
     """
@@ -235,7 +275,9 @@ def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
     app = FastAPI(title="lexguide", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.state.scheduler = scheduler
-    app.add_middleware(_CountRequests, counts=counts)
+    if api_key is not None:
+        app.add_middleware(_RequireKey, key=api_key)
+    app.add_middleware(_CountRequests, counts=counts)  # outermost: refusals are counted too
 
     @app.exception_handler(LexguideError)
     async def _lexguide_error(request: Request, exc: LexguideError) -> JSONResponse:
@@ -443,7 +485,8 @@ def _prometheus(scheduler: Scheduler, counts: Counter[tuple[str, int]]) -> str:
 
 def serve(model_path: Any = None, *, host: str = "127.0.0.1", port: int = 8080,
           parallel: int = 4, n_ctx: int = 4096, n_threads: int | None = None,
-          max_body: int = MAX_BODY_BYTES, log_level: str = "warning") -> None:
+          max_body: int = MAX_BODY_BYTES, log_level: str = "warning",
+          api_key: str | None = None) -> None:
     """Load the model and serve it until interrupted (blocks)."""
     import sys
 
@@ -452,8 +495,9 @@ def serve(model_path: Any = None, *, host: str = "127.0.0.1", port: int = 8080,
     from lexguide.runtime import Model
 
     model = Model.from_gguf(model_path, n_ctx=n_ctx, n_threads=n_threads)
-    app = create_app(model, parallel=parallel, n_ctx=n_ctx, max_body=max_body)
-    print(f"lexguide serve: {model} on http://{host}:{port} ({parallel} slots)",
+    app = create_app(model, parallel=parallel, n_ctx=n_ctx, max_body=max_body, api_key=api_key)
+    auth = ", API key required" if api_key is not None else ""
+    print(f"lexguide serve: {model} on http://{host}:{port} ({parallel} slots{auth})",
           file=sys.stderr, flush=True)
     # at shutdown, requests still running get 5 s to finish
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,

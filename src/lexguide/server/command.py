@@ -8,10 +8,23 @@ install when it is missing.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 __all__ = ["add_serve_parser"]
+
+API_KEY_ENV = "LEXGUIDE_API_KEY"
+
+
+def api_key(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+    """The key clients must send: ``--api-key``, else a non-empty ``LEXGUIDE_API_KEY``, else
+    None (no authentication). Raises ``ValueError`` for an empty ``--api-key``."""
+    if args.api_key is not None:
+        if not args.api_key:
+            raise ValueError("--api-key must not be empty")
+        return str(args.api_key)
+    return environ.get(API_KEY_ENV) or None
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -24,8 +37,13 @@ def _run_serve(args: argparse.Namespace) -> int:
         print("lexguide serve: error: --parallel and --threads must be >= 1, --ctx >= 16", file=sys.stderr)
         return 2
     try:
+        key = api_key(args, os.environ)
+    except ValueError as e:
+        print(f"lexguide serve: error: {e}", file=sys.stderr)
+        return 2
+    try:
         serve(args.model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.ctx,
-              n_threads=args.threads, max_body=args.max_body_bytes)
+              n_threads=args.threads, max_body=args.max_body_bytes, api_key=key)
     except KeyboardInterrupt:
         pass
     return 0
@@ -52,4 +70,8 @@ def add_serve_parser(subparsers: argparse._SubParsersAction,
                    help="threads for the model's kernels (default: available cores)")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, metavar="N",
                    help="largest request body accepted (default: 1048576)")
+    p.add_argument("--api-key", default=None, metavar="KEY",
+                   help="require the header 'Authorization: Bearer KEY' on every path but / and "
+                   f"/health (401 otherwise); default: ${API_KEY_ENV} if set, else no key. The "
+                   "environment variable keeps the key out of the process list")
     p.set_defaults(handler=_run_serve)
