@@ -16,6 +16,8 @@ from lexguide.errors import LexguideError, RegexError, SchemaError
 from lexguide.grammar.gbnf import compile_gbnf
 from lexguide.grammar.ir import CompileNote, GrammarBuilder, GrammarIR, json_schema_compiler
 from lexguide.grammar.lark import compile_grammar_list, compile_lark
+from lexguide.grammar.lazy import compile_lazy
+from lexguide.grammar.structural_tag import compile_structural_tag, compile_text_grammar
 from lexguide.regex.nodes import building as rx_building
 from lexguide.regex.nodes import generation as rx_generation
 from lexguide.regex.syntax import parse_regex
@@ -175,6 +177,48 @@ class Grammar:
         if isinstance(spec, str) and not spec.lstrip().startswith("{"):
             return cls.from_lark(spec)
         return cls(compile_grammar_list(spec, reject_empty=True), "lark")
+
+    @classmethod
+    @_memoized("structural_tag")
+    def from_structural_tag(cls, spec: dict[str, Any] | str) -> Grammar:
+        """Structure inside free text, from xgrammar's structural-tag JSON (dict or text).
+
+        ``{"type": "structural_tag", "format": {...}}``, the legacy ``{"structures": [{"begin",
+        "schema", "end"}], "triggers": [...]}``, or a bare format object. Free text never
+        contains a trigger (each one starts a tag); ``docs/structural_tags.md`` lists the
+        formats and where lexguide differs from xgrammar. Raises ``GrammarError`` naming the
+        JSON path of the bad field (``$.format.tags[0].end``), ``SchemaError`` for a bad JSON
+        Schema inside; unknown and unsupported format types are errors.
+        """
+        return cls(compile_structural_tag(spec), "structural_tag")
+
+    @classmethod
+    def from_lazy(cls, grammar: Grammar | str, triggers: list[Any]) -> Grammar:
+        """llama.cpp's lazy grammar: free text until a trigger fires, then ``grammar``.
+
+        ``grammar`` is a ``Grammar`` or any text :meth:`parse` accepts. ``triggers`` are
+        strings (words) or llama.cpp ``grammar_triggers`` objects ``{"type": "word" |
+        "pattern" | "pattern_full" | "token" (or 1, 2, 3, 0), "value": str, "token": int}``.
+        As in llama.cpp the grammar receives the text from the trigger on (a word, a pattern's
+        match from its first capture group, a token's ``value``), so it must start with it.
+        Free text is any text in which no trigger fires; with no trigger at all the output may
+        be free text to the end. Raises ``GrammarError`` for a bad trigger, a pattern that
+        hands the grammar an unbounded text, or a grammar that cannot start with a trigger.
+        """
+        if isinstance(grammar, Grammar):
+            if grammar._rx_generation != rx_generation():
+                raise LexguideError("this grammar was compiled before the regex store was cut "
+                                    "back; compile it again with a Grammar.from_* call")
+            return _build_and_lower(lambda c, ir: c(compile_lazy(ir, triggers), "lazy"), cls,
+                                    (grammar.ir,), {})
+        if not isinstance(grammar, str):
+            raise TypeError("grammar must be a Grammar or grammar text")
+        return cls._from_lazy_text(grammar, triggers)
+
+    @classmethod
+    @_memoized("lazy")
+    def _from_lazy_text(cls, text: str, triggers: list[Any]) -> Grammar:
+        return cls(compile_lazy(compile_text_grammar(text), triggers), "lazy")
 
     @classmethod
     def parse(cls, text: str) -> Grammar:

@@ -1,0 +1,482 @@
+"""Structural tags: xgrammar's JSON description of structure inside free text, to grammar IR.
+
+Accepted input (xgrammar ``python/xgrammar/structural_tag.py`` and its docs define the format):
+
+- ``{"type": "structural_tag", "format": FORMAT}``;
+- the legacy shape ``{"type": "structural_tag", "structures": [{"begin", "schema", "end"}],
+  "triggers": [...]}`` (``type`` optional; SGLang's ``at_least_one`` allowed), which is one
+  ``triggered_tags`` whose tags hold JSON Schemas;
+- a bare ``FORMAT`` object.
+
+``FORMAT`` types: ``const_string``, ``json_schema`` (``style: "json"``), ``regex``,
+``grammar`` (Lark variant when it starts with ``%llguidance``, GBNF otherwise), ``any_text``
+(``excludes``, ``max_chars``, ``max_tokens``), ``sequence``, ``or``, ``tag``
+(``begin``, ``content``, ``end``: a string or a list of strings), ``triggered_tags``,
+``tags_with_separator``, ``optional``, ``plus``, ``star``, ``repeat``. Token-level formats,
+``dispatch`` and the XML argument styles are rejected by name.
+
+Semantics (see ``docs/structural_tags.md``): free text never contains a trigger, wherever it
+would stand, so every trigger starts a tag; an unbounded format (``any_text``,
+``triggered_tags``) ends at the first occurrence of what follows it (the enclosing tag's
+``end``, or a literal that follows it in a ``sequence``), or at the end of the output.
+Errors are :class:`~lexguide.errors.GrammarError` naming the JSON path of the field (``$`` is
+the spec), or :class:`~lexguide.errors.SchemaError` for a bad JSON Schema inside it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from lexguide.errors import GrammarError, RegexError, SchemaError
+from lexguide.grammar.free_text import FreeText, embed
+from lexguide.grammar.gbnf import compile_gbnf
+from lexguide.grammar.ir import GrammarBuilder, GrammarIR, json_schema_compiler
+from lexguide.grammar.lark import compile_grammar_list, compile_lark
+from lexguide.limits import MAX_NESTING_DEPTH
+from lexguide.regex import nodes as rx
+from lexguide.regex.syntax import parse_regex
+
+__all__ = ["compile_structural_tag", "compile_text_grammar", "normalize_spec"]
+
+_UNBOUNDED = ("any_text", "triggered_tags")
+_UNSUPPORTED = {
+    "dispatch": "free text with pattern rules",
+    "token": "a single token",
+    "exclude_token": "any token but some",
+    "any_tokens": "token-level free text",
+    "token_triggered_tags": "token-level triggered tags",
+    "token_dispatch": "token-level dispatch",
+    "qwen_xml_parameter": "XML argument rendering",
+}
+_FIELDS = {
+    "const_string": ({"value"}, set()),
+    "json_schema": ({"json_schema"}, {"style", "any_order", "max_whitespace_cnt"}),
+    "grammar": ({"grammar"}, set()),
+    "regex": ({"pattern"}, set()),
+    "any_text": (set(), {"excludes", "max_tokens", "max_chars"}),
+    "sequence": ({"elements"}, set()),
+    "or": ({"elements"}, set()),
+    "tag": ({"begin", "content", "end"}, set()),
+    "triggered_tags": ({"triggers", "tags"}, {"at_least_one", "stop_after_first", "excludes"}),
+    "tags_with_separator": ({"tags", "separator"}, {"at_least_one", "stop_after_first"}),
+    "optional": ({"content"}, set()),
+    "plus": ({"content"}, set()),
+    "star": ({"content"}, set()),
+    "repeat": ({"content", "min", "max"}, set()),
+}
+FORMAT_TYPES = tuple(_FIELDS)
+
+
+def normalize_spec(spec: dict[str, Any] | str) -> dict[str, Any]:
+    """The format object of any accepted input shape (legacy converted); raises GrammarError."""
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as e:
+            raise GrammarError(f"structural tag is not valid JSON: {e.msg}", text=e.doc,
+                               offset=e.pos) from None
+        except RecursionError:
+            raise GrammarError("structural tag JSON is nested too deeply") from None
+    if not isinstance(spec, dict):
+        raise _err("$", f"a structural tag is a JSON object, got {_kind(spec)}")
+    if "structures" in spec:
+        return _legacy(spec)
+    if spec.get("type") == "structural_tag":
+        extra = sorted(set(spec) - {"type", "format"})
+        if extra:
+            raise _err("$", f"unknown field {extra[0]!r} (expected 'type' and 'format')")
+        if "format" not in spec:
+            raise _err("$", "missing field 'format'")
+        return {"__path": "$.format", **_dict(spec["format"], "$.format")}
+    return spec
+
+
+def _legacy(spec: dict[str, Any]) -> dict[str, Any]:
+    extra = sorted(set(spec) - {"type", "structures", "triggers", "at_least_one"})
+    if extra:
+        raise _err("$", f"unknown field {extra[0]!r} in the legacy structural tag (expected "
+                   "'structures' and 'triggers')")
+    if spec.get("type", "structural_tag") != "structural_tag":
+        raise _err("$.type", f"expected 'structural_tag', got {spec['type']!r}")
+    structures = spec["structures"]
+    if not isinstance(structures, list):
+        raise _err("$.structures", f"expected an array, got {_kind(structures)}")
+    tags = []
+    for i, s in enumerate(structures):
+        where = f"$.structures[{i}]"
+        s = _dict(s, where)
+        for key in ("begin", "schema", "end"):
+            if key not in s:
+                raise _err(where, f"missing field {key!r}")
+        extra = sorted(set(s) - {"begin", "schema", "end"})
+        if extra:
+            raise _err(where, f"unknown field {extra[0]!r}")
+        tags.append({"type": "tag", "begin": s["begin"], "end": s["end"],
+                     "content": {"type": "json_schema", "json_schema": s["schema"]}})
+    if "triggers" not in spec:
+        raise _err("$", "missing field 'triggers'")
+    return {"__path": "$", "type": "triggered_tags", "triggers": spec["triggers"], "tags": tags,
+            "at_least_one": spec.get("at_least_one", False)}
+
+
+def compile_structural_tag(spec: dict[str, Any] | str) -> GrammarIR:
+    """Compile a structural tag (any shape :func:`normalize_spec` takes) to the grammar IR.
+
+    Pure; costs the compile of every embedded schema and grammar. Raises GrammarError (JSON
+    path of the field) or SchemaError (a JSON Schema inside it).
+    """
+    fmt = normalize_spec(spec)
+    root = fmt.pop("__path", "$")
+    compiler = _Compiler()
+    start = compiler.format(fmt, root, _Follow(None, True), 0)
+    ir = compiler.builder.build(start)
+    if ir.is_empty:
+        raise _err(root, "the structural tag matches no output at all")
+    return ir
+
+
+def compile_text_grammar(text: str) -> GrammarIR:
+    """A grammar text: Lark variant (``%llguidance`` first), grammar list (``{`` first) or
+    GBNF, as ``Grammar.parse`` routes them."""
+    stripped = text.lstrip()
+    if stripped.startswith("%llguidance"):
+        return compile_lark(text, reject_empty=True)
+    if stripped.startswith("{"):
+        return compile_grammar_list(text, reject_empty=True)
+    return compile_gbnf(text, reject_empty=True)
+
+
+@dataclass(frozen=True)
+class _Follow:
+    """What comes right after a format: ``ends`` (strings the format must consume as its
+    last bytes, one of them), or the end of the output (``eos``), or neither (something
+    else follows; unbounded formats are then an error)."""
+
+    ends: tuple[bytes, ...] | None
+    eos: bool
+
+
+_NOTHING_FOLLOWS = _Follow(None, False)
+
+
+def _err(path: str, message: str) -> GrammarError:
+    return GrammarError(f"structural tag at {path}: {message}")
+
+
+def _kind(v: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(v), "a number")
+
+
+def _dict(v: Any, path: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise _err(path, f"expected a format object, got {_kind(v)}")
+    return v
+
+
+def _string(v: Any, path: str, *, empty: bool = True) -> str:
+    if not isinstance(v, str):
+        raise _err(path, f"expected a string, got {_kind(v)}")
+    if not empty and not v:
+        raise _err(path, "must not be empty")
+    return v
+
+
+def _strings(v: Any, path: str, *, empty: bool = False) -> list[str]:
+    if not isinstance(v, list):
+        raise _err(path, f"expected an array of strings, got {_kind(v)}")
+    return [_string(s, f"{path}[{i}]", empty=empty) for i, s in enumerate(v)]
+
+
+def _flag(fmt: dict[str, Any], key: str, path: str) -> bool:
+    v = fmt.get(key, False)
+    if not isinstance(v, bool):
+        raise _err(f"{path}.{key}", f"expected a boolean, got {_kind(v)}")
+    return v
+
+
+def _count(fmt: dict[str, Any], key: str, path: str, *, minimum: int = 0) -> int | None:
+    v = fmt.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise _err(f"{path}.{key}", f"expected an integer >= {minimum} or null, got {v!r}")
+    return v
+
+
+class _Compiler:
+    """One compile: formats to symbols of one :class:`GrammarBuilder`."""
+
+    def __init__(self) -> None:
+        self.builder = GrammarBuilder()
+
+    # -- helpers --------------------------------------------------------------------------
+    def literal(self, data: bytes) -> int | None:
+        """A lexeme of exactly ``data``; None for the empty string."""
+        if not data:
+            return None
+        return self.builder.lexeme(rx.literal(data), json.dumps(data.decode("utf-8", "replace")))
+
+    def seq(self, parts: list[int | None], name: str) -> int:
+        syms = [p for p in parts if p is not None]
+        return self.builder.seq(syms, name) if syms else self.builder.empty()
+
+    def ends_lexeme(self, follow: _Follow) -> int | None:
+        if not follow.ends:
+            return None
+        return self.builder.lexeme(rx.alt(*[rx.literal(e) for e in follow.ends]), "end")
+
+    def with_ends(self, sym: int, follow: _Follow, name: str) -> int:
+        return self.seq([sym, self.ends_lexeme(follow)], name)
+
+    # -- dispatch -------------------------------------------------------------------------
+    def format(self, fmt: Any, path: str, follow: _Follow, depth: int, consumed: bytes = b"") -> int:
+        """The symbol of ``fmt`` followed by ``follow.ends``; ``consumed`` is a prefix of the
+        format's text that an earlier lexeme already matched (a trigger, or a literal an
+        unbounded format ended at)."""
+        fmt = _dict(fmt, path)
+        if depth > MAX_NESTING_DEPTH:
+            raise _err(path, f"formats nested more than {MAX_NESTING_DEPTH} levels deep")
+        kind = fmt.get("type")
+        if kind is None:
+            raise _err(path, "missing field 'type'")
+        if kind in _UNSUPPORTED:
+            raise _err(f"{path}.type", f"format type {kind!r} ({_UNSUPPORTED[kind]}) is not "
+                       "supported by lexguide")
+        if kind not in _FIELDS:
+            raise _err(f"{path}.type", f"unknown format type {kind!r} (expected one of "
+                       f"{', '.join(FORMAT_TYPES)})")
+        required, optional = _FIELDS[kind]
+        for key in sorted(required):
+            if key not in fmt:
+                raise _err(path, f"missing field {key!r} of a {kind!r} format")
+        extra = sorted(set(fmt) - required - optional - {"type"})
+        if extra:
+            raise _err(path, f"unknown field {extra[0]!r} of a {kind!r} format")
+        if consumed and kind not in ("const_string", "tag", "sequence"):
+            raise _err(path, f"a {kind!r} format cannot follow an unbounded format: only a "
+                       "literal start (const_string, tag) can end one")
+        if kind in _UNBOUNDED and follow.ends is None and not follow.eos:
+            raise _err(path, f"a {kind!r} format must be the content of a tag, be followed by "
+                       "a literal (const_string or tag) or end the output")
+        return getattr(self, "f_" + kind)(fmt, path, follow, depth + 1, consumed)
+
+    # -- leaves ---------------------------------------------------------------------------
+    def f_const_string(self, fmt, path, follow, depth, consumed) -> int:
+        value = _string(fmt["value"], f"{path}.value").encode()
+        if not value.startswith(consumed):
+            raise _err(path, "internal: consumed text is not a prefix")
+        rest = rx.literal(value[len(consumed):])
+        if follow.ends:
+            rest = rx.concat(rest, rx.alt(*[rx.literal(e) for e in follow.ends]))
+        if rest == rx.EPSILON:
+            return self.builder.empty()
+        return self.builder.lexeme(rest, json.dumps(fmt["value"]))
+
+    def f_regex(self, fmt, path, follow, depth, consumed) -> int:
+        pattern = _string(fmt["pattern"], f"{path}.pattern")
+        try:
+            node = parse_regex(pattern)
+        except RegexError as e:
+            raise _err(f"{path}.pattern", f"invalid regex: {e.detail}") from None
+        if follow.ends:  # one lexeme: the regex cannot swallow the end
+            node = rx.concat(node, rx.alt(*[rx.literal(e) for e in follow.ends]))
+        if rx.nullable(node):
+            return self.builder.optional(self.builder.lexeme(
+                rx.intersect(node, rx.complement(rx.EPSILON)), f"/{pattern}/"))
+        return self.builder.lexeme(node, f"/{pattern}/")
+
+    def f_json_schema(self, fmt, path, follow, depth, consumed) -> int:
+        style = fmt.get("style", "json")
+        if style != "json":
+            raise _err(f"{path}.style", f"JSON argument style {style!r} is not supported by "
+                       "lexguide (only 'json')")
+        if fmt.get("any_order", False) is not False:
+            raise _err(f"{path}.any_order", "properties in any order are not supported by lexguide")
+        options: dict[str, Any] = {}
+        n_ws = _count(fmt, "max_whitespace_cnt", path)
+        if n_ws is not None:
+            options["whitespace_pattern"] = f"[ \\t\\n\\r]{{0,{n_ws}}}"
+        schema = fmt["json_schema"]
+        if not isinstance(schema, (dict, bool)):
+            raise _err(f"{path}.json_schema", f"expected an object or a boolean, got {_kind(schema)}")
+        try:
+            sym = json_schema_compiler()(self.builder, schema, lexeme_class=0, **options)
+        except SchemaError as e:
+            raise SchemaError(f"in the structural tag at {path}.json_schema: {e.detail}",
+                              pointer=e.pointer, keyword=e.keyword) from None
+        return self.with_ends(sym, follow, "json")
+
+    def f_grammar(self, fmt, path, follow, depth, consumed) -> int:
+        text = _string(fmt["grammar"], f"{path}.grammar", empty=False)
+        try:
+            ir = compile_text_grammar(text)
+        except GrammarError as e:
+            raise GrammarError(f"structural tag at {path}.grammar: {e}") from None
+        return self.with_ends(embed(self.builder, ir), follow, "grammar")
+
+    def f_any_text(self, fmt, path, follow, depth, consumed) -> int:
+        excludes = [s.encode() for s in _strings(fmt.get("excludes", []), f"{path}.excludes")]
+        max_chars = _count(fmt, "max_chars", path)
+        max_tokens = _count(fmt, "max_tokens", path, minimum=1)
+        free = FreeText(follow.ends or (), excludes, max_chars)
+        if follow.ends:
+            return self.builder.lexeme(free.until(follow.ends), "any_text", max_tokens=max_tokens)
+        return self.builder.optional(self.builder.lexeme(free.to_end(), "any_text",
+                                                          max_tokens=max_tokens))
+
+    # -- composites -----------------------------------------------------------------------
+    def f_sequence(self, fmt, path, follow, depth, consumed) -> int:
+        elements = fmt["elements"]
+        if not isinstance(elements, list) or not elements:
+            raise _err(f"{path}.elements", "expected a non-empty array of formats")
+        parts: list[int | None] = []
+        for i, el in enumerate(elements):
+            where = f"{path}.elements[{i}]"
+            el = _dict(el, where)
+            last = i == len(elements) - 1
+            if last:
+                parts.append(self.format(el, where, follow, depth, consumed))
+                break
+            nxt_lit = _leading_literal(elements[i + 1]) if el.get("type") in _UNBOUNDED else None
+            if nxt_lit:  # ends where the next element's literal start first appears
+                parts.append(self.format(el, where, _Follow((nxt_lit,), False), depth, consumed))
+                consumed = nxt_lit
+            else:
+                parts.append(self.format(el, where, _NOTHING_FOLLOWS, depth, consumed))
+                consumed = b""
+        return self.seq(parts, "sequence")
+
+    def f_or(self, fmt, path, follow, depth, consumed) -> int:
+        elements = fmt["elements"]
+        if not isinstance(elements, list) or not elements:
+            raise _err(f"{path}.elements", "expected a non-empty array of formats")
+        syms = [self.format(el, f"{path}.elements[{i}]", follow, depth) for i, el in enumerate(elements)]
+        return self.builder.alt([(s,) for s in syms], "or")
+
+    def f_tag(self, fmt, path, follow, depth, consumed) -> int:
+        begin = _string(fmt["begin"], f"{path}.begin").encode()
+        if not begin.startswith(consumed):
+            raise _err(f"{path}.begin", "internal: consumed text is not a prefix")
+        end_v = fmt["end"]
+        ends = [end_v] if isinstance(end_v, str) else end_v
+        if not isinstance(ends, list) or not ends:
+            raise _err(f"{path}.end", "expected a string or a non-empty array of strings")
+        end_bytes = [_string(e, f"{path}.end").encode() for e in ends]
+        head = self.literal(begin[len(consumed):])
+        if all(not e for e in end_bytes):  # no end: the content ends where the tag would
+            return self.seq([head, self.format(fmt["content"], f"{path}.content", follow, depth)], "tag")
+        if not all(end_bytes):
+            raise _err(f"{path}.end", "an empty end string among non-empty ones is not supported")
+        body = self.format(fmt["content"], f"{path}.content", _Follow(tuple(end_bytes), False), depth)
+        return self.seq([head, body, self.ends_lexeme(follow)], "tag")
+
+    def _tags(self, fmt, path) -> list[dict[str, Any]]:
+        tags = fmt["tags"]
+        if not isinstance(tags, list) or not tags:
+            raise _err(f"{path}.tags", "expected a non-empty array of tag formats")
+        for i, tag in enumerate(tags):
+            if _dict(tag, f"{path}.tags[{i}]").get("type") != "tag":
+                raise _err(f"{path}.tags[{i}].type", "expected a 'tag' format")
+            _string(tag.get("begin"), f"{path}.tags[{i}].begin")
+        return tags
+
+    def f_triggered_tags(self, fmt, path, follow, depth, consumed) -> int:
+        triggers = [t.encode() for t in _strings(fmt["triggers"], f"{path}.triggers")]
+        if not triggers:
+            raise _err(f"{path}.triggers", "expected at least one trigger")
+        tags = self._tags(fmt, path)
+        excludes = [s.encode() for s in _strings(fmt.get("excludes", []), f"{path}.excludes")]
+        at_least_one = _flag(fmt, "at_least_one", path)
+        stop_after_first = _flag(fmt, "stop_after_first", path)
+        by_trigger: dict[bytes, list[int]] = {t: [] for t in triggers}
+        for i, tag in enumerate(tags):
+            begin = tag["begin"].encode()
+            owners = [t for t in triggers if begin.startswith(t)]
+            if len(owners) != 1:
+                raise _err(f"{path}.tags[{i}].begin", f"{tag['begin']!r} must start with exactly "
+                           f"one trigger, it starts with {len(owners)}")
+            by_trigger[owners[0]].append(i)
+        for t, owned in by_trigger.items():
+            if not owned:
+                raise _err(f"{path}.triggers", f"trigger {t.decode()!r} starts no tag")
+        b = self.builder
+        exits = tuple(triggers) + tuple(e for e in follow.ends or () if e not in triggers)
+        free = FreeText(exits, excludes)
+        # one step: free text up to a trigger, then the rest of one of its tags
+        steps = []
+        for t, owned in by_trigger.items():
+            enter = b.lexeme(free.until((t,)), "text")
+            for i in owned:
+                rest = self.format(tags[i], f"{path}.tags[{i}]", _NOTHING_FOLLOWS, depth, t)
+                steps.append((enter, rest))
+        step = b.alt(steps, "triggered_tag")
+        if follow.ends:
+            leave: int | None = b.lexeme(free.until(follow.ends), "text")
+        else:
+            leave = b.optional(b.lexeme(free.to_end(), "text"))
+        if at_least_one:
+            first = b.alt([(self.format(tag, f"{path}.tags[{i}]", _NOTHING_FOLLOWS, depth),)
+                           for i, tag in enumerate(tags)], "tag")
+            if stop_after_first:
+                return self.seq([first, self.ends_lexeme(follow)], "triggered_tags")
+            return self.seq([first, b.star(step), leave], "triggered_tags")
+        if stop_after_first:
+            return b.alt([(leave,), (self.seq([step, self.ends_lexeme(follow)], "step"),)],
+                         "triggered_tags")
+        return self.seq([b.star(step), leave], "triggered_tags")
+
+    def f_tags_with_separator(self, fmt, path, follow, depth, consumed) -> int:
+        tags = self._tags(fmt, path)
+        separator = _string(fmt["separator"], f"{path}.separator").encode()
+        b = self.builder
+        one = b.alt([(self.format(tag, f"{path}.tags[{i}]", _NOTHING_FOLLOWS, depth),)
+                     for i, tag in enumerate(tags)], "tag")
+        if _flag(fmt, "stop_after_first", path):
+            body = one
+        else:
+            body = b.plus(one, self.literal(separator))
+        if not _flag(fmt, "at_least_one", path):
+            body = b.optional(body)
+        return self.with_ends(body, follow, "tags_with_separator")
+
+    def _content(self, fmt, path, depth) -> int:
+        return self.format(fmt["content"], f"{path}.content", _NOTHING_FOLLOWS, depth)
+
+    def f_optional(self, fmt, path, follow, depth, consumed) -> int:
+        return self.with_ends(self.builder.optional(self._content(fmt, path, depth)), follow, "optional")
+
+    def f_plus(self, fmt, path, follow, depth, consumed) -> int:
+        return self.with_ends(self.builder.plus(self._content(fmt, path, depth)), follow, "plus")
+
+    def f_star(self, fmt, path, follow, depth, consumed) -> int:
+        return self.with_ends(self.builder.star(self._content(fmt, path, depth)), follow, "star")
+
+    def f_repeat(self, fmt, path, follow, depth, consumed) -> int:
+        lo = _count(fmt, "min", path)
+        hi = fmt.get("max")
+        if hi == -1:
+            hi = None
+        elif hi is not None:
+            hi = _count(fmt, "max", path)
+        if lo is None or (hi is not None and hi < lo):
+            raise _err(path, f"expected 0 <= min <= max (max -1: unbounded), got {lo!r}, {fmt['max']!r}")
+        sym = self.builder.repeat(self._content(fmt, path, depth), lo, hi)
+        return self.with_ends(sym, follow, "repeat")
+
+
+def _leading_literal(fmt: Any) -> bytes | None:
+    """The literal text every match of ``fmt`` starts with, if it has a fixed one."""
+    if not isinstance(fmt, dict):
+        return None
+    kind = fmt.get("type")
+    if kind == "const_string" and isinstance(fmt.get("value"), str):
+        return fmt["value"].encode() or None
+    if kind == "tag" and isinstance(fmt.get("begin"), str):
+        return fmt["begin"].encode() or None
+    if kind == "sequence" and isinstance(fmt.get("elements"), list) and fmt["elements"]:
+        return _leading_literal(fmt["elements"][0])
+    return None
+
