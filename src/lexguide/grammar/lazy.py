@@ -88,6 +88,10 @@ def _regex(pattern: str, i: int) -> int:
         raise _err(i, f"invalid pattern {pattern!r}: {e.detail}") from None
 
 
+def _texts(fires: list[tuple[int, int, bytes]], i: int) -> str:
+    return ", ".join(repr(fed.decode(errors="replace")) for j, _, fed in fires if j == i)
+
+
 def _normalize(trigger: Any, i: int) -> tuple[str, str, int | None]:
     """``(kind, value, token_id)`` of one trigger (a string is a word)."""
     if isinstance(trigger, str):
@@ -161,13 +165,17 @@ def compile_lazy(ir: GrammarIR, triggers: Sequence[Any]) -> GrammarIR:
     free = rx.intersect(rx.concat(any_char, text), not_fired)
     free_sym = builder.optional(builder.lexeme(free, "text"))
     alts: list[tuple[int, ...]] = [(free_sym,)]
+    leads: dict[int, int] = {}  # per trigger: how many of its texts the grammar can go on from
     for i, fire, fed in fires:
-        enter = rx.intersect(fire, text, rx.complement(after_fire))
         rest = quotient(builder, ir, fed)
-        if rest is None:
-            raise _err(i, f"no sentence of the grammar starts with {fed.decode(errors='replace')!r}, "
-                       "the text this trigger hands it")
-        alts.append((builder.lexeme(enter, "text"), rest))
+        leads[i] = leads.get(i, 0) + (rest is not None)
+        if rest is not None:  # else the trigger fires there and nothing can follow: excluded
+            enter = rx.intersect(fire, text, rx.complement(after_fire))
+            alts.append((builder.lexeme(enter, "text"), rest))
+    for i, n in leads.items():
+        if not n:
+            raise _err(i, "no sentence of the grammar starts with the text this trigger hands "
+                       f"it ({_texts(fires, i)})")
     for i, token, fed in tokens:
         rest = quotient(builder, ir, fed)
         if rest is None:

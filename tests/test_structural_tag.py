@@ -1,0 +1,407 @@
+"""Structural tags and lazy grammars: structure inside free text.
+
+Oracles: an independent backtracking matcher of triggered-tag languages written from
+xgrammar's docs (free text until the first trigger, then a tag, then free text again), run on
+every string of a small alphabet up to a length; brute-force masks (every token's bytes through
+the reference recogniser of tests/reference); the base grammar itself for lazy grammars (what
+follows a trigger is exactly what the grammar accepts after the trigger's text).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import re
+
+import numpy as np
+import pytest
+from reference import recognizer
+
+from lexguide import Grammar, GrammarError, Matcher, SchemaError, TokenizerInfo
+
+# -- an independent oracle of triggered_tags ---------------------------------------------------
+
+
+def _first_trigger(s: str, pos: int, triggers: list[str]) -> tuple[int, str] | None:
+    """(start, trigger) of the trigger occurrence ending first at or after ``pos``."""
+    best = None
+    for t in triggers:
+        i = s.find(t, pos)
+        if i >= 0 and (best is None or i + len(t) < best[0] + len(best[1])):
+            best = (i, t)
+    return best
+
+
+def _tag_ends(s: str, pos: int, tag: dict) -> list[int]:
+    """Offsets where ``tag`` (content: const_string or regex) can end when it starts at pos."""
+    begin, end, content = tag["begin"], tag["end"], tag["content"]
+    if not s.startswith(begin, pos):
+        return []
+    pos += len(begin)
+    out = []
+    for k in range(pos, len(s) + 1):
+        mid = s[pos:k]
+        ok = mid == content["value"] if content["type"] == "const_string" else \
+            re.fullmatch(content["pattern"], mid) is not None
+        if ok and s.startswith(end, k):
+            out.append(k + len(end))
+    return out
+
+
+def oracle_triggered(s: str, fmt: dict) -> bool:
+    triggers, tags = fmt["triggers"], fmt["tags"]
+
+    def free_from(pos: int, n_tags: int) -> bool:
+        if n_tags and fmt.get("stop_after_first"):
+            return pos == len(s)
+        hit = _first_trigger(s, pos, triggers)
+        if hit is None:
+            return True
+        start, t = hit
+        return any(free_from(e, n_tags + 1) for tag in tags if tag["begin"].startswith(t)
+                   for e in _tag_ends(s, start, tag))
+
+    if fmt.get("at_least_one"):
+        return any(free_from(e, 1) for tag in tags for e in _tag_ends(s, 0, tag))
+    return free_from(0, 0)
+
+
+def _tag(begin: str, content: dict, end: str) -> dict:
+    return {"type": "tag", "begin": begin, "content": content, "end": end}
+
+
+def _const(v: str) -> dict:
+    return {"type": "const_string", "value": v}
+
+
+TAG_X = _tag("<a>", _const("x"), "/")
+TAG_Y = _tag("<ab", {"type": "regex", "pattern": "x+"}, ">")
+SPECS = {
+    "plain": {"type": "triggered_tags", "triggers": ["<a"], "tags": [TAG_X]},
+    "two_tags_one_trigger": {"type": "triggered_tags", "triggers": ["<a"], "tags": [TAG_X, TAG_Y]},
+    "two_triggers": {"type": "triggered_tags", "triggers": ["<a>", "b>"],
+                     "tags": [TAG_X, _tag("b>", _const("a"), "/")]},
+    "at_least_one": {"type": "triggered_tags", "triggers": ["<a"], "tags": [TAG_X, TAG_Y],
+                     "at_least_one": True},
+    "stop_after_first": {"type": "triggered_tags", "triggers": ["<a"], "tags": [TAG_X, TAG_Y],
+                         "stop_after_first": True},
+    "both": {"type": "triggered_tags", "triggers": ["<a"], "tags": [TAG_X], "at_least_one": True,
+             "stop_after_first": True},
+    "overlapping_trigger": {"type": "triggered_tags", "triggers": ["aa>"],
+                            "tags": [_tag("aa>", _const("x"), "/")]},
+}
+ALPHABET = "<ab>x/"
+
+
+def _strings(max_len: int):
+    for n in range(max_len + 1):
+        for p in itertools.product(ALPHABET, repeat=n):
+            yield "".join(p)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_language_equals_the_oracle_on_every_short_string(name):
+    fmt = SPECS[name]
+    grammar = Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+    n_accepted = 0
+    for s in _strings(6):
+        expected = oracle_triggered(s, fmt)
+        assert grammar.validate(s) == expected, s
+        n_accepted += expected
+    assert n_accepted  # the language is not empty on these strings
+    # longer strings built around tags, where the short ones hold none or one
+    rng = random.Random(0)
+    pieces = ["<a>x/", "<abxx>", "b>a/", "<a", "<ab", "x", "a", "/", ">", "aa>x/"]
+    for _ in range(400):
+        s = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        assert grammar.validate(s) == oracle_triggered(s, fmt), s
+
+
+# -- masks against brute force ----------------------------------------------------------------
+
+
+def _vocab() -> list[bytes]:
+    toks = [b"<eos>"]
+    toks += [bytes(p) for n in (1, 2) for p in itertools.product(b"<ab>x/", repeat=n)]
+    # triggers and begins split every way, plus tokens running past them
+    toks += [b"<a>", b"<ab", b"a>x", b">x/", b"x/<", b"/<a", b"<a>x/", b"xx>", b"aa>", b"x/x",
+             b"<tool", b"tool", b"_call", b"call>", b"<tool_call>", b'{"', b'":', b'"}', b"}", b"{", b"1",
+             b' "', b'"a', b"l>", b"l>x", b"ol_", b"</tool_call>", b"</", b"tool_call>", b"\xc3",
+             b"\xa9", b"\xc3\xa9"]
+    return toks
+
+
+VOCAB = _vocab()
+INFO = TokenizerInfo.from_token_bytes(VOCAB, eos_ids=[0])
+TOOL = _tag('<tool_call>', {"type": "json_schema", "json_schema": {
+    "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+    "additionalProperties": False}}, "</tool_call>")
+MASK_SPECS = dict(SPECS)
+MASK_SPECS["json_tool"] = {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [TOOL]}
+MASK_SPECS["nested"] = _tag("<a>", {"type": "triggered_tags", "triggers": ["<tool_call>"],
+                                    "tags": [TOOL]}, "/")
+MASK_SPECS["any_text_in_tag"] = {"type": "sequence", "elements": [
+    _tag("<a>", {"type": "any_text", "excludes": ["xx"]}, "/"), TAG_X]}
+MASK_SPECS["separator"] = {"type": "tags_with_separator", "tags": [TAG_X, TAG_Y], "separator": "a",
+                           "at_least_one": True}
+
+
+def _ids(mask: np.ndarray) -> set[int]:
+    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")
+    return set(np.flatnonzero(bits[: len(VOCAB)]).tolist())
+
+
+def _brute_force(grammar: Grammar, prefix: bytes) -> set[int]:
+    ref = recognizer(grammar)
+    allowed = ref.allowed(prefix, VOCAB, skip=INFO.special_ids)
+    if ref.is_accepting(prefix):
+        allowed.add(0)
+    return allowed
+
+
+def _walk(grammar: Grammar, seed: int, steps: int = 25) -> bytes:
+    rng = random.Random(seed)
+    m = Matcher(grammar, INFO)
+    out = b""
+    for _ in range(steps):
+        allowed = _ids(m.compute_mask())
+        assert allowed == _brute_force(grammar, out), out
+        choices = sorted(allowed - {0})
+        if not choices or (0 in allowed and rng.random() < 0.15):
+            break
+        t = rng.choice(choices)
+        m.consume(t)
+        out += VOCAB[t]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(MASK_SPECS))
+def test_masks_equal_brute_force_on_random_walks(name):
+    grammar = Grammar.from_structural_tag(MASK_SPECS[name])
+    walked = [_walk(grammar, seed) for seed in range(6)]
+    assert any(walked)
+
+
+def test_lazy_masks_equal_brute_force():
+    grammar = Grammar.from_lazy('root ::= "<tool_call>" "{" [a-z]+ "}" | "b>x" [ab]* "/"',
+                                ["<tool_call>", "b>x"])
+    assert any(_walk(grammar, seed) for seed in range(6))
+
+
+# -- triggers ---------------------------------------------------------------------------------
+
+
+def _consume_all(m: Matcher, pieces: list[bytes]) -> None:
+    for p in pieces:
+        m.consume(VOCAB.index(p))
+
+
+@pytest.mark.parametrize("pieces", [[b"<tool", b"_call", b">"], [b"<", b"tool", b"_call", b">"],
+                                    [b"<tool", b"_call", b">"], [b"<", b"tool_call>"]])
+def test_a_trigger_split_across_tokens_starts_the_tag(pieces):
+    grammar = Grammar.from_structural_tag(MASK_SPECS["json_tool"])
+    m = Matcher(grammar, INFO)
+    _consume_all(m, [b"x", b"a"] + pieces)
+    allowed = {VOCAB[t] for t in _ids(m.compute_mask())}
+    assert allowed and all(t.startswith(b"{") for t in allowed), allowed  # JSON now
+    assert 0 not in _ids(m.compute_mask())  # the tag must complete
+
+
+def test_a_token_spelling_a_trigger_and_more_text_is_refused():
+    grammar = Grammar.from_structural_tag(MASK_SPECS["json_tool"])
+    m = Matcher(grammar, INFO)
+    _consume_all(m, [b"<tool", b"_call"])
+    allowed = _ids(m.compute_mask())
+    assert VOCAB.index(b">") in allowed
+    assert VOCAB.index(b"l>x") in allowed  # "<tool_calll>x" has no trigger: free text
+    assert VOCAB.index(b">x/") not in allowed  # ">" completes the trigger: no free text after
+
+
+def test_a_trigger_inside_a_json_string_of_free_text_is_a_trigger():
+    grammar = Grammar.from_structural_tag(MASK_SPECS["json_tool"])
+    assert grammar.validate('{"a": "tool"}')
+    assert not grammar.validate('{"a": "<tool_call>"}')
+    assert grammar.validate('{"a": "<tool_call>{"a": 1}</tool_call>"}')
+
+
+def test_text_after_a_tag_is_free_and_triggers_again():
+    grammar = Grammar.from_structural_tag(MASK_SPECS["json_tool"])
+    ok = 'hi <tool_call>{"a": 1}</tool_call> so <tool_call>{"a": 2}</tool_call> bye'
+    assert grammar.validate(ok)
+    assert not grammar.validate(ok + " <tool_call>{}</tool_call>")
+
+
+def test_nested_tags():
+    inner = {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [TOOL]}
+    grammar = Grammar.from_structural_tag(
+        {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+            _tag("<think>", {"type": "any_text"}, "</think>"),
+            _tag("<out>", inner, "</out>")]}})
+    assert grammar.validate('<think>a <tool_call> b</think><out>x<tool_call>{"a": 1}</tool_call>y</out>')
+    assert grammar.validate("<think></think><out></out>")
+    assert not grammar.validate("<think></think><out><tool_call>{}</out>")
+    assert not grammar.validate("<think></think><out>x</out>y")  # nothing after the outer tag
+    assert not grammar.validate("<think>a</think>b</think><out></out>")
+
+
+def test_at_least_one_means_a_tag_comes_first_and_always_appears():
+    fmt = dict(SPECS["at_least_one"])
+    grammar = Grammar.from_structural_tag(fmt)
+    assert not grammar.validate("") and not grammar.validate("hello")
+    assert not grammar.validate("hi<a>x/")  # no leading free text (xgrammar's semantics)
+    assert grammar.validate("<a>x/ then <abxx>")
+    for seed in range(20):  # every complete output of a random walk holds a tag
+        out = _walk(grammar, seed, steps=40)
+        if Grammar.validate(grammar, out):
+            assert oracle_triggered(out.decode(), fmt) and out.startswith(b"<a")
+
+
+def test_stop_after_first_ends_the_output_after_one_tag():
+    grammar = Grammar.from_structural_tag(SPECS["stop_after_first"])
+    m = Matcher(grammar, INFO)
+    _consume_all(m, [b"x", b"<a>x/"])
+    assert _ids(m.compute_mask()) == {0}  # only EOS
+    assert m.is_stopped()
+
+
+def test_several_tags_per_trigger():
+    grammar = Grammar.from_structural_tag(SPECS["two_tags_one_trigger"])
+    assert grammar.validate("q<a>x/q<abxxx>q")
+    m = Matcher(grammar, INFO)
+    _consume_all(m, [b"<a"])
+    allowed = {VOCAB[t] for t in _ids(m.compute_mask())}
+    assert b">" in allowed and b"b" in allowed and b"x" not in allowed
+
+
+def test_legacy_shape_is_triggered_tags_of_json_schemas():
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+              "additionalProperties": False}
+    legacy = Grammar.from_structural_tag({"type": "structural_tag", "structures": [
+        {"begin": "<function=get_weather>", "schema": schema, "end": "</function>"}],
+        "triggers": ["<function="]})
+    current = Grammar.from_structural_tag({"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<function="], "tags": [
+            _tag("<function=get_weather>", {"type": "json_schema", "json_schema": schema},
+                 "</function>")]}})
+    texts = ["I'll check. <function=get_weather>{\"city\": \"Paris\"}</function> done", "",
+             "no call", "<function=get_time>{}</function>", '<function=get_weather>{"town": "x"}</function>',
+             "<function=get_weather>{\"city\": \"a\"}</function><function="]
+    assert [legacy.validate(t) for t in texts] == [current.validate(t) for t in texts] \
+        == [True, True, True, False, False, False]
+    assert not Grammar.from_structural_tag({"structures": legacy_structures(schema),
+                                            "triggers": ["<f"], "at_least_one": True}).validate("x")
+
+
+def legacy_structures(schema: dict) -> list[dict]:
+    return [{"begin": "<f>", "schema": schema, "end": "</f>"}]
+
+
+def test_bare_format_and_json_text_are_accepted():
+    fmt = SPECS["plain"]
+    a = Grammar.from_structural_tag(fmt)
+    b = Grammar.from_structural_tag(json.dumps({"type": "structural_tag", "format": fmt}))
+    assert a.validate("z<a>x/") and b.validate("z<a>x/") and not b.validate("<a>y/")
+
+
+def test_grammar_and_regex_formats():
+    grammar = Grammar.from_structural_tag({"type": "sequence", "elements": [
+        {"type": "grammar", "grammar": 'root ::= "n=" [0-9]+'},
+        {"type": "grammar", "grammar": "%llguidance {}\nstart: \";\" /[a-z]+/"},
+        {"type": "regex", "pattern": "[A-Z]{2}"}]})
+    assert grammar.validate("n=42;abcXY")
+    assert not grammar.validate("n=42;abcX")
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+BAD = [
+    ({"type": "structural_tag", "format": {"type": "nope"}}, "$.format.type", "unknown format type 'nope'"),
+    ({"type": "structural_tag"}, "$", "missing field 'format'"),
+    ({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<a"],
+                                           "tags": [{"type": "tag", "begin": "<b>", "content": _const("x"),
+                                                     "end": "/"}]}},
+     "$.format.tags[0].begin", "exactly one trigger"),
+    ({"type": "structural_tag", "format": {"type": "tag", "begin": "<a>", "content": _const("x"),
+                                           "end": 3}}, "$.format.end", "expected a string"),
+    ({"type": "sequence", "elements": [{"type": "any_text"}, {"type": "regex", "pattern": "a"}]},
+     "$.elements[0]", "must be the content of a tag"),
+    ({"type": "sequence", "elements": [_const("a"), {"type": "regex", "pattern": "("}]},
+     "$.elements[1].pattern", "invalid regex"),
+    ({"type": "token", "token": 5}, "$.type", "not supported"),
+    ({"type": "tag", "begin": "<a>", "content": _const("x"), "end": "/", "extra": 1}, "$",
+     "unknown field 'extra'"),
+    ({"structures": [{"begin": "<a>", "end": "/"}], "triggers": ["<a"]}, "$.structures[0]",
+     "missing field 'schema'"),
+    ({"type": "or", "elements": [{"type": "grammar", "grammar": "root ::= x"}]},
+     "$.elements[0].grammar", "x"),
+    ([1], "$", "a JSON object"),
+]
+
+
+@pytest.mark.parametrize("spec,path,message", BAD)
+def test_bad_specs_are_located_grammar_errors(spec, path, message):
+    with pytest.raises(GrammarError) as e:
+        Grammar.from_structural_tag(spec)
+    assert f"at {path}:" in str(e.value) and message in str(e.value)
+
+
+def test_a_bad_schema_inside_is_a_schema_error_naming_the_field():
+    with pytest.raises(SchemaError) as e:
+        Grammar.from_structural_tag({"type": "tag", "begin": "<a>", "end": "/", "content": {
+            "type": "json_schema", "json_schema": {"type": "object", "minProperties": "x"}}})
+    assert "$.content.json_schema" in str(e.value)
+
+
+def test_bad_json_text_is_a_grammar_error():
+    with pytest.raises(GrammarError, match="not valid JSON"):
+        Grammar.from_structural_tag('{"type": "structural_tag", ')
+
+
+# -- lazy grammars ----------------------------------------------------------------------------
+
+BASE = 'root ::= "<tool_call>" ("{" [ab]+ "}")? "!"'
+
+
+@pytest.mark.parametrize("triggers", [["<tool_call>"], [{"type": "word", "value": "<tool_call>"}],
+                                      [{"type": 2, "value": "[\\s\\S]*?(<tool_call>)"}],
+                                      [{"type": "pattern", "value": "<tool_call>|<tool_calx>"}]])
+def test_lazy_grammar_is_free_text_then_the_grammar_from_the_trigger(triggers):
+    base = Grammar.from_gbnf(BASE)
+    lazy = Grammar.from_lazy(base, triggers)
+    prefixes = ["", "hi ", "<tool", "a<tool_cal", "<tool_calx>"]
+    tails = ["", "!", "{ab}!", "{a}", "{}!", "x", "<tool_call>!"]
+    for p in prefixes:
+        # a pattern that also fires on "<tool_calx>", after which the grammar cannot go on
+        dead = "<tool_calx>" in p and "calx" in json.dumps(triggers)
+        assert lazy.validate(p) != dead  # no trigger yet: free text may end the output
+        for t in tails:
+            expected = not dead and base.validate("<tool_call>" + t)
+            assert lazy.validate(p + "<tool_call>" + t) == expected, (p, t)
+
+
+def test_lazy_pattern_full_and_token_triggers():
+    base = Grammar.from_gbnf(BASE)
+    full = Grammar.from_lazy(base, [{"type": "pattern_full", "value": "^think[a-z ]*(<tool_call>)$"}])
+    assert full.validate("think ok<tool_call>{a}!") and full.validate("whatever")
+    assert not full.validate("think ok<tool_call>zz")
+    assert full.validate("x<tool_call>zz")  # the whole text must match: this prefix does not
+    vocab = [b"<eos>", b"<tool_call>", b"{", b"a", b"}", b"!", b"hi"]
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
+    tok = Grammar.from_lazy(base, [{"type": "token", "token": 1, "value": "<tool_call>"}])
+    m = Matcher(tok, info)
+    m.consume(6)
+    m.consume(1)  # the special token fires the trigger
+    allowed = np.flatnonzero(np.unpackbits(m.compute_mask().view(np.uint8), bitorder="little")[:7])
+    assert allowed.tolist() == [2, 5]
+
+
+def test_lazy_grammar_errors():
+    with pytest.raises(GrammarError, match="no sentence of the grammar starts with .*'<f'"):
+        Grammar.from_lazy(BASE, ["<f"])
+    with pytest.raises(GrammarError, match="finite set"):
+        Grammar.from_lazy(BASE, [{"type": "pattern", "value": "<tool_call>[a-z]*"}])
+    with pytest.raises(GrammarError, match="unknown trigger type"):
+        Grammar.from_lazy(BASE, [{"type": "regexp", "value": "x"}])
+    with pytest.raises(GrammarError, match="non-empty list"):
+        Grammar.from_lazy(BASE, [])
