@@ -1,5 +1,6 @@
-"""The package layout keeps its promises: no import circles between modules, and imports point
-one way between layers (STYLE.md, conventions 1 and 3).
+"""The package layout keeps its promises: no import circles between modules, imports point
+one way between layers (STYLE.md, conventions 1 and 3), and docs and sources cite only files
+the repository holds, without work diaries (STYLE.md, convention 15).
 
 Every ``import`` statement counts, including those inside functions and under
 ``TYPE_CHECKING``: a lazy import is still a dependency."""
@@ -7,6 +8,7 @@ Every ``import`` statement counts, including those inside functions and under
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import lexguide
@@ -150,3 +152,101 @@ def test_the_checks_see_a_circle(tmp_path):
     modules["lexguide.b"].write_text("import lexguide.a\n")
     assert _imports(modules["lexguide.a"], "lexguide.a", modules) == {"lexguide.b"}
     assert _imports(modules["lexguide.b"], "lexguide.b", modules) == {"lexguide.a"}
+
+
+# -- docs and sources cite what the repository holds ------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+#: Where citations are looked for: the docs, the sources, the tests' code, the benches, the build.
+CITING = ("*.md", "docs/*.md", "csrc/**/*.h", "csrc/**/*.cc", "csrc/**/*.md", "csrc/**/*.sh",
+          "src/lexguide/**/*.py", "tests/**/*.py", "bench/*.py", "CMakeLists.txt", "pyproject.toml")
+#: A repository path: one of these folders, then path characters (globs and {a,b} included);
+#: not inside a URL or another path (nothing path-like right before it).
+CITED = re.compile(r"(?<![\w./-])((?:docs|spec|csrc|src/lexguide|tests|bench|\.ci)/[\w./*{},-]*)")
+#: "session 12"-style work diaries.
+DIARY = re.compile(r"\bsession \d+", re.IGNORECASE)
+
+
+#: Cited by committed code before the file landed: each entry names who owes it. Keep short.
+PENDING = {
+    "docs/structural_tags.md",  # the structural-tag formats (grammar/structural_tag.py)
+}
+
+
+def _citing_files(root: Path) -> list[Path]:
+    files = {p for pattern in CITING for p in root.glob(pattern) if p.is_file()}
+    # test data is not prose, and this file cites bad paths on purpose (the last test below)
+    return sorted(p for p in files if "data" not in p.relative_to(root).parts[:2]
+                  and p.relative_to(root).as_posix() != "tests/test_layout.py")
+
+
+def _expand(path: str) -> list[str]:
+    """``a/{b,c}.h`` -> ``a/b.h``, ``a/c.h`` (one level of braces, as the docs write them)."""
+    m = re.search(r"\{([^{}]*)\}", path)
+    if not m:
+        return [path]
+    if "," not in m.group(1):  # a format placeholder (``bench/{name}.py``), not a citation
+        return []
+    return [path[:m.start()] + alt + path[m.end():] for alt in m.group(1).split(",")]
+
+
+def _exists(root: Path, path: str) -> bool:
+    if path == "bench/results":
+        return True  # made by the first bench run
+    if path.startswith("bench/results/"):
+        # results files appear when their bench runs; each is named after the bench writing it
+        stem = path.removeprefix("bench/results/").split(".")[0]
+        return any(stem == b.stem or stem.startswith(b.stem + "_") for b in root.glob("bench/*.py"))
+    if "*" in path:
+        return any(root.glob(path))
+    return (root / path).exists()
+
+
+def missing_citations(root: Path) -> list[str]:
+    """``file:line: path`` for every cited repository path that does not exist under ``root``."""
+    bad = []
+    for f in _citing_files(root):
+        for n, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for m in CITED.finditer(line):
+                cited = m.group(1).rstrip(".,")
+                if "{" in cited and "}" not in cited:
+                    cited = cited[:cited.index("{")]
+                for path in _expand(cited):
+                    if path not in PENDING and not _exists(root, path.rstrip("/")):
+                        bad.append(f"{f.relative_to(root)}:{n}: {path}")
+    return bad
+
+
+def diaries(root: Path) -> list[str]:
+    """``file:line`` of every "session N" in the docs and sources under ``root``."""
+    bad = []
+    for f in _citing_files(root):
+        lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+        bad += [f"{f.relative_to(root)}:{n}: {line.strip()[:80]}"
+                for n, line in enumerate(lines, 1) if DIARY.search(line)]
+    return bad
+
+
+def test_cited_paths_exist():
+    # STYLE.md: a doc never cites a file that is not in the repository (nor does a comment)
+    bad = missing_citations(ROOT)
+    assert bad == [], "cited paths that are not in the repository:\n" + "\n".join(bad)
+
+
+def test_no_session_diaries():
+    # history lives in git; docs and comments describe the design as it is
+    bad = diaries(ROOT)
+    assert bad == [], "work diaries in docs or sources:\n" + "\n".join(bad)
+
+
+def test_the_citation_checks_see_a_bad_citation(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "mask.py").write_text("")
+    (tmp_path / "docs" / "a.md").write_text(
+        "See `docs/a.md`, `spec/lark.md` §1, `bench/results/mask_budget.md`,\n"
+        "`bench/results/nothing.md`, https://example.org/docs/b.md and `docs/{a,c}.md`.\n"
+        "Session 7 measured it.\n")
+    assert missing_citations(tmp_path) == ["docs/a.md:1: spec/lark.md",
+                                           "docs/a.md:2: bench/results/nothing.md",
+                                           "docs/a.md:2: docs/c.md"]
+    assert diaries(tmp_path) == ["docs/a.md:3: Session 7 measured it."]
