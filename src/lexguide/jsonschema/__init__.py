@@ -1,4 +1,4 @@
-"""JSON Schema → grammar IR: JSON Schema 2020-12 (Core, Validation) semantics, enforced exactly.
+"""JSON Schema → grammar IR: JSON Schema 2020-12 semantics, llguidance's ``x-guidance`` options.
 
 Two phases, as in llguidance: :mod:`~lexguide.jsonschema.build` turns raw JSON into a typed
 schema IR (references resolved, ``allOf`` merged, every keyword validated), and
