@@ -1,0 +1,84 @@
+"""Structural tags: lexguide and xgrammar accept and reject the same strings.
+
+xgrammar is an optional test dependency (``pip install xgrammar``); without it these skip.
+Strings: every string of a small alphabet up to a length, plus random concatenations of
+pieces that spell tags, triggers and their fragments. JSON inside tags is written with at most
+one space between tokens (lexguide's default layout; xgrammar allows any whitespace).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+
+xgr = pytest.importorskip("xgrammar")
+testing = pytest.importorskip("xgrammar.testing")
+
+from lexguide import Grammar  # noqa: E402
+
+
+def _tag(begin, content, end):
+    return {"type": "tag", "begin": begin, "content": content, "end": end}
+
+
+def _const(v):
+    return {"type": "const_string", "value": v}
+
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+          "additionalProperties": False}
+X = _tag("<a>", _const("x"), "/")
+Y = _tag("<ab", {"type": "regex", "pattern": "x+"}, ">")
+J = _tag("<j>", {"type": "json_schema", "json_schema": SCHEMA}, "</j>")
+SPECS = {
+    "triggered": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X, Y]},
+    "at_least_one": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X, Y], "at_least_one": True},
+    "stop_after_first": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X, Y],
+                         "stop_after_first": True},
+    "two_triggers": {"type": "triggered_tags", "triggers": ["<a", "<j"], "tags": [X, J]},
+    "separator": {"type": "tags_with_separator", "tags": [X, Y], "separator": "a"},
+    "any_text_in_tag": _tag("<a>", {"type": "any_text"}, "/"),
+    "excludes": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X], "excludes": ["xx"]},
+    "nested": _tag("<j>", {"type": "triggered_tags", "triggers": ["<a"], "tags": [X]}, "</j>"),
+    "sequence_or": {"type": "sequence", "elements": [
+        {"type": "or", "elements": [X, Y]}, _const("b"), J]},
+}
+PIECES = ["<a>x/", "<abxx>", "<a", "<ab", "<j>", '<j>{"a": 1}</j>', '{"a": 2}', "</j>", "x", "a",
+          "b", "/", ">", "xx", "<", "j"]
+EXTRA = ['<a>x/b<j>{"a": 1}</j>', '<abx>b<j>{"a":-3}</j>', '<abx>b<j>{"a": 3, "a": 3}</j>',
+         '<j>{"a": 1}</j>', '<j><a>x/</j>', '<j>q<a>x/<ab</j>', '<a>x/b<j>{"b": 1}</j>']
+
+
+def _xgrammar_accepts(fmt: dict):
+    compiled = xgr.Grammar.from_structural_tag(json.dumps({"type": "structural_tag", "format": fmt}))
+    return lambda s: testing._is_grammar_accept_string(compiled, s)
+
+
+def _strings(rng: random.Random) -> list[str]:
+    out = ["".join(p) for n in range(5) for p in itertools.product("<a>x/", repeat=n)]
+    out += ["".join(rng.choice(PIECES) for _ in range(rng.randint(1, 6))) for _ in range(600)]
+    return out + EXTRA
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_lexguide_and_xgrammar_agree(name):
+    fmt = SPECS[name]
+    ours = Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+    theirs = _xgrammar_accepts(fmt)
+    strings = _strings(random.Random(name))
+    disagree = [s for s in strings if ours.validate(s) != theirs(s)]
+    assert not disagree, disagree[:10]
+    assert any(ours.validate(s) for s in strings) and not all(ours.validate(s) for s in strings)
+
+
+def test_a_known_difference_any_text_before_a_literal_ends_at_its_first_occurrence():
+    """xgrammar lets ``any_text`` before a literal run past earlier occurrences of it; lexguide
+    ends it at the first one (a generator cannot know that a later one will come)."""
+    fmt = {"type": "sequence", "elements": [{"type": "any_text"}, _const("END")]}
+    ours = Grammar.from_structural_tag(fmt)
+    theirs = _xgrammar_accepts(fmt)
+    assert ours.validate("abEND") and theirs("abEND")
+    assert theirs("aENDbEND") and not ours.validate("aENDbEND")
