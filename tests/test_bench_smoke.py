@@ -64,3 +64,15 @@ def test_compile_bench_quick(smollm2_file, tmp_path):
     assert lex["ttfm"]["n"] == lex["compile"]["n"] > 0
     ok = [r for r in report["rows"] if "ttfm" in r]
     assert all(abs(r["compile"] + r["lower"] + r["first_mask"] - r["ttfm"]) < 1e-6 for r in ok)
+
+
+def test_structural_tag_bench_quick(smollm2_file, tmp_path):
+    """Masks in free text and inside a tag, forced through every engine without a refusal."""
+    stdout, report = _run([str(BENCH / "structural_tag.py"), "--quick"], tmp_path)
+    assert "| tool_call |" in stdout and "first free µs" in stdout
+    row = report["rows"]["tool_call"]["lexguide"]
+    assert row["first_error"] is None and row["repeated_error"] is None
+    assert row["first_free_n"] > 0 and row["first_tag_n"] > 0
+    if "xgrammar" in report["rows"]["tool_call"]:
+        assert "lexguide / xgrammar" in stdout
+        assert report["rows"]["tool_call"]["xgrammar"]["first_error"] is None
