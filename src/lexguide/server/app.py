@@ -22,7 +22,7 @@ from importlib import resources
 from typing import Any
 
 from lexguide.errors import LexguideError
-from lexguide.server.constraints import parse_tool_call
+from lexguide.server.constraints import GRAMMAR_TIMEOUT_S, GrammarCompiler, parse_tool_call
 from lexguide.server.logprobs import CompletionOffsets, TokenLogprob, chat_logprobs
 from lexguide.server.protocol import (
     ChoiceResult,
@@ -251,15 +251,20 @@ class _Stream:
 
 def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
                model_name: str | None = None, max_body: int = MAX_BODY_BYTES,
-               api_key: str | None = None) -> FastAPI:
+               api_key: str | None = None, grammar_timeout: float = GRAMMAR_TIMEOUT_S,
+               ) -> FastAPI:
     """The ASGI app serving ``model`` with a :class:`Scheduler` of ``parallel`` slots; with
     ``api_key``, every path but ``/`` and ``/health`` requires it (:class:`_RequireKey`).
+    Requests' grammars are compiled off the decode loop (:class:`GrammarCompiler`), each
+    within ``grammar_timeout`` seconds.
 
     The scheduler thread starts and stops with the app's lifespan.
     """
     from contextlib import asynccontextmanager
 
     scheduler = Scheduler(model, parallel=parallel, n_ctx=n_ctx)
+    compiler = GrammarCompiler(scheduler.grammars, model.tokenizer_info, scheduler.n_ctx,
+                               grammar_timeout)
     name = model_name or (model.path.stem if getattr(model, "path", None) else "lexguide")
     counts: Counter[tuple[str, int]] = Counter()
     started = int(time.time())
@@ -270,6 +275,7 @@ def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
         try:
             yield
         finally:
+            compiler.shutdown()
             scheduler.stop()
 
     app = FastAPI(title="lexguide", lifespan=lifespan, docs_url=None, redoc_url=None,
@@ -308,16 +314,17 @@ def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> PlainTextResponse:
-        return PlainTextResponse(_prometheus(scheduler, counts),
+        return PlainTextResponse(_prometheus(scheduler, compiler, counts),
                                  media_type="text/plain; version=0.0.4")
 
     async def complete(request: Request, parse: Callable[[Any], GenerationRequest]) -> Any:
         req = parse(await _read_json(request, max_body))
         if not req.model:
             req.model = name
+        grammar = await compiler.grammar(req)  # on a worker thread: the decode loop goes on
         queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        job = Job(req, lambda ev: loop.call_soon_threadsafe(queue.put_nowait, ev))
+        job = Job(req, lambda ev: loop.call_soon_threadsafe(queue.put_nowait, ev), grammar=grammar)
         scheduler.submit(job)
         checked = [time.monotonic()]
         try:
@@ -428,7 +435,8 @@ async def _sse(scheduler: Scheduler, job: Job, queue: asyncio.Queue[tuple[Any, .
         _cancel(scheduler, job)
 
 
-def _prometheus(scheduler: Scheduler, counts: Counter[tuple[str, int]]) -> str:
+def _prometheus(scheduler: Scheduler, compiler: GrammarCompiler,
+                counts: Counter[tuple[str, int]]) -> str:
     """Prometheus text exposition of the server's counters and gauges."""
     m = scheduler.metrics
     g = scheduler.grammars
@@ -473,6 +481,12 @@ def _prometheus(scheduler: Scheduler, counts: Counter[tuple[str, int]]) -> str:
         ("lexguide_grammar_cache_hits_total", "counter", "grammar cache hits", [("", g.hits)]),
         ("lexguide_grammar_cache_misses_total", "counter", "grammar compilations",
          [("", g.misses)]),
+        ("lexguide_grammar_compile_seconds_total", "counter",
+         "time compiling grammars (cache misses), on the compile worker",
+         [("", g.compile_s)]),
+        ("lexguide_grammar_timeouts_total", "counter",
+         "requests refused because their grammar missed --grammar-timeout",
+         [("", compiler.timeouts)]),
     ]
     out = []
     for metric, kind, text, samples in rows:
@@ -486,7 +500,7 @@ def _prometheus(scheduler: Scheduler, counts: Counter[tuple[str, int]]) -> str:
 def serve(model_path: Any = None, *, host: str = "127.0.0.1", port: int = 8080,
           parallel: int = 4, n_ctx: int = 4096, n_threads: int | None = None,
           max_body: int = MAX_BODY_BYTES, log_level: str = "warning",
-          api_key: str | None = None) -> None:
+          api_key: str | None = None, grammar_timeout: float = GRAMMAR_TIMEOUT_S) -> None:
     """Load the model and serve it until interrupted (blocks)."""
     import sys
 
@@ -495,7 +509,8 @@ def serve(model_path: Any = None, *, host: str = "127.0.0.1", port: int = 8080,
     from lexguide.runtime import Model
 
     model = Model.from_gguf(model_path, n_ctx=n_ctx, n_threads=n_threads)
-    app = create_app(model, parallel=parallel, n_ctx=n_ctx, max_body=max_body, api_key=api_key)
+    app = create_app(model, parallel=parallel, n_ctx=n_ctx, max_body=max_body, api_key=api_key,
+                     grammar_timeout=grammar_timeout)
     auth = ", API key required" if api_key is not None else ""
     print(f"lexguide serve: {model} on http://{host}:{port} ({parallel} slots{auth})",
           file=sys.stderr, flush=True)

@@ -36,6 +36,10 @@ def _run_serve(args: argparse.Namespace) -> int:
     if args.parallel < 1 or args.ctx < 16 or (args.threads is not None and args.threads < 1):
         print("lexguide serve: error: --parallel and --threads must be >= 1, --ctx >= 16", file=sys.stderr)
         return 2
+    if not args.grammar_timeout > 0 or args.grammar_timeout == float("inf"):
+        print("lexguide serve: error: --grammar-timeout must be a positive number of seconds",
+              file=sys.stderr)
+        return 2
     try:
         key = api_key(args, os.environ)
     except ValueError as e:
@@ -43,7 +47,8 @@ def _run_serve(args: argparse.Namespace) -> int:
         return 2
     try:
         serve(args.model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.ctx,
-              n_threads=args.threads, max_body=args.max_body_bytes, api_key=key)
+              n_threads=args.threads, max_body=args.max_body_bytes, api_key=key,
+              grammar_timeout=args.grammar_timeout)
     except KeyboardInterrupt:
         pass
     return 0
@@ -70,6 +75,12 @@ def add_serve_parser(subparsers: argparse._SubParsersAction,
                    help="threads for the model's kernels (default: available cores)")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, metavar="N",
                    help="largest request body accepted (default: 1048576)")
+    from lexguide.server.constraints import GRAMMAR_TIMEOUT_S  # no FastAPI import
+
+    p.add_argument("--grammar-timeout", type=float, default=GRAMMAR_TIMEOUT_S, metavar="SECONDS",
+                   help="longest a request's schema, grammar or regex may take to compile "
+                   "(compiles run beside decoding, one at a time; the wait counts); past it the "
+                   f"request gets HTTP 400 grammar_timeout (default: {GRAMMAR_TIMEOUT_S:g})")
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help="require the header 'Authorization: Bearer KEY' on every path but / and "
                    f"/health (401 otherwise); default: ${API_KEY_ENV} if set, else no key. The "

@@ -21,21 +21,27 @@ per answer: ``parallel_tool_calls`` is not supported.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 import uuid
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
 from typing import Any
 
 from lexguide.errors import LexguideError
-from lexguide.server.protocol import Constraint, GenerationRequest, ToolSpec
+from lexguide.server.protocol import Constraint, GenerationRequest, RequestError, ToolSpec
 
-__all__ = ["GrammarCache", "parse_tool_call", "tool_grammar", "tool_system_prompt"]
+__all__ = ["GrammarCache", "GrammarCompiler", "parse_tool_call", "tool_grammar",
+           "tool_system_prompt"]
 
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
 GRAMMAR_CACHE_SIZE = 64  # compiled grammars kept (schema texts, grammar texts, patterns)
+GRAMMAR_TIMEOUT_S = 10.0  # default deadline of a request's grammar compile (--grammar-timeout)
+COMPILE_WORKERS = 1  # threads compiling grammars beside the decode loop
 
 
 def tool_grammar(tools: Sequence[ToolSpec], choice: str) -> str:
@@ -121,29 +127,43 @@ class GrammarCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.compile_s = 0.0  # time spent compiling (misses), for /metrics
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def get(self, constraint: Constraint, req: GenerationRequest) -> Any:
-        """The grammar of ``constraint``; raises ``SchemaError``/``GrammarError`` (with their
-        locations, and ``param``: the request field it came from) when it does not compile."""
-        from lexguide import Grammar
-        kind, source = constraint.kind, constraint.source
-        if kind == "tools":
-            # each parameter schema on its own first, so an error names its tool
-            for i, t in enumerate(req.tools):
-                self.get(Constraint("json_schema", t.parameters,
-                                    f"tools[{i}].function.parameters"), req)
-            kind, source = "grammar", tool_grammar(req.tools, req.tool_choice)
-        key = (kind, source)
+    @staticmethod
+    def _key(constraint: Constraint, req: GenerationRequest) -> tuple[str, str]:
+        if constraint.kind == "tools":
+            return "grammar", tool_grammar(req.tools, req.tool_choice)
+        return constraint.kind, constraint.source
+
+    def cached(self, constraint: Constraint, req: GenerationRequest) -> Any:
+        """The grammar of ``constraint`` if it is cached, else None (never compiles)."""
+        key = self._key(constraint, req)
         with self._lock:
             g = self._items.get(key)
             if g is not None:
                 self._items.move_to_end(key)
                 self.hits += 1
-                return g
+            return g
+
+    def get(self, constraint: Constraint, req: GenerationRequest) -> Any:
+        """The grammar of ``constraint``; raises ``SchemaError``/``GrammarError`` (with their
+        locations, and ``param``: the request field it came from) when it does not compile."""
+        from lexguide import Grammar
+        g = self.cached(constraint, req)
+        if g is not None:
+            return g
+        if constraint.kind == "tools":
+            # each parameter schema on its own first, so an error names its tool
+            for i, t in enumerate(req.tools):
+                self.get(Constraint("json_schema", t.parameters,
+                                    f"tools[{i}].function.parameters"), req)
+        key = kind, source = self._key(constraint, req)
+        with self._lock:
             self.misses += 1
+        t0 = time.perf_counter()
         try:
             if kind in ("json_schema", "json_object"):
                 g = Grammar.from_json_schema(json.loads(source))
@@ -155,7 +175,69 @@ class GrammarCache:
             e.param = constraint.param  # type: ignore[attr-defined]  # where, in the request
             raise
         with self._lock:
+            self.compile_s += time.perf_counter() - t0
             self._items[key] = g
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
         return g
+
+
+class GrammarCompiler:
+    """Compiles requests' grammars on worker threads, off the decode loop, with a deadline.
+
+    A cached grammar is returned at once. Otherwise the compile runs on one of
+    ``COMPILE_WORKERS`` threads while the event loop and the scheduler go on; the engine's
+    compile is mostly Python and holds the GIL, which it yields to the scheduler thread
+    every ``sys.getswitchinterval()`` (5 ms), so decoding slows down meanwhile but does not
+    stop. The worker also computes the grammar's first mask for the request's token budget
+    (``max_tokens``, at most ``n_ctx``): when that budget is tight for the grammar, the
+    budget-aware mask searches a shortest completion from every state the first tokens lead
+    to — for a large schema that costs as much as the compile itself — and those searches
+    are memoised in the grammar's mask engine, so the scheduler's first step of the request
+    finds them done instead of stalling every stream. Past ``timeout`` seconds (the wait
+    for a busy worker included) the request fails with 400 ``grammar_timeout``; a compile
+    that has not started is dropped, one that has runs to its end (a thread cannot be
+    interrupted) and its grammar is cached.
+    """
+
+    def __init__(self, grammars: GrammarCache, tokenizer_info: Any, n_ctx: int,
+                 timeout: float = GRAMMAR_TIMEOUT_S) -> None:
+        self.grammars = grammars
+        self.info = tokenizer_info
+        self.n_ctx = n_ctx
+        self.timeout = timeout
+        self.timeouts = 0
+        self._pool = ThreadPoolExecutor(COMPILE_WORKERS, thread_name_prefix="lexguide-compile")
+
+    def _compile(self, constraint: Constraint, req: GenerationRequest) -> Any:
+        from lexguide.engine import Matcher
+
+        grammar = self.grammars.get(constraint, req)
+        budget = self.n_ctx if req.max_tokens is None else min(req.max_tokens, self.n_ctx)
+        Matcher(grammar, self.info).compute_mask(max(1, budget))
+        return grammar
+
+    async def grammar(self, req: GenerationRequest) -> Any:
+        """The compiled grammar of ``req`` (None without a constraint). Raises the compile's
+        ``SchemaError``/``GrammarError``/``RegexError``, or :class:`RequestError` 400
+        ``grammar_timeout``."""
+        constraint = req.constraint
+        if constraint is None:
+            return None
+        g = self.grammars.cached(constraint, req)
+        if g is not None:
+            return g
+        loop = asyncio.get_running_loop()
+        work = loop.run_in_executor(self._pool, self._compile, constraint, req)
+        try:
+            return await asyncio.wait_for(work, self.timeout)
+        except asyncio.TimeoutError:
+            self.timeouts += 1
+            raise RequestError(
+                f"compiling it took longer than this server's limit of {self.timeout:g} s "
+                "(lexguide serve --grammar-timeout)", param=constraint.param,
+                code="grammar_timeout") from None
+
+    def shutdown(self) -> None:
+        """Drop queued compiles without waiting; a running one finishes on its own."""
+        self._pool.shutdown(wait=False, cancel_futures=True)

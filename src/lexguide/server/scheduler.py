@@ -2,7 +2,9 @@
 between steps.
 
 A request (:class:`Job`) has ``n`` sequences (choices). The scheduler thread owns the model:
-it prepares jobs (chat template, tokenization, grammar compile, matchers), gives each
+it prepares jobs (chat template, tokenization, matchers; the grammar comes compiled with the
+job — the web side compiles it on a worker thread, see ``GrammarCompiler`` — or is compiled
+here for a job without it), gives each
 sequence a slot (a preallocated KV cache) and runs steps. One step over the active sequences:
 
 1. masks of every constrained sequence about to sample — :func:`fill_masks`, one call for the
@@ -129,10 +131,13 @@ class Job:
     """One request: ``post(event)`` is called from the scheduler thread with
     ``("admitted", prompt_tokens)``, ``("delta", index, text, logprobs)`` (the
     :class:`TokenLogprob` entries of the tokens not posted before, empty unless asked for),
-    ``("finish", ChoiceResult)`` or ``("error", exception)``; set ``cancelled`` to drop it."""
+    ``("finish", ChoiceResult)`` or ``("error", exception)``; set ``cancelled`` to drop it.
+    ``grammar`` is the request's compiled grammar when the caller compiled it (the web side
+    does, off this thread); else the scheduler compiles it when preparing the job."""
 
     req: GenerationRequest
     post: Callable[[tuple[Any, ...]], object]
+    grammar: Any = None
     cancelled: bool = False
     prompt_ids: list[int] = field(default_factory=list)
     n_open: int = 0
@@ -371,8 +376,8 @@ class Scheduler:
                 f"max_tokens is {max_tokens} but the context of {self.n_ctx} tokens leaves "
                 f"{room} after the {len(ids)}-token prompt", param="max_tokens",
                 code="context_length_exceeded")
-        grammar = None
-        if req.constraint is not None:
+        grammar = job.grammar
+        if grammar is None and req.constraint is not None:
             grammar = self.grammars.get(req.constraint, req)
         job.prompt_ids = ids
         job.post(("admitted", len(ids)))
