@@ -158,3 +158,28 @@ def test_logprobs_fields_are_checked(server):
     assert status == 200
     entry, = answer["choices"][0]["logprobs"]["content"]
     assert entry["top_logprobs"] == [] and entry["logprob"] <= 0.0
+
+
+def test_token_names_against_brute_force():
+    """``TokenNames.sampled`` on a toy vocabulary, against a log-softmax written out here."""
+    from lexguide.server.logprobs import LOGPROB_FLOOR, TokenNames
+
+    vocab = [b"a", b"b", b"\xe2\x82", b"", b"c", b"d"]
+    names = TokenNames(vocab, lambda t: f"<special {t}>")
+    logits = np.array([1.0, 3.0, 3.0, 2.0, -np.inf, -30000.0])
+    allowed = np.array([0, 1, 2, 3, 4, 5])
+    finite = np.isfinite(logits)
+    z = np.log(np.exp(logits[finite]).sum())
+    e = names.sampled(logits, allowed, 0, 4)
+    assert e.token == "a" and e.bytes == b"a" and e.logprob == pytest.approx(1.0 - z)
+    # most likely first, ties by lower id; undecodable bytes escaped; a special token by name
+    assert [(t, b) for t, b, _ in e.top] == [("b", b"b"), ("\\xe2\\x82", b"\xe2\x82"),
+                                            ("<special 3>", None), ("a", b"a")]
+    assert [lp for _, _, lp in e.top] == pytest.approx([3.0 - z, 3.0 - z, 2.0 - z, 1.0 - z])
+    assert names.sampled(logits, allowed, 5, 0).logprob == LOGPROB_FLOOR  # clamped, not -30002
+    # a subset of the vocabulary (a grammar mask): renormalised over it
+    sub = names.sampled(np.array([1.0, 1.0]), np.array([0, 4]), 4, 5)
+    assert sub.logprob == pytest.approx(math.log(0.5)) and len(sub.top) == 2
+    forced = names.forced(1, 3)
+    assert forced.logprob == 0.0 and forced.top == (("b", b"b", 0.0),)
+    assert names.forced(1, 0).top == ()

@@ -214,7 +214,8 @@ class GrammarCompiler:
 
         grammar = self.grammars.get(constraint, req)
         budget = self.n_ctx if req.max_tokens is None else min(req.max_tokens, self.n_ctx)
-        Matcher(grammar, self.info).compute_mask(max(1, budget))
+        if budget > 0:  # max_tokens 0 samples nothing: no mask to prepare
+            Matcher(grammar, self.info).compute_mask(budget)
         return grammar
 
     async def grammar(self, req: GenerationRequest) -> Any:

@@ -97,7 +97,7 @@ class TokenNames:
 
 
 def _clamp(logprob: float) -> float:
-    return max(logprob, LOGPROB_FLOOR)
+    return max(logprob, LOGPROB_FLOOR) + 0.0  # + 0.0: a certain token is 0.0, not -0.0
 
 
 def _listed(data: bytes | None) -> list[int] | None:
