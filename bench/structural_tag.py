@@ -20,7 +20,7 @@ process, so first use is really first (no grammar or mask cache of an earlier sp
 alternate per spec, xgrammar gets the same token bytes (control tokens as specials), one
 thread and its compile cache off; lexguide fills the buffer with ``Matcher.fill_mask``.
 
-    python bench/structural_tag.py            # all specs, 3 repeats (best of each), smollm2 vocabulary
+    python bench/structural_tag.py            # all specs, 3 repeats (best of each), smollm2
     python bench/structural_tag.py --quick    # one spec, shorter text, 1 repeat (a smoke test)
 
 Writes JSON to ``--out`` (default bench/results/structural_tag.json) and the table to
@@ -186,8 +186,8 @@ def _worker(engine: str, vocab_name: str, spec_name: str, n_prose: int, out: Any
         compile_ms = (time.perf_counter() - t0) * 1e3
         first = _force(matcher(compiled, True), steps, ids, regions, vocab.eos_id)
         again = _force(matcher(compiled, False), steps, ids, regions, vocab.eos_id)
-        out.put({"engine": engine, "spec": spec_name, "compile_ms": compile_ms, "n_tokens": len(ids),
-                 "first": first, "repeated": again})
+        out.put({"engine": engine, "spec": spec_name, "compile_ms": compile_ms,
+                 "n_tokens": len(ids), "first": first, "repeated": again})
     except Exception as e:  # reported in the table, not a crash of the whole bench
         out.put({"engine": engine, "spec": spec_name, "crash": f"{type(e).__name__}: {e}"})
 
@@ -245,13 +245,15 @@ def render(rows: dict[str, dict[str, Any]], n_tokens: dict[str, int]) -> str:
                          + (f" {errs[0]}" if errs else ""))
         ours, theirs = by_engine.get("lexguide"), by_engine.get("xgrammar")
         if ours and theirs and "crash" not in ours and "crash" not in theirs:
-            ratios = [_fmt(ours[k] / theirs[k]) if ours[k] and theirs[k] else "—" for _, k in COLUMNS]
+            ratios = [_fmt(ours[k] / theirs[k]) if ours[k] and theirs[k] else "—"
+                      for _, k in COLUMNS]
             lines.append(f"| {spec} | | **lexguide / xgrammar** | " + " | ".join(ratios) + " |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one spec, one paragraph, one repeat")
     ap.add_argument("--vocab", default="smollm2", help="smollm2, gemma3 or llama3")
     ap.add_argument("--engines", default=",".join(ENGINES))
@@ -302,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         rows[spec] = {e: best[e] for e in engines if e in best}
     table = render(rows, n_tokens)
     note = (f"\nvocabulary {args.vocab}; 1st mask: the first mask of a fresh grammar; the others: "
-            f"mean µs per mask; best of {repeats} run(s) per (engine, spec) column by column, each "
-            "run in a fresh process; ratios lexguide / xgrammar.")
+            f"mean µs per mask; best of {repeats} run(s) per (engine, spec) column by column, "
+            "each run in a fresh process; ratios lexguide / xgrammar.")
     print(table + note)
     out = Path(args.out or ROOT / "bench" / "results" / "structural_tag.json")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -405,3 +405,52 @@ def test_lazy_grammar_errors():
         Grammar.from_lazy(BASE, [{"type": "regexp", "value": "x"}])
     with pytest.raises(GrammarError, match="non-empty list"):
         Grammar.from_lazy(BASE, [])
+
+
+# -- token begin/end and budgets --------------------------------------------------------------
+
+TOKEN_VOCAB = [b"<eos>", b"<|start|>", b"<|end|>", b"a", b"b", b"{", b"}", b"ab", b"a}"]
+TOKEN_INFO = TokenizerInfo.from_token_bytes(TOKEN_VOCAB, eos_ids=[0], special_ids=[1, 2],
+                                            special_names={"<|start|>": 1, "<|end|>": 2})
+
+
+def _accepts_tokens(grammar: Grammar, ids: list[int], info: TokenizerInfo = TOKEN_INFO) -> bool:
+    m = Matcher(grammar, info)
+    for t in ids:
+        mask = m.compute_mask()
+        if not (int(mask[t >> 5]) >> (t & 31)) & 1:
+            return False
+        m.consume(t)
+    return m.is_accepting()
+
+
+@pytest.mark.parametrize("content,accepted", [
+    ({"type": "any_text"}, [[1, 3, 4, 2, 4], [1, 2, 4], [1, 5, 6, 2, 4]]),
+    (_const("ab"), [[1, 3, 4, 2, 4], [1, 7, 2, 4]]),
+    ({"type": "triggered_tags", "triggers": ["{"], "tags": [_tag("{", _const("a"), "}")]},
+     [[1, 3, 5, 8, 4, 2, 4], [1, 2, 4]]),
+])
+def test_tags_with_token_begin_and_end(content, accepted):
+    grammar = Grammar.from_structural_tag({"type": "sequence", "elements": [
+        {"type": "tag", "begin": {"type": "token", "token": "<|start|>"}, "content": content,
+         "end": {"type": "token", "token": 2}}, _const("b")]})
+    for ids in accepted:
+        assert _accepts_tokens(grammar, ids), ids
+    assert not _accepts_tokens(grammar, [3, 2, 4])  # no begin token
+    assert not _accepts_tokens(grammar, [1, 3, 4])  # no end token
+    if content["type"] == "triggered_tags":
+        assert not _accepts_tokens(grammar, [1, 5, 4, 6, 2, 4])  # the trigger starts a tag
+
+
+def test_any_text_token_budget_ends_the_text():
+    grammar = Grammar.from_structural_tag({"type": "tag", "begin": "{", "end": {"type": "token", "token": 2},
+                                           "content": {"type": "any_text", "max_tokens": 2}})
+    assert _accepts_tokens(grammar, [5, 3, 4, 2])
+    m = Matcher(grammar, TOKEN_INFO)
+    for t in (5, 3, 4):
+        m.consume(t)
+    allowed = np.flatnonzero(np.unpackbits(m.compute_mask().view(np.uint8), bitorder="little")[:9])
+    assert allowed.tolist() == [2]  # two tokens of text: only the end token is left
+    with pytest.raises(GrammarError, match=r"\$\.content\.max_tokens"):
+        Grammar.from_structural_tag({"type": "tag", "begin": "{", "end": "}",
+                                     "content": {"type": "any_text", "max_tokens": 2}})

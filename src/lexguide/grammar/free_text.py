@@ -65,7 +65,9 @@ class FreeText:
             body = rx.intersect(body, rx.repeat(any_char, 0, max_chars))
         self.body = body
         # text with an exit that ends before its last byte: what no exit lexeme may contain
-        self._past_exit = rx.concat(text, _strings(self.exits), any_char, text) if exits else rx.NOTHING
+        self._past_exit = rx.NOTHING
+        if exits:
+            self._past_exit = rx.concat(text, _strings(self.exits), any_char, text)
 
     def until(self, exits: Sequence[bytes]) -> int:
         """Free text up to and including the first exit, which is one of ``exits``."""
@@ -86,10 +88,12 @@ def _copy_lexeme(builder: GrammarBuilder, lx: Lexeme, classes: dict[int, int],
     if regex is not None and regex != lx.rx:  # a derivative: the value split no longer applies
         return builder.lexeme(regex, lx.name, lexeme_class=cls, lazy=lx.lazy,
                               max_tokens=lx.max_tokens)
-    stop = (lx.body_rx, lx.stop_rx) if lx.stop_rx is not None and lx.body_rx is not None else None
-    suffix = (lx.body_rx, lx.suffix_rx) if lx.suffix_rx is not None and lx.body_rx is not None else None
-    return builder.lexeme(lx.rx, lx.name, lexeme_class=cls, lazy=lx.lazy, max_tokens=lx.max_tokens,
-                          stop=stop, suffix=suffix, capture=lx.capture, stop_capture=lx.stop_capture)
+    split = lx.body_rx is not None
+    stop = (lx.body_rx, lx.stop_rx) if split and lx.stop_rx is not None else None
+    suffix = (lx.body_rx, lx.suffix_rx) if split and lx.suffix_rx is not None else None
+    return builder.lexeme(lx.rx, lx.name, lexeme_class=cls, lazy=lx.lazy,
+                          max_tokens=lx.max_tokens, stop=stop, suffix=suffix,
+                          capture=lx.capture, stop_capture=lx.stop_capture)
 
 
 def embed(builder: GrammarBuilder, ir: GrammarIR) -> int:
@@ -215,8 +219,7 @@ def _emit(builder: GrammarBuilder, ir: GrammarIR, rules: dict[tuple, list[tuple]
     while changed:
         changed = False
         for lhs, alts in rules.items():
-            if lhs not in productive and any(
-                    all(s in alive if s[0] == "L" else s in productive for s in alt) for alt in alts):
+            if lhs not in productive and any(_usable(alt, alive, productive) for alt in alts):
                 productive.add(lhs)
                 changed = True
     if start not in productive:
@@ -244,9 +247,13 @@ def _emit(builder: GrammarBuilder, ir: GrammarIR, rules: dict[tuple, list[tuple]
             continue
         done.add(nt)
         for alt in rules.get(nt, ()):
-            if all(s in alive if s[0] == "L" else s in productive for s in alt):
+            if _usable(alt, alive, productive):
                 builder.rule(syms[nt], [sym(s) for s in alt])
     return top
+
+
+def _usable(alt: tuple, alive: set[tuple], productive: set[tuple]) -> bool:
+    return all(s in alive if s[0] == "L" else s in productive for s in alt)
 
 
 def _name(ir: GrammarIR, s: tuple) -> str:

@@ -147,7 +147,8 @@ def compile_lazy(ir: GrammarIR, triggers: Sequence[Any]) -> GrammarIR:
             try:
                 at = _first_group(pattern)
             except ValueError as e:
-                raise _err(i, f"pattern {value!r}: {e}; lexguide needs it at the top level") from None
+                raise _err(i, f"pattern {value!r}: {e}; lexguide needs it at the top "
+                           "level") from None
             at = 0 if at is None else at
             before = _regex(pattern[:at], i)
             fed = rx.literal_set(_regex(pattern[at:], i), MAX_FED_STRINGS)
@@ -179,7 +180,8 @@ def compile_lazy(ir: GrammarIR, triggers: Sequence[Any]) -> GrammarIR:
     for i, token, fed in tokens:
         rest = quotient(builder, ir, fed)
         if rest is None:
-            raise _err(i, f"no sentence of the grammar starts with {fed.decode(errors='replace')!r}, "
+            raise _err(i, "no sentence of the grammar starts with "
+                       f"{fed.decode(errors='replace')!r}, "
                        "the token trigger's text")
         tok = builder.token_lexeme(TokenSet(ranges=((token, token),)))
         alts.append((free_sym, tok, rest))

@@ -11,7 +11,8 @@ Accepted input (xgrammar ``python/xgrammar/structural_tag.py`` and its docs defi
 ``FORMAT`` types: ``const_string``, ``json_schema`` (``style: "json"``), ``regex``,
 ``grammar`` (Lark variant when it starts with ``%llguidance``, GBNF otherwise), ``any_text``
 (``excludes``, ``max_chars``, ``max_tokens``), ``sequence``, ``or``, ``tag``
-(``begin``, ``content``, ``end``: a string or a list of strings), ``triggered_tags``,
+(``begin``: a string or a token object; ``content``; ``end``: a string, a list of strings or
+a token object), ``triggered_tags``,
 ``tags_with_separator``, ``optional``, ``plus``, ``star``, ``repeat``. Token-level formats,
 ``dispatch`` and the XML argument styles are rejected by name.
 
@@ -32,7 +33,7 @@ from typing import Any
 from lexguide.errors import GrammarError, RegexError, SchemaError
 from lexguide.grammar.free_text import FreeText, embed
 from lexguide.grammar.gbnf import compile_gbnf
-from lexguide.grammar.ir import GrammarBuilder, GrammarIR, json_schema_compiler
+from lexguide.grammar.ir import GrammarBuilder, GrammarIR, TokenSet, json_schema_compiler
 from lexguide.grammar.lark import compile_grammar_list, compile_lark
 from lexguide.limits import MAX_NESTING_DEPTH
 from lexguide.regex import nodes as rx
@@ -151,11 +152,13 @@ def compile_text_grammar(text: str) -> GrammarIR:
 @dataclass(frozen=True)
 class _Follow:
     """What comes right after a format: ``ends`` (strings the format must consume as its
-    last bytes, one of them), or the end of the output (``eos``), or neither (something
-    else follows; unbounded formats are then an error)."""
+    last bytes, one of them) or ``token`` (a token that must follow it), or the end of the
+    output (``eos``), or none of these (something else follows; unbounded formats are then
+    an error)."""
 
     ends: tuple[bytes, ...] | None
     eos: bool
+    token: TokenSet | None = None
 
 
 _NOTHING_FOLLOWS = _Follow(None, False)
@@ -224,6 +227,8 @@ class _Compiler:
         return self.builder.seq(syms, name) if syms else self.builder.empty()
 
     def ends_lexeme(self, follow: _Follow) -> int | None:
+        if follow.token is not None:
+            return self.builder.token_lexeme(follow.token)
         if not follow.ends:
             return None
         return self.builder.lexeme(rx.alt(*[rx.literal(e) for e in follow.ends]), "end")
@@ -232,7 +237,8 @@ class _Compiler:
         return self.seq([sym, self.ends_lexeme(follow)], name)
 
     # -- dispatch -------------------------------------------------------------------------
-    def format(self, fmt: Any, path: str, follow: _Follow, depth: int, consumed: bytes = b"") -> int:
+    def format(self, fmt: Any, path: str, follow: _Follow, depth: int,
+               consumed: bytes = b"") -> int:
         """The symbol of ``fmt`` followed by ``follow.ends``; ``consumed`` is a prefix of the
         format's text that an earlier lexeme already matched (a trigger, or a literal an
         unbounded format ended at)."""
@@ -258,7 +264,7 @@ class _Compiler:
         if consumed and kind not in ("const_string", "tag", "sequence"):
             raise _err(path, f"a {kind!r} format cannot follow an unbounded format: only a "
                        "literal start (const_string, tag) can end one")
-        if kind in _UNBOUNDED and follow.ends is None and not follow.eos:
+        if kind in _UNBOUNDED and follow.ends is None and follow.token is None and not follow.eos:
             raise _err(path, f"a {kind!r} format must be the content of a tag, be followed by "
                        "a literal (const_string or tag) or end the output")
         return getattr(self, "f_" + kind)(fmt, path, follow, depth + 1, consumed)
@@ -271,9 +277,9 @@ class _Compiler:
         rest = rx.literal(value[len(consumed):])
         if follow.ends:
             rest = rx.concat(rest, rx.alt(*[rx.literal(e) for e in follow.ends]))
-        if rest == rx.EPSILON:
-            return self.builder.empty()
-        return self.builder.lexeme(rest, json.dumps(fmt["value"]))
+        sym = self.builder.empty() if rest == rx.EPSILON else \
+            self.builder.lexeme(rest, json.dumps(fmt["value"]))
+        return self.seq([sym, self.ends_lexeme(follow)], "const") if follow.token else sym
 
     def f_regex(self, fmt, path, follow, depth, consumed) -> int:
         pattern = _string(fmt["pattern"], f"{path}.pattern")
@@ -284,9 +290,11 @@ class _Compiler:
         if follow.ends:  # one lexeme: the regex cannot swallow the end
             node = rx.concat(node, rx.alt(*[rx.literal(e) for e in follow.ends]))
         if rx.nullable(node):
-            return self.builder.optional(self.builder.lexeme(
+            sym = self.builder.optional(self.builder.lexeme(
                 rx.intersect(node, rx.complement(rx.EPSILON)), f"/{pattern}/"))
-        return self.builder.lexeme(node, f"/{pattern}/")
+        else:
+            sym = self.builder.lexeme(node, f"/{pattern}/")
+        return self.seq([sym, self.ends_lexeme(follow)], "regex") if follow.token else sym
 
     def f_json_schema(self, fmt, path, follow, depth, consumed) -> int:
         style = fmt.get("style", "json")
@@ -301,7 +309,8 @@ class _Compiler:
             options["whitespace_pattern"] = f"[ \\t\\n\\r]{{0,{n_ws}}}"
         schema = fmt["json_schema"]
         if not isinstance(schema, (dict, bool)):
-            raise _err(f"{path}.json_schema", f"expected an object or a boolean, got {_kind(schema)}")
+            raise _err(f"{path}.json_schema",
+                       f"expected an object or a boolean, got {_kind(schema)}")
         try:
             sym = json_schema_compiler()(self.builder, schema, lexeme_class=0, **options)
         except SchemaError as e:
@@ -323,9 +332,13 @@ class _Compiler:
         max_tokens = _count(fmt, "max_tokens", path, minimum=1)
         free = FreeText(follow.ends or (), excludes, max_chars)
         if follow.ends:
-            return self.builder.lexeme(free.until(follow.ends), "any_text", max_tokens=max_tokens)
-        return self.builder.optional(self.builder.lexeme(free.to_end(), "any_text",
+            if max_tokens is not None:
+                raise _err(f"{path}.max_tokens", "a token budget on text that ends at a string "
+                           "is not supported by lexguide (use max_chars, or end it with a token)")
+            return self.builder.lexeme(free.until(follow.ends), "any_text")
+        text = self.builder.optional(self.builder.lexeme(free.to_end(), "any_text",
                                                           max_tokens=max_tokens))
+        return self.seq([text, self.ends_lexeme(follow)], "any_text")
 
     # -- composites -----------------------------------------------------------------------
     def f_sequence(self, fmt, path, follow, depth, consumed) -> int:
@@ -353,10 +366,13 @@ class _Compiler:
         elements = fmt["elements"]
         if not isinstance(elements, list) or not elements:
             raise _err(f"{path}.elements", "expected a non-empty array of formats")
-        syms = [self.format(el, f"{path}.elements[{i}]", follow, depth) for i, el in enumerate(elements)]
+        syms = [self.format(el, f"{path}.elements[{i}]", follow, depth)
+                for i, el in enumerate(elements)]
         return self.builder.alt([(s,) for s in syms], "or")
 
     def f_tag(self, fmt, path, follow, depth, consumed) -> int:
+        if isinstance(fmt["begin"], dict) or isinstance(fmt["end"], dict):
+            return self._token_tag(fmt, path, follow, depth)
         begin = _string(fmt["begin"], f"{path}.begin").encode()
         if not begin.startswith(consumed):
             raise _err(f"{path}.begin", "internal: consumed text is not a prefix")
@@ -367,10 +383,28 @@ class _Compiler:
         end_bytes = [_string(e, f"{path}.end").encode() for e in ends]
         head = self.literal(begin[len(consumed):])
         if all(not e for e in end_bytes):  # no end: the content ends where the tag would
-            return self.seq([head, self.format(fmt["content"], f"{path}.content", follow, depth)], "tag")
+            content = self.format(fmt["content"], f"{path}.content", follow, depth)
+            return self.seq([head, content], "tag")
         if not all(end_bytes):
             raise _err(f"{path}.end", "an empty end string among non-empty ones is not supported")
-        body = self.format(fmt["content"], f"{path}.content", _Follow(tuple(end_bytes), False), depth)
+        body = self.format(fmt["content"], f"{path}.content", _Follow(tuple(end_bytes), False),
+                           depth)
+        return self.seq([head, body, self.ends_lexeme(follow)], "tag")
+
+    def _token_tag(self, fmt, path, follow, depth) -> int:
+        """A tag whose begin or end is a token object ``{"type": "token", "token": id | text}``
+        (text: a special token's, such as ``<|im_end|>``)."""
+        begin = fmt["begin"]
+        if isinstance(begin, dict):
+            head = self.builder.token_lexeme(_token(begin, f"{path}.begin"))
+        else:
+            head = self.literal(_string(begin, f"{path}.begin").encode())
+        end = fmt["end"]
+        if isinstance(end, dict):
+            inner = _Follow(None, False, _token(end, f"{path}.end"))
+        else:
+            inner = _Follow((_string(end, f"{path}.end", empty=False).encode(),), False)
+        body = self.format(fmt["content"], f"{path}.content", inner, depth)
         return self.seq([head, body, self.ends_lexeme(follow)], "tag")
 
     def _tags(self, fmt, path) -> list[dict[str, Any]]:
@@ -416,7 +450,8 @@ class _Compiler:
         if follow.ends:
             leave: int | None = b.lexeme(free.until(follow.ends), "text")
         else:
-            leave = b.optional(b.lexeme(free.to_end(), "text"))
+            leave = self.seq([b.optional(b.lexeme(free.to_end(), "text")),
+                              self.ends_lexeme(follow)], "text")
         if at_least_one:
             first = b.alt([(self.format(tag, f"{path}.tags[{i}]", _NOTHING_FOLLOWS, depth),)
                            for i, tag in enumerate(tags)], "tag")
@@ -446,7 +481,8 @@ class _Compiler:
         return self.format(fmt["content"], f"{path}.content", _NOTHING_FOLLOWS, depth)
 
     def f_optional(self, fmt, path, follow, depth, consumed) -> int:
-        return self.with_ends(self.builder.optional(self._content(fmt, path, depth)), follow, "optional")
+        sym = self.builder.optional(self._content(fmt, path, depth))
+        return self.with_ends(sym, follow, "optional")
 
     def f_plus(self, fmt, path, follow, depth, consumed) -> int:
         return self.with_ends(self.builder.plus(self._content(fmt, path, depth)), follow, "plus")
@@ -462,9 +498,22 @@ class _Compiler:
         elif hi is not None:
             hi = _count(fmt, "max", path)
         if lo is None or (hi is not None and hi < lo):
-            raise _err(path, f"expected 0 <= min <= max (max -1: unbounded), got {lo!r}, {fmt['max']!r}")
+            raise _err(path, "expected 0 <= min <= max (max -1: unbounded), got "
+                       f"{lo!r}, {fmt['max']!r}")
         sym = self.builder.repeat(self._content(fmt, path, depth), lo, hi)
         return self.with_ends(sym, follow, "repeat")
+
+
+def _token(v: dict[str, Any], path: str) -> TokenSet:
+    """The token set of a ``{"type": "token", "token": id | special-token text}`` object."""
+    if v.get("type") != "token" or set(v) != {"type", "token"}:
+        raise _err(path, 'expected a string or {"type": "token", "token": ID or TEXT}')
+    tok = v["token"]
+    if isinstance(tok, str) and tok:
+        return TokenSet(names=(tok,))
+    if isinstance(tok, bool) or not isinstance(tok, int) or tok < 0:
+        raise _err(f"{path}.token", f"expected a token id or a special token's text, got {tok!r}")
+    return TokenSet(ranges=((tok, tok),))
 
 
 def _leading_literal(fmt: Any) -> bytes | None:
