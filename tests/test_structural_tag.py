@@ -454,3 +454,52 @@ def test_any_text_token_budget_ends_the_text():
     with pytest.raises(GrammarError, match=r"\$\.content\.max_tokens"):
         Grammar.from_structural_tag({"type": "tag", "begin": "{", "end": "}",
                                      "content": {"type": "any_text", "max_tokens": 2}})
+
+
+TOOL_SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "enum": ["get", "put"]},
+    "arguments": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+    "required": ["name", "arguments"], "additionalProperties": False}
+CALLS = ['{"name": "get", "arguments": {"x": 12}}', '{"name":"put","arguments":{}}',
+         '{"name":"get","arguments":{"x":123}}', '{"name": "get", "arguments": {}}']
+
+
+@pytest.mark.parametrize("trigger", ['{', '{"', '{"name', '{"name": "g',
+                                     '{"name":"get","arguments":{"x":1'])
+def test_lazy_grammar_after_a_trigger_ending_inside_a_lexeme_is_the_grammar(trigger):
+    """The trigger ends inside JSON lexemes (a key, a string, an integer): what may follow it
+    is exactly what the schema's grammar accepts after it, on mutated tool calls."""
+    base = Grammar.from_json_schema(TOOL_SCHEMA)
+    lazy = Grammar.from_lazy(base, [trigger])
+    rng = random.Random(trigger)
+    n_checked = n_valid = 0
+    for call in CALLS:
+        for _ in range(60):
+            t = list(call)
+            i = rng.randrange(len(t) + 1)
+            kind = rng.randrange(4)
+            if kind == 0:
+                del t[min(i, len(t) - 1)]
+            elif kind == 1:
+                t.insert(i, rng.choice(' {}":,x1ga'))
+            elif kind == 2:
+                t = t[:i]
+            text = "".join(t)
+            if not text.startswith(trigger):
+                continue
+            expected = base.validate(text)
+            assert lazy.validate("so: " + text) == lazy.validate(text) == expected, text
+            n_checked += 1
+            n_valid += expected
+    assert n_checked > 15 and 0 < n_valid < n_checked
+
+
+def test_lazy_quotient_goes_past_nullable_symbols_only():
+    """``o`` is nullable (the quotient goes past it to ``a``); ``a`` is not (it must not skip
+    to ``b``)."""
+    grammar = Grammar.from_lark('%llguidance {}\nstart: o a b\no: "q"?\na: "<t" "x"\n'
+                                'b: "<t" "y"')
+    lazy = Grammar.from_lazy(grammar, ["<t"])
+    for text in ["<tx<ty", "<ty", "<t<ty", "<tx", "<txy"]:
+        assert lazy.validate("so " + text) == grammar.validate(text), text
+    assert lazy.validate("so <tx<ty") and lazy.validate("q<tx<ty") and not lazy.validate("<ty")

@@ -201,8 +201,9 @@ def _derive_symbol(s: tuple, b: int) -> list[tuple]:
     out: list[tuple] = []
     if rx.nullable(nxt):
         out.append(())
-    if nxt != rx.EPSILON:
-        out.append((("L", s[1], nxt),))
+    if nxt != rx.EPSILON:  # the rest of the lexeme, never empty (the empty case is above)
+        rest = rx.intersect(nxt, rx.complement(rx.EPSILON)) if out else nxt
+        out.append((("L", s[1], rest),))
     return out
 
 
