@@ -1,11 +1,12 @@
 """The FastAPI application: routes, server-sent events, metrics, and ``serve``.
 
 The web side is asyncio; the model lives on the scheduler thread (``scheduler.py``). A request
-handler checks the body (``protocol.py``), submits a :class:`Job` whose events the scheduler
+handler checks the body (``protocol.py``), has its grammar compiled on the compile worker
+(``constraints.GrammarCompiler``), submits a :class:`Job` whose events the scheduler
 posts into an asyncio queue with ``loop.call_soon_threadsafe``, and answers from that queue —
 as one JSON object or as SSE chunks ending in ``data: [DONE]``. Whatever ends the handler
 (finish, error, the client going away) marks the job cancelled, so its slots are freed at
-the next step.
+the next step. With an API key, :class:`_RequireKey` answers 401 before any of this.
 """
 
 from __future__ import annotations

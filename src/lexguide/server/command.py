@@ -60,7 +60,8 @@ def add_serve_parser(subparsers: argparse._SubParsersAction,
     p = subparsers.add_parser(
         "serve", help="serve a model over an OpenAI-compatible HTTP API",
         description="Serve a GGUF model at /v1/chat/completions and /v1/completions (OpenAI "
-        "shapes, streaming, JSON Schema / grammar / regex constrained outputs, tool calls), "
+        "shapes, streaming, JSON Schema / grammar / regex constrained outputs, tool calls, "
+        "log probabilities), "
         "with /v1/models, /health, /metrics and a playground page at /. See docs/server.md.",
     )
     add_model_argument(p)
