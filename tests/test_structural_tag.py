@@ -143,6 +143,7 @@ MASK_SPECS["nested"] = _tag("<a>", {"type": "triggered_tags", "triggers": ["<too
                                     "tags": [TOOL]}, "/")
 MASK_SPECS["any_text_in_tag"] = {"type": "sequence", "elements": [
     _tag("<a>", {"type": "any_text", "excludes": ["xx"]}, "/"), TAG_X]}
+MASK_SPECS["dispatch"] = {"type": "dispatch", "rules": [["<a>", _const("x/")], ["b>", TOOL]]}
 MASK_SPECS["separator"] = {"type": "tags_with_separator", "tags": [TAG_X, TAG_Y], "separator": "a",
                            "at_least_one": True}
 
@@ -333,6 +334,7 @@ BAD = [
     ({"type": "sequence", "elements": [_const("a"), {"type": "regex", "pattern": "("}]},
      "$.elements[1].pattern", "invalid regex"),
     ({"type": "token", "token": 5}, "$.type", "not supported"),
+    ({"type": "dispatch", "rules": [["<a>"]]}, "$.rules[0]", "[pattern, format] pair"),
     ({"type": "tag", "begin": "<a>", "content": _const("x"), "end": "/", "extra": 1}, "$",
      "unknown field 'extra'"),
     ({"structures": [{"begin": "<a>", "end": "/"}], "triggers": ["<a"]}, "$.structures[0]",

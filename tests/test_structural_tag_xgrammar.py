@@ -32,7 +32,8 @@ SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required"
           "additionalProperties": False}
 X = _tag("<a>", _const("x"), "/")
 Y = _tag("<ab", {"type": "regex", "pattern": "x+"}, ">")
-J = _tag("<j>", {"type": "json_schema", "json_schema": SCHEMA}, "</j>")
+SCHEMA_FMT = {"type": "json_schema", "json_schema": SCHEMA}
+J = _tag("<j>", SCHEMA_FMT, "</j>")
 SPECS = {
     "triggered": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X, Y]},
     "at_least_one": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X, Y], "at_least_one": True},
@@ -43,6 +44,10 @@ SPECS = {
     "any_text_in_tag": _tag("<a>", {"type": "any_text"}, "/"),
     "excludes": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X], "excludes": ["xx"]},
     "nested": _tag("<j>", {"type": "triggered_tags", "triggers": ["<a"], "tags": [X]}, "</j>"),
+    "dispatch": {"type": "dispatch", "rules": [["<a>", _const("x/")], ["<j>", SCHEMA_FMT]]},
+    "dispatch_once": {"type": "dispatch", "rules": [["<a", _const(">x/")]], "loop": False},
+    "dispatch_in_tag": _tag("<j>", {"type": "dispatch", "rules": [["<a>", _const("x/")]],
+                                    "excludes": ["</j>"]}, "</j>"),
     "sequence_or": {"type": "sequence", "elements": [
         {"type": "or", "elements": [X, Y]}, _const("b"), J]},
 }

@@ -12,14 +12,15 @@ Accepted input (xgrammar ``python/xgrammar/structural_tag.py`` and its docs defi
 ``grammar`` (Lark variant when it starts with ``%llguidance``, GBNF otherwise), ``any_text``
 (``excludes``, ``max_chars``, ``max_tokens``), ``sequence``, ``or``, ``tag``
 (``begin``: a string or a token object; ``content``; ``end``: a string, a list of strings or
-a token object), ``triggered_tags``,
-``tags_with_separator``, ``optional``, ``plus``, ``star``, ``repeat``. Token-level formats,
-``dispatch`` and the XML argument styles are rejected by name.
+a token object), ``triggered_tags``, ``dispatch`` (``rules``: [pattern, format] pairs;
+``loop``; ``excludes``), ``tags_with_separator``, ``optional``, ``plus``, ``star``,
+``repeat``. Token-level formats and the XML argument styles are rejected by name.
 
 Semantics (see ``docs/structural_tags.md``): free text never contains a trigger, wherever it
 would stand, so every trigger starts a tag; an unbounded format (``any_text``,
-``triggered_tags``) ends at the first occurrence of what follows it (the enclosing tag's
-``end``, or a literal that follows it in a ``sequence``), or at the end of the output.
+``triggered_tags``, ``dispatch``) ends at the first occurrence of what follows it (the
+enclosing tag's ``end``, or a literal that follows it in a ``sequence``), or at the end of the
+output.
 Errors are :class:`~lexguide.errors.GrammarError` naming the JSON path of the field (``$`` is
 the spec), or :class:`~lexguide.errors.SchemaError` for a bad JSON Schema inside it.
 """
@@ -41,9 +42,8 @@ from lexguide.regex.syntax import parse_regex
 
 __all__ = ["compile_structural_tag", "compile_text_grammar", "normalize_spec"]
 
-_UNBOUNDED = ("any_text", "triggered_tags")
+_UNBOUNDED = ("any_text", "triggered_tags", "dispatch")
 _UNSUPPORTED = {
-    "dispatch": "free text with pattern rules",
     "token": "a single token",
     "exclude_token": "any token but some",
     "any_tokens": "token-level free text",
@@ -62,6 +62,7 @@ _FIELDS = {
     "tag": ({"begin", "content", "end"}, set()),
     "triggered_tags": ({"triggers", "tags"}, {"at_least_one", "stop_after_first", "excludes"}),
     "tags_with_separator": ({"tags", "separator"}, {"at_least_one", "stop_after_first"}),
+    "dispatch": ({"rules"}, {"loop", "excludes"}),
     "optional": ({"content"}, set()),
     "plus": ({"content"}, set()),
     "star": ({"content"}, set()),
@@ -436,32 +437,59 @@ class _Compiler:
         for t, owned in by_trigger.items():
             if not owned:
                 raise _err(f"{path}.triggers", f"trigger {t.decode()!r} starts no tag")
+        def rest(t: bytes) -> list[int]:  # after trigger t: the rest of one of its tags
+            return [self.format(tags[i], f"{path}.tags[{i}]", _NOTHING_FOLLOWS, depth, t)
+                    for i in by_trigger[t]]
+
+        first = None
+        if at_least_one:
+            first = self.builder.alt([(self.format(tag, f"{path}.tags[{i}]", _NOTHING_FOLLOWS,
+                                                   depth),) for i, tag in enumerate(tags)], "tag")
+        return self._region(triggers, rest, excludes, follow, first, not stop_after_first)
+
+    def f_dispatch(self, fmt, path, follow, depth, consumed) -> int:
+        rules = fmt["rules"]
+        if not isinstance(rules, list) or not rules:
+            raise _err(f"{path}.rules", "expected a non-empty array of [pattern, format] pairs")
+        formats: dict[bytes, list[tuple[int, Any]]] = {}
+        for i, rule in enumerate(rules):
+            if not isinstance(rule, list) or len(rule) != 2:
+                raise _err(f"{path}.rules[{i}]", "expected a [pattern, format] pair")
+            pattern = _string(rule[0], f"{path}.rules[{i}][0]", empty=False).encode()
+            formats.setdefault(pattern, []).append((i, rule[1]))
+        excludes = [s.encode() for s in _strings(fmt.get("excludes", []), f"{path}.excludes")]
+        loop = fmt.get("loop", True)
+        if not isinstance(loop, bool):
+            raise _err(f"{path}.loop", f"expected a boolean, got {_kind(loop)}")
+
+        def rest(p: bytes) -> list[int]:  # after pattern p: its format
+            return [self.format(f, f"{path}.rules[{i}][1]", _NOTHING_FOLLOWS, depth)
+                    for i, f in formats[p]]
+
+        return self._region(list(formats), rest, excludes, follow, None, loop)
+
+    def _region(self, triggers: list[bytes], rest: Any, excludes: list[bytes], follow: _Follow,
+                first: int | None, loop: bool) -> int:
+        """Free text in which each trigger leads to one of ``rest(trigger)`` (symbols for
+        what follows it), then free text again if ``loop``; ``first``: a tag the region must
+        start with. Ends at the first of ``follow.ends``, at ``follow.token`` or at EOS."""
         b = self.builder
         exits = tuple(triggers) + tuple(e for e in follow.ends or () if e not in triggers)
         free = FreeText(exits, excludes)
-        # one step: free text up to a trigger, then the rest of one of its tags
-        steps = []
-        for t, owned in by_trigger.items():
-            enter = b.lexeme(free.until((t,)), "text")
-            for i in owned:
-                rest = self.format(tags[i], f"{path}.tags[{i}]", _NOTHING_FOLLOWS, depth, t)
-                steps.append((enter, rest))
-        step = b.alt(steps, "triggered_tag")
+        steps = [(b.lexeme(free.until((t,)), "text"), after) for t in triggers for after in rest(t)]
+        step = b.alt(steps, "triggered")
+        end = self.ends_lexeme(follow)
         if follow.ends:
             leave: int | None = b.lexeme(free.until(follow.ends), "text")
         else:
-            leave = self.seq([b.optional(b.lexeme(free.to_end(), "text")),
-                              self.ends_lexeme(follow)], "text")
-        if at_least_one:
-            first = b.alt([(self.format(tag, f"{path}.tags[{i}]", _NOTHING_FOLLOWS, depth),)
-                           for i, tag in enumerate(tags)], "tag")
-            if stop_after_first:
-                return self.seq([first, self.ends_lexeme(follow)], "triggered_tags")
-            return self.seq([first, b.star(step), leave], "triggered_tags")
-        if stop_after_first:
-            return b.alt([(leave,), (self.seq([step, self.ends_lexeme(follow)], "step"),)],
-                         "triggered_tags")
-        return self.seq([b.star(step), leave], "triggered_tags")
+            leave = self.seq([b.optional(b.lexeme(free.to_end(), "text")), end], "text")
+        if first is not None:
+            if not loop:
+                return self.seq([first, end], "region")
+            return self.seq([first, b.star(step), leave], "region")
+        if not loop:
+            return b.alt([(leave,), (self.seq([step, end], "step"),)], "region")
+        return self.seq([b.star(step), leave], "region")
 
     def f_tags_with_separator(self, fmt, path, follow, depth, consumed) -> int:
         tags = self._tags(fmt, path)
