@@ -126,7 +126,8 @@ def _vocab() -> list[bytes]:
     toks += [bytes(p) for n in (1, 2) for p in itertools.product(b"<ab>x/", repeat=n)]
     # triggers and begins split every way, plus tokens running past them
     toks += [b"<a>", b"<ab", b"a>x", b">x/", b"x/<", b"/<a", b"<a>x/", b"xx>", b"aa>", b"x/x",
-             b"<tool", b"tool", b"_call", b"call>", b"<tool_call>", b'{"', b'":', b'"}', b"}", b"{", b"1",
+             b"<tool", b"tool", b"_call", b"call>", b"<tool_call>", b'{"', b'":', b'"}', b"}",
+             b"{", b"1",
              b' "', b'"a', b"l>", b"l>x", b"ol_", b"</tool_call>", b"</", b"tool_call>", b"\xc3",
              b"\xa9", b"\xc3\xa9"]
     return toks
@@ -243,7 +244,8 @@ def test_nested_tags():
         {"type": "structural_tag", "format": {"type": "sequence", "elements": [
             _tag("<think>", {"type": "any_text"}, "</think>"),
             _tag("<out>", inner, "</out>")]}})
-    assert grammar.validate('<think>a <tool_call> b</think><out>x<tool_call>{"a": 1}</tool_call>y</out>')
+    assert grammar.validate('<think>a <tool_call> b</think>'
+                            '<out>x<tool_call>{"a": 1}</tool_call>y</out>')
     assert grammar.validate("<think></think><out></out>")
     assert not grammar.validate("<think></think><out><tool_call>{}</out>")
     assert not grammar.validate("<think></think><out>x</out>y")  # nothing after the outer tag
@@ -290,7 +292,8 @@ def test_legacy_shape_is_triggered_tags_of_json_schemas():
             _tag("<function=get_weather>", {"type": "json_schema", "json_schema": schema},
                  "</function>")]}})
     texts = ["I'll check. <function=get_weather>{\"city\": \"Paris\"}</function> done", "",
-             "no call", "<function=get_time>{}</function>", '<function=get_weather>{"town": "x"}</function>',
+             "no call", "<function=get_time>{}</function>",
+             '<function=get_weather>{"town": "x"}</function>',
              "<function=get_weather>{\"city\": \"a\"}</function><function="]
     assert [legacy.validate(t) for t in texts] == [current.validate(t) for t in texts] \
         == [True, True, True, False, False, False]
@@ -321,11 +324,11 @@ def test_grammar_and_regex_formats():
 # -- errors -----------------------------------------------------------------------------------
 
 BAD = [
-    ({"type": "structural_tag", "format": {"type": "nope"}}, "$.format.type", "unknown format type 'nope'"),
+    ({"type": "structural_tag", "format": {"type": "nope"}}, "$.format.type",
+     "unknown format type 'nope'"),
     ({"type": "structural_tag"}, "$", "missing field 'format'"),
     ({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<a"],
-                                           "tags": [{"type": "tag", "begin": "<b>", "content": _const("x"),
-                                                     "end": "/"}]}},
+                                           "tags": [_tag("<b>", _const("x"), "/")]}},
      "$.format.tags[0].begin", "exactly one trigger"),
     ({"type": "structural_tag", "format": {"type": "tag", "begin": "<a>", "content": _const("x"),
                                            "end": 3}}, "$.format.end", "expected a string"),
@@ -388,7 +391,8 @@ def test_lazy_grammar_is_free_text_then_the_grammar_from_the_trigger(triggers):
 
 def test_lazy_pattern_full_and_token_triggers():
     base = Grammar.from_gbnf(BASE)
-    full = Grammar.from_lazy(base, [{"type": "pattern_full", "value": "^think[a-z ]*(<tool_call>)$"}])
+    full = Grammar.from_lazy(base, [{"type": "pattern_full",
+                                     "value": "^think[a-z ]*(<tool_call>)$"}])
     assert full.validate("think ok<tool_call>{a}!") and full.validate("whatever")
     assert not full.validate("think ok<tool_call>zz")
     assert full.validate("x<tool_call>zz")  # the whole text must match: this prefix does not
@@ -449,7 +453,8 @@ def test_tags_with_token_begin_and_end(content, accepted):
 
 
 def test_any_text_token_budget_ends_the_text():
-    grammar = Grammar.from_structural_tag({"type": "tag", "begin": "{", "end": {"type": "token", "token": 2},
+    grammar = Grammar.from_structural_tag({"type": "tag", "begin": "{",
+                                           "end": {"type": "token", "token": 2},
                                            "content": {"type": "any_text", "max_tokens": 2}})
     assert _accepts_tokens(grammar, [5, 3, 4, 2])
     m = Matcher(grammar, TOKEN_INFO)

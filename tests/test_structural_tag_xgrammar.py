@@ -36,7 +36,8 @@ SCHEMA_FMT = {"type": "json_schema", "json_schema": SCHEMA}
 J = _tag("<j>", SCHEMA_FMT, "</j>")
 SPECS = {
     "triggered": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X, Y]},
-    "at_least_one": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X, Y], "at_least_one": True},
+    "at_least_one": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X, Y],
+                     "at_least_one": True},
     "stop_after_first": {"type": "triggered_tags", "triggers": ["<a"], "tags": [X, Y],
                          "stop_after_first": True},
     "two_triggers": {"type": "triggered_tags", "triggers": ["<a", "<j"], "tags": [X, J]},
@@ -58,7 +59,8 @@ EXTRA = ['<a>x/b<j>{"a": 1}</j>', '<abx>b<j>{"a":-3}</j>', '<abx>b<j>{"a": 3, "a
 
 
 def _xgrammar_accepts(fmt: dict):
-    compiled = xgr.Grammar.from_structural_tag(json.dumps({"type": "structural_tag", "format": fmt}))
+    spec = {"type": "structural_tag", "format": fmt}
+    compiled = xgr.Grammar.from_structural_tag(json.dumps(spec))
     return lambda s: testing._is_grammar_accept_string(compiled, s)
 
 
