@@ -336,7 +336,12 @@ BAD = [
      "$.elements[0]", "must be the content of a tag"),
     ({"type": "sequence", "elements": [_const("a"), {"type": "regex", "pattern": "("}]},
      "$.elements[1].pattern", "invalid regex"),
-    ({"type": "token", "token": 5}, "$.type", "not supported"),
+    ({"type": "qwen_xml_parameter", "json_schema": {}}, "$.type", "not supported"),
+    ({"type": "json_schema", "json_schema": {}, "style": "qwen_xml"}, "$.style", "not supported"),
+    (_tag("<a>", {"type": "any_tokens"}, "/"), "$.content", "cannot end at a string"),
+    ({"type": "token_triggered_tags", "trigger_tokens": [1], "tags": [
+        {"type": "tag", "begin": {"type": "token", "token": 2}, "content": _const("a"),
+         "end": "/"}]}, "$.tags[0].begin", "one of trigger_tokens"),
     ({"type": "dispatch", "rules": [["<a>"]]}, "$.rules[0]", "[pattern, format] pair"),
     ({"type": "tag", "begin": "<a>", "content": _const("x"), "end": "/", "extra": 1}, "$",
      "unknown field 'extra'"),
@@ -514,3 +519,34 @@ def test_lazy_quotient_goes_past_nullable_symbols_only():
     for text in ["<tx<ty", "<ty", "<t<ty", "<tx", "<txy"]:
         assert lazy.validate("so " + text) == grammar.validate(text), text
     assert lazy.validate("so <tx<ty") and lazy.validate("q<tx<ty") and not lazy.validate("<ty")
+
+
+START, END = {"type": "token", "token": "<|start|>"}, {"type": "token", "token": 2}
+TOKEN_TAG = {"type": "tag", "begin": START, "content": _const("ab"), "end": END}
+
+
+@pytest.mark.parametrize("fmt,accepted,refused", [
+    ({"type": "token_triggered_tags", "trigger_tokens": ["<|start|>"], "tags": [TOKEN_TAG]},
+     [[], [3, 4], [2, 5], [3, 1, 7, 2, 5], [1, 3, 4, 2, 1, 7, 2]], [[1, 3, 2], [1, 7], [1, 3, 4]]),
+    ({"type": "token_triggered_tags", "trigger_tokens": ["<|start|>"], "tags": [TOKEN_TAG],
+      "at_least_one": True, "stop_after_first": True},
+     [[1, 7, 2]], [[], [3, 1, 7, 2], [1, 7, 2, 3]]),
+    ({"type": "token_triggered_tags", "trigger_tokens": ["<|start|>"], "tags": [TOKEN_TAG],
+      "exclude_tokens": [5]}, [[3, 1, 7, 2, 6]], [[5], [1, 7, 2, 5]]),
+    ({"type": "token_dispatch", "rules": [["<|start|>", _const("ab")]], "loop": False},
+     [[3, 1, 7], [1, 3, 4], [8]], [[1, 7, 3], [1, 8]]),
+    # control tokens are tokens too: only EOS ends token-level text
+    ({"type": "any_tokens", "max_tokens": 2}, [[], [3], [7, 8], [1, 2]], [[3, 4, 5]]),
+    ({"type": "sequence", "elements": [{"type": "exclude_token", "exclude_tokens": [3]},
+                                       {"type": "token", "token": 2}]},
+     [[4, 2], [1, 2]], [[3, 2], [4]]),
+    ({"type": "tag", "begin": START, "end": END,
+      "content": {"type": "any_tokens", "exclude_tokens": [5]}},
+     [[1, 2], [1, 3, 6, 2]], [[1, 5, 2], [1, 3]]),
+])
+def test_token_level_formats(fmt, accepted, refused):
+    grammar = Grammar.from_structural_tag(fmt)
+    for ids in accepted:
+        assert _accepts_tokens(grammar, ids), ids
+    for ids in refused:
+        assert not _accepts_tokens(grammar, ids), ids

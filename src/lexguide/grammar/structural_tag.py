@@ -14,7 +14,8 @@ Accepted input (xgrammar ``python/xgrammar/structural_tag.py`` and its docs defi
 (``begin``: a string or a token object; ``content``; ``end``: a string, a list of strings or
 a token object), ``triggered_tags``, ``dispatch`` (``rules``: [pattern, format] pairs;
 ``loop``; ``excludes``), ``tags_with_separator``, ``optional``, ``plus``, ``star``,
-``repeat``. Token-level formats and the XML argument styles are rejected by name.
+``repeat``, and the token-level formats of :mod:`lexguide.grammar.token_formats`. The XML
+argument styles are rejected by name.
 
 Semantics (see ``docs/structural_tags.md``): free text never contains a trigger, wherever it
 would stand, so every trigger starts a tag; an unbounded format (``any_text``,
@@ -28,29 +29,35 @@ the spec), or :class:`~lexguide.errors.SchemaError` for a bad JSON Schema inside
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from lexguide.errors import GrammarError, RegexError, SchemaError
 from lexguide.grammar.free_text import FreeText, embed
 from lexguide.grammar.gbnf import compile_gbnf
-from lexguide.grammar.ir import GrammarBuilder, GrammarIR, TokenSet, json_schema_compiler
+from lexguide.grammar.ir import GrammarBuilder, GrammarIR, json_schema_compiler
 from lexguide.grammar.lark import compile_grammar_list, compile_lark
+from lexguide.grammar.structural_fields import (
+    NOTHING_FOLLOWS,
+    Follow,
+    as_dict,
+    count,
+    err,
+    flag,
+    kind_of,
+    string,
+    strings,
+    token_set,
+)
+from lexguide.grammar.token_formats import TokenFormats
 from lexguide.limits import MAX_NESTING_DEPTH
 from lexguide.regex import nodes as rx
 from lexguide.regex.syntax import parse_regex
 
 __all__ = ["compile_structural_tag", "compile_text_grammar", "normalize_spec"]
 
-_UNBOUNDED = ("any_text", "triggered_tags", "dispatch")
-_UNSUPPORTED = {
-    "token": "a single token",
-    "exclude_token": "any token but some",
-    "any_tokens": "token-level free text",
-    "token_triggered_tags": "token-level triggered tags",
-    "token_dispatch": "token-level dispatch",
-    "qwen_xml_parameter": "XML argument rendering",
-}
+_UNBOUNDED = ("any_text", "triggered_tags", "dispatch", "any_tokens", "token_triggered_tags",
+              "token_dispatch")
+_UNSUPPORTED = {"qwen_xml_parameter": "XML argument rendering"}
 _FIELDS = {
     "const_string": ({"value"}, set()),
     "json_schema": ({"json_schema"}, {"style", "any_order", "max_whitespace_cnt"}),
@@ -63,6 +70,12 @@ _FIELDS = {
     "triggered_tags": ({"triggers", "tags"}, {"at_least_one", "stop_after_first", "excludes"}),
     "tags_with_separator": ({"tags", "separator"}, {"at_least_one", "stop_after_first"}),
     "dispatch": ({"rules"}, {"loop", "excludes"}),
+    "token": ({"token"}, set()),
+    "exclude_token": (set(), {"exclude_tokens"}),
+    "any_tokens": (set(), {"exclude_tokens", "max_tokens"}),
+    "token_triggered_tags": ({"trigger_tokens", "tags"},
+                             {"exclude_tokens", "at_least_one", "stop_after_first"}),
+    "token_dispatch": ({"rules"}, {"loop", "exclude_tokens"}),
     "optional": ({"content"}, set()),
     "plus": ({"content"}, set()),
     "star": ({"content"}, set()),
@@ -82,43 +95,43 @@ def normalize_spec(spec: dict[str, Any] | str) -> dict[str, Any]:
         except RecursionError:
             raise GrammarError("structural tag JSON is nested too deeply") from None
     if not isinstance(spec, dict):
-        raise _err("$", f"a structural tag is a JSON object, got {_kind(spec)}")
+        raise err("$", f"a structural tag is a JSON object, got {kind_of(spec)}")
     if "structures" in spec:
         return _legacy(spec)
     if spec.get("type") == "structural_tag":
         extra = sorted(set(spec) - {"type", "format"})
         if extra:
-            raise _err("$", f"unknown field {extra[0]!r} (expected 'type' and 'format')")
+            raise err("$", f"unknown field {extra[0]!r} (expected 'type' and 'format')")
         if "format" not in spec:
-            raise _err("$", "missing field 'format'")
-        return {"__path": "$.format", **_dict(spec["format"], "$.format")}
+            raise err("$", "missing field 'format'")
+        return {"__path": "$.format", **as_dict(spec["format"], "$.format")}
     return spec
 
 
 def _legacy(spec: dict[str, Any]) -> dict[str, Any]:
     extra = sorted(set(spec) - {"type", "structures", "triggers", "at_least_one"})
     if extra:
-        raise _err("$", f"unknown field {extra[0]!r} in the legacy structural tag (expected "
+        raise err("$", f"unknown field {extra[0]!r} in the legacy structural tag (expected "
                    "'structures' and 'triggers')")
     if spec.get("type", "structural_tag") != "structural_tag":
-        raise _err("$.type", f"expected 'structural_tag', got {spec['type']!r}")
+        raise err("$.type", f"expected 'structural_tag', got {spec['type']!r}")
     structures = spec["structures"]
     if not isinstance(structures, list):
-        raise _err("$.structures", f"expected an array, got {_kind(structures)}")
+        raise err("$.structures", f"expected an array, got {kind_of(structures)}")
     tags = []
     for i, s in enumerate(structures):
         where = f"$.structures[{i}]"
-        s = _dict(s, where)
+        s = as_dict(s, where)
         for key in ("begin", "schema", "end"):
             if key not in s:
-                raise _err(where, f"missing field {key!r}")
+                raise err(where, f"missing field {key!r}")
         extra = sorted(set(s) - {"begin", "schema", "end"})
         if extra:
-            raise _err(where, f"unknown field {extra[0]!r}")
+            raise err(where, f"unknown field {extra[0]!r}")
         tags.append({"type": "tag", "begin": s["begin"], "end": s["end"],
                      "content": {"type": "json_schema", "json_schema": s["schema"]}})
     if "triggers" not in spec:
-        raise _err("$", "missing field 'triggers'")
+        raise err("$", "missing field 'triggers'")
     return {"__path": "$", "type": "triggered_tags", "triggers": spec["triggers"], "tags": tags,
             "at_least_one": spec.get("at_least_one", False)}
 
@@ -132,10 +145,10 @@ def compile_structural_tag(spec: dict[str, Any] | str) -> GrammarIR:
     fmt = normalize_spec(spec)
     root = fmt.pop("__path", "$")
     compiler = _Compiler()
-    start = compiler.format(fmt, root, _Follow(None, True), 0)
+    start = compiler.format(fmt, root, Follow(None, True), 0)
     ir = compiler.builder.build(start)
     if ir.is_empty:
-        raise _err(root, "the structural tag matches no output at all")
+        raise err(root, "the structural tag matches no output at all")
     return ir
 
 
@@ -150,67 +163,7 @@ def compile_text_grammar(text: str) -> GrammarIR:
     return compile_gbnf(text, reject_empty=True)
 
 
-@dataclass(frozen=True)
-class _Follow:
-    """What comes right after a format: ``ends`` (strings the format must consume as its
-    last bytes, one of them) or ``token`` (a token that must follow it), or the end of the
-    output (``eos``), or none of these (something else follows; unbounded formats are then
-    an error)."""
-
-    ends: tuple[bytes, ...] | None
-    eos: bool
-    token: TokenSet | None = None
-
-
-_NOTHING_FOLLOWS = _Follow(None, False)
-
-
-def _err(path: str, message: str) -> GrammarError:
-    return GrammarError(f"structural tag at {path}: {message}")
-
-
-def _kind(v: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-            type(None): "null"}.get(type(v), "a number")
-
-
-def _dict(v: Any, path: str) -> dict[str, Any]:
-    if not isinstance(v, dict):
-        raise _err(path, f"expected a format object, got {_kind(v)}")
-    return v
-
-
-def _string(v: Any, path: str, *, empty: bool = True) -> str:
-    if not isinstance(v, str):
-        raise _err(path, f"expected a string, got {_kind(v)}")
-    if not empty and not v:
-        raise _err(path, "must not be empty")
-    return v
-
-
-def _strings(v: Any, path: str, *, empty: bool = False) -> list[str]:
-    if not isinstance(v, list):
-        raise _err(path, f"expected an array of strings, got {_kind(v)}")
-    return [_string(s, f"{path}[{i}]", empty=empty) for i, s in enumerate(v)]
-
-
-def _flag(fmt: dict[str, Any], key: str, path: str) -> bool:
-    v = fmt.get(key, False)
-    if not isinstance(v, bool):
-        raise _err(f"{path}.{key}", f"expected a boolean, got {_kind(v)}")
-    return v
-
-
-def _count(fmt: dict[str, Any], key: str, path: str, *, minimum: int = 0) -> int | None:
-    v = fmt.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise _err(f"{path}.{key}", f"expected an integer >= {minimum} or null, got {v!r}")
-    return v
-
-
-class _Compiler:
+class _Compiler(TokenFormats):
     """One compile: formats to symbols of one :class:`GrammarBuilder`."""
 
     def __init__(self) -> None:
@@ -227,54 +180,54 @@ class _Compiler:
         syms = [p for p in parts if p is not None]
         return self.builder.seq(syms, name) if syms else self.builder.empty()
 
-    def ends_lexeme(self, follow: _Follow) -> int | None:
+    def ends_lexeme(self, follow: Follow) -> int | None:
         if follow.token is not None:
             return self.builder.token_lexeme(follow.token)
         if not follow.ends:
             return None
         return self.builder.lexeme(rx.alt(*[rx.literal(e) for e in follow.ends]), "end")
 
-    def with_ends(self, sym: int, follow: _Follow, name: str) -> int:
+    def with_ends(self, sym: int, follow: Follow, name: str) -> int:
         return self.seq([sym, self.ends_lexeme(follow)], name)
 
     # -- dispatch -------------------------------------------------------------------------
-    def format(self, fmt: Any, path: str, follow: _Follow, depth: int,
+    def format(self, fmt: Any, path: str, follow: Follow, depth: int,
                consumed: bytes = b"") -> int:
         """The symbol of ``fmt`` followed by ``follow.ends``; ``consumed`` is a prefix of the
         format's text that an earlier lexeme already matched (a trigger, or a literal an
         unbounded format ended at)."""
-        fmt = _dict(fmt, path)
+        fmt = as_dict(fmt, path)
         if depth > MAX_NESTING_DEPTH:
-            raise _err(path, f"formats nested more than {MAX_NESTING_DEPTH} levels deep")
+            raise err(path, f"formats nested more than {MAX_NESTING_DEPTH} levels deep")
         kind = fmt.get("type")
         if kind is None:
-            raise _err(path, "missing field 'type'")
+            raise err(path, "missing field 'type'")
         if kind in _UNSUPPORTED:
-            raise _err(f"{path}.type", f"format type {kind!r} ({_UNSUPPORTED[kind]}) is not "
+            raise err(f"{path}.type", f"format type {kind!r} ({_UNSUPPORTED[kind]}) is not "
                        "supported by lexguide")
         if kind not in _FIELDS:
-            raise _err(f"{path}.type", f"unknown format type {kind!r} (expected one of "
+            raise err(f"{path}.type", f"unknown format type {kind!r} (expected one of "
                        f"{', '.join(FORMAT_TYPES)})")
         required, optional = _FIELDS[kind]
         for key in sorted(required):
             if key not in fmt:
-                raise _err(path, f"missing field {key!r} of a {kind!r} format")
+                raise err(path, f"missing field {key!r} of a {kind!r} format")
         extra = sorted(set(fmt) - required - optional - {"type"})
         if extra:
-            raise _err(path, f"unknown field {extra[0]!r} of a {kind!r} format")
+            raise err(path, f"unknown field {extra[0]!r} of a {kind!r} format")
         if consumed and kind not in ("const_string", "tag", "sequence"):
-            raise _err(path, f"a {kind!r} format cannot follow an unbounded format: only a "
+            raise err(path, f"a {kind!r} format cannot follow an unbounded format: only a "
                        "literal start (const_string, tag) can end one")
         if kind in _UNBOUNDED and follow.ends is None and follow.token is None and not follow.eos:
-            raise _err(path, f"a {kind!r} format must be the content of a tag, be followed by "
+            raise err(path, f"a {kind!r} format must be the content of a tag, be followed by "
                        "a literal (const_string or tag) or end the output")
         return getattr(self, "f_" + kind)(fmt, path, follow, depth + 1, consumed)
 
     # -- leaves ---------------------------------------------------------------------------
     def f_const_string(self, fmt, path, follow, depth, consumed) -> int:
-        value = _string(fmt["value"], f"{path}.value").encode()
+        value = string(fmt["value"], f"{path}.value").encode()
         if not value.startswith(consumed):
-            raise _err(path, "internal: consumed text is not a prefix")
+            raise err(path, "internal: consumed text is not a prefix")
         rest = rx.literal(value[len(consumed):])
         if follow.ends:
             rest = rx.concat(rest, rx.alt(*[rx.literal(e) for e in follow.ends]))
@@ -283,11 +236,11 @@ class _Compiler:
         return self.seq([sym, self.ends_lexeme(follow)], "const") if follow.token else sym
 
     def f_regex(self, fmt, path, follow, depth, consumed) -> int:
-        pattern = _string(fmt["pattern"], f"{path}.pattern")
+        pattern = string(fmt["pattern"], f"{path}.pattern")
         try:
             node = parse_regex(pattern)
         except RegexError as e:
-            raise _err(f"{path}.pattern", f"invalid regex: {e.detail}") from None
+            raise err(f"{path}.pattern", f"invalid regex: {e.detail}") from None
         if follow.ends:  # one lexeme: the regex cannot swallow the end
             node = rx.concat(node, rx.alt(*[rx.literal(e) for e in follow.ends]))
         if rx.nullable(node):
@@ -300,18 +253,18 @@ class _Compiler:
     def f_json_schema(self, fmt, path, follow, depth, consumed) -> int:
         style = fmt.get("style", "json")
         if style != "json":
-            raise _err(f"{path}.style", f"JSON argument style {style!r} is not supported by "
+            raise err(f"{path}.style", f"JSON argument style {style!r} is not supported by "
                        "lexguide (only 'json')")
         if fmt.get("any_order", False) is not False:
-            raise _err(f"{path}.any_order", "properties in any order are not supported by lexguide")
+            raise err(f"{path}.any_order", "properties in any order are not supported by lexguide")
         options: dict[str, Any] = {}
-        n_ws = _count(fmt, "max_whitespace_cnt", path)
+        n_ws = count(fmt, "max_whitespace_cnt", path)
         if n_ws is not None:
             options["whitespace_pattern"] = f"[ \\t\\n\\r]{{0,{n_ws}}}"
         schema = fmt["json_schema"]
         if not isinstance(schema, (dict, bool)):
-            raise _err(f"{path}.json_schema",
-                       f"expected an object or a boolean, got {_kind(schema)}")
+            raise err(f"{path}.json_schema",
+                       f"expected an object or a boolean, got {kind_of(schema)}")
         try:
             sym = json_schema_compiler()(self.builder, schema, lexeme_class=0, **options)
         except SchemaError as e:
@@ -320,7 +273,7 @@ class _Compiler:
         return self.with_ends(sym, follow, "json")
 
     def f_grammar(self, fmt, path, follow, depth, consumed) -> int:
-        text = _string(fmt["grammar"], f"{path}.grammar", empty=False)
+        text = string(fmt["grammar"], f"{path}.grammar", empty=False)
         try:
             ir = compile_text_grammar(text)
         except GrammarError as e:
@@ -328,13 +281,13 @@ class _Compiler:
         return self.with_ends(embed(self.builder, ir), follow, "grammar")
 
     def f_any_text(self, fmt, path, follow, depth, consumed) -> int:
-        excludes = [s.encode() for s in _strings(fmt.get("excludes", []), f"{path}.excludes")]
-        max_chars = _count(fmt, "max_chars", path)
-        max_tokens = _count(fmt, "max_tokens", path, minimum=1)
+        excludes = [s.encode() for s in strings(fmt.get("excludes", []), f"{path}.excludes")]
+        max_chars = count(fmt, "max_chars", path)
+        max_tokens = count(fmt, "max_tokens", path, minimum=1)
         free = FreeText(follow.ends or (), excludes, max_chars)
         if follow.ends:
             if max_tokens is not None:
-                raise _err(f"{path}.max_tokens", "a token budget on text that ends at a string "
+                raise err(f"{path}.max_tokens", "a token budget on text that ends at a string "
                            "is not supported by lexguide (use max_chars, or end it with a token)")
             return self.builder.lexeme(free.until(follow.ends), "any_text")
         text = self.builder.optional(self.builder.lexeme(free.to_end(), "any_text",
@@ -345,28 +298,28 @@ class _Compiler:
     def f_sequence(self, fmt, path, follow, depth, consumed) -> int:
         elements = fmt["elements"]
         if not isinstance(elements, list) or not elements:
-            raise _err(f"{path}.elements", "expected a non-empty array of formats")
+            raise err(f"{path}.elements", "expected a non-empty array of formats")
         parts: list[int | None] = []
         for i, el in enumerate(elements):
             where = f"{path}.elements[{i}]"
-            el = _dict(el, where)
+            el = as_dict(el, where)
             last = i == len(elements) - 1
             if last:
                 parts.append(self.format(el, where, follow, depth, consumed))
                 break
             nxt_lit = _leading_literal(elements[i + 1]) if el.get("type") in _UNBOUNDED else None
             if nxt_lit:  # ends where the next element's literal start first appears
-                parts.append(self.format(el, where, _Follow((nxt_lit,), False), depth, consumed))
+                parts.append(self.format(el, where, Follow((nxt_lit,), False), depth, consumed))
                 consumed = nxt_lit
             else:
-                parts.append(self.format(el, where, _NOTHING_FOLLOWS, depth, consumed))
+                parts.append(self.format(el, where, NOTHING_FOLLOWS, depth, consumed))
                 consumed = b""
         return self.seq(parts, "sequence")
 
     def f_or(self, fmt, path, follow, depth, consumed) -> int:
         elements = fmt["elements"]
         if not isinstance(elements, list) or not elements:
-            raise _err(f"{path}.elements", "expected a non-empty array of formats")
+            raise err(f"{path}.elements", "expected a non-empty array of formats")
         syms = [self.format(el, f"{path}.elements[{i}]", follow, depth)
                 for i, el in enumerate(elements)]
         return self.builder.alt([(s,) for s in syms], "or")
@@ -374,21 +327,21 @@ class _Compiler:
     def f_tag(self, fmt, path, follow, depth, consumed) -> int:
         if isinstance(fmt["begin"], dict) or isinstance(fmt["end"], dict):
             return self._token_tag(fmt, path, follow, depth)
-        begin = _string(fmt["begin"], f"{path}.begin").encode()
+        begin = string(fmt["begin"], f"{path}.begin").encode()
         if not begin.startswith(consumed):
-            raise _err(f"{path}.begin", "internal: consumed text is not a prefix")
+            raise err(f"{path}.begin", "internal: consumed text is not a prefix")
         end_v = fmt["end"]
         ends = [end_v] if isinstance(end_v, str) else end_v
         if not isinstance(ends, list) or not ends:
-            raise _err(f"{path}.end", "expected a string or a non-empty array of strings")
-        end_bytes = [_string(e, f"{path}.end").encode() for e in ends]
+            raise err(f"{path}.end", "expected a string or a non-empty array of strings")
+        end_bytes = [string(e, f"{path}.end").encode() for e in ends]
         head = self.literal(begin[len(consumed):])
         if all(not e for e in end_bytes):  # no end: the content ends where the tag would
             content = self.format(fmt["content"], f"{path}.content", follow, depth)
             return self.seq([head, content], "tag")
         if not all(end_bytes):
-            raise _err(f"{path}.end", "an empty end string among non-empty ones is not supported")
-        body = self.format(fmt["content"], f"{path}.content", _Follow(tuple(end_bytes), False),
+            raise err(f"{path}.end", "an empty end string among non-empty ones is not supported")
+        body = self.format(fmt["content"], f"{path}.content", Follow(tuple(end_bytes), False),
                            depth)
         return self.seq([head, body, self.ends_lexeme(follow)], "tag")
 
@@ -397,78 +350,78 @@ class _Compiler:
         (text: a special token's, such as ``<|im_end|>``)."""
         begin = fmt["begin"]
         if isinstance(begin, dict):
-            head = self.builder.token_lexeme(_token(begin, f"{path}.begin"))
+            head = self.builder.token_lexeme(token_set(begin, f"{path}.begin"))
         else:
-            head = self.literal(_string(begin, f"{path}.begin").encode())
+            head = self.literal(string(begin, f"{path}.begin").encode())
         end = fmt["end"]
         if isinstance(end, dict):
-            inner = _Follow(None, False, _token(end, f"{path}.end"))
+            inner = Follow(None, False, token_set(end, f"{path}.end"))
         else:
-            inner = _Follow((_string(end, f"{path}.end", empty=False).encode(),), False)
+            inner = Follow((string(end, f"{path}.end", empty=False).encode(),), False)
         body = self.format(fmt["content"], f"{path}.content", inner, depth)
         return self.seq([head, body, self.ends_lexeme(follow)], "tag")
 
     def _tags(self, fmt, path) -> list[dict[str, Any]]:
         tags = fmt["tags"]
         if not isinstance(tags, list) or not tags:
-            raise _err(f"{path}.tags", "expected a non-empty array of tag formats")
+            raise err(f"{path}.tags", "expected a non-empty array of tag formats")
         for i, tag in enumerate(tags):
-            if _dict(tag, f"{path}.tags[{i}]").get("type") != "tag":
-                raise _err(f"{path}.tags[{i}].type", "expected a 'tag' format")
-            _string(tag.get("begin"), f"{path}.tags[{i}].begin")
+            if as_dict(tag, f"{path}.tags[{i}]").get("type") != "tag":
+                raise err(f"{path}.tags[{i}].type", "expected a 'tag' format")
+            string(tag.get("begin"), f"{path}.tags[{i}].begin")
         return tags
 
     def f_triggered_tags(self, fmt, path, follow, depth, consumed) -> int:
-        triggers = [t.encode() for t in _strings(fmt["triggers"], f"{path}.triggers")]
+        triggers = [t.encode() for t in strings(fmt["triggers"], f"{path}.triggers")]
         if not triggers:
-            raise _err(f"{path}.triggers", "expected at least one trigger")
+            raise err(f"{path}.triggers", "expected at least one trigger")
         tags = self._tags(fmt, path)
-        excludes = [s.encode() for s in _strings(fmt.get("excludes", []), f"{path}.excludes")]
-        at_least_one = _flag(fmt, "at_least_one", path)
-        stop_after_first = _flag(fmt, "stop_after_first", path)
+        excludes = [s.encode() for s in strings(fmt.get("excludes", []), f"{path}.excludes")]
+        at_least_one = flag(fmt, "at_least_one", path)
+        stop_after_first = flag(fmt, "stop_after_first", path)
         by_trigger: dict[bytes, list[int]] = {t: [] for t in triggers}
         for i, tag in enumerate(tags):
             begin = tag["begin"].encode()
             owners = [t for t in triggers if begin.startswith(t)]
             if len(owners) != 1:
-                raise _err(f"{path}.tags[{i}].begin", f"{tag['begin']!r} must start with exactly "
+                raise err(f"{path}.tags[{i}].begin", f"{tag['begin']!r} must start with exactly "
                            f"one trigger, it starts with {len(owners)}")
             by_trigger[owners[0]].append(i)
         for t, owned in by_trigger.items():
             if not owned:
-                raise _err(f"{path}.triggers", f"trigger {t.decode()!r} starts no tag")
+                raise err(f"{path}.triggers", f"trigger {t.decode()!r} starts no tag")
         def rest(t: bytes) -> list[int]:  # after trigger t: the rest of one of its tags
-            return [self.format(tags[i], f"{path}.tags[{i}]", _NOTHING_FOLLOWS, depth, t)
+            return [self.format(tags[i], f"{path}.tags[{i}]", NOTHING_FOLLOWS, depth, t)
                     for i in by_trigger[t]]
 
         first = None
         if at_least_one:
-            first = self.builder.alt([(self.format(tag, f"{path}.tags[{i}]", _NOTHING_FOLLOWS,
+            first = self.builder.alt([(self.format(tag, f"{path}.tags[{i}]", NOTHING_FOLLOWS,
                                                    depth),) for i, tag in enumerate(tags)], "tag")
         return self._region(triggers, rest, excludes, follow, first, not stop_after_first)
 
     def f_dispatch(self, fmt, path, follow, depth, consumed) -> int:
         rules = fmt["rules"]
         if not isinstance(rules, list) or not rules:
-            raise _err(f"{path}.rules", "expected a non-empty array of [pattern, format] pairs")
+            raise err(f"{path}.rules", "expected a non-empty array of [pattern, format] pairs")
         formats: dict[bytes, list[tuple[int, Any]]] = {}
         for i, rule in enumerate(rules):
             if not isinstance(rule, list) or len(rule) != 2:
-                raise _err(f"{path}.rules[{i}]", "expected a [pattern, format] pair")
-            pattern = _string(rule[0], f"{path}.rules[{i}][0]", empty=False).encode()
+                raise err(f"{path}.rules[{i}]", "expected a [pattern, format] pair")
+            pattern = string(rule[0], f"{path}.rules[{i}][0]", empty=False).encode()
             formats.setdefault(pattern, []).append((i, rule[1]))
-        excludes = [s.encode() for s in _strings(fmt.get("excludes", []), f"{path}.excludes")]
+        excludes = [s.encode() for s in strings(fmt.get("excludes", []), f"{path}.excludes")]
         loop = fmt.get("loop", True)
         if not isinstance(loop, bool):
-            raise _err(f"{path}.loop", f"expected a boolean, got {_kind(loop)}")
+            raise err(f"{path}.loop", f"expected a boolean, got {kind_of(loop)}")
 
         def rest(p: bytes) -> list[int]:  # after pattern p: its format
-            return [self.format(f, f"{path}.rules[{i}][1]", _NOTHING_FOLLOWS, depth)
+            return [self.format(f, f"{path}.rules[{i}][1]", NOTHING_FOLLOWS, depth)
                     for i, f in formats[p]]
 
         return self._region(list(formats), rest, excludes, follow, None, loop)
 
-    def _region(self, triggers: list[bytes], rest: Any, excludes: list[bytes], follow: _Follow,
+    def _region(self, triggers: list[bytes], rest: Any, excludes: list[bytes], follow: Follow,
                 first: int | None, loop: bool) -> int:
         """Free text in which each trigger leads to one of ``rest(trigger)`` (symbols for
         what follows it), then free text again if ``loop``; ``first``: a tag the region must
@@ -493,20 +446,20 @@ class _Compiler:
 
     def f_tags_with_separator(self, fmt, path, follow, depth, consumed) -> int:
         tags = self._tags(fmt, path)
-        separator = _string(fmt["separator"], f"{path}.separator").encode()
+        separator = string(fmt["separator"], f"{path}.separator").encode()
         b = self.builder
-        one = b.alt([(self.format(tag, f"{path}.tags[{i}]", _NOTHING_FOLLOWS, depth),)
+        one = b.alt([(self.format(tag, f"{path}.tags[{i}]", NOTHING_FOLLOWS, depth),)
                      for i, tag in enumerate(tags)], "tag")
-        if _flag(fmt, "stop_after_first", path):
+        if flag(fmt, "stop_after_first", path):
             body = one
         else:
             body = b.plus(one, self.literal(separator))
-        if not _flag(fmt, "at_least_one", path):
+        if not flag(fmt, "at_least_one", path):
             body = b.optional(body)
         return self.with_ends(body, follow, "tags_with_separator")
 
     def _content(self, fmt, path, depth) -> int:
-        return self.format(fmt["content"], f"{path}.content", _NOTHING_FOLLOWS, depth)
+        return self.format(fmt["content"], f"{path}.content", NOTHING_FOLLOWS, depth)
 
     def f_optional(self, fmt, path, follow, depth, consumed) -> int:
         sym = self.builder.optional(self._content(fmt, path, depth))
@@ -519,29 +472,17 @@ class _Compiler:
         return self.with_ends(self.builder.star(self._content(fmt, path, depth)), follow, "star")
 
     def f_repeat(self, fmt, path, follow, depth, consumed) -> int:
-        lo = _count(fmt, "min", path)
+        lo = count(fmt, "min", path)
         hi = fmt.get("max")
         if hi == -1:
             hi = None
         elif hi is not None:
-            hi = _count(fmt, "max", path)
+            hi = count(fmt, "max", path)
         if lo is None or (hi is not None and hi < lo):
-            raise _err(path, "expected 0 <= min <= max (max -1: unbounded), got "
+            raise err(path, "expected 0 <= min <= max (max -1: unbounded), got "
                        f"{lo!r}, {fmt['max']!r}")
         sym = self.builder.repeat(self._content(fmt, path, depth), lo, hi)
         return self.with_ends(sym, follow, "repeat")
-
-
-def _token(v: dict[str, Any], path: str) -> TokenSet:
-    """The token set of a ``{"type": "token", "token": id | special-token text}`` object."""
-    if v.get("type") != "token" or set(v) != {"type", "token"}:
-        raise _err(path, 'expected a string or {"type": "token", "token": ID or TEXT}')
-    tok = v["token"]
-    if isinstance(tok, str) and tok:
-        return TokenSet(names=(tok,))
-    if isinstance(tok, bool) or not isinstance(tok, int) or tok < 0:
-        raise _err(f"{path}.token", f"expected a token id or a special token's text, got {tok!r}")
-    return TokenSet(ranges=((tok, tok),))
 
 
 def _leading_literal(fmt: Any) -> bytes | None:
