@@ -89,3 +89,70 @@ def test_a_known_difference_any_text_before_a_literal_ends_at_its_first_occurren
     theirs = _xgrammar_accepts(fmt)
     assert ours.validate("abEND") and theirs("abEND")
     assert theirs("aENDbEND") and not ours.validate("aENDbEND")
+
+
+# -- token-level formats, on a tiny vocabulary ---------------------------------------------------
+
+TOKENS = ["<eos>", "<|start|>", "<|end|>", "a", "b", "{", "}", "ab", "a}"]
+START, END = {"type": "token", "token": "<|start|>"}, {"type": "token", "token": 2}
+TOKEN_TAG = {"type": "tag", "begin": START, "content": _const("ab"), "end": END}
+TOKEN_SPECS = {
+    "token_triggered": {"type": "token_triggered_tags", "trigger_tokens": ["<|start|>"],
+                        "tags": [TOKEN_TAG]},
+    "token_triggered_once": {"type": "token_triggered_tags", "trigger_tokens": ["<|start|>"],
+                             "tags": [TOKEN_TAG], "stop_after_first": True, "exclude_tokens": [5]},
+    "token_triggered_first": {"type": "token_triggered_tags", "trigger_tokens": ["<|start|>"],
+                              "tags": [TOKEN_TAG], "at_least_one": True},
+    "token_dispatch": {"type": "token_dispatch", "rules": [["<|start|>", _const("ab")]]},
+    "any_tokens_in_tag": {"type": "tag", "begin": START, "end": END,
+                          "content": {"type": "any_tokens", "exclude_tokens": [5]}},
+    "exclude_token": {"type": "sequence", "elements": [
+        {"type": "exclude_token", "exclude_tokens": [3, 1]}, {"type": "token", "token": 2}]},
+}
+
+
+@pytest.fixture(scope="module")
+def token_engines():
+    from lexguide import Matcher, TokenizerInfo
+
+    info = xgr.TokenizerInfo(TOKENS, xgr.VocabType.RAW, vocab_size=len(TOKENS),
+                             stop_token_ids=[0], add_prefix_space=False)
+    compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    ours_info = TokenizerInfo.from_token_bytes([t.encode() for t in TOKENS], eos_ids=[0],
+                                               special_ids=[1, 2],
+                                               special_names={"<|start|>": 1, "<|end|>": 2})
+
+    def theirs(fmt):
+        compiled = compiler.compile_structural_tag(json.dumps({"type": "structural_tag",
+                                                               "format": fmt}))
+
+        def accepts(ids):
+            m = xgr.GrammarMatcher(compiled)
+            return all(m.accept_token(t) for t in ids) and m.accept_token(0)
+        return accepts
+
+    def ours(fmt):
+        grammar = Grammar.from_structural_tag(fmt)
+
+        def accepts(ids):
+            m = Matcher(grammar, ours_info)
+            for t in ids:
+                mask = m.compute_mask()
+                if not (int(mask[t >> 5]) >> (t & 31)) & 1:
+                    return False
+                m.consume(t)
+            return m.is_accepting()
+        return accepts
+
+    return ours, theirs
+
+
+@pytest.mark.parametrize("name", sorted(TOKEN_SPECS))
+def test_token_level_formats_agree_with_xgrammar(name, token_engines):
+    ours, theirs = (make(TOKEN_SPECS[name]) for make in token_engines)
+    rng = random.Random(name)
+    seqs = [list(p) for n in range(4) for p in itertools.product(range(1, 9), repeat=n)]
+    seqs += [[rng.choice([1, 2, 3, 4, 7]) for _ in range(rng.randint(4, 8))] for _ in range(300)]
+    disagree = [s for s in seqs if ours(s) != theirs(s)]
+    assert not disagree, disagree[:10]
+    assert any(ours(s) for s in seqs) and not all(ours(s) for s in seqs)
