@@ -550,3 +550,55 @@ def test_token_level_formats(fmt, accepted, refused):
         assert _accepts_tokens(grammar, ids), ids
     for ids in refused:
         assert not _accepts_tokens(grammar, ids), ids
+
+
+# -- malformed input: located errors, never a traceback -----------------------------------------
+
+JUNK = [None, 1, -1, 2.5, True, "", "x", [], {}, [1], ["a"], {"type": "x"}, {"type": "tag"},
+        [[1]], [["a", 1]]]
+
+
+def _mutate(v, rng: random.Random):
+    """``v`` with one field somewhere replaced by junk or removed."""
+    if isinstance(v, dict) and v and rng.random() < 0.8:
+        v = dict(v)
+        k = rng.choice(list(v))
+        r = rng.random()
+        if r < 0.3:
+            del v[k]
+        else:
+            v[k] = rng.choice(JUNK) if r < 0.6 else _mutate(v[k], rng)
+        return v
+    if isinstance(v, list) and v and rng.random() < 0.8:
+        v = list(v)
+        i = rng.randrange(len(v))
+        v[i] = _mutate(v[i], rng) if rng.random() < 0.7 else rng.choice(JUNK)
+        return v
+    return rng.choice(JUNK)
+
+
+def test_mutated_specs_and_triggers_raise_only_lexguide_errors():
+    from lexguide import LexguideError
+
+    rng = random.Random(0)
+    seeds = list(MASK_SPECS.values()) + [
+        {"type": "structural_tag", "structures": legacy_structures({"type": "object"}),
+         "triggers": ["<f"]},
+        {"type": "structural_tag", "format": SPECS["plain"]},
+        {"type": "token_triggered_tags", "trigger_tokens": ["<|start|>"], "tags": [TOKEN_TAG]},
+        {"type": "token_dispatch", "rules": [[1, _const("a")]], "loop": False}]
+    n_errors = 0
+    for _ in range(600):
+        try:
+            Grammar.from_structural_tag(_mutate(rng.choice(seeds), rng))
+        except LexguideError:
+            n_errors += 1
+    triggers = [["<t"], [{"type": "pattern", "value": "(<t)"}],
+                [{"type": 0, "token": 1, "value": "<t"}],
+                [{"type": "pattern_full", "value": "^a(<t)$"}]]
+    for _ in range(300):
+        try:
+            Grammar.from_lazy('root ::= "<t" [a-z]*', _mutate(rng.choice(triggers), rng))
+        except LexguideError:
+            n_errors += 1
+    assert n_errors > 300  # most mutations are errors; none escaped as another exception

@@ -104,7 +104,7 @@ def _normalize(trigger: Any, i: int) -> tuple[str, str, int | None]:
     kind = trigger.get("type", "word")
     if isinstance(kind, int) and not isinstance(kind, bool):
         kind = _TYPE_NAMES.get(kind, kind)
-    if kind not in TRIGGER_TYPES:
+    if not isinstance(kind, str) or kind not in TRIGGER_TYPES:
         raise _err(i, f"unknown trigger type {kind!r} (expected one of "
                    f"{', '.join(TRIGGER_TYPES)} or their numbers 0-3)")
     value = trigger.get("value", "")

@@ -202,6 +202,8 @@ class _Compiler(TokenFormats):
         kind = fmt.get("type")
         if kind is None:
             raise err(path, "missing field 'type'")
+        if not isinstance(kind, str):
+            raise err(f"{path}.type", f"expected a string, got {kind_of(kind)}")
         if kind in _UNSUPPORTED:
             raise err(f"{path}.type", f"format type {kind!r} ({_UNSUPPORTED[kind]}) is not "
                        "supported by lexguide")
