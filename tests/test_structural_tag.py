@@ -467,9 +467,6 @@ def test_any_text_token_budget_ends_the_text():
         m.consume(t)
     allowed = np.flatnonzero(np.unpackbits(m.compute_mask().view(np.uint8), bitorder="little")[:9])
     assert allowed.tolist() == [2]  # two tokens of text: only the end token is left
-    with pytest.raises(GrammarError, match=r"\$\.content\.max_tokens"):
-        Grammar.from_structural_tag({"type": "tag", "begin": "{", "end": "}",
-                                     "content": {"type": "any_text", "max_tokens": 2}})
 
 
 TOOL_SCHEMA = {"type": "object", "properties": {
@@ -602,3 +599,34 @@ def test_mutated_specs_and_triggers_raise_only_lexguide_errors():
         except LexguideError:
             n_errors += 1
     assert n_errors > 300  # most mutations are errors; none escaped as another exception
+
+
+def test_any_text_token_budget_before_an_end_string_forces_the_end():
+    """A thinking budget: ``tag("<a>", any_text(max_tokens=3), "/")``; when three tokens of
+    text are spent the end string is all that may follow (at byte level nothing changes)."""
+    grammar = Grammar.from_structural_tag({"type": "sequence", "elements": [
+        _tag("<a>", {"type": "any_text", "max_tokens": 3}, "/"), _const("x")]})
+    assert grammar.validate("<a>" + "ab" * 20 + "/x") and not grammar.validate("<a>a/b/x")
+    n_cut = 0
+    for seed in range(12):
+        rng = random.Random(seed)
+        m = Matcher(grammar, INFO)
+        pieces: list[bytes] = []
+        while not m.is_stopped():
+            allowed = sorted(_ids(m.compute_mask()) - {0})
+            assert allowed, pieces
+            t = rng.choice(allowed)
+            m.consume(t)
+            pieces.append(VOCAB[t])
+        out = b"".join(pieces)
+        assert grammar.validate(out) and out.endswith(b"/x"), out
+        # tokens holding bytes of the text: at most 3
+        start, end = 3, len(out) - 2
+        pos, holding = 0, 0
+        for p in pieces:
+            if pos < end and pos + len(p) > start:
+                holding += 1
+            pos += len(p)
+        assert holding <= 3, pieces
+        n_cut += holding >= 3
+    assert n_cut  # some walks ran into the budget

@@ -60,3 +60,17 @@ def test_sampled_outputs_hold_the_tag(model):
         out = model.generate(PROMPT, grammar=grammar, max_tokens=48, temperature=1.0, seed=seed)
         assert out.finish_reason == "stop", out.text
         assert out.text.endswith("</tool_call>") and grammar.validate(out.text.encode())
+
+
+@pytest.mark.parametrize("budget", [4, 12])
+def test_a_thinking_budget_forces_the_end_of_thinking(model, budget):
+    spec = {"type": "sequence", "elements": [
+        {"type": "tag", "begin": "<think>", "end": "</think>",
+         "content": {"type": "any_text", "max_tokens": budget}}, TOOL]}
+    grammar = Grammar.from_structural_tag(spec)
+    out = model.generate(PROMPT, grammar=grammar, max_tokens=budget + 60, temperature=0)
+    assert out.finish_reason == "stop", out.text
+    assert grammar.validate(out.text.encode())
+    thinking = out.text[len("<think>") : out.text.index("</think>")]
+    assert len(model.tokenizer.encode(thinking, add_special=False)) <= budget + 1, thinking
+    assert set(_tag_json(out.text)) == {"city", "days"}

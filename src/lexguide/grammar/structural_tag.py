@@ -288,10 +288,13 @@ class _Compiler(TokenFormats):
         max_tokens = count(fmt, "max_tokens", path, minimum=1)
         free = FreeText(follow.ends or (), excludes, max_chars)
         if follow.ends:
-            if max_tokens is not None:
-                raise err(f"{path}.max_tokens", "a token budget on text that ends at a string "
-                           "is not supported by lexguide (use max_chars, or end it with a token)")
-            return self.builder.lexeme(free.until(follow.ends), "any_text")
+            until = self.builder.lexeme(free.until(follow.ends), "any_text", max_tokens=max_tokens)
+            if max_tokens is None:
+                return until
+            # a budget: the text and its end within it, or text the budget cuts, then the end
+            # (both lexemes read the same bytes; at the cut only the second can end)
+            cut = self.builder.lexeme(free.to_end(), "any_text", max_tokens=max_tokens)
+            return self.builder.alt([(until,), (cut, self.ends_lexeme(follow))], "any_text")
         text = self.builder.optional(self.builder.lexeme(free.to_end(), "any_text",
                                                           max_tokens=max_tokens))
         return self.seq([text, self.ends_lexeme(follow)], "any_text")
