@@ -630,3 +630,16 @@ def test_any_text_token_budget_before_an_end_string_forces_the_end():
         assert holding <= 3, pieces
         n_cut += holding >= 3
     assert n_cut  # some walks ran into the budget
+
+
+def test_a_non_ascii_trigger_split_inside_its_character():
+    grammar = Grammar.from_structural_tag({"type": "triggered_tags", "triggers": ["é!"], "tags": [
+        _tag("é!", _const("x"), "/")]})
+    assert grammar.validate("aé!x/é") and grammar.validate("éé") and not grammar.validate("é!y")
+    vocab = [b"<eos>", b"\xc3", b"\xa9", b"\xc3\xa9", b"!", b"x", b"/", b"\xa9!", b"a"]
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0])
+    m = Matcher(grammar, info)
+    for t in (8, 1, 7):  # "a", half of "é", its other half and "!"
+        m.consume(t)
+    bits = np.unpackbits(m.compute_mask().view(np.uint8), bitorder="little")[: len(vocab)]
+    assert np.flatnonzero(bits).tolist() == [5]  # inside the tag: only "x"
