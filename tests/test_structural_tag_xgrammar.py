@@ -156,3 +156,24 @@ def test_token_level_formats_agree_with_xgrammar(name, token_engines):
     disagree = [s for s in seqs if ours(s) != theirs(s)]
     assert not disagree, disagree[:10]
     assert any(ours(s) for s in seqs) and not all(ours(s) for s in seqs)
+
+
+QWEN3 = {"type": "sequence", "elements": [
+    {"type": "sequence", "elements": [_tag("", {"type": "any_text"}, "</think>"), _const("\n\n")]},
+    {"type": "triggered_tags", "triggers": ["<tool_call>"], "excludes": ["<think>", "</think>"],
+     "tags": [_tag('<tool_call>\n{"name": "get_weather", "arguments": ',
+                   {"type": "json_schema", "json_schema": {}}, "}\n</tool_call>")]}]}
+
+
+def test_the_qwen3_builtin_shape_agrees():
+    """xgrammar's Qwen3 tool-calling structural tag (thinking, then text with tool calls)."""
+    ours, theirs = Grammar.from_structural_tag(QWEN3), _xgrammar_accepts(QWEN3)
+    call = '<tool_call>\n{"name": "get_weather", "arguments": ARGS}\n</tool_call>'
+    texts = ["hmm</think>\n\nok", "</think>\n\n", "a</think>\n\n<think>", "a</think>b</think>\n\n",
+             "a</think>\n\nx", "a</think>\n", "a</think>\n\n<tool_call>\n{\"name\": \"x\""]
+    for args in ['{"a": 1}', "[]", "{}", '{"a": [1, {"b": null}]}', "{", '"s"', "1 2"]:
+        texts += [f"t</think>\n\n{call.replace('ARGS', args)}",
+                  f"t</think>\n\nsay {call.replace('ARGS', args)} more"]
+    results = [(t, ours.validate(t), theirs(t)) for t in texts]
+    assert all(a == b for _, a, b in results), [r for r in results if r[1] != r[2]]
+    assert sum(a for _, a, _ in results) >= 8
