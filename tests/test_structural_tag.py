@@ -633,8 +633,8 @@ def test_any_text_token_budget_before_an_end_string_forces_the_end():
 
 
 def test_a_non_ascii_trigger_split_inside_its_character():
-    grammar = Grammar.from_structural_tag({"type": "triggered_tags", "triggers": ["é!"], "tags": [
-        _tag("é!", _const("x"), "/")]})
+    grammar = Grammar.from_structural_tag({"type": "triggered_tags", "triggers": ["é!"],
+                                           "tags": [_tag("é!", _const("x"), "/")]})
     assert grammar.validate("aé!x/é") and grammar.validate("éé") and not grammar.validate("é!y")
     vocab = [b"<eos>", b"\xc3", b"\xa9", b"\xc3\xa9", b"!", b"x", b"/", b"\xa9!", b"a"]
     info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0])
