@@ -643,3 +643,16 @@ def test_a_non_ascii_trigger_split_inside_its_character():
         m.consume(t)
     bits = np.unpackbits(m.compute_mask().view(np.uint8), bitorder="little")[: len(vocab)]
     assert np.flatnonzero(bits).tolist() == [5]  # inside the tag: only "x"
+
+
+def test_gbnf_content_may_run_up_to_the_tag_end():
+    """The GBNF content is compiled together with the tag's end, so a last rule that can read
+    the end's first bytes (``[a-z<]*`` before ``</t>``) still ends before it."""
+    grammar = Grammar.from_structural_tag(_tag("<t>", {"type": "grammar",
+                                                       "grammar": "root ::= [a-z<]*"}, "</t>"))
+    assert grammar.validate("<t>ab</t>") and grammar.validate("<t>a<b</t>")
+    assert grammar.validate("<t></t>") and not grammar.validate("<t>a</t")
+    quoted = Grammar.from_structural_tag(_tag("<t>", {"type": "grammar",
+                                                      "grammar": 'root ::= [a-z"]*'},
+                                              ['"\n</t>', "!"]))
+    assert quoted.validate('<t>a"\n</t>') and quoted.validate('<t>a"b!')

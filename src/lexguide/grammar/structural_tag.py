@@ -276,7 +276,15 @@ class _Compiler(TokenFormats):
 
     def f_grammar(self, fmt, path, follow, depth, consumed) -> int:
         text = string(fmt["grammar"], f"{path}.grammar", empty=False)
+        stripped = text.lstrip()
         try:
+            if follow.ends and not stripped.startswith(("%llguidance", "{")):
+                # GBNF picks its lexemes where greedy lexing keeps its language: let it see
+                # the end too, or a last lexeme that can run into the end would swallow it
+                ends = " | ".join(_gbnf_string(e) for e in follow.ends)
+                ir = compile_gbnf(f"{text}\n{_GBNF_END_RULE} ::= root ({ends})\n",
+                                  root=_GBNF_END_RULE, reject_empty=True)
+                return embed(self.builder, ir)
             ir = compile_text_grammar(text)
         except GrammarError as e:
             raise GrammarError(f"structural tag at {path}.grammar: {e}") from None
@@ -488,6 +496,16 @@ class _Compiler(TokenFormats):
                        f"{lo!r}, {fmt['max']!r}")
         sym = self.builder.repeat(self._content(fmt, path, depth), lo, hi)
         return self.with_ends(sym, follow, "repeat")
+
+
+_GBNF_END_RULE = "lexguide-tag-end"
+
+
+def _gbnf_string(data: bytes) -> str:
+    """A GBNF string literal of ``data`` (UTF-8 text)."""
+    text = data.decode("utf-8", "replace")
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return '"' + escaped.replace("\r", "\\r").replace("\t", "\\t") + '"'
 
 
 def _leading_literal(fmt: Any) -> bytes | None:
