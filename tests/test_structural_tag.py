@@ -656,3 +656,16 @@ def test_gbnf_content_may_run_up_to_the_tag_end():
                                                       "grammar": 'root ::= [a-z"]*'},
                                               ['"\n</t>', "!"]))
     assert quoted.validate('<t>a"\n</t>') and quoted.validate('<t>a"b!')
+
+
+def test_free_text_before_an_or_of_tags_ends_at_the_first_begin_and_picks_that_tag():
+    a, b = _tag("<a>", _const("x"), "/"), _tag("<b>", {"type": "regex", "pattern": "y+"}, "/")
+    grammar = Grammar.from_structural_tag({"type": "sequence", "elements": [
+        {"type": "any_text"}, {"type": "or", "elements": [a, b]}, _const("!")]})
+    for text, ok in [("<a>x/!", True), ("hi<b>yy/!", True), ("hi<a>x/", False),
+                     ("hi<a>y/!", False), ("h<b>i<a>x/!", False), ("<a>x/<b>y/!", False)]:
+        assert grammar.validate(text) == ok, text
+    after_tags = Grammar.from_structural_tag({"type": "sequence", "elements": [
+        SPECS["plain"], {"type": "or", "elements": [_tag("<b>", _const("z"), "/"), b]}]})
+    assert after_tags.validate("t<a>x/u<b>z/") and after_tags.validate("<b>yy/")
+    assert not after_tags.validate("t<b>q/") and not after_tags.validate("t<b>z/<a>x/")

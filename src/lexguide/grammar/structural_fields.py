@@ -22,11 +22,13 @@ class Follow:
     """What comes right after a format: ``ends`` (strings the format must consume as its
     last bytes, one of them) or ``token`` (a token that must follow it), or the end of the
     output (``eos``), or none of these (something else follows; unbounded formats are then
-    an error)."""
+    an error). ``then``, aligned with ``ends``: the symbol that continues after each end
+    (the rest of an ``or`` alternative that starts with it), or None: nothing particular."""
 
     ends: tuple[bytes, ...] | None
     eos: bool
     token: TokenSet | None = None
+    then: tuple[int, ...] | None = None
 
 
 #: a format followed by something else: unbounded formats cannot end there

@@ -181,11 +181,27 @@ class _Compiler(TokenFormats):
         return self.builder.seq(syms, name) if syms else self.builder.empty()
 
     def ends_lexeme(self, follow: Follow) -> int | None:
+        """The symbol of what ends the format: its end token, or one of its end strings
+        (each followed by its continuation when ``follow.then`` routes them); None: none."""
         if follow.token is not None:
             return self.builder.token_lexeme(follow.token)
         if not follow.ends:
             return None
+        if follow.then is not None:
+            return self.builder.alt([(self.builder.lexeme(rx.literal(e), "end"), then)
+                                     for e, then in zip(follow.ends, follow.then)], "end")
         return self.builder.lexeme(rx.alt(*[rx.literal(e) for e in follow.ends]), "end")
+
+    def text_until_end(self, free: FreeText, follow: Follow, max_tokens: int | None = None,
+                       name: str = "text") -> int:
+        """Free text up to and including the first of ``follow.ends`` (one lexeme per end
+        when ``follow.then`` routes them to their continuations)."""
+        ends = follow.ends or ()
+        if follow.then is None:
+            return self.builder.lexeme(free.until(ends), name, max_tokens=max_tokens)
+        return self.builder.alt([(self.builder.lexeme(free.until((e,)), name,
+                                                      max_tokens=max_tokens), then)
+                                 for e, then in zip(ends, follow.then)], name)
 
     def with_ends(self, sym: int, follow: Follow, name: str) -> int:
         return self.seq([sym, self.ends_lexeme(follow)], name)
@@ -296,7 +312,7 @@ class _Compiler(TokenFormats):
         max_tokens = count(fmt, "max_tokens", path, minimum=1)
         free = FreeText(follow.ends or (), excludes, max_chars)
         if follow.ends:
-            until = self.builder.lexeme(free.until(follow.ends), "any_text", max_tokens=max_tokens)
+            until = self.text_until_end(free, follow, max_tokens, "any_text")
             if max_tokens is None:
                 return until
             # a budget: the text and its end within it, or text the budget cuts, then the end
@@ -312,22 +328,62 @@ class _Compiler(TokenFormats):
         elements = fmt["elements"]
         if not isinstance(elements, list) or not elements:
             raise err(f"{path}.elements", "expected a non-empty array of formats")
+        return self._sequence(elements, 0, path, follow, depth, consumed)
+
+    def _sequence(self, elements: list[Any], start: int, path: str, follow: Follow, depth: int,
+                  consumed: bytes) -> int:
+        """``elements[start:]`` in order. An unbounded element ends where the literal start
+        of the next one first appears; when the next one is an ``or`` of literal-led
+        alternatives, at the first start of any of them, which picks the alternative."""
         parts: list[int | None] = []
-        for i, el in enumerate(elements):
+        last = len(elements) - 1
+        for i in range(start, last + 1):
             where = f"{path}.elements[{i}]"
-            el = as_dict(el, where)
-            last = i == len(elements) - 1
-            if last:
+            el = as_dict(elements[i], where)
+            if i == last:
                 parts.append(self.format(el, where, follow, depth, consumed))
                 break
-            nxt_lit = _leading_literal(elements[i + 1]) if el.get("type") in _UNBOUNDED else None
-            if nxt_lit:  # ends where the next element's literal start first appears
-                parts.append(self.format(el, where, Follow((nxt_lit,), False), depth, consumed))
-                consumed = nxt_lit
-            else:
+            nxt = elements[i + 1]
+            if el.get("type") not in _UNBOUNDED:
                 parts.append(self.format(el, where, NOTHING_FOLLOWS, depth, consumed))
                 consumed = b""
+                continue
+            lit = _leading_literal(nxt)
+            if lit:  # ends where the next element's literal start first appears
+                parts.append(self.format(el, where, Follow((lit,), False), depth, consumed))
+                consumed = lit
+                continue
+            routed = self._routes(nxt, f"{path}.elements[{i + 1}]", follow if i + 1 == last
+                                  else NOTHING_FOLLOWS, depth)
+            if routed is None:  # nothing ends the unbounded element: format() says so
+                parts.append(self.format(el, where, NOTHING_FOLLOWS, depth, consumed))
+                consumed = b""
+                continue
+            tail = self._sequence(elements, i + 2, path, follow, depth, b"") if i + 1 < last \
+                else None
+            ends = tuple(routed)
+            then = tuple(self.seq([alt, tail], "sequence") for alt in routed.values())
+            parts.append(self.format(el, where, Follow(ends, False, then=then), depth, consumed))
+            break
         return self.seq(parts, "sequence")
+
+    def _routes(self, fmt: Any, path: str, follow: Follow, depth: int) -> dict[bytes, int] | None:
+        """For an ``or`` whose alternatives all start with a literal: that literal -> the
+        symbol of the alternatives after it. None otherwise."""
+        if not isinstance(fmt, dict) or fmt.get("type") != "or":
+            return None
+        alts = fmt.get("elements")
+        if not isinstance(alts, list) or not alts:
+            return None
+        lits = [_leading_literal(a) for a in alts]
+        if not all(lits):
+            return None
+        by_lit: dict[bytes, list[tuple[int]]] = {}
+        for j, (alt, lit) in enumerate(zip(alts, lits)):
+            start = lit or b""
+            sym = self.format(alt, f"{path}.elements[{j}]", follow, depth, start)
+            by_lit.setdefault(start, []).append((sym,))
+        return {lit: self.builder.alt(syms, "or") for lit, syms in by_lit.items()}
 
     def f_or(self, fmt, path, follow, depth, consumed) -> int:
         elements = fmt["elements"]
@@ -446,7 +502,7 @@ class _Compiler(TokenFormats):
         step = b.alt(steps, "triggered")
         end = self.ends_lexeme(follow)
         if follow.ends:
-            leave: int | None = b.lexeme(free.until(follow.ends), "text")
+            leave: int | None = self.text_until_end(free, follow)
         else:
             leave = self.seq([b.optional(b.lexeme(free.to_end(), "text")), end], "text")
         if first is not None:
