@@ -669,3 +669,13 @@ def test_free_text_before_an_or_of_tags_ends_at_the_first_begin_and_picks_that_t
         SPECS["plain"], {"type": "or", "elements": [_tag("<b>", _const("z"), "/"), b]}]})
     assert after_tags.validate("t<a>x/u<b>z/") and after_tags.validate("<b>yy/")
     assert not after_tags.validate("t<b>q/") and not after_tags.validate("t<b>z/<a>x/")
+
+
+def test_json_options_apply_to_every_json_schema_inside():
+    spec = _tag("<j>", {"type": "json_schema", "json_schema": {"type": "object"}}, "</j>")
+    assert not Grammar.from_structural_tag(spec).validate("<j>{\n\n  }</j>")
+    assert Grammar.from_structural_tag(spec, whitespace="flexible").validate("<j>{\n\n  }</j>")
+    capped = dict(spec, content={"type": "json_schema", "json_schema": {"type": "object"},
+                                 "max_whitespace_cnt": 1})
+    flexible = Grammar.from_structural_tag(capped, whitespace="flexible")
+    assert flexible.validate("<j>{ }</j>") and not flexible.validate("<j>{  }</j>")

@@ -180,17 +180,19 @@ class Grammar:
 
     @classmethod
     @_memoized("structural_tag")
-    def from_structural_tag(cls, spec: dict[str, Any] | str) -> Grammar:
+    def from_structural_tag(cls, spec: dict[str, Any] | str, **json_options: Any) -> Grammar:
         """Structure inside free text, from xgrammar's structural-tag JSON (dict or text).
 
         ``{"type": "structural_tag", "format": {...}}``, the legacy ``{"structures": [{"begin",
         "schema", "end"}], "triggers": [...]}``, or a bare format object. Free text never
         contains a trigger (each one starts a tag); ``docs/structural_tags.md`` lists the
-        formats and where lexguide differs from xgrammar. Raises ``GrammarError`` naming the
-        JSON path of the bad field (``$.format.tags[0].end``), ``SchemaError`` for a bad JSON
-        Schema inside; unknown and unsupported format types are errors.
+        formats and where lexguide differs from xgrammar. ``json_options`` apply to every
+        ``json_schema`` inside, as :meth:`from_json_schema` takes them (``whitespace=
+        "flexible"`` allows any JSON whitespace, as xgrammar does). Raises ``GrammarError``
+        naming the JSON path of the bad field (``$.format.tags[0].end``), ``SchemaError`` for
+        a bad JSON Schema inside; unknown and unsupported format types are errors.
         """
-        return cls(compile_structural_tag(spec), "structural_tag")
+        return cls(compile_structural_tag(spec, **json_options), "structural_tag")
 
     @classmethod
     def from_lazy(cls, grammar: Grammar | str, triggers: list[Any]) -> Grammar:

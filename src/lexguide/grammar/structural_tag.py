@@ -136,15 +136,18 @@ def _legacy(spec: dict[str, Any]) -> dict[str, Any]:
             "at_least_one": spec.get("at_least_one", False)}
 
 
-def compile_structural_tag(spec: dict[str, Any] | str) -> GrammarIR:
+def compile_structural_tag(spec: dict[str, Any] | str, **json_options: Any) -> GrammarIR:
     """Compile a structural tag (any shape :func:`normalize_spec` takes) to the grammar IR.
 
-    Pure; costs the compile of every embedded schema and grammar. Raises GrammarError (JSON
-    path of the field) or SchemaError (a JSON Schema inside it).
+    ``json_options`` go to the JSON Schema compiler for every ``json_schema`` format (the
+    keyword options of ``Grammar.from_json_schema``, e.g. ``whitespace="flexible"``); a
+    format's ``max_whitespace_cnt`` takes precedence. Pure; costs the compile of every
+    embedded schema and grammar. Raises GrammarError (JSON path of the field) or SchemaError
+    (a JSON Schema inside it, or a bad option).
     """
     fmt = normalize_spec(spec)
     root = fmt.pop("__path", "$")
-    compiler = _Compiler()
+    compiler = _Compiler(json_options)
     start = compiler.format(fmt, root, Follow(None, True), 0)
     ir = compiler.builder.build(start)
     if ir.is_empty:
@@ -166,8 +169,9 @@ def compile_text_grammar(text: str) -> GrammarIR:
 class _Compiler(TokenFormats):
     """One compile: formats to symbols of one :class:`GrammarBuilder`."""
 
-    def __init__(self) -> None:
+    def __init__(self, json_options: dict[str, Any]) -> None:
         self.builder = GrammarBuilder()
+        self.json_options = json_options
 
     # -- helpers --------------------------------------------------------------------------
     def literal(self, data: bytes) -> int | None:
@@ -275,7 +279,7 @@ class _Compiler(TokenFormats):
                        "lexguide (only 'json')")
         if fmt.get("any_order", False) is not False:
             raise err(f"{path}.any_order", "properties in any order are not supported by lexguide")
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = dict(self.json_options)
         n_ws = count(fmt, "max_whitespace_cnt", path)
         if n_ws is not None:
             options["whitespace_pattern"] = f"[ \\t\\n\\r]{{0,{n_ws}}}"
