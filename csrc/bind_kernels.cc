@@ -40,7 +40,8 @@ using Bytes = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
 using Ids = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Floats1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Ints2 = nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
-using Cache = nb::ndarray<float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+// a KV cache seen as bytes: (n_layer, n_kv, n_ctx, cache_row_bytes(type, hd)) (attention.h)
+using Cache = nb::ndarray<uint8_t, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 
 [[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
 
@@ -194,14 +195,25 @@ std::string shape_str(std::initializer_list<size_t> dims) {
   return s + ")";
 }
 
+// The cache type code of the Python side (0 f32, 1 f16, 2 q8_0), checked against the head size.
+k::CacheType cache_type(int code, int hd) {
+  if (code < 0 || code > 2) fail("cache type " + std::to_string(code) + " is not 0 (f32), 1 (f16) or 2 (q8_0)");
+  const k::CacheType t = k::CacheType(code);
+  if (k::cache_row_bytes(t, hd) == 0) {
+    fail("a q8_0 KV cache needs a head size that is a multiple of 32, got " + std::to_string(hd));
+  }
+  return t;
+}
+
 // The sequences of a batched call: seqs (B, 3) = row0, n_rows, pos0 per sequence over R rows;
-// k_caches / v_caches: one (n_layer, n_kv, n_ctx, hd) array each per sequence. Checks rows
-// (within R, disjoint), positions (within the cache and the n_pos rows of the rotation
-// tables), shapes, and that no two of the caches and the `memory` spans share bytes.
+// k_caches / v_caches: one (n_layer, n_kv, n_ctx, row bytes) byte array each per sequence.
+// Checks rows (within R, disjoint), positions (within the cache and the n_pos rows of the
+// rotation tables), shapes, and that no two of the caches and the `memory` spans share bytes.
 std::vector<k::LayerSeq> check_seqs(int64_t R, const Ints2& seqs, const std::vector<Cache>& ks,
                                     const std::vector<Cache>& vs, int n_layer_min, int n_kv,
-                                    int hd, int64_t n_pos,
+                                    k::CacheType type, int hd, int64_t n_pos,
                                     std::vector<std::pair<const char*, size_t>> memory) {
+  const size_t rb = k::cache_row_bytes(type, hd);
   const size_t B = seqs.shape(0);
   if (seqs.shape(1) != 3 || B == 0) fail("seqs must be a non-empty (B, 3) array");
   if (ks.size() != B || vs.size() != B) {
@@ -215,11 +227,11 @@ std::vector<k::LayerSeq> check_seqs(int64_t R, const Ints2& seqs, const std::vec
     const Cache& kc = ks[i];
     const Cache& vc = vs[i];
     for (const Cache* c : {&kc, &vc}) {
-      if (c->shape(1) != size_t(n_kv) || c->shape(3) != size_t(hd) ||
+      if (c->shape(1) != size_t(n_kv) || c->shape(3) != rb ||
           c->shape(0) != kc.shape(0) || c->shape(2) != kc.shape(2)) {
-        fail("cache " + std::to_string(i) + " has shape " +
+        fail("cache " + std::to_string(i) + " has byte shape " +
              shape_str({c->shape(0), c->shape(1), c->shape(2), c->shape(3)}) +
-             ", expected (n_layer, " + std::to_string(n_kv) + ", n_ctx, " + std::to_string(hd) +
+             ", expected (n_layer, " + std::to_string(n_kv) + ", n_ctx, " + std::to_string(rb) +
              ") for keys and values alike");
       }
     }
@@ -239,8 +251,8 @@ std::vector<k::LayerSeq> check_seqs(int64_t R, const Ints2& seqs, const std::vec
     }
     spans.emplace_back(r[0], r[0] + r[1]);
     out[i] = {r[0], r[1], r[2], kc.data(), vc.data(), n_ctx};
-    memory.emplace_back(reinterpret_cast<const char*>(kc.data()), kc.size() * 4);
-    memory.emplace_back(reinterpret_cast<const char*>(vc.data()), vc.size() * 4);
+    memory.emplace_back(reinterpret_cast<const char*>(kc.data()), kc.size());
+    memory.emplace_back(reinterpret_cast<const char*>(vc.data()), vc.size());
   }
   std::sort(spans.begin(), spans.end());
   for (size_t i = 1; i < spans.size(); ++i) {
@@ -278,8 +290,9 @@ void attention(OutFloats2 qkv, OutFloats2 out, Ints2 seqs, std::vector<Cache> k_
                std::vector<Cache> v_caches, int64_t layer, int n_q, int n_kv, int hd,
                std::optional<Floats1> q_norm, std::optional<Floats1> k_norm, float eps,
                Floats2 cos, Floats2 sin, bool neox, int n_rot, float scale, int64_t window,
-               int n_threads) {
+               int n_threads, int cache) {
   check_heads(n_q, n_kv, hd, n_rot);
+  const k::CacheType type = cache_type(cache, hd);
   const int64_t R = int64_t(qkv.shape(0));
   const size_t width = size_t(n_q + 2 * n_kv) * size_t(hd);
   if (qkv.shape(1) != width) {
@@ -300,18 +313,18 @@ void attention(OutFloats2 qkv, OutFloats2 out, Ints2 seqs, std::vector<Cache> k_
   if (window < 0) fail("window must be >= 0");
   if (layer < 0) fail("layer must be >= 0");
   const std::vector<k::LayerSeq> ls = check_seqs(
-      R, seqs, k_caches, v_caches, int(layer) + 1, n_kv, hd, int64_t(cos.shape(0)),
+      R, seqs, k_caches, v_caches, int(layer) + 1, n_kv, type, hd, int64_t(cos.shape(0)),
       {{reinterpret_cast<const char*>(qkv.data()), qkv.size() * 4},
        {reinterpret_cast<const char*>(out.data()), out.size() * 4}});
   std::vector<k::AttnSeq> ss;
   for (const k::LayerSeq& s : ls) {
-    const size_t slab = size_t(n_kv) * size_t(s.n_ctx) * size_t(hd) * size_t(layer);
+    const size_t slab = size_t(n_kv) * size_t(s.n_ctx) * k::cache_row_bytes(type, hd) * size_t(layer);
     ss.push_back({s.row0, s.n_rows, s.pos0, s.k + slab, s.v + slab, s.n_ctx});
   }
   k::AttnArgs a{qkv.data(), out.data(), R, n_q, n_kv, hd,
                 q_norm ? q_norm->data() : nullptr, k_norm ? k_norm->data() : nullptr, eps,
                 cos.data(), sin.data(), int64_t(cos.shape(0)), n_rot, neox, scale, window,
-                ss.data(), int(ss.size()), n_threads};
+                ss.data(), int(ss.size()), n_threads, type};
   nb::gil_scoped_release release;
   k::attention(a);
 }
@@ -385,8 +398,9 @@ class NativeLayers {
   }
 
   void forward(OutFloats2 x, Ints2 seqs, std::vector<Cache> k_caches, std::vector<Cache> v_caches,
-               OutFloats2 out, int n_threads, bool simd) {
+               OutFloats2 out, int n_threads, bool simd, int cache) {
     const k::ModelShape& m = shape_;
+    const k::CacheType type = cache_type(cache, m.hd);
     if (layers_.empty()) fail("the model has no layers");
     int64_t n_pos = INT64_MAX;
     for (const k::LayerWeights& L : layers_) {
@@ -398,11 +412,11 @@ class NativeLayers {
       fail("x and out must both have shape (rows, n_embd)");
     }
     const std::vector<k::LayerSeq> ls = check_seqs(
-        R, seqs, k_caches, v_caches, int(layers_.size()), m.n_kv, m.hd, n_pos,
+        R, seqs, k_caches, v_caches, int(layers_.size()), m.n_kv, type, m.hd, n_pos,
         {{reinterpret_cast<const char*>(x.data()), x.size() * 4},
          {reinterpret_cast<const char*>(out.data()), out.size() * 4}});
     nb::gil_scoped_release release;
-    k::forward_layers(m, layers_, x.data(), R, ls, out.data(), n_threads, simd);
+    k::forward_layers(m, layers_, x.data(), R, ls, type, out.data(), n_threads, simd);
   }
 
  private:
@@ -458,10 +472,11 @@ void bind_kernels(nb::module_& m) {
         nb::arg("hd"), nb::arg("q_norm").noconvert() = nb::none(),
         nb::arg("k_norm").noconvert() = nb::none(), nb::arg("eps"), nb::arg("cos").noconvert(),
         nb::arg("sin").noconvert(), nb::arg("neox"), nb::arg("n_rot"), nb::arg("scale"),
-        nb::arg("window"), nb::arg("n_threads") = 0,
+        nb::arg("window"), nb::arg("n_threads") = 0, nb::arg("cache_type") = 1,
         "Decode attention of a batch of sequences over their own KV caches "
-        "(csrc/kernels/attention.h): q/k norms, RoPE, cache writes, causal/sliding-window "
-        "softmax attention; out (R, n_q*hd). Releases the GIL.");
+        "(csrc/kernels/attention.h; caches as byte arrays, cache_type 0 f32, 1 f16, 2 q8_0): "
+        "q/k norms, RoPE, cache writes, causal/sliding-window softmax attention; "
+        "out (R, n_q*hd). Releases the GIL.");
   nb::class_<NativeLayers>(m, "KernelsLayers",
                            "The transformer layers of a model, natively (csrc/kernels/layers.h).")
       .def(nb::init<int, int, int, int, int, int, bool, float, float, bool, Floats1>(),
@@ -479,10 +494,11 @@ void bind_kernels(nb::module_& m) {
       .def("forward", &NativeLayers::forward, nb::arg("x").noconvert(),
            nb::arg("seqs").noconvert(), nb::arg("k_caches").noconvert(),
            nb::arg("v_caches").noconvert(), nb::arg("out").noconvert(), nb::arg("n_threads") = 0,
-           nb::arg("simd") = true,
+           nb::arg("simd") = true, nb::arg("cache_type") = 1,
            "x (R, n_embd) embeddings (overwritten) -> out (R, n_embd) final normalised hidden "
            "states of the rows of the sequences seqs (B, 3: row0, n_rows, pos0), appending "
-           "their keys and values to their caches. Releases the GIL.");
+           "their keys and values to their caches (byte arrays of cache_type 0 f32, 1 f16, "
+           "2 q8_0). Releases the GIL.");
   m.def("kernels_supported_types", [] {
     std::vector<std::pair<int, std::string>> v;
     for (int id = 0; id < 64; ++id) {

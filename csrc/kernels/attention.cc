@@ -12,6 +12,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/dot.h"
+#include "kernels/quantize_act.h"
 #include "common/thread_pool.h"
 #include "kernels/vec.h"
 
@@ -63,24 +64,98 @@ inline float hsum8(const float* v) {
   return (a0 + a2) + (a1 + a3);
 }
 
-// q·k of float16-valued vectors the way llama.cpp's CPU backend multiplies a float16 matrix
-// (llamafile's tinyBLAS): one fused multiply-add per element into 8 lanes (element i into
-// lane i mod 8), then hsum8.
-inline float dot_f16_scalar(const float* q, const float* k, int n) {
+constexpr int kQ8Bytes = int(sizeof(BlockQ8_0));  // 34: float16 d, 32 int8
+
+// Element i of a cache row as float: what every product reads.
+template <CacheType C>
+inline float load1(const uint8_t* row, int i);
+template <>
+inline float load1<CacheType::F32>(const uint8_t* row, int i) {
+  float f;
+  std::memcpy(&f, row + size_t(i) * 4, 4);
+  return f;
+}
+template <>
+inline float load1<CacheType::F16>(const uint8_t* row, int i) {
+  f16_bits h;
+  std::memcpy(&h, row + size_t(i) * 2, 2);
+  return f16_to_f32(h);
+}
+template <>
+inline float load1<CacheType::Q8_0>(const uint8_t* row, int i) {
+  const uint8_t* b = row + size_t(i / kQK) * kQ8Bytes;
+  f16_bits d;
+  std::memcpy(&d, b, 2);
+  return f16_to_f32(d) * float(int8_t(b[2 + i % kQK]));
+}
+
+// One row of hd elements into the cache: F32 copied, F16 rounded to nearest even, Q8_0 as
+// ggml's x86 quantize_row_q8_0 (quantize_row_q8: the same d and q).
+inline void store_row_scalar(CacheType c, const float* src, uint8_t* dst, int hd) {
+  if (c == CacheType::F32) {
+    std::memcpy(dst, src, size_t(hd) * 4);
+  } else if (c == CacheType::F16) {
+    for (int i = 0; i < hd; ++i) {
+      const f16_bits h = f32_to_f16(src[i]);
+      std::memcpy(dst + size_t(i) * 2, &h, 2);
+    }
+  } else {
+    ActQ8 blk;
+    for (int b = 0; b < hd / kQK; ++b) {
+      quantize_row_q8(src + b * kQK, &blk, kQK);
+      const f16_bits d = f32_to_f16(blk.d);  // blk.d is already float16-valued
+      uint8_t* o = dst + size_t(b) * kQ8Bytes;
+      std::memcpy(o, &d, 2);
+      std::memcpy(o + 2, blk.qs, kQK);
+    }
+  }
+}
+
+#ifdef LEXGUIDE_ATTN_AVX2
+// F16C's conversion rounds to nearest even as f32_to_f16 does, so the stored bits are equal.
+__attribute__((target("avx2,f16c"))) void store_row_avx2(CacheType c, const float* src,
+                                                          uint8_t* dst, int hd) {
+  if (c != CacheType::F16) return store_row_scalar(c, src, dst, hd);
+  int i = 0;
+  for (; i + 8 <= hd; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + size_t(i) * 2), h);
+  }
+  for (; i < hd; ++i) {
+    const f16_bits h = f32_to_f16(src[i]);
+    std::memcpy(dst + size_t(i) * 2, &h, 2);
+  }
+}
+#endif
+
+inline void store_row(CacheType c, const float* src, uint8_t* dst, int hd) {
+#ifdef LEXGUIDE_ATTN_AVX2
+  static const bool avx2 = float_simd();
+  if (avx2) return store_row_avx2(c, src, dst, hd);
+#endif
+  store_row_scalar(c, src, dst, hd);
+}
+
+// q·k the way llama.cpp's CPU backend multiplies a float16 matrix (llamafile's tinyBLAS): one
+// fused multiply-add per element into 8 lanes (element i into lane i mod 8), then hsum8; the
+// same order for the other cache types.
+template <CacheType C>
+inline float dot_scalar(const float* q, const uint8_t* k, int n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int i = 0; i < n; ++i) acc[i & 7] = std::fma(q[i], k[i], acc[i & 7]);
+  for (int i = 0; i < n; ++i) acc[i & 7] = std::fma(q[i], load1<C>(k, i), acc[i & 7]);
   return hsum8(acc);
 }
 
 // o (hd) ← Σ_j p[j] · V[start + j] like the same product with the transposed V cache: for
 // each output element the positions' terms go into 8 lanes by cell index (start + j) mod 8.
-inline void weighted_sum_f16_scalar(const float* p, const float* vals, int64_t start, int64_t n,
-                                    int hd, float* o, std::vector<float>& lanes) {
+template <CacheType C>
+inline void weighted_sum_scalar(const float* p, const uint8_t* vals, size_t rb, int64_t start,
+                                int64_t n, int hd, float* o, std::vector<float>& lanes) {
   for (int64_t j = 0; j < n; ++j) {
     float* acc = lanes.data() + size_t((start + j) & 7) * size_t(hd);
-    const float* vr = vals + size_t(start + j) * size_t(hd);
+    const uint8_t* vr = vals + size_t(start + j) * rb;
     const float pj = p[j];
-    for (int d = 0; d < hd; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
+    for (int d = 0; d < hd; ++d) acc[d] = std::fma(pj, load1<C>(vr, d), acc[d]);
   }
   for (int d = 0; d < hd; ++d) {
     float v[8];
@@ -90,34 +165,56 @@ inline void weighted_sum_f16_scalar(const float* p, const float* vals, int64_t s
 }
 
 #ifdef LEXGUIDE_ATTN_AVX2
-// The same two functions in AVX2 registers: the same fused multiply-adds in the same lanes,
-// so the results are bit-identical to the scalar ones.
-__attribute__((target("avx2,fma"))) float dot_f16_avx2(const float* q, const float* k, int n) {
+#define LEXGUIDE_ATTN_TARGET __attribute__((target("avx2,fma,f16c")))
+// Elements i .. i + 7 of a cache row (i a multiple of 8), the same floats as load1.
+template <CacheType C>
+LEXGUIDE_ATTN_TARGET inline __m256 load8(const uint8_t* row, int i);
+template <>
+LEXGUIDE_ATTN_TARGET inline __m256 load8<CacheType::F32>(const uint8_t* row, int i) {
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+}
+template <>
+LEXGUIDE_ATTN_TARGET inline __m256 load8<CacheType::F16>(const uint8_t* row, int i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + size_t(i) * 2)));
+}
+template <>
+LEXGUIDE_ATTN_TARGET inline __m256 load8<CacheType::Q8_0>(const uint8_t* row, int i) {
+  const uint8_t* b = row + size_t(i / kQK) * kQ8Bytes;
+  f16_bits d;
+  std::memcpy(&d, b, 2);
+  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + i % kQK));
+  return _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(d)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+}
+
+// The same functions in AVX2 registers: the same fused multiply-adds in the same lanes, so the
+// results are bit-identical to the scalar ones.
+template <CacheType C>
+LEXGUIDE_ATTN_TARGET float dot_avx2(const float* q, const uint8_t* k, int n) {
   __m256 acc = _mm256_setzero_ps();
   int i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), acc);
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<C>(k, i), acc);
   float lanes[8];
   _mm256_storeu_ps(lanes, acc);
-  for (; i < n; ++i) lanes[i & 7] = std::fma(q[i], k[i], lanes[i & 7]);
+  for (; i < n; ++i) lanes[i & 7] = std::fma(q[i], load1<C>(k, i), lanes[i & 7]);
   return hsum8(lanes);
 }
 
-// sc[j] = dot_f16_avx2(q, keys + j·hd, hd) for j < n: four keys in flight (independent FMA
-// chains; one key's chain is latency-bound), each key summed exactly as dot_f16_avx2 does.
-__attribute__((target("avx2,fma"))) void dots_f16_avx2(const float* q, const float* keys,
-                                                       int64_t n, int hd, float* sc) {
+// sc[j] = dot_avx2(q, key j, hd) for j < n: four keys in flight (independent FMA chains; one
+// key's chain is latency-bound), each key summed exactly as dot_avx2 does.
+template <CacheType C>
+LEXGUIDE_ATTN_TARGET void dots_avx2(const float* q, const uint8_t* keys, size_t rb, int64_t n,
+                                    int hd, float* sc) {
   const int hd8 = hd & ~7;
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const float* k0 = keys + size_t(j) * size_t(hd);
-    const size_t H = size_t(hd);
+    const uint8_t* k0 = keys + size_t(j) * rb;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < hd8; i += 8) {
       const __m256 qv = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
-      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + H + i), a1);
-      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * H + i), a2);
-      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * H + i), a3);
+      a0 = _mm256_fmadd_ps(qv, load8<C>(k0, i), a0);
+      a1 = _mm256_fmadd_ps(qv, load8<C>(k0 + rb, i), a1);
+      a2 = _mm256_fmadd_ps(qv, load8<C>(k0 + 2 * rb, i), a2);
+      a3 = _mm256_fmadd_ps(qv, load8<C>(k0 + 3 * rb, i), a3);
     }
     float lanes[4][8];
     _mm256_storeu_ps(lanes[0], a0);
@@ -125,48 +222,48 @@ __attribute__((target("avx2,fma"))) void dots_f16_avx2(const float* q, const flo
     _mm256_storeu_ps(lanes[2], a2);
     _mm256_storeu_ps(lanes[3], a3);
     for (int u = 0; u < 4; ++u) {
-      const float* k = k0 + size_t(u) * H;
-      for (int i = hd8; i < hd; ++i) lanes[u][i & 7] = std::fma(q[i], k[i], lanes[u][i & 7]);
+      const uint8_t* k = k0 + size_t(u) * rb;
+      for (int i = hd8; i < hd; ++i) lanes[u][i & 7] = std::fma(q[i], load1<C>(k, i), lanes[u][i & 7]);
       sc[j + u] = hsum8(lanes[u]);
     }
   }
-  for (; j < n; ++j) sc[j] = dot_f16_avx2(q, keys + size_t(j) * size_t(hd), hd);
+  for (; j < n; ++j) sc[j] = dot_avx2<C>(q, keys + size_t(j) * rb, hd);
 }
 
 // The cells' lane accumulators of weighted_sum held in registers for one 8-wide slice of the
 // head: cell c's terms go to register c mod 8, in cell order, as in the lanes array.
-__attribute__((target("avx2,fma"))) inline void weighted_slice_avx2(
-    const float* p, const float* vals, int64_t start, int64_t n, int hd, int d, __m256* acc) {
-  const size_t H = size_t(hd);
+template <CacheType C>
+LEXGUIDE_ATTN_TARGET inline void weighted_slice_avx2(const float* p, const uint8_t* vals,
+                                                     size_t rb, int64_t start, int64_t n, int d,
+                                                     __m256* acc) {
   int64_t j = 0;
   // the first cells up to a multiple of 8, one at a time
   for (; j < n && ((start + j) & 7) != 0; ++j) {
     const int l = int((start + j) & 7);
-    acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(vals + size_t(start + j) * H + d),
-                             acc[l]);
+    acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load8<C>(vals + size_t(start + j) * rb, d), acc[l]);
   }
   for (; j + 8 <= n; j += 8) {
-    const float* v = vals + size_t(start + j) * H + d;
+    const uint8_t* v = vals + size_t(start + j) * rb;
     for (int l = 0; l < 8; ++l) {
-      acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[j + l]), _mm256_loadu_ps(v + size_t(l) * H), acc[l]);
+      acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[j + l]), load8<C>(v + size_t(l) * rb, d), acc[l]);
     }
   }
   for (; j < n; ++j) {
     const int l = int((start + j) & 7);
-    acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(vals + size_t(start + j) * H + d),
-                             acc[l]);
+    acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load8<C>(vals + size_t(start + j) * rb, d), acc[l]);
   }
 }
 
-__attribute__((target("avx2,fma"))) void weighted_sum_f16_avx2(
-    const float* p, const float* vals, int64_t start, int64_t n, int hd, float* o,
-    std::vector<float>& lanes) {
+template <CacheType C>
+LEXGUIDE_ATTN_TARGET void weighted_sum_avx2(const float* p, const uint8_t* vals, size_t rb,
+                                            int64_t start, int64_t n, int hd, float* o,
+                                            std::vector<float>& lanes) {
   const int hd8 = hd & ~7;
   // whole 8-wide slices: the lane accumulators in registers, added as below
   for (int d = 0; d < hd8; d += 8) {
     __m256 r[8];
     for (int l = 0; l < 8; ++l) r[l] = _mm256_setzero_ps();
-    weighted_slice_avx2(p, vals, start, n, hd, d, r);
+    weighted_slice_avx2<C>(p, vals, rb, start, n, d, r);
     const __m256 a0 = _mm256_add_ps(r[0], r[4]), a1 = _mm256_add_ps(r[1], r[5]);
     const __m256 a2 = _mm256_add_ps(r[2], r[6]), a3 = _mm256_add_ps(r[3], r[7]);
     _mm256_storeu_ps(o + d, _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3)));
@@ -175,9 +272,9 @@ __attribute__((target("avx2,fma"))) void weighted_sum_f16_avx2(
   // the tail elements through the lanes array
   for (int64_t j = 0; j < n; ++j) {
     float* acc = lanes.data() + size_t((start + j) & 7) * size_t(hd);
-    const float* vr = vals + size_t(start + j) * size_t(hd);
+    const uint8_t* vr = vals + size_t(start + j) * rb;
     const float pj = p[j];
-    for (int d = hd8; d < hd; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
+    for (int d = hd8; d < hd; ++d) acc[d] = std::fma(pj, load1<C>(vr, d), acc[d]);
   }
   const float* L = lanes.data();
   const size_t H = size_t(hd);
@@ -189,10 +286,10 @@ __attribute__((target("avx2,fma"))) void weighted_sum_f16_avx2(
 }
 #endif
 
-// ggml_vec_soft_max_f32 on the scores of cells start .. start + n − 1, then rounded to
-// float16: e = expf(s − top) by ggml's SIMD expf, the sum in double over 8-cell partial sums
-// (cells counted from 0, so masked cells before start are zeros), p = float16(e · (1/sum)).
-void softmax_f16_scalar(float* sc, int64_t start, int64_t n, float top) {
+// ggml_vec_soft_max_f32 on the scores of cells start .. start + n − 1: e = expf(s − top) by
+// ggml's SIMD expf, the sum in double over 8-cell partial sums (cells counted from 0, so
+// masked cells before start are zeros), p = e · (1/sum), rounded to float16 when `half`.
+void softmax_scalar(float* sc, int64_t start, int64_t n, float top, bool half) {
   double sum = 0.0;
   for (int64_t c0 = start & ~int64_t(7); c0 < start + n; c0 += 8) {
     float v[8];
@@ -204,12 +301,12 @@ void softmax_f16_scalar(float* sc, int64_t start, int64_t n, float top) {
     sum += double(hsum8(v));
   }
   const float inv = float(1.0 / sum);
-  for (int64_t j = 0; j < n; ++j) sc[j] = round_f16(sc[j] * inv);
+  for (int64_t j = 0; j < n; ++j) sc[j] = half ? round_f16(sc[j] * inv) : sc[j] * inv;
 }
 
 #ifdef LEXGUIDE_ATTN_AVX2
-__attribute__((target("avx2,fma,f16c"))) void softmax_f16_avx2(float* sc, int64_t start,
-                                                               int64_t n, float top) {
+__attribute__((target("avx2,fma,f16c"))) void softmax_avx2(float* sc, int64_t start, int64_t n,
+                                                           float top, bool half) {
   // the scores shifted to their cell's lane: buf[k] holds cell (start & ~7) + k
   thread_local std::vector<float> buf;
   const int64_t off = start & 7, m = (off + n + 7) & ~int64_t(7);
@@ -239,49 +336,105 @@ __attribute__((target("avx2,fma,f16c"))) void softmax_f16_avx2(float* sc, int64_
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(buf.data() + off + j), inv);
-    const __m128i h = _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm256_storeu_ps(sc + j, _mm256_cvtph_ps(h));
+    if (half) {
+      const __m128i h = _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm256_storeu_ps(sc + j, _mm256_cvtph_ps(h));
+    } else {
+      _mm256_storeu_ps(sc + j, p);
+    }
   }
   const float invs = float(1.0 / sum);
-  for (; j < n; ++j) sc[j] = round_f16(buf[size_t(off + j)] * invs);
+  for (; j < n; ++j) {
+    const float p = buf[size_t(off + j)] * invs;
+    sc[j] = half ? round_f16(p) : p;
+  }
 }
 #endif
 
-void softmax_f16(float* sc, int64_t start, int64_t n, float top) {
+void softmax(float* sc, int64_t start, int64_t n, float top, bool half) {
 #ifdef LEXGUIDE_ATTN_AVX2
   static const bool avx2 = float_simd();
-  if (avx2) return softmax_f16_avx2(sc, start, n, top);
+  if (avx2) return softmax_avx2(sc, start, n, top, half);
 #endif
-  softmax_f16_scalar(sc, start, n, top);
+  softmax_scalar(sc, start, n, top, half);
 }
 
-// sc[j] = q·K[j] for the n keys at keys (rows of hd)
-inline void dots_f16(const float* q, const float* keys, int64_t n, int hd, float* sc) {
+// sc[j] = q·K[j] for the n keys at keys (rows of rb bytes)
+template <CacheType C>
+inline void dots(const float* q, const uint8_t* keys, size_t rb, int64_t n, int hd, float* sc) {
 #ifdef LEXGUIDE_ATTN_AVX2
   static const bool avx2 = float_simd();
-  if (avx2) return dots_f16_avx2(q, keys, n, hd, sc);
+  if (avx2) return dots_avx2<C>(q, keys, rb, n, hd, sc);
 #endif
-  for (int64_t j = 0; j < n; ++j) sc[j] = dot_f16_scalar(q, keys + size_t(j) * size_t(hd), hd);
+  for (int64_t j = 0; j < n; ++j) sc[j] = dot_scalar<C>(q, keys + size_t(j) * rb, hd);
 }
 
-inline void weighted_sum_f16(const float* p, const float* vals, int64_t start, int64_t n, int hd,
-                             float* o) {
+template <CacheType C>
+inline void weighted_sum(const float* p, const uint8_t* vals, size_t rb, int64_t start, int64_t n,
+                         int hd, float* o) {
   thread_local std::vector<float> lanes;
   lanes.assign(size_t(8) * size_t(hd), 0.0f);
 #ifdef LEXGUIDE_ATTN_AVX2
   static const bool avx2 = float_simd();
-  if (avx2) return weighted_sum_f16_avx2(p, vals, start, n, hd, o, lanes);
+  if (avx2) return weighted_sum_avx2<C>(p, vals, rb, start, n, hd, o, lanes);
 #endif
-  weighted_sum_f16_scalar(p, vals, start, n, hd, o, lanes);
+  weighted_sum_scalar<C>(p, vals, rb, start, n, hd, o, lanes);
+}
+
+// Rows t ≡ j (mod n_split) of sequence s for query head h: softmax(q·Kᵀ·scale)·V over each
+// row's visible positions, into out. With a float16 cache q and the softmax weights are
+// rounded to float16 (ggml's operands of a product with a float16 matrix).
+template <CacheType C>
+void attend_rows(const AttnArgs& a, const AttnSeq& s, int h, int64_t j, int64_t n_split) {
+  const int hd = a.hd;
+  const int64_t width = int64_t(a.n_q + 2 * a.n_kv) * hd;
+  const int kv = h / (a.n_q / a.n_kv);
+  const size_t rb = cache_row_bytes(C, hd);
+  const uint8_t* keys = s.k + size_t(kv) * size_t(s.n_ctx) * rb;
+  const uint8_t* vals = s.v + size_t(kv) * size_t(s.n_ctx) * rb;
+  constexpr bool half = C == CacheType::F16;
+  thread_local std::vector<float> scores, qh;
+  qh.resize(size_t(hd));
+  for (int64_t t = j; t < s.n_rows; t += n_split) {
+    const int64_t p = s.pos0 + t;
+    const int64_t start = a.window ? std::max<int64_t>(0, p - a.window + 1) : 0;
+    const int64_t n = p + 1 - start;
+    scores.resize(size_t(n));
+    const float* qrow = a.qkv + (s.row0 + t) * width + int64_t(h) * hd;
+    if (half) {
+      to_f16_values(qrow, qh.data(), hd);
+    } else {
+      std::memcpy(qh.data(), qrow, size_t(hd) * 4);
+    }
+    float top = -INFINITY;
+    dots<C>(qh.data(), keys + size_t(start) * rb, rb, n, hd, scores.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float sc = scores[size_t(i)] * a.scale;
+      scores[size_t(i)] = sc;
+      top = std::max(top, sc);
+    }
+    softmax(scores.data(), start, n, top, half);
+    float* o = a.out + (s.row0 + t) * int64_t(a.n_q) * hd + int64_t(h) * hd;
+    weighted_sum<C>(scores.data(), vals, rb, start, n, hd, o);
+  }
 }
 
 }  // namespace
 
+size_t cache_row_bytes(CacheType type, int hd) {
+  switch (type) {
+    case CacheType::F32: return size_t(hd) * 4;
+    case CacheType::F16: return size_t(hd) * 2;
+    case CacheType::Q8_0: return hd % kQK ? 0 : size_t(hd / kQK) * kQ8Bytes;
+  }
+  return 0;
+}
+
 void attention(const AttnArgs& a) {
   const int hd = a.hd;
   const int64_t width = int64_t(a.n_q + 2 * a.n_kv) * hd;
-  const int g = a.n_q / a.n_kv;
   const int half = a.n_rot / 2;
+  const size_t rb = cache_row_bytes(a.cache, hd);
 
   // 1. norms and rotations of the new q and k heads; keys and values into the caches
   for (int si = 0; si < a.n_seqs; ++si) {
@@ -297,9 +450,9 @@ void attention(const AttnArgs& a) {
         rope_head(x, c, sn, a.n_rot, a.neox);
       }
       for (int h = 0; h < a.n_kv; ++h) {
-        const size_t at = (size_t(h) * size_t(s.n_ctx) + size_t(p)) * size_t(hd);
-        to_f16_values(row + int64_t(a.n_q + h) * hd, s.k + at, hd);
-        to_f16_values(row + int64_t(a.n_q + a.n_kv + h) * hd, s.v + at, hd);
+        const size_t at = (size_t(h) * size_t(s.n_ctx) + size_t(p)) * rb;
+        store_row(a.cache, row + int64_t(a.n_q + h) * hd, s.k + at, hd);
+        store_row(a.cache, row + int64_t(a.n_q + a.n_kv + h) * hd, s.v + at, hd);
       }
     }
   }
@@ -319,28 +472,10 @@ void attention(const AttnArgs& a) {
     const int64_t j = k % n_split;
     const AttnSeq& s = a.seqs[k / n_split / a.n_q];
     const int h = int(k / n_split % a.n_q);
-    const int kv = h / g;
-    const float* keys = s.k + size_t(kv) * size_t(s.n_ctx) * size_t(hd);
-    const float* vals = s.v + size_t(kv) * size_t(s.n_ctx) * size_t(hd);
-    thread_local std::vector<float> scores, qh;
-    qh.resize(size_t(hd));
-    for (int64_t t = j; t < s.n_rows; t += n_split) {
-      const int64_t p = s.pos0 + t;
-      const int64_t start = a.window ? std::max<int64_t>(0, p - a.window + 1) : 0;
-      const int64_t n = p + 1 - start;
-      scores.resize(size_t(n));
-      to_f16_values(a.qkv + (s.row0 + t) * width + int64_t(h) * hd, qh.data(), hd);
-      const float* q = qh.data();
-      float top = -INFINITY;
-      dots_f16(q, keys + size_t(start) * size_t(hd), n, hd, scores.data());
-      for (int64_t i = 0; i < n; ++i) {
-        const float sc = scores[size_t(i)] * a.scale;
-        scores[size_t(i)] = sc;
-        top = std::max(top, sc);
-      }
-      softmax_f16(scores.data(), start, n, top);
-      float* o = a.out + (s.row0 + t) * int64_t(a.n_q) * hd + int64_t(h) * hd;
-      weighted_sum_f16(scores.data(), vals, start, n, hd, o);
+    switch (a.cache) {
+      case CacheType::F32: return attend_rows<CacheType::F32>(a, s, h, j, n_split);
+      case CacheType::F16: return attend_rows<CacheType::F16>(a, s, h, j, n_split);
+      case CacheType::Q8_0: return attend_rows<CacheType::Q8_0>(a, s, h, j, n_split);
     }
   };
   pool.run(heads * n_split, a.n_threads, task);

@@ -7,30 +7,41 @@
 //   2. per sequence and query head: softmax(q·Kᵀ · scale) · V over the visible positions —
 //      causal (a row sees the rows before it in the same call) and, for sliding-window
 //      layers, the last `window` positions only.
-// Like llama.cpp's default (float16) KV cache, keys and values are stored rounded to float16
-// (in float32 arrays), and the two products read float16 operands: q is rounded to float16
-// before q·Kᵀ, the softmax weights before the product with V (ggml converts the float
-// operand of a product with a float16 matrix to float16).
+// The cache holds keys and values in one of three element types (CacheType), one row of hd
+// elements per (kv head, position):
+//   - F16 (the default, llama.cpp's default cache): IEEE half, rounded to nearest even; the two
+//     products read float16 operands as ggml's do: q is rounded to float16 before q·Kᵀ, the
+//     softmax weights before the product with V (ggml converts the float operand of a product
+//     with a float16 matrix to float16);
+//   - F32: float32, nothing rounded (llama.cpp's `-ctk f32 -ctv f32`);
+//   - Q8_0: ggml's Q8_0 blocks (a float16 scale d and 32 int8 q per 32 elements, hd a multiple
+//     of 32), quantized as ggml's x86 quantize_row_q8_0 (d = amax/127, q = nearbyint(x·127/amax));
+//     the products read each element as float(d)·q against float q and softmax weights.
 // The sums follow llama.cpp's CPU backend (ggml with llamafile's tinyBLAS, AVX2) so that the
 // logits stay bit-equal to its where the inputs are: q·k and the product with V put element
 // (position) i into lane i mod 8 with fused multiply-adds, then add the lanes as
 // (0+4)+(2+6) + ((1+5)+(3+7)); the softmax is e = expf(s − max) by ggml's SIMD expf, summed in
 // double over 8-cell partial sums, times float(1/sum). The AVX2 and portable paths give the
-// same bits; results do not depend on how the work is split over threads or which sequences
-// share the call. The numpy prompt path of runtime/model.py rounds the same operands but sums
-// in BLAS order.
+// same bits for every cache type; results do not depend on how the work is split over threads
+// or which sequences share the call.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace lexguide::kernels {
+
+enum class CacheType : int { F32 = 0, F16 = 1, Q8_0 = 2 };
+
+// Bytes of one cache row (hd elements) of a type; 0 when hd does not fit it (Q8_0: hd % 32).
+size_t cache_row_bytes(CacheType type, int hd);
 
 struct AttnSeq {
   int64_t row0;    // first row of this sequence in qkv / out
   int64_t n_rows;  // its rows (≥ 1), at cache positions pos0 .. pos0 + n_rows - 1
   int64_t pos0;
-  float* k;        // this layer's keys of the sequence: (n_kv, n_ctx, hd)
-  float* v;        // its values: (n_kv, n_ctx, hd)
+  uint8_t* k;      // this layer's keys of the sequence: (n_kv, n_ctx) rows of cache_row_bytes
+  uint8_t* v;      // its values, alike
   int64_t n_ctx;   // pos0 + n_rows ≤ n_ctx
 };
 
@@ -52,6 +63,7 @@ struct AttnArgs {
   const AttnSeq* seqs;
   int n_seqs;
   int n_threads;           // ≤ 0: the whole pool
+  CacheType cache;         // the element type of every sequence's k and v
 };
 
 // Callers have checked every size, pointer and position (the binding does).

@@ -150,8 +150,8 @@ void rms_norm_rows(const float* x, const float* w, int64_t R, int n, float eps, 
 }
 
 void forward_layers(const ModelShape& m, const std::vector<LayerWeights>& layers, float* x,
-                    int64_t R, const std::vector<LayerSeq>& seqs, float* out, int n_threads,
-                    bool simd) {
+                    int64_t R, const std::vector<LayerSeq>& seqs, CacheType cache, float* out,
+                    int n_threads, bool simd) {
   const int64_t E = m.n_embd, hd = m.hd;
   const int64_t width = int64_t(m.n_q + 2 * m.n_kv) * hd;
   const int64_t n_att = int64_t(m.n_q) * hd;
@@ -175,12 +175,12 @@ void forward_layers(const ModelShape& m, const std::vector<LayerWeights>& layers
     product(h.data(), R, E, L.qkv, L.n_qkv, L.qkv_bias, qkv.data(), n_threads, simd);
     for (size_t i = 0; i < seqs.size(); ++i) {
       const LayerSeq& s = seqs[i];
-      const size_t slab = size_t(m.n_kv) * size_t(s.n_ctx) * size_t(hd);
+      const size_t slab = size_t(m.n_kv) * size_t(s.n_ctx) * cache_row_bytes(cache, int(hd));
       as[i] = {s.row0, s.n_rows, s.pos0, s.k + il * slab, s.v + il * slab, s.n_ctx};
     }
     AttnArgs aa{qkv.data(), att.data(), R, m.n_q, m.n_kv, m.hd, L.q_norm, L.k_norm, m.eps,
                 L.cos, L.sin, L.rope_rows, m.n_rot, m.neox, m.query_scale, L.window,
-                as.data(), int(as.size()), n_threads};
+                as.data(), int(as.size()), n_threads, cache};
     attention(aa);
     product(att.data(), R, n_att, &L.wo, 1, L.wo_bias, a.data(), n_threads, simd);
     if (L.post_attn_norm) norm(a.data(), L.post_attn_norm, a.data());

@@ -49,19 +49,19 @@ struct ModelShape {
 };
 
 // One sequence of the call: rows row0 .. row0 + n_rows - 1 at positions pos0 ..; its caches
-// are (n_layer, n_kv, n_ctx, hd) arrays.
+// are (n_layer, n_kv, n_ctx) rows of cache_row_bytes(type, hd) bytes (attention.h).
 struct LayerSeq {
   int64_t row0, n_rows, pos0;
-  float* k;
-  float* v;
+  uint8_t* k;
+  uint8_t* v;
   int64_t n_ctx;
 };
 
 // x (R, n_embd) holds the rows' embeddings and is overwritten; out (R, n_embd) receives the
 // final normalised hidden states. Callers have checked every size, position and pointer.
 void forward_layers(const ModelShape& m, const std::vector<LayerWeights>& layers, float* x,
-                    int64_t R, const std::vector<LayerSeq>& seqs, float* out, int n_threads,
-                    bool simd);
+                    int64_t R, const std::vector<LayerSeq>& seqs, CacheType cache, float* out,
+                    int n_threads, bool simd);
 
 // g (R, n_ff) ← act(gate) · up for R rows of gate_up = [gate (n_ff) | up (n_ff)], with
 // llama.cpp's arithmetic: SiLU x / (1 + e^−x) through ggml's SIMD expf, GELU(tanh) from the

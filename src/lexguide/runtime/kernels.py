@@ -23,8 +23,8 @@ from lexguide import _core
 from lexguide.errors import ModelError
 from lexguide.gguf.constants import GGMLType
 
-__all__ = ["KERNEL_TYPES", "SIMD", "NativeLayers", "attention", "default_threads", "dequantize_rows", "gated", "has_avx2",
-           "kernel_name", "matmul", "matmul_parts", "quantize_roundtrip", "rms_norm", "set_threads", "threads"]
+__all__ = ["CACHE_TYPES", "KERNEL_TYPES", "SIMD", "NativeLayers", "attention", "cache_row_shape",
+           "default_threads", "dequantize_rows", "gated", "has_avx2", "kernel_name", "matmul", "matmul_parts", "quantize_roundtrip", "rms_norm", "set_threads", "threads"]
 
 F32 = npt.NDArray[np.float32]
 
@@ -103,6 +103,45 @@ def matmul_parts(x: F32, parts: Sequence[tuple[np.ndarray, int, int]], n_in: int
     return out
 
 
+# KV cache element types (csrc/kernels/attention.h CacheType): name → (code, numpy dtype).
+# f16 is llama.cpp's default cache; a q8_0 cache row is hd/32 blocks of 34 bytes (float16 d,
+# 32 int8), stored as uint8.
+CACHE_TYPES: dict[str, tuple[int, type]] = {
+    "f32": (0, np.float32), "f16": (1, np.float16), "q8_0": (2, np.uint8)}
+_CACHE_CODES = {np.dtype(dt): code for code, dt in CACHE_TYPES.values()}
+
+
+def cache_row_shape(cache_type: str, head_dim: int) -> tuple[type, int]:
+    """(numpy dtype, last-axis length) of one cache row of ``head_dim`` elements.
+
+    Raises :class:`ModelError` for an unknown type or a q8_0 cache of a head size that is not
+    a multiple of 32."""
+    if cache_type not in CACHE_TYPES:
+        raise ModelError(f"unknown KV cache type {cache_type!r}: expected one of "
+                         f"{', '.join(CACHE_TYPES)}")
+    dtype = CACHE_TYPES[cache_type][1]
+    if cache_type == "q8_0":
+        if head_dim % 32:
+            raise ModelError(f"a q8_0 KV cache needs a head size that is a multiple of 32, "
+                             f"got {head_dim}")
+        return dtype, head_dim // 32 * 34
+    return dtype, head_dim
+
+
+def _cache_views(k_caches: Sequence[np.ndarray],
+                 v_caches: Sequence[np.ndarray]) -> tuple[int, list, list]:
+    """The caches' type code (from their dtype, one for all) and their byte views."""
+    codes = {_CACHE_CODES.get(np.dtype(getattr(c, "dtype", None))) for c in (*k_caches, *v_caches)}
+    if None in codes or len(codes) != 1:
+        raise ModelError("KV caches must all be float32 (f32), float16 (f16) or uint8 (q8_0) "
+                         "arrays of one type")
+    try:
+        return (codes.pop(), [c.view(np.uint8) for c in k_caches],
+                [c.view(np.uint8) for c in v_caches])
+    except ValueError as e:  # a view of a non-contiguous array
+        raise ModelError(f"KV caches must be C-contiguous: {e}") from None
+
+
 def attention(qkv: F32, out: F32, seqs: np.ndarray, k_caches: Sequence[F32],
               v_caches: Sequence[F32], layer: int, *, n_q: int, n_kv: int, head_dim: int,
               q_norm: F32 | None, k_norm: F32 | None, eps: float, cos: F32, sin: F32,
@@ -113,7 +152,8 @@ def attention(qkv: F32, out: F32, seqs: np.ndarray, k_caches: Sequence[F32],
     ``qkv`` (R, (n_q + 2·n_kv)·hd) holds the rows of the Q|K|V projection of every sequence;
     ``seqs`` (B, 3) int64 gives per sequence its first row, row count and the cache position
     of its first row; ``k_caches[i]`` / ``v_caches[i]`` are sequence i's
-    (n_layer, n_kv, n_ctx, hd) arrays. The q and k heads are RMS-normed (when ``q_norm`` and
+    (n_layer, n_kv, n_ctx, row) arrays of one cache type, told by their dtype (float32: f32,
+    float16: f16, uint8: q8_0 rows of :func:`cache_row_shape`). The q and k heads are RMS-normed (when ``q_norm`` and
     ``k_norm`` are given) and rotated in place (``cos``/``sin``: (positions, n_rot/2) tables),
     keys and values are written into the caches at their positions, and ``out`` (R, n_q·hd)
     receives softmax(q·Kᵀ·scale)·V over the visible positions (causal; the last ``window``
@@ -121,11 +161,12 @@ def attention(qkv: F32, out: F32, seqs: np.ndarray, k_caches: Sequence[F32],
     Costs O(rows × visible positions × hd) per head. Raises :class:`ModelError` for
     mismatched shapes, positions past a cache or the tables, or shared memory.
     """
+    code, ks, vs = _cache_views(k_caches, v_caches)
     try:
-        _core.kernels_attention(qkv, out, seqs, list(k_caches), list(v_caches), int(layer),
+        _core.kernels_attention(qkv, out, seqs, ks, vs, int(layer),
                                 int(n_q), int(n_kv), int(head_dim), q_norm, k_norm, float(eps),
                                 cos, sin, bool(neox), int(n_rot), float(scale), int(window),
-                                int(n_threads))
+                                int(n_threads), code)
     except (ValueError, TypeError) as e:
         raise ModelError(str(e)) from None
     return out
@@ -177,12 +218,13 @@ class NativeLayers:
                 simd: bool | None = None) -> F32:
         """All layers on the rows x (R, n_embd) float32 (overwritten) of the sequences
         ``seqs`` (B, 3) int64: first row, row count, cache position of the first row; appends
-        their keys and values to ``k_caches[i]``/``v_caches[i]`` (n_layer, n_kv, n_ctx, hd)
-        and writes the final normalised hidden states to ``out`` (R, n_embd). Mutates x, the
+        their keys and values to ``k_caches[i]``/``v_caches[i]`` (n_layer, n_kv, n_ctx, row),
+        of one cache type as :func:`attention` takes them, and writes the final normalised hidden states to ``out`` (R, n_embd). Mutates x, the
         caches and out."""
+        code, ks, vs = _cache_views(k_caches, v_caches)
         try:
-            self._layers.forward(x, seqs, list(k_caches), list(v_caches), out, int(n_threads),
-                                 SIMD if simd is None else bool(simd))
+            self._layers.forward(x, seqs, ks, vs, out, int(n_threads),
+                                 SIMD if simd is None else bool(simd), code)
         except (ValueError, TypeError) as e:
             raise ModelError(str(e)) from None
         return out

@@ -39,22 +39,32 @@ FUSED_MAX_ROWS = 16
 class KVCache:
     """Keys and values of every layer for one sequence, preallocated to ``n_ctx`` positions.
 
-    ``k``/``v`` are (n_layer, n_head_kv, n_ctx, hd) float32; positions ``0 .. n-1`` are valid.
-    The values written are rounded to float16, as llama.cpp's default float16 cache holds them
-    (the arrays stay float32: the kernels read them as such).
+    ``k``/``v`` are (n_layer, n_head_kv, n_ctx, row) arrays; positions ``0 .. n-1`` are valid.
+    ``cache_type`` (``kernels.CACHE_TYPES``) sets what a row holds: ``"f16"`` (the default,
+    llama.cpp's default cache: float16, hd per row, 2 bytes an element), ``"f32"`` (float32, 4
+    bytes, nothing rounded) or ``"q8_0"`` (ggml's Q8_0 blocks as uint8, 34 bytes per 32
+    elements; the head size must be a multiple of 32).
     The arrays are fresh anonymous mappings, so untouched positions cost no resident memory.
+    Raises :class:`ModelError` for a non-positive ``n_ctx`` or an unknown or unfit cache type.
     """
 
-    __slots__ = ("k", "n", "n_ctx", "v")
+    __slots__ = ("cache_type", "k", "n", "n_ctx", "v")
 
-    def __init__(self, config: ModelConfig, n_ctx: int) -> None:
+    def __init__(self, config: ModelConfig, n_ctx: int, cache_type: str = "f16") -> None:
         if n_ctx <= 0:
             raise ModelError(f"context size must be positive, got {n_ctx}")
-        shape = (config.n_layer, config.n_head_kv, n_ctx, config.head_dim)
-        self.k = _lazy_zeros(shape)
-        self.v = _lazy_zeros(shape)
+        dtype, row = kernels.cache_row_shape(cache_type, config.head_dim)
+        shape = (config.n_layer, config.n_head_kv, n_ctx, row)
+        self.k = _lazy_zeros(shape, dtype)
+        self.v = _lazy_zeros(shape, dtype)
         self.n = 0
         self.n_ctx = n_ctx
+        self.cache_type = cache_type
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of both arrays at full ``n_ctx`` (what the cache holds when full)."""
+        return int(self.k.nbytes + self.v.nbytes)
 
     def truncate(self, n: int) -> None:
         """Forget every position ≥ ``n`` (mutates; O(1): the data is simply overwritten later)."""
@@ -63,8 +73,8 @@ class KVCache:
         self.n = n
 
 
-def _lazy_zeros(shape: tuple[int, ...]) -> F32:
-    """A zeroed float32 array whose pages become resident only when written.
+def _lazy_zeros(shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
+    """A zeroed array whose pages become resident only when written.
 
     ``np.zeros`` would do that too, but numpy advises huge pages for big arrays, and writing
     the first positions of every (layer, head) slab of a KV cache then commits the whole cache
@@ -72,10 +82,10 @@ def _lazy_zeros(shape: tuple[int, ...]) -> F32:
     commits 4 KB per page touched.
     """
     n = int(np.prod(shape))
-    mm = mmap.mmap(-1, max(4 * n, 1))
+    mm = mmap.mmap(-1, max(np.dtype(dtype).itemsize * n, 1))
     if hasattr(mm, "madvise") and hasattr(mmap, "MADV_NOHUGEPAGE"):
         mm.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(mm, dtype=np.float32, count=n).reshape(shape)
+    return np.frombuffer(mm, dtype=dtype, count=n).reshape(shape)
 
 
 def _rope_tables(base: float, freq_scale: float, n_rot: int, n_ctx: int,
@@ -102,10 +112,13 @@ class Transformer:
     """A decoder-only transformer: ``forward(tokens, cache)`` → logits.
 
     Thread-safe for distinct caches (weights are read-only). Each instance caches RoPE tables
-    up to the largest context it has seen.
+    up to the largest context it has seen. ``cache_type`` is the type of the caches
+    :meth:`new_cache` makes (``"f16"``, ``"f32"`` or ``"q8_0"``; see :class:`KVCache`).
     """
 
-    def __init__(self, config: ModelConfig, weights: Weights) -> None:
+    def __init__(self, config: ModelConfig, weights: Weights, cache_type: str = "f16") -> None:
+        kernels.cache_row_shape(cache_type, config.head_dim)  # fails early for a bad type
+        self.cache_type = cache_type
         self.config = config
         self.weights = weights
         self._rope: dict[tuple[float, float], tuple[F32, F32]] = {}
@@ -149,9 +162,10 @@ class Transformer:
             kernels.set_threads(n)
         self._threads = n
 
-    def new_cache(self, n_ctx: int) -> KVCache:
-        """A fresh KV cache of ``n_ctx`` positions (memory is committed only as it is used)."""
-        return KVCache(self.config, n_ctx)
+    def new_cache(self, n_ctx: int, cache_type: str | None = None) -> KVCache:
+        """A fresh KV cache of ``n_ctx`` positions (memory is committed only as it is used),
+        of ``cache_type`` (default: this transformer's ``cache_type``)."""
+        return KVCache(self.config, n_ctx, cache_type or self.cache_type)
 
     def _tables(self, n_ctx: int) -> dict[tuple[float, float], tuple[F32, F32]]:
         """cos/sin tables (≥ n_ctx positions, n_rot/2) of each RoPE (base, scale) in use."""
