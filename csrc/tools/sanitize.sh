@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Build the core with -fsanitize=address,undefined (or, with SANITIZER=thread, -fsanitize=thread)
-# in a throwaway virtual environment and run the engine tests against it (the sanitizer runtime
-# is preloaded into the interpreter). RelWithDebInfo and unstripped, so that reports name
-# functions and lines.
-#   bash csrc/tools/sanitize.sh [pytest args...]     (default: the engine test files)
-#   SANITIZER=thread bash csrc/tools/sanitize.sh     (default: the threaded mask tests)
+# in a throwaway virtual environment and run tests against it (the sanitizer runtime is
+# preloaded into the interpreter and inherited by the servers the tests start). RelWithDebInfo
+# and unstripped, so that reports name functions and lines.
+#   bash csrc/tools/sanitize.sh [SET | pytest args...]
+#   SANITIZER=thread bash csrc/tools/sanitize.sh [SET | pytest args...]
+# SET names test files: engine (the default), runtime (kernels, attention, the forward pass,
+# batching, the runtime under concurrency), server (the server and its batching), kernels (the
+# short pass CI runs), all (the three); under SANITIZER=thread, engine is the threaded mask
+# tests and runtime the threaded runtime tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # the build backend and what the engine tests import (--system-site-packages sees the base
@@ -21,8 +25,15 @@ if [ "${SANITIZER:-address}" = thread ]; then
   "$venv/bin/python" -m pip install -q --no-build-isolation -e . \
     -Ccmake.define.LEXGUIDE_SANITIZE_THREAD=ON -Cbuild-dir=build/tsan -Cinstall.strip=false \
     -Ccmake.build-type=RelWithDebInfo
-  tests=("$@")
-  [ ${#tests[@]} -gt 0 ] || tests=(tests/test_engine_split.py tests/test_engine_batch.py)
+  case "${1:-engine}" in
+    engine) tests=(tests/test_engine_split.py tests/test_engine_batch.py) ;;
+    runtime|kernels) tests=(tests/test_runtime_threads.py tests/test_runtime_batch.py) ;;
+    server) tests=(tests/test_server_batching.py) ;;
+    all) tests=(tests/test_engine_split.py tests/test_engine_batch.py
+                tests/test_runtime_threads.py tests/test_runtime_batch.py
+                tests/test_server_batching.py) ;;
+    *) tests=("$@") ;;
+  esac
   # a data race or lock-order inversion in the core fails the run
   LD_PRELOAD="$(g++ -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
     "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}"
@@ -36,10 +47,22 @@ python -m venv --system-site-packages "$venv"
   -Ccmake.build-type=RelWithDebInfo
 asan="$(g++ -print-file-name=libasan.so)"
 ubsan="$(g++ -print-file-name=libubsan.so)"
-tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(tests/test_engine_mask.py tests/test_engine_batch.py tests/test_lexer_dfa.py
+engine=(tests/test_engine_mask.py tests/test_engine_batch.py tests/test_lexer_dfa.py
   tests/test_earley.py tests/test_fuzz.py tests/test_lark.py tests/test_gbnf.py tests/test_captures.py
   tests/test_vocab_cache.py tests/test_engine_split.py)
+kernels=(tests/test_kernels.py tests/test_attention.py tests/test_runtime_tiny.py
+  tests/test_runtime_batch.py tests/test_runtime_threads.py)
+runtime=("${kernels[@]}" tests/test_runtime.py tests/test_runtime_grammar.py
+  tests/test_engine_budget.py tests/test_gguf_quants.py)
+server=(tests/test_server.py tests/test_server_batching.py tests/test_server_protocol.py)
+case "${1:-engine}" in
+  engine) tests=("${engine[@]}") ;;
+  kernels) tests=("${kernels[@]}") ;;
+  runtime) tests=("${runtime[@]}") ;;
+  server) tests=("${server[@]}") ;;
+  all) tests=("${engine[@]}" "${runtime[@]}" "${server[@]}") ;;
+  *) tests=("$@") ;;
+esac
 # leaks: CPython's own allocations at exit are not ours; halt on the first real error
 LD_PRELOAD="$asan:$ubsan" ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
