@@ -177,3 +177,15 @@ def test_the_qwen3_builtin_shape_agrees():
     results = [(t, ours.validate(t), theirs(t)) for t in texts]
     assert all(a == b for _, a, b in results), [r for r in results if r[1] != r[2]]
     assert sum(a for _, a, _ in results) >= 8
+
+
+def test_flexible_json_layout_agrees():
+    fmt = SPECS["two_triggers"]
+    ours = Grammar.from_structural_tag(fmt, whitespace="flexible")
+    theirs = _xgrammar_accepts(fmt)
+    bodies = ['{"a":1}', '{ "a" : 1 }', '{\n  "a": 1\n}', '{\t"a"\r\n:\n-2 }', '{"a": 1 ,}',
+              '{ }', '{"a": 1, "a": 2}', '{"a":1.5}', '{"a": 1}  ', '  {"a": 1}']
+    texts = [f"x<j>{b}</j>y" for b in bodies]
+    results = [(t, ours.validate(t), theirs(t)) for t in texts]
+    assert all(a == b for _, a, b in results), [r for r in results if r[1] != r[2]]
+    assert 3 <= sum(a for _, a, _ in results) < len(texts)

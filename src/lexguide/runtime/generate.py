@@ -197,14 +197,17 @@ class Model:
     @classmethod
     def from_gguf(cls, path: str | os.PathLike[str] | None = None, *,
                   n_ctx: int | None = None, n_threads: int | None = None, decode_threads: int | None = None,
-                  progress: bool | None = None) -> Model:
+                  progress: bool | None = None, cache_type: str = "f16") -> Model:
         """Load a GGUF model (default: the bundled SmolLM2-135M-Instruct).
 
         The weights stay the file's quantized blocks, mapped (memory ≈ file size), multiplied
         by the native kernels. ``n_ctx`` defaults to min(training context, 4096).
         ``n_threads`` (prompt evaluation) and ``decode_threads`` (decode steps) default to the
-        available cores (at most 8). Raises :class:`ModelError` for an
-        unsupported architecture or missing tensors, ``GGUFError`` for a malformed file.
+        available cores (at most 8). ``cache_type`` is the KV caches' element type: ``"f16"``
+        (llama.cpp's default), ``"f32"`` or ``"q8_0"`` (``runtime.model.KVCache``; the caches
+        hold ``n_ctx`` positions, committed as they fill). Raises :class:`ModelError` for an
+        unsupported architecture, missing tensors or an unknown or unfit cache type,
+        ``GGUFError`` for a malformed file.
         """
         from lexguide.gguf import open_gguf
         from lexguide.tokenizer import Tokenizer
@@ -228,7 +231,7 @@ class Model:
             n_threads = min(_available_cores(), 8)
         if decode_threads is None:
             decode_threads = n_threads
-        model = cls(Transformer(config, w), tokenizer, gguf.metadata, n_ctx=n_ctx,
+        model = cls(Transformer(config, w, cache_type), tokenizer, gguf.metadata, n_ctx=n_ctx,
                     n_threads=max(1, n_threads), decode_threads=max(1, decode_threads),
                     load_s=time.perf_counter() - t0, path=Path(path))
         # Everything alive now lives as long as the model. Freezing it keeps the cyclic
