@@ -23,6 +23,24 @@ PERSON = {  # a small schema the server tests constrain chat answers to
 }
 
 
+TEMPLATES = Path(__file__).parent / "data" / "chat_templates"  # real ones, see its README
+
+
+def with_chat_template(model: Path, tmp: Path, template: str) -> Path:
+    """A copy of the GGUF ``model`` whose ``tokenizer.chat_template`` is the file ``template``
+    of tests/data/chat_templates (written with lexguide's GGUF writer)."""
+    from lexguide.gguf import open_gguf, write_gguf
+
+    out = tmp / template.replace(".jinja", ".gguf")
+    if out.exists():
+        return out
+    with open_gguf(model) as f:
+        metadata = dict(f.metadata)
+        metadata["tokenizer.chat_template"] = (TEMPLATES / template).read_text()
+        tensors = {t.name: (f.raw(t.name), t.ggml_type, t.shape) for t in f.tensors}
+        return write_gguf(out, metadata, tensors, metadata_types=f.metadata_types)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

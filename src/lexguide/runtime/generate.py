@@ -40,6 +40,16 @@ from lexguide.errors import MatcherError, ModelError, TokenRejected
 from lexguide.runtime.chat import GEMMA_TEMPLATE, render_chat
 from lexguide.runtime.config import ModelConfig
 from lexguide.runtime.model import Transformer
+from lexguide.runtime.reasoning import (
+    ThinkBudget,
+    ThinkMarkers,
+    answer_format,
+    check_budget,
+    find_think_markers,
+    reasoning_format,
+    split_reasoning,
+    think_state,
+)
 from lexguide.runtime.sampler import Sampler, SamplerConfig, mask_to_ids
 from lexguide.runtime.weights import load_weights
 
@@ -112,7 +122,9 @@ class Completion:
     a complete grammar — also when ``max_tokens`` ran out just as it completed) or
     ``"length"`` (``max_tokens`` or the context size reached first).
     ``captures`` lists the grammar's Lark ``capture`` values, ``(name, text)`` in output order
-    (:meth:`lexguide.Matcher.captures`).
+    (:meth:`lexguide.Matcher.captures`). With reasoning (``reasoning_budget=``),
+    ``reasoning`` is the think text (None when the output has no think section) and
+    ``answer`` what follows it; ``text`` stays the whole output.
     """
 
     text: str
@@ -121,6 +133,8 @@ class Completion:
     timings: Timings = field(default_factory=Timings)
     prompt_token_ids: list[int] = field(default_factory=list)
     captures: list[tuple[str, str]] = field(default_factory=list)
+    reasoning: str | None = None
+    answer: str | None = None
 
 
 @dataclass(slots=True)
@@ -278,7 +292,8 @@ class Model:
                  json_schema: Any = None, stop: str | Sequence[str] | None = None,
                  stream: bool = False, sampler: SamplerConfig | None = None,
                  matcher: Any = None, add_special: bool = True, parse_special: bool = False,
-                 complete_within_budget: bool = True,
+                 complete_within_budget: bool = True, reasoning_budget: int | None = None,
+                 think_markers: ThinkMarkers | tuple[str, str] | None = None,
                  ) -> Completion | Iterator[CompletionChunk]:
         """Continue ``prompt`` (text, or token ids used as given).
 
@@ -294,6 +309,13 @@ class Model:
         the grammar can still finish in time, so the output ends complete whenever a
         completion fits (:meth:`lexguide.Matcher.compute_mask`); ``False`` masks without
         looking ahead.
+        ``reasoning_budget`` (tokens; -1 unlimited) or ``think_markers`` (begin, end) turn on
+        reasoning: the markers default to those of the chat template
+        (:func:`~lexguide.runtime.reasoning.find_think_markers`), the output may start with a
+        think section (or starts inside one when the prompt ends with the begin marker), the
+        grammar or schema applies only after it, and once ``reasoning_budget`` tokens were
+        spent thinking the end marker is forced (``docs/reasoning_and_tools.md``); ``grammar``
+        must then be text, not a compiled Grammar.
         ``stream=True`` returns an iterator of
         :class:`CompletionChunk`. Raises :class:`MatcherError` if the grammar cannot go on,
         :class:`ModelError` for bad arguments.
@@ -314,6 +336,13 @@ class Model:
             if self.tokenizer.bos_id is None:
                 raise ModelError("empty prompt and the vocabulary has no BOS token to start from")
             ids = [self.tokenizer.bos_id]
+        think = None
+        if reasoning_budget is not None or think_markers is not None:
+            if matcher is not None:
+                raise ModelError("reasoning needs grammar=/json_schema=, not matcher=")
+            think, grammar = self._reasoning(ids, grammar, json_schema, reasoning_budget,
+                                             think_markers)
+            json_schema = None
         if matcher is None:
             matcher = self._matcher(grammar, json_schema)
         elif grammar is not None or json_schema is not None:
@@ -321,7 +350,8 @@ class Model:
         stops = [stop] if isinstance(stop, str) else list(stop or ())
         if any(not s for s in stops):
             raise ModelError("stop strings must be non-empty")
-        chunks = self._chunks(ids, sampler, matcher, max_tokens, stops, complete_within_budget)
+        chunks = self._chunks(ids, sampler, matcher, max_tokens, stops, complete_within_budget,
+                              think)
         if stream:
             return chunks
         text: list[str] = []
@@ -333,25 +363,41 @@ class Model:
         captures = []
         if getattr(matcher, "captures", None) is not None:  # duck-typed matchers may lack it
             captures = [(name, value.decode("utf-8", "replace")) for name, value in matcher.captures()]
-        return Completion("".join(text), token_ids, last.finish_reason or "length",
-                          last.timings or Timings(), list(ids), captures)
+        out = Completion("".join(text), token_ids, last.finish_reason or "length",
+                         last.timings or Timings(), list(ids), captures)
+        if think is not None:
+            out.reasoning, out.answer = split_reasoning(out.text, think.markers, think.initial)
+        return out
 
     def chat(self, messages: Sequence[Mapping[str, Any]], *, chat_template: str | None = None,
-             add_generation_prompt: bool = True, **kwargs: Any) -> Completion | Iterator[CompletionChunk]:
+             add_generation_prompt: bool = True,
+             chat_template_kwargs: Mapping[str, Any] | None = None,
+             **kwargs: Any) -> Completion | Iterator[CompletionChunk]:
         """Generate the assistant's reply to ``messages`` (``[{"role":..., "content":...}]``).
 
         Renders the GGUF's ``tokenizer.chat_template`` (or ``chat_template``); Gemma GGUFs,
         which ship none, use the Gemma turn format. Special tokens in the rendered text are
-        parsed. Keyword arguments are those of :meth:`generate`.
+        parsed. ``chat_template_kwargs`` are variables for the template (``enable_thinking``,
+        ``tools``). Keyword arguments are those of :meth:`generate`.
         """
         prompt_ids = self.chat_prompt_ids(messages, chat_template=chat_template,
-                                          add_generation_prompt=add_generation_prompt)
+                                          add_generation_prompt=add_generation_prompt,
+                                          **(chat_template_kwargs or {}))
         return self.generate(prompt_ids, **kwargs)
 
     def chat_prompt_ids(self, messages: Sequence[Mapping[str, Any]], *,
                         chat_template: str | None = None,
-                        add_generation_prompt: bool = True) -> list[int]:
-        """Token ids of the rendered chat prompt (BOS added when the vocabulary wants one)."""
+                        add_generation_prompt: bool = True, **variables: Any) -> list[int]:
+        """Token ids of the rendered chat prompt (BOS added when the vocabulary wants one);
+        ``variables`` go to the template (``tools``, ``enable_thinking``, ...)."""
+        return self.encode_chat(self.render_chat(messages, chat_template=chat_template,
+                                                 add_generation_prompt=add_generation_prompt,
+                                                 **variables))
+
+    def render_chat(self, messages: Sequence[Mapping[str, Any]], *,
+                    chat_template: str | None = None, add_generation_prompt: bool = True,
+                    **variables: Any) -> str:
+        """The chat prompt as text (pure: touches no model state, safe from any thread)."""
         template = chat_template or self.chat_template
         if template is None:
             if self.config.arch != "gemma3":
@@ -361,14 +407,66 @@ class Model:
         name = tok.token_text
         bos = name(tok.bos_id) if tok.bos_id is not None else ""
         eos = name(tok.eos_id) if tok.eos_id is not None else ""
-        text = render_chat(template, messages, add_generation_prompt=add_generation_prompt,
-                           bos_token=bos, eos_token=eos)
+        return render_chat(template, messages, add_generation_prompt=add_generation_prompt,
+                           bos_token=bos, eos_token=eos, **variables)
+
+    def encode_chat(self, text: str) -> list[int]:
+        """Token ids of a rendered chat prompt: special tokens parsed, BOS added when the
+        vocabulary wants one and the template did not write it."""
+        tok = self.tokenizer
         ids = tok.encode(text, add_special=False, parse_special=True)
         if tok.add_bos and tok.bos_id is not None and (not ids or ids[0] != tok.bos_id):
             ids.insert(0, tok.bos_id)
         return ids
 
+    def reasoning_plan(self, prompt_text: str, budget: int | None,
+                       markers: ThinkMarkers | tuple[str, str] | None = None,
+                       answer: Mapping[str, Any] | None = None,
+                       ) -> tuple[dict[str, Any], ThinkBudget]:
+        """The structural-tag format of an output that thinks, then answers ``answer`` (a
+        structural-tag format; any text by default), and the :class:`ThinkBudget` that
+        counts ``budget`` tokens (-1 or None: unlimited) for one generation from
+        ``prompt_text``. ``markers`` default to the chat template's. Pure but for the
+        tokenizer lookup of the end marker; raises :class:`ModelError`."""
+        budget = check_budget(budget)
+        if markers is None:
+            found = find_think_markers(self.chat_template)
+            if found is None:
+                raise ModelError("reasoning: the chat template names no think markers "
+                                 "(known: <think>...</think> and others); give them explicitly")
+            markers = found
+        elif not isinstance(markers, ThinkMarkers):
+            if len(markers) != 2 or not all(isinstance(m, str) and m for m in markers):
+                raise ModelError("think markers must be two non-empty strings (begin, end)")
+            markers = ThinkMarkers(*markers)
+        state = think_state(prompt_text, markers)
+        fmt = reasoning_format(markers, state, answer or answer_format(), budget)
+        end_ids = self.tokenizer.encode(markers.end, add_special=False, parse_special=True)
+        return fmt, ThinkBudget(markers, state, budget, end_ids)
+
     # ----------------------------------------------------------------------------- internals
+    def _reasoning(self, ids: list[int], grammar: Any, json_schema: Any, budget: int | None,
+                   markers: Any) -> tuple[ThinkBudget, Any]:
+        """(budget counter, grammar) of a generation that thinks before it answers."""
+        from lexguide import Grammar
+
+        if grammar is not None and not isinstance(grammar, str):
+            raise ModelError("reasoning composes grammar text or a schema with the think "
+                             "section; pass grammar= as text, not a compiled Grammar")
+        if grammar is not None and json_schema is not None:
+            raise ModelError("pass either grammar= or json_schema=, not both")
+        prompt_text = self.tokenizer.decode(ids)
+        fmt, think = self.reasoning_plan(prompt_text, budget, markers,
+                                         answer_format(json_schema, grammar))
+        key = json.dumps(fmt, sort_keys=True)
+        g = self._grammars.get(("tag", key))
+        if g is None:
+            g = Grammar.from_structural_tag(fmt)
+            self._grammars[("tag", key)] = g
+            if len(self._grammars) > _GRAMMAR_CACHE:
+                self._grammars.popitem(last=False)
+        return think, g
+
     def _matcher(self, grammar: Any, json_schema: Any) -> Any:
         if grammar is None and json_schema is None:
             return None
@@ -400,7 +498,8 @@ class Model:
         return g
 
     def _chunks(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any, max_tokens: int,
-                stops: list[str], budget_aware: bool = True) -> Iterator[CompletionChunk]:
+                stops: list[str], budget_aware: bool = True,
+                think: ThinkBudget | None = None) -> Iterator[CompletionChunk]:
         """Text chunks with stop strings applied; holds back text that may start a stop string."""
         timings = Timings(load_s=self.load_s)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -408,7 +507,7 @@ class Model:
         text = ""
         emitted = 0
         longest = max((len(s) for s in stops), default=0)
-        steps = self._steps(prompt_ids, cfg, matcher, max_tokens, timings, budget_aware)
+        steps = self._steps(prompt_ids, cfg, matcher, max_tokens, timings, budget_aware, think)
         try:
             for tokens, finish in steps:
                 if tokens:
@@ -428,19 +527,20 @@ class Model:
             steps.close()
 
     def _steps(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any, max_tokens: int,
-               timings: Timings, budget_aware: bool = True
+               timings: Timings, budget_aware: bool = True, think: ThinkBudget | None = None,
                ) -> Generator[tuple[list[int], str | None], None, None]:
         """The token loop: yields (new tokens, None) per step and finally ([], finish_reason)."""
         with self._lock:
             self._blas.set(1)
             try:
                 yield from self._steps_locked(prompt_ids, cfg, matcher, max_tokens, timings,
-                                              budget_aware)
+                                              budget_aware, think)
             finally:
                 self._blas.restore()
 
     def _steps_locked(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any,
-                      max_tokens: int, timings: Timings, budget_aware: bool = True
+                      max_tokens: int, timings: Timings, budget_aware: bool = True,
+                      think: ThinkBudget | None = None,
                       ) -> Iterator[tuple[list[int], str | None]]:
         tf = self.transformer
         n_vocab = self.config.n_vocab
@@ -454,7 +554,7 @@ class Model:
             if done:
                 yield [], done
                 return
-            forced = self._forced(matcher, max_tokens, timings)
+            forced = self._forced(matcher, max_tokens, timings, think)
             if forced:
                 pending += forced
                 history += forced
@@ -516,6 +616,8 @@ class Model:
                 return
             if matcher is not None:
                 self._consume(matcher, token, timings)
+            if think is not None:
+                think.feed(self._token_bytes[token])
             history.append(token)
             n_gen += 1
             timings.generated_tokens = n_gen
@@ -528,7 +630,7 @@ class Model:
                     timings.generation_s = time.perf_counter() - t_gen
                     yield [], done
                     return
-                forced = self._forced(matcher, max_tokens - n_gen, timings)
+                forced = self._forced(matcher, max_tokens - n_gen, timings, think)
                 if forced:
                     pending += forced
                     history += forced
@@ -580,18 +682,23 @@ class Model:
             raise MatcherError(f"the grammar rejected sampled token {token}: {e}") from e
         timings.mask_s += time.perf_counter() - tm
 
-    @staticmethod
-    def _forced(matcher: Any, budget: int, timings: Timings) -> list[int]:
-        """Consume and return the tokens the grammar forces next (at most ``budget``)."""
+    def _forced(self, matcher: Any, budget: int, timings: Timings,
+                think: ThinkBudget | None = None) -> list[int]:
+        """Consume and return the tokens forced next (at most ``budget``): the think
+        section's end marker once its budget is spent, then what the grammar forces."""
         if budget <= 0:
             return []
         tm = time.perf_counter()
-        forced = list(matcher.forced_tokens())[:budget]
-        for t in forced:
+        forced = think_end(matcher, think, budget) if think is not None else []
+        grammar_forced = list(matcher.forced_tokens())[:budget - len(forced)]
+        for t in grammar_forced:
             try:
                 matcher.consume(t)
             except TokenRejected as e:
                 raise MatcherError(f"the grammar rejected its own forced token {t}: {e}") from e
+            if think is not None:
+                think.feed(self._token_bytes[t])
+        forced += grammar_forced
         timings.forced_tokens += len(forced)
         timings.mask_s += time.perf_counter() - tm
         return forced
@@ -600,6 +707,19 @@ class Model:
         c = self.config
         return (f"Model({c.arch}, {c.n_layer} layers, n_embd={c.n_embd}, vocab={c.n_vocab}, "
                 f"n_ctx={self.n_ctx})")
+
+
+def think_end(matcher: Any, think: ThinkBudget, budget: int) -> list[int]:
+    """The end marker's tokens, consumed by ``matcher`` and fed to ``think``, when the
+    thinking budget is spent and the grammar takes them here (mid-character it does not:
+    the next token finishes the character first); else []."""
+    ids = think.due()
+    if not ids or len(ids) > budget or matcher.validate_tokens(ids) != len(ids):
+        return []
+    for t in ids:
+        matcher.consume(t)
+    think.feed(think.end)
+    return list(ids)
 
 
 def _available_cores() -> int:

@@ -84,15 +84,17 @@ def _constraint(args: argparse.Namespace) -> dict[str, Any]:
         except json.JSONDecodeError as e:
             raise ModelError(f"JSON Schema is not valid JSON: line {e.lineno}:{e.colno}: {e.msg}") from None
         from lexguide import Grammar
-        return {"grammar": Grammar.from_json_schema(schema, **_schema_options(args))}
+        return {"grammar": Grammar.from_json_schema(schema, **_schema_options(args)),
+                "source": {"json_schema": schema}}
     if _layout_flags(args):
         raise ModelError("only for JSON Schemas (-j/--json-schema-file): "
                          + ", ".join(_layout_flags(args)))
     from lexguide import Grammar
     if args.regex is not None:
-        return {"grammar": Grammar.from_regex(args.regex)}
+        return {"grammar": Grammar.from_regex(args.regex), "source": None}
     text = args.grammar if args.grammar is not None else _read(args.grammar_file, "grammar file")
-    return {"grammar": Grammar.parse(text)}  # "%llguidance" → Lark, "{" → grammar list, else GBNF
+    # "%llguidance" → Lark, "{" → grammar list, else GBNF
+    return {"grammar": Grammar.parse(text), "source": {"grammar": text}}
 
 
 def _layout_flags(args: argparse.Namespace) -> list[str]:
@@ -131,13 +133,19 @@ def run(args: argparse.Namespace) -> int:
     if len(from_stdin) > 1:
         raise ModelError(f"only one input can be read from stdin; got '-' for {' and '.join(from_stdin)}")
     prompt = _read(args.file, "prompt file") if args.file is not None else (args.prompt or "")
+    reasoning = args.reasoning_budget is not None or args.think_markers is not None
+    if reasoning and (_layout_flags(args) or args.captures):
+        raise ModelError("--reasoning-budget/--think-markers compose the schema or grammar "
+                         "with the think section; they do not take "
+                         + ", ".join(_layout_flags(args) + ["--captures"] * args.captures))
+    template_kwargs = _template_kwargs(args)
     constraint = _constraint(args)
     if "grammar" in constraint and not args.quiet:
         for note in constraint["grammar"].notes:  # accepted but not enforced
             print(f"lexguide run: note: {note}", file=sys.stderr)
     if args.captures and (args.grammar is None and args.grammar_file is None):
         raise ModelError("--captures needs a grammar (--grammar/--grammar-file) with capture rules")
-    model = Model.from_gguf(args.model, n_ctx=args.ctx_size,
+    model = Model.from_gguf(args.model, n_ctx=args.ctx_size, cache_type=args.cache_type,
                             n_threads=args.threads, decode_threads=args.decode_threads,
                             progress=False if args.quiet else True if args.verbose else None)
     if not args.quiet:
@@ -147,16 +155,22 @@ def run(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = dict(
         max_tokens=args.n_predict, temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
         min_p=args.min_p, repeat_penalty=args.repeat_penalty, repeat_last_n=args.repeat_last_n,
-        seed=args.seed, stop=args.stop or None, stream=True, **constraint,
+        seed=args.seed, stop=args.stop or None, stream=True,
     )
+    if constraint:
+        kwargs["grammar"] = constraint["grammar"]
     if args.no_budget_mask:
         kwargs["complete_within_budget"] = False
     matcher = None
     if args.captures:  # keep the matcher to read its captures after the stream
         matcher = model._matcher(kwargs.pop("grammar"), None)
         kwargs["matcher"] = matcher
+    split = None
+    if reasoning:
+        split = _reasoning_split(model, args, prompt, template_kwargs, constraint, kwargs)
+    messages = [{"role": "user", "content": prompt}]
     if args.chat:
-        stream = model.chat([{"role": "user", "content": prompt}], **kwargs)
+        stream = model.chat(messages, chat_template_kwargs=template_kwargs, **kwargs)
     else:
         stream = model.generate(prompt, parse_special=args.parse_special, **kwargs)
     out = sys.stdout
@@ -164,10 +178,9 @@ def run(args: argparse.Namespace) -> int:
     printed: list[str] = []
     try:
         for chunk in cast(Iterator[CompletionChunk], stream):
-            if chunk.text:
-                out.write(chunk.text)
-                out.flush()
+            if chunk.text or (split is not None and chunk.finish_reason is not None):
                 printed.append(chunk.text)
+                _write(out, chunk.text, split, chunk.finish_reason is not None, args)
             last = chunk
     finally:
         out.write("\n")
@@ -179,11 +192,71 @@ def run(args: argparse.Namespace) -> int:
         caps = [[name, value.decode("utf-8", "replace")] for name, value in matcher.captures()]
         print("captures: " + json.dumps(caps, ensure_ascii=False), file=sys.stderr)
     if constraint and last is not None:
-        why = _incomplete(constraint["grammar"], "".join(printed), last.finish_reason, args)
+        answer = "".join(split.content) if split is not None else "".join(printed)
+        why = _incomplete(constraint["grammar"], answer, last.finish_reason, args)
         if why:
             print(f"lexguide run: error: the output is incomplete: {why}", file=sys.stderr)
             return EXIT_INCOMPLETE
     return 0
+
+
+def _template_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--chat-template-kwargs`` as a dict (variables for the chat template)."""
+    if args.chat_template_kwargs is None:
+        return {}
+    if not args.chat:
+        raise ModelError("--chat-template-kwargs needs --chat")
+    try:
+        value = json.loads(args.chat_template_kwargs)
+    except json.JSONDecodeError as e:
+        raise ModelError(f"--chat-template-kwargs is not valid JSON: {e.msg}") from None
+    if not isinstance(value, dict):
+        raise ModelError("--chat-template-kwargs must be a JSON object")
+    return value
+
+
+def _reasoning_split(model: Any, args: argparse.Namespace, prompt: str,
+                     template_kwargs: dict[str, Any], constraint: dict[str, Any],
+                     kwargs: dict[str, Any]) -> Any:
+    """Set ``kwargs`` for a generation that thinks first (the constraint as text or schema,
+    composed by ``generate``); returns the splitter of its output (None when the markers are
+    unknown: ``generate`` then says so)."""
+    from lexguide.runtime.reasoning import ReasoningStream, ThinkMarkers, find_think_markers
+    from lexguide.runtime.reasoning import think_state
+
+    kwargs["reasoning_budget"] = -1 if args.reasoning_budget is None else args.reasoning_budget
+    if args.think_markers is not None:
+        kwargs["think_markers"] = tuple(args.think_markers)
+    if constraint:
+        if constraint["source"] is None:
+            raise ModelError("--regex cannot follow a think section; write it as a --grammar")
+        kwargs.pop("grammar")
+        kwargs.update(constraint["source"])
+    markers = (ThinkMarkers(*args.think_markers) if args.think_markers is not None
+               else find_think_markers(model.chat_template))
+    if markers is None:
+        return None
+    text = (model.render_chat([{"role": "user", "content": prompt}], **template_kwargs)
+            if args.chat else prompt)
+    return ReasoningStream(markers, think_state(text, markers))
+
+
+def _write(out: Any, text: str, split: Any, final: bool, args: argparse.Namespace) -> None:
+    """Print output text: with a reasoning splitter and --reasoning-format deepseek, the think
+    text to stderr (not with -q), the answer to stdout."""
+    if split is None or args.reasoning_format == "none":
+        out.write(text)
+        out.flush()
+        if split is None:
+            return
+    for kind, piece in split.feed(text, final):
+        if kind == "content":
+            if args.reasoning_format != "none":
+                out.write(piece)
+                out.flush()
+        elif args.reasoning_format != "none" and not args.quiet:
+            sys.stderr.write(piece)
+            sys.stderr.flush()
 
 
 def _incomplete(grammar: Any, text: str, finish: str | None, args: argparse.Namespace) -> str:
@@ -281,10 +354,25 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
                    help="stop when TEXT is generated (repeatable)")
     p.add_argument("--chat", action="store_true",
                    help="treat the prompt as a user message and apply the chat template")
+    think = p.add_argument_group("reasoning (docs/reasoning_and_tools.md)")
+    think.add_argument("--reasoning-budget", type=_ranged(int, -1), default=None, metavar="N",
+                       help="think first, at most N tokens (-1: unlimited), then the forced end "
+                            "marker; the schema/grammar applies after the think section")
+    think.add_argument("--reasoning-format", choices=("deepseek", "none"), default="deepseek",
+                       help="deepseek: think text to stderr, the answer to stdout; none: all "
+                            "to stdout (default deepseek)")
+    think.add_argument("--think-markers", nargs=2, metavar=("BEGIN", "END"),
+                       help="the think section's markers (default: read off the chat "
+                            "template, e.g. <think> </think>)")
+    think.add_argument("--chat-template-kwargs", metavar="JSON",
+                       help='variables for the chat template, e.g. \'{"enable_thinking": false}\'')
     p.add_argument("--parse-special", action="store_true",
                    help="recognise control-token text such as <|im_start|> in the prompt")
     p.add_argument("-c", "--ctx-size", type=_ranged(int, 1), default=None,
                    help="context size (default: min(training context, 4096))")
+    p.add_argument("--cache-type", choices=("f16", "f32", "q8_0"), default="f16",
+                   help="KV cache element type: f16 (default, as llama.cpp's), f32 (twice the "
+                   "memory), q8_0 (about half of f16's; head size a multiple of 32)")
     p.add_argument("-t", "--threads", type=_ranged(int, 1), default=None,
                    help="threads for prompt evaluation (default: available cores)")
     p.add_argument("--decode-threads", type=_ranged(int, 1), default=None,

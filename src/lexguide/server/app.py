@@ -501,15 +501,17 @@ def _prometheus(scheduler: Scheduler, compiler: GrammarCompiler,
 def serve(model_path: Any = None, *, host: str = "127.0.0.1", port: int = 8080,
           parallel: int = 4, n_ctx: int = 4096, n_threads: int | None = None,
           max_body: int = MAX_BODY_BYTES, log_level: str = "warning",
-          api_key: str | None = None, grammar_timeout: float = GRAMMAR_TIMEOUT_S) -> None:
-    """Load the model and serve it until interrupted (blocks)."""
+          api_key: str | None = None, grammar_timeout: float = GRAMMAR_TIMEOUT_S,
+          cache_type: str = "f16") -> None:
+    """Load the model and serve it until interrupted (blocks). ``cache_type``: the slots'
+    KV cache element type (``Model.from_gguf``)."""
     import sys
 
     import uvicorn
 
     from lexguide.runtime import Model
 
-    model = Model.from_gguf(model_path, n_ctx=n_ctx, n_threads=n_threads)
+    model = Model.from_gguf(model_path, n_ctx=n_ctx, n_threads=n_threads, cache_type=cache_type)
     app = create_app(model, parallel=parallel, n_ctx=n_ctx, max_body=max_body, api_key=api_key,
                      grammar_timeout=grammar_timeout)
     auth = ", API key required" if api_key is not None else ""

@@ -47,6 +47,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         return 2
     try:
         serve(args.model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.ctx,
+              cache_type=args.cache_type,
               n_threads=args.threads, max_body=args.max_body_bytes, api_key=key,
               grammar_timeout=args.grammar_timeout)
     except KeyboardInterrupt:
@@ -72,6 +73,9 @@ def add_serve_parser(subparsers: argparse._SubParsersAction,
                    "(default: 4)")
     p.add_argument("--ctx", type=int, default=4096, metavar="N",
                    help="context size of each slot, prompt plus completion (default: 4096)")
+    p.add_argument("--cache-type", choices=("f16", "f32", "q8_0"), default="f16",
+                   help="KV cache element type of every slot: f16 (default, as llama.cpp's), "
+                   "f32 (twice the memory), q8_0 (about half of f16's)")
     p.add_argument("-t", "--threads", type=int, default=None, metavar="N",
                    help="threads for the model's kernels (default: available cores)")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, metavar="N",
