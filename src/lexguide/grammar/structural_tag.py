@@ -242,7 +242,7 @@ class _Compiler(TokenFormats):
                        "literal start (const_string, tag) can end one")
         if kind in _UNBOUNDED and follow.ends is None and follow.token is None and not follow.eos:
             raise err(path, f"a {kind!r} format must be the content of a tag, be followed by "
-                       "a literal (const_string or tag) or end the output")
+                       "a literal (const_string, tag, or an or of them) or end the output")
         return getattr(self, "f_" + kind)(fmt, path, follow, depth + 1, consumed)
 
     # -- leaves ---------------------------------------------------------------------------
@@ -251,11 +251,12 @@ class _Compiler(TokenFormats):
         if not value.startswith(consumed):
             raise err(path, "internal: consumed text is not a prefix")
         rest = rx.literal(value[len(consumed):])
-        if follow.ends:
-            rest = rx.concat(rest, rx.alt(*[rx.literal(e) for e in follow.ends]))
+        fused = bool(follow.ends) and follow.then is None
+        if fused:
+            rest = rx.concat(rest, rx.alt(*[rx.literal(e) for e in follow.ends or ()]))
         sym = self.builder.empty() if rest == rx.EPSILON else \
             self.builder.lexeme(rest, json.dumps(fmt["value"]))
-        return self.seq([sym, self.ends_lexeme(follow)], "const") if follow.token else sym
+        return sym if fused else self.with_ends(sym, follow, "const")
 
     def f_regex(self, fmt, path, follow, depth, consumed) -> int:
         pattern = string(fmt["pattern"], f"{path}.pattern")
@@ -263,14 +264,15 @@ class _Compiler(TokenFormats):
             node = parse_regex(pattern)
         except RegexError as e:
             raise err(f"{path}.pattern", f"invalid regex: {e.detail}") from None
-        if follow.ends:  # one lexeme: the regex cannot swallow the end
-            node = rx.concat(node, rx.alt(*[rx.literal(e) for e in follow.ends]))
+        fused = bool(follow.ends) and follow.then is None
+        if fused:  # one lexeme: the regex cannot swallow the end
+            node = rx.concat(node, rx.alt(*[rx.literal(e) for e in follow.ends or ()]))
         if rx.nullable(node):
             sym = self.builder.optional(self.builder.lexeme(
                 rx.intersect(node, rx.complement(rx.EPSILON)), f"/{pattern}/"))
         else:
             sym = self.builder.lexeme(node, f"/{pattern}/")
-        return self.seq([sym, self.ends_lexeme(follow)], "regex") if follow.token else sym
+        return sym if fused else self.with_ends(sym, follow, "regex")
 
     def f_json_schema(self, fmt, path, follow, depth, consumed) -> int:
         style = fmt.get("style", "json")
