@@ -11,6 +11,16 @@ terminators, and patterns match anywhere (search semantics) unless anchored with
 
 Character sets are lists of inclusive code point ranges; the JSON spellings follow the string
 grammar of RFC 8259 §7 (escapes as the schema's ``x-guidance`` options allow).
+
+Lookarounds are exact where they stand in the pattern's outermost sequence (or in a branch of
+an outermost alternation): there the text they look at is known, so each becomes an
+intersection. ``X(?=A)Y`` is ``X·(Y' ∩ A·Σ*)`` where ``Y'`` is the rest of the subject string
+(``Y`` and, unless ``$`` ends the pattern, any text); ``(?!A)`` intersects with the complement
+instead; ``A`` ending in ``$`` must match the whole rest. ``X(?<=B)Y`` is ``(X' ∩ Σ*·B)·Y``
+with ``X'`` the subject up to that point, for any regular ``B`` (so not only fixed widths).
+Lookbehinds must come before lookaheads in one sequence (a lookbehind after a lookahead
+would constrain both sides of the lookahead's split at once). Lookarounds inside a group,
+a quantified group or a nested alternation are a :class:`PatternError`.
 """
 
 from __future__ import annotations
@@ -83,6 +93,9 @@ class _Piece:
     start: bool = False
     end: bool = False
     mixed: tuple[_Piece, ...] = ()  # branches of an alternation anchored differently
+    # a lookaround assertion: "=" / "!" ahead, "<=" / "<!" behind; ``look_at`` its offset
+    look: str = ""
+    look_at: int = 0
 
 
 def _group_nesting_error(at: int, limit: int) -> PatternError:
@@ -90,11 +103,13 @@ def _group_nesting_error(at: int, limit: int) -> PatternError:
 
 
 class _Parser:
-    def __init__(self, src: str, esc: Escapes) -> None:
+    def __init__(self, src: str, esc: Escapes, *, search: bool = True) -> None:
         self.src = src
         self.esc = esc
+        self.search = search  # unanchored ends match any text (pattern_rx) or none
         self.pos = 0
         self.nesting = Nesting(_group_nesting_error)  # (a lambda on self would be a cycle)
+        self.depth = 0  # groups open around the current position
 
     def error(self, message: str, offset: int | None = None) -> PatternError:
         return PatternError(message, self.pos if offset is None else offset)
@@ -129,6 +144,12 @@ class _Parser:
         items: list[_Piece] = []
         while self.peek() not in ("", "|", ")"):
             items.append(self.parse_quantified())
+        looks = [it for it in items if it.look]
+        if looks:
+            if self.depth:
+                raise self.error("lookaround assertions are supported only in the pattern's "
+                                 "outermost sequence, not inside a group", looks[0].look_at)
+            return self._with_lookarounds(items)
         if not items:
             return _Piece(rx.EPSILON)
         if len(items) == 1:
@@ -172,6 +193,8 @@ class _Parser:
                 self.pos = self.src.index("}", self.pos) + 1
             else:
                 return atom
+            if atom.look:
+                raise self.error("quantified lookaround assertion is not supported", at)
             if atom.start or atom.end:
                 if _is_anchor_only(atom):
                     raise self.error("quantified anchor is not supported", at)
@@ -240,13 +263,104 @@ class _Parser:
                     raise self.error("unterminated group name")
                 self.pos = close + 1
             else:
-                raise self.error("lookaround assertions are not supported", at)
-        with self.nesting(at):
-            inner = self.parse_alt()
+                kind = next((k for k in ("=", "!", "<=", "<!")
+                             if self.src.startswith("?" + k, self.pos)), None)
+                if kind is None:
+                    raise self.error("unknown group syntax", at)
+                self.pos += 1 + len(kind)
+                inner = self._group_body(at)
+                if inner.mixed:
+                    raise self.error("a lookaround mixing anchored and unanchored "
+                                     "alternatives is not supported", at)
+                if kind[0] != "<" and inner.start or kind[0] == "<" and inner.end:
+                    raise self.error("an anchor facing away from a lookaround's text is not "
+                                     "supported", at)
+                return _Piece(inner.rx, inner.start, inner.end, look=kind, look_at=at)
+        return self._group_body(at)
+
+    def _group_body(self, at: int) -> _Piece:
+        self.depth += 1
+        try:
+            with self.nesting(at):
+                inner = self.parse_alt()
+        finally:
+            self.depth -= 1
         if self.peek() != ")":
             raise self.error("missing ')'", at)
         self.pos += 1
         return inner
+
+    def _with_lookarounds(self, items: list[_Piece]) -> _Piece:
+        """The subject strings an outermost sequence with lookarounds matches: a piece
+        anchored at both ends (its unanchored ends already widened to any text)."""
+        starts = [i for i, it in enumerate(items) if it.start and not it.look]
+        ends = [i for i, it in enumerate(items) if it.end and not it.look]
+        s = starts[-1] if starts else -1
+        e = ends[0] if ends else len(items)
+        for it in items:
+            if it.mixed:
+                raise self.error("a group mixing anchored and unanchored alternatives is not "
+                                 "supported beside a lookaround", it.look_at)
+        for i, it in enumerate(items):
+            if it.look and not s < i < e:
+                raise self.error("a lookaround outside the pattern's ^...$ is not supported",
+                                 it.look_at)
+            if not it.look and not (s <= i <= e):
+                if not _is_anchor_only(it):
+                    raise self.error("text before ^ or after $ beside a lookaround is not "
+                                     "supported", it.look_at)
+        anything = rx.star(any_json_char(self.esc))
+        pad_left = anything if self.search and s < 0 else rx.EPSILON
+        pad_right = anything if self.search and e == len(items) else rx.EPSILON
+        body = items[s + 1:e]
+        # a lookaround at an end of the subject string looks at all of it: a constraint on
+        # the whole, whatever stands between (so ^(?!-)...(?<!-)$ needs no ordering)
+        whole = []
+        while pad_left == rx.EPSILON and body and body[0].look:
+            whole.append(self._at_end(body.pop(0), anything, front=True))
+        while pad_right == rx.EPSILON and body and body[-1].look:
+            whole.append(self._at_end(body.pop(), anything, front=False))
+        return _Piece(rx.intersect(self._looks(body, pad_left, pad_right, anything), *whole),
+                      True, True)
+
+    @staticmethod
+    def _seen(look: _Piece, anything: int) -> int:
+        """What the text a lookaround looks at must match (before any negation)."""
+        if look.look in ("=", "!"):
+            return look.rx if look.end else rx.concat(look.rx, anything)
+        return look.rx if look.start else rx.concat(anything, look.rx)
+
+    def _at_end(self, look: _Piece, anything: int, *, front: bool) -> int:
+        """The constraint on the whole subject of a lookaround standing at its start
+        (``front``) or end: one facing into the subject sees all of it, one facing out sees
+        the empty string."""
+        seen = self._seen(look, anything)
+        facing_in = (look.look in ("=", "!")) == front
+        holds = seen if facing_in else (anything if rx.nullable(seen) else rx.NOTHING)
+        return rx.complement(holds) if look.look in ("!", "<!") else holds
+
+    def _looks(self, items: list[_Piece], left: int, right: int, anything: int) -> int:
+        """``left · items · right`` with the items' lookarounds applied (see the module doc)."""
+        behind = [i for i, it in enumerate(items) if it.look in ("<=", "<!")]
+        if behind:
+            j = behind[-1]
+            ahead = [i for i, it in enumerate(items[:j]) if it.look in ("=", "!")]
+            if ahead:
+                raise self.error("a lookbehind after a lookahead in one sequence is not "
+                                 "supported", items[j].look_at)
+            look = items[j]
+            prefix = self._looks(items[:j], left, rx.EPSILON, anything)
+            seen = self._seen(look, anything)
+            head = rx.intersect(prefix, rx.complement(seen) if look.look == "<!" else seen)
+            return rx.concat(head, self._looks(items[j + 1:], rx.EPSILON, right, anything))
+        tail = right
+        for it in reversed(items):
+            if not it.look:
+                tail = rx.concat(it.rx, tail)
+                continue
+            ahead = self._seen(it, anything)
+            tail = rx.intersect(tail, rx.complement(ahead) if it.look == "!" else ahead)
+        return rx.concat(left, tail)
 
     def parse_class(self) -> CharSet:
         at = self.pos - 1
@@ -366,8 +480,10 @@ def pattern_rx(pattern: str, esc: Escapes = DEFAULT) -> int:
     """Regex over JSON string bodies (spelled as ``esc`` allows) whose decoded text the ECMA
     ``pattern`` *searches*.
 
-    Cost: linear in the pattern; cached. Raises :class:`PatternError` (with the offset) for
-    malformed patterns and for lookarounds, backreferences, ``\\b`` and ``\\p{..}``.
+    Cost: linear in the pattern (a lookaround adds an intersection); cached. Raises
+    :class:`PatternError` (with the offset) for malformed patterns, for lookarounds that are
+    not in the outermost sequence (see the module doc), backreferences, ``\\b`` and
+    ``\\p{..}``.
     """
     p = _Parser(pattern, esc)
     piece = p.parse_alt()
@@ -379,7 +495,7 @@ def pattern_rx(pattern: str, esc: Escapes = DEFAULT) -> int:
 @lru_cache(maxsize=2048)
 def anchored_pattern_rx(pattern: str, esc: Escapes = DEFAULT) -> int:
     """Like :func:`pattern_rx` but the whole string must match (used for ``format`` regexes)."""
-    p = _Parser(pattern, esc)
+    p = _Parser(pattern, esc, search=False)
     piece = p.parse_alt()
     if p.pos != len(pattern):
         raise p.error("unmatched ')'")
