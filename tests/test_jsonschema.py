@@ -609,3 +609,26 @@ def test_unevaluated_properties_and_items():
         G({"type": "object", "anyOf": [{"properties": {k: {}}} for k in "abcde"],
            "unevaluatedProperties": False})
     assert e.value.pointer == "/unevaluatedProperties" and "statically" in str(e.value)
+
+
+def test_many_pattern_properties_split_keys_into_the_regions_they_need():
+    """Ten disjoint patternProperties and two that overlap them compile (regions that no key
+    can reach are dropped) and agree with the validator; patterns overlapping in more ways
+    than the limit are a located error."""
+    jsonschema = pytest.importorskip("jsonschema")
+    pp = {f"^p{i}_": {"type": "integer", "minimum": i} for i in range(10)}
+    pp["_x$"] = {"type": "integer", "maximum": 5}
+    pp["^q"] = {"type": "string"}
+    schema = {"type": "object", "patternProperties": pp,
+              "additionalProperties": {"type": "boolean"}}
+    g = G(schema)
+    v = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(0)
+    for _ in range(1500):
+        inst = {rng.choice(["p3_a", "p3_x", "p9_", "p1_x", "q", "qq_x", "z", "p0_", "_x"]):
+                rng.choice([0, 3, 7, 12, True, "s"])}
+        assert g.validate(json.dumps(inst)) == v.is_valid(inst), inst
+    with pytest.raises(SchemaError, match="overlap in more than 64 ways") as e:
+        G({"type": "object", "properties": {"o": {
+            "type": "object", "patternProperties": {c: {"type": "integer"} for c in "abcdefgh"}}}})
+    assert e.value.pointer == "/properties/o" and e.value.keyword == "patternProperties"

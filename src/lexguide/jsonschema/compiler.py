@@ -56,7 +56,8 @@ __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 
 WHITESPACE_RX = rx.plus(rx.byteset(b" \t\n\r"))
 QUOTE = rx.literal(b'"')
-MAX_PATTERN_PROPERTIES = 6
+# distinct sets of patternProperties that keys of one object can match (each needs a rule)
+MAX_PATTERN_REGIONS = 64
 # regex node ids are hash-consed, so this cache is valid across grammars until the store is cut
 # back (lexguide.regex.nodes.building), which empties it
 _STRING_CACHE: dict[tuple, int] = {}
@@ -558,21 +559,16 @@ class SchemaCompiler:
         if names_rx is not None:
             base = rx.intersect(base, _quoted(names_rx))
         pats = s.pattern_properties
-        if len(pats) > MAX_PATTERN_PROPERTIES:
-            raise SchemaError(f"more than {MAX_PATTERN_PROPERTIES} patternProperties in one "
-                              "object are not supported", pointer=s.pointer,
-                              keyword="patternProperties")
         prx = [_quoted(pattern_rx(p, esc)) for p, _ in pats]
         out = []
-        for mask in range(1, 1 << len(pats)):
-            inside = [i for i in range(len(pats)) if mask >> i & 1]
+        for region, inside in self.key_regions(base, prx, s.pointer):
+            if not inside:
+                continue  # the additional members' keys: below
             sch: Schema = pats[inside[0]][1]
             for i in inside[1:]:
                 sch = self.schemas.intersect(sch, pats[i][1])
             if isinstance(sch, Unsat):
                 continue
-            region = rx.intersect(base, *(prx[i] for i in inside), *(
-                rx.complement(prx[i]) for i in range(len(pats)) if i not in inside))
             value = self.compile(sch, child)
             if value != self.dead:
                 key = self.lex(region, "pattern_key")
@@ -584,6 +580,30 @@ class SchemaCompiler:
                 key = self.lex(region, "additional_key")
                 out.append(b.seq([key, lay.colon, value], "additional_member"))
         return out
+
+    @staticmethod
+    def key_regions(base: int, prx: list[int], pointer: str) -> list[tuple[int, tuple[int, ...]]]:
+        """The keys of ``base`` split by which of the quoted key patterns ``prx`` they match:
+        ``(region, indices matched)`` for every region that is not provably empty, ordered
+        by the set of patterns (as bits, the region matching none first). Splitting one
+        pattern at a time and dropping empty regions keeps this linear in the patterns
+        when they are disjoint, as they mostly are; more than :data:`MAX_PATTERN_REGIONS`
+        overlapping regions is a :class:`SchemaError`."""
+        from lexguide.regex.native import empty_among  # the core's emptiness search
+
+        regions: list[tuple[int, tuple[int, ...]]] = [(base, ())]
+        for i, p in enumerate(prx):
+            split = [part for region, inside in regions
+                     for part in ((rx.intersect(region, p), inside + (i,)),
+                                  (rx.intersect(region, rx.complement(p)), inside))]
+            regions = [part for part, empty in zip(split, empty_among([r for r, _ in split]))
+                       if not empty]
+            if len(regions) > MAX_PATTERN_REGIONS:
+                raise SchemaError(
+                    f"the patternProperties overlap in more than {MAX_PATTERN_REGIONS} ways "
+                    "(each set of patterns a key can match needs its own member rule)",
+                    pointer=pointer, keyword="patternProperties")
+        return sorted(regions, key=lambda r: sum(1 << i for i in r[1]))
 
     def key_constraint(self, s: Schema, esc: Escapes, depth: int = 0) -> int | None:
         """``propertyNames`` as a regex over key bodies spelled as ``esc`` allows (None: any
