@@ -251,10 +251,15 @@ def test_tool_auto(client):
 def test_tool_stream(client):
     chunks = list(chat(client, "What is the weather in Paris?", max_tokens=40, stream=True,
                        tools=[WEATHER], tool_choice="required"))
-    calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
-    assert len(calls) == 1 and calls[0].function.name == "get_weather"
+    deltas = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    # OpenAI's shape: id, type and name once, in the first delta; then argument fragments
+    assert deltas[0].id and deltas[0].type == "function"
+    assert deltas[0].function.name == "get_weather"
+    assert all(d.index == 0 and d.id is None and d.function.name is None for d in deltas[1:])
+    assert len(deltas) > 2  # the arguments arrive as they are generated
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
-    jsonschema.validate(json.loads(calls[0].function.arguments), WEATHER["function"]["parameters"])
+    arguments = "".join(d.function.arguments or "" for d in deltas)
+    jsonschema.validate(json.loads(arguments), WEATHER["function"]["parameters"])
 
 
 def test_tool_result_turn(client):

@@ -8,12 +8,7 @@ import pytest
 
 from lexguide import Grammar, GrammarError, LexguideError, SchemaError
 from lexguide.errors import RegexError
-from lexguide.server.constraints import (
-    GrammarCache,
-    parse_tool_call,
-    render_tool_messages,
-    tool_grammar,
-)
+from lexguide.server.constraints import GrammarCache, render_tool_messages
 from lexguide.server.protocol import (
     RequestError,
     ToolSpec,
@@ -22,6 +17,7 @@ from lexguide.server.protocol import (
     parse_completion_request,
 )
 from lexguide.server.scheduler import _Text
+from lexguide.server.tool_formats import FORMATS, ToolCallStream, tool_format_spec
 
 MSG = [{"role": "user", "content": "hi"}]
 CITY = json.dumps({"type": "object", "properties": {"city": {"type": "string"}},
@@ -100,25 +96,68 @@ def test_good_request_fields():
     assert req.prompt == [1, 2, 3]
 
 
+def _generic(choice, parallel=False):
+    return Grammar.from_structural_tag(tool_format_spec(FORMATS["generic"], TOOLS, choice,
+                                                        parallel))
+
+
 def test_tool_grammar_required_auto_named():
-    required = Grammar.parse(tool_grammar(TOOLS, "required"))
+    required = _generic("required")
     assert required.validate(CALL_W) and required.validate(CALL_T)
     assert not required.validate("plain text")
+    assert not required.validate(CALL_W + CALL_T)  # one call unless parallel
+    assert _generic("required", parallel=True).validate(CALL_W + CALL_T)
     assert not required.validate(CALL_W.replace('"Paris"', "3"))  # arguments follow the schema
     assert not required.validate(CALL_T.replace("CET", "EST"))
-    auto = Grammar.parse(tool_grammar(TOOLS, "auto"))
+    auto = _generic("auto")
     assert auto.validate(CALL_W) and auto.validate("plain text, no call")
-    assert not auto.validate("<tool_call>{broken")  # text may not start with '<'
-    named = Grammar.parse(tool_grammar(TOOLS, "function:get_time"))
+    assert auto.validate("Let me look. " + CALL_W)  # prose, then a call at its marker
+    assert not auto.validate("<tool_call>{broken")  # the marker starts a call
+    named = _generic("function:get_time")
     assert named.validate(CALL_T) and not named.validate(CALL_W)
 
 
-def test_parse_tool_call():
-    calls = parse_tool_call(CALL_W)
+def _parse(text, fmt="generic", step=1):
+    stream = ToolCallStream(FORMATS[fmt])
+    events = []
+    for i in range(0, len(text), step):
+        events += stream.feed(text[i:i + step])
+    return stream, events
+
+
+@pytest.mark.parametrize("step", [1, 3, 1000])
+def test_tool_call_stream(step):
+    stream, events = _parse("Looking. " + CALL_W + CALL_T, step=step)
+    calls = stream.finished_calls()
+    assert [c["function"] for c in calls] == [
+        {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+        {"name": "get_time", "arguments": '{"zone": "CET"}'}]
+    assert all(c["type"] == "function" and c["id"].startswith("call_") for c in calls)
+    assert "".join(e[1] for e in events if e[0] == "content") == "Looking. "
+    kinds = [e[0] for e in events if e[0] != "content"]
+    assert kinds[0] == "call" and kinds.count("call") == 2
+    assert (kinds.count("args") > 2) == (step < 1000)  # fragments as the text arrives
+    assert _parse("hello")[0].finished_calls() is None
+    assert _parse(CALL_W[:-3])[0].finished_calls() is not None  # arguments ended
+    assert _parse(CALL_W[:-16])[0].finished_calls() is None  # cut inside the arguments
+    # a closing marker inside a string argument does not end the call
+    tricky = CALL_W.replace("Paris", "}</tool_call>")
+    assert _parse(tricky)[0].calls[0]["function"]["arguments"] == '{"city": "}</tool_call>"}'
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "llama3", "mistral"])
+def test_native_formats_round_trip(fmt):
+    f = FORMATS[fmt]
+    call = f.call_begin("get_weather") + '{"city": "Paris"}' + f.tail
+    text = f.block_open + call + f.block_close
+    for choice in ("auto", "required"):
+        g = Grammar.from_structural_tag(tool_format_spec(f, TOOLS, choice, True))
+        assert g.validate(text)
+        assert not g.validate(text.replace('"Paris"', "3"))
+    calls = _parse(text, fmt)[0].finished_calls()
     assert calls[0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
-    assert calls[0]["type"] == "function" and calls[0]["id"].startswith("call_")
-    assert parse_tool_call("hello") is None
-    assert parse_tool_call(CALL_W[:-3]) is None  # cut short by max_tokens
+    if fmt == "mistral":
+        assert len(calls[0]["id"]) == 9 and calls[0]["id"].isalnum()
 
 
 def test_tool_messages_rendered():

@@ -23,7 +23,9 @@ from importlib import resources
 from typing import Any
 
 from lexguide.errors import LexguideError
-from lexguide.server.constraints import GRAMMAR_TIMEOUT_S, GrammarCompiler, parse_tool_call
+from lexguide.runtime.reasoning import ReasoningStream
+from lexguide.server.constraints import GRAMMAR_TIMEOUT_S, GrammarCompiler, plan_chat
+from lexguide.server.tool_formats import ToolCallStream
 from lexguide.server.logprobs import CompletionOffsets, TokenLogprob, chat_logprobs
 from lexguide.server.protocol import (
     ChoiceResult,
@@ -169,26 +171,87 @@ def _choice(req: GenerationRequest, r: ChoiceResult) -> dict[str, Any]:
     if req.endpoint == "completion":
         return {"index": r.index, "text": r.text, "logprobs": logprobs,
                 "finish_reason": r.finish_reason, **extra}
-    calls = parse_tool_call(r.text) if req.tools and req.tool_choice != "none" else None
-    return {"index": r.index, "message": chat_message(r.text, calls), "logprobs": logprobs,
+    split = _Split(req)
+    split.feed(r.text, final=True)
+    message = split.message()
+    calls = message.get("tool_calls")
+    return {"index": r.index, "message": message, "logprobs": logprobs,
             "finish_reason": "tool_calls" if calls else r.finish_reason, **extra}
+
+
+class _Split:
+    """One chat choice's text split into reasoning, content and tool calls, whole or as it
+    streams: :meth:`feed` returns delta objects (``reasoning_content``, ``content`` or
+    ``tool_calls`` with OpenAI's streaming shape: a call's ``index``, ``id``, ``type`` and
+    ``function.name`` first, then ``function.arguments`` fragments)."""
+
+    def __init__(self, req: GenerationRequest) -> None:
+        self.reasoning = None
+        if req.think is not None and req.reasoning_format == "deepseek":
+            self.reasoning = ReasoningStream(*req.think)
+        self.tools = None if req.tool_format is None else ToolCallStream(req.tool_format)
+        self.content: list[str] = []  # content outside tool calls
+        self.raw: list[str] = []  # all content
+
+    def feed(self, text: str, final: bool = False) -> list[dict[str, Any]]:
+        pieces = (self.reasoning.feed(text, final) if self.reasoning is not None
+                  else [("content", text)] if text else [])
+        out: list[dict[str, Any]] = []
+        for kind, piece in pieces:
+            if kind == "reasoning":
+                out.append({"reasoning_content": piece})
+                continue
+            self.raw.append(piece)
+            if self.tools is None:
+                self.content.append(piece)
+                out.append({"content": piece})
+                continue
+            for ev in self.tools.feed(piece):
+                if ev[0] == "content":
+                    self.content.append(ev[1])
+                    out.append({"content": ev[1]})
+                elif ev[0] == "call":
+                    out.append({"tool_calls": [{"index": ev[1], "id": ev[2], "type": "function",
+                                                "function": {"name": ev[3], "arguments": ""}}]})
+                else:
+                    out.append({"tool_calls": [{"index": ev[1],
+                                                "function": {"arguments": ev[2]}}]})
+        if final and self.tools is not None and self.tools.state == "text" and self.tools.buf:
+            self.content.append(self.tools.buf)  # a partial marker at the end: text after all
+            out.append({"content": self.tools.buf})
+            self.tools.buf = ""
+        return out
+
+    def calls(self) -> list[dict[str, Any]] | None:
+        return None if self.tools is None else self.tools.finished_calls()
+
+    def message(self) -> dict[str, Any]:
+        """The whole assistant message (after ``feed(..., final=True)``); a call cut short
+        leaves the text as it is, in ``content``."""
+        calls = self.calls()
+        message = chat_message("".join(self.raw), calls)
+        if calls:
+            message["content"] = "".join(self.content).strip() or None
+        if self.reasoning is not None:
+            message["reasoning_content"] = self.reasoning.reasoning
+        return message
 
 
 class _Stream:
     """Turns scheduler events of one job into SSE ``data:`` lines.
 
-    With tools, a choice whose text starts with ``<`` is a tool call (the grammar lets plain
-    text start with anything else): its text is held back and sent as one ``tool_calls``
-    delta when it finishes. Log probabilities ride with the text of their tokens; those of
-    held-back text come with the chunk that finally carries it.
+    Chat text goes through a :class:`_Split` per choice: reasoning deltas, then content
+    deltas, and tool calls as OpenAI streams them (name first, then argument fragments as
+    they are generated). Text that may still turn out to be a marker is held back. Log
+    probabilities ride with the first delta sent after their tokens.
     """
 
     def __init__(self, req: GenerationRequest, rid: str) -> None:
         self.req = req
         self.rid = rid
         self.created = int(time.time())
-        self.tools = bool(req.tools) and req.tool_choice != "none"
-        self.held: dict[int, bool] = {}
+        self.splits: dict[int, _Split] = {}
+        self.unsent: dict[int, list[TokenLogprob]] = {}  # entries waiting for a delta
         self.n_sent: dict[int, int] = {}  # logprobs entries sent, per choice
         self.offsets: dict[int, CompletionOffsets] = {}
 
@@ -211,13 +274,14 @@ class _Stream:
             return [self.event({"index": index, "text": text,
                                 "logprobs": self._logprobs(index, entries),
                                 "finish_reason": None})]
-        if self.tools:
-            if index not in self.held:
-                self.held[index] = text.startswith("<")
-            if self.held[index]:
-                return []
-        return [self.event({"index": index, "delta": {"content": text},
-                            "logprobs": self._logprobs(index, entries), "finish_reason": None})]
+        self.unsent.setdefault(index, []).extend(entries)
+        split = self.splits.setdefault(index, _Split(self.req))
+        return [self._chat_delta(index, d) for d in split.feed(text)]
+
+    def _chat_delta(self, index: int, delta: dict[str, Any]) -> str:
+        entries, self.unsent[index] = self.unsent.get(index, []), []
+        return self.event({"index": index, "delta": delta,
+                           "logprobs": self._logprobs(index, entries), "finish_reason": None})
 
     def finish(self, r: ChoiceResult) -> list[str]:
         extra = {} if r.accepted is None else {"constraint_satisfied": r.accepted}
@@ -226,22 +290,12 @@ class _Stream:
             return [self.event({"index": r.index, "text": "",
                                 "logprobs": self._logprobs(r.index, rest),
                                 "finish_reason": r.finish_reason, **extra})]
-        out = []
-        reason = r.finish_reason
-        if self.held.get(r.index):
-            calls = parse_tool_call(r.text)
-            delta: dict[str, Any]
-            if calls:
-                reason = "tool_calls"
-                delta = {"tool_calls": [{"index": 0, **calls[0]}]}
-            else:  # cut short: what there is, as text
-                delta = {"content": r.text}
-            out.append(self.event({"index": r.index, "delta": delta,
-                                   "logprobs": self._logprobs(r.index, rest),
-                                   "finish_reason": None}))
-            rest = []
+        split = self.splits.setdefault(r.index, _Split(self.req))
+        self.unsent[r.index] = rest
+        out = [self._chat_delta(r.index, d) for d in split.feed("", final=True)]
+        reason = "tool_calls" if split.calls() else r.finish_reason
         out.append(self.event({"index": r.index, "delta": {},
-                               "logprobs": self._logprobs(r.index, rest),
+                               "logprobs": self._logprobs(r.index, self.unsent.pop(r.index, [])),
                                "finish_reason": reason, **extra}))
         return out
 
@@ -322,6 +376,8 @@ def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
         req = parse(await _read_json(request, max_body))
         if not req.model:
             req.model = name
+        if req.endpoint == "chat":
+            plan_chat(model, req)  # the template renders here: pure, and the scheduler waits less
         grammar = await compiler.grammar(req)  # on a worker thread: the decode loop goes on
         queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         loop = asyncio.get_running_loop()

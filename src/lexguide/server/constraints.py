@@ -1,22 +1,16 @@
-"""From a request's constraint to a compiled :class:`lexguide.Grammar`, and tool calls.
+"""From a request's constraint to a compiled :class:`lexguide.Grammar`; chat planning.
 
-Tool calls
-----------
-The model is constrained to one tool-call format, Hermes style without newlines::
+:func:`plan_chat` renders a chat request's prompt and settles its output's shape: the tool
+calls in the format the chat template implies (``tool_formats.py``), a think section first when
+the template has think markers (``lexguide.runtime.reasoning``), the request's own constraint
+after it. Templates that do not render tools get them described in a system message
+(:func:`tool_system_prompt`) and the generic call format, Hermes style without newlines::
 
     <tool_call>{"name": "get_weather", "arguments": {...}}</tool_call>
 
-``arguments`` is compiled from the function's ``parameters`` schema (``%json``), the name and
-the keys are literals. The choice is part of the grammar (llguidance's Lark variant):
-
-- ``tool_choice="required"``: ``start: call`` — one call of any listed function;
-- a named function: ``start: call`` with that function only;
-- ``"auto"``: ``start: text | call`` where ``text`` is any text that does not begin with
-  ``<`` — so an answer is either plain text or exactly one call, decided by the grammar.
-
-The tools are described to the model in a system message (:func:`tool_system_prompt`);
-earlier assistant ``tool_calls`` in the conversation are rendered in the same format. One call
-per answer: ``parallel_tool_calls`` is not supported.
+Earlier assistant ``tool_calls`` are then written in that format too.
+:class:`GrammarCache` compiles and keeps the grammars; :class:`GrammarCompiler` runs the
+compiles off the decode loop.
 """
 
 from __future__ import annotations
@@ -25,7 +19,6 @@ import asyncio
 import json
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
@@ -34,7 +27,7 @@ from typing import Any
 from lexguide.errors import LexguideError
 from lexguide.server.protocol import Constraint, GenerationRequest, RequestError, ToolSpec
 
-__all__ = ["GrammarCache", "GrammarCompiler", "parse_tool_call", "tool_grammar",
+__all__ = ["GrammarCache", "GrammarCompiler", "plan_chat", "render_tool_messages",
            "tool_system_prompt"]
 
 CALL_OPEN = "<tool_call>"
@@ -42,25 +35,6 @@ CALL_CLOSE = "</tool_call>"
 GRAMMAR_CACHE_SIZE = 64  # compiled grammars kept (schema texts, grammar texts, patterns)
 GRAMMAR_TIMEOUT_S = 10.0  # default deadline of a request's grammar compile (--grammar-timeout)
 COMPILE_WORKERS = 1  # threads compiling grammars beside the decode loop
-
-
-def tool_grammar(tools: Sequence[ToolSpec], choice: str) -> str:
-    """The Lark-variant grammar of an answer under ``choice`` (``auto``, ``required`` or
-    ``function:NAME``): see the module docstring."""
-    if choice.startswith("function:"):
-        tools = [t for t in tools if t.name == choice[len("function:"):]]
-    lines = ["%llguidance {}"]
-    if choice == "auto":
-        lines += ["start: text | call", "text: TEXT", r"TEXT: /[^<][\s\S]*/"]
-    else:
-        lines.append("start: call")
-    alts = " | ".join(f"f{i}" for i in range(len(tools)))
-    lines.append(f"call: {json.dumps(CALL_OPEN)} ({alts}) {json.dumps(CALL_CLOSE)}")
-    for i, t in enumerate(tools):
-        head = json.dumps(f'{{"name": "{t.name}", "arguments": ')
-        lines.append(f'f{i}: {head} a{i} "}}"')
-        lines.append(f"a{i}: %json {t.parameters}")
-    return "\n".join(lines) + "\n"
 
 
 def tool_system_prompt(tools: Sequence[ToolSpec], choice: str) -> str:
@@ -96,21 +70,67 @@ def render_tool_messages(req: GenerationRequest) -> list[dict[str, str]]:
     return messages
 
 
-def parse_tool_call(text: str) -> list[dict[str, Any]] | None:
-    """The ``tool_calls`` list of an answer in the call format, or None for plain text (or a
-    call cut short by ``max_tokens``/a stop string)."""
-    if not (text.startswith(CALL_OPEN) and text.endswith(CALL_CLOSE)):
-        return None
+def plan_chat(model: Any, req: GenerationRequest) -> None:
+    """Render a chat request's prompt and settle what its output looks like (mutates ``req``;
+    pure otherwise, so it may run off the scheduler thread).
+
+    The template gets the tools when it renders them (``tool_formats.detect_tool_format``),
+    else lexguide describes them in a system message (the generic format). A template with
+    think markers (``find_think_markers``) makes the output think first unless the rendered
+    prompt already closed the section; then the constraint — the request's own or the tool
+    calls — is composed after the think section as one structural tag, which a thinking
+    budget also needs (its end marker must be something the grammar can be made to take).
+    """
+    from lexguide.runtime.reasoning import (
+        answer_format,
+        check_budget,
+        find_think_markers,
+        reasoning_format,
+        think_state,
+    )
+    from lexguide.server.tool_formats import detect_tool_format, native_messages, tool_format_spec
+
+    fmt = detect_tool_format(getattr(model, "chat_template", None))
+    tools_on = bool(req.tools) and req.tool_choice != "none"
+    variables = dict(req.template_kwargs)
+    if fmt.native:
+        messages = native_messages(req.messages or [])
+        if tools_on:
+            variables["tools"] = [{"type": "function", "function": {
+                "name": t.name, "description": t.description,
+                "parameters": json.loads(t.parameters)}} for t in req.tools]
+    else:
+        messages = render_tool_messages(req)
+    req.chat_text = model.render_chat(messages, **variables)
+    answer = None
+    if tools_on:
+        req.tool_format = fmt
+        answer = tool_format_spec(fmt, req.tools, req.tool_choice, req.parallel_tool_calls)
+    elif req.constraint is not None:
+        c = req.constraint
+        answer = answer_format(json_schema=c.source if c.kind in ("json_schema", "json_object")
+                               else None, grammar=c.source if c.kind == "grammar" else None,
+                               regex=c.source if c.kind == "regex" else None)
     try:
-        obj = json.loads(text[len(CALL_OPEN):-len(CALL_CLOSE)])
-    except (ValueError, RecursionError):
-        return None
-    return [{
-        "id": f"call_{uuid.uuid4().hex[:24]}",
-        "type": "function",
-        "function": {"name": obj["name"],
-                     "arguments": json.dumps(obj["arguments"], ensure_ascii=False)},
-    }]
+        budget = check_budget(req.reasoning_budget)
+    except LexguideError as e:
+        raise RequestError(str(e), param="reasoning_budget", code="invalid_value") from None
+    markers = find_think_markers(getattr(model, "chat_template", None))
+    state = think_state(req.chat_text, markers) if markers is not None else "closed"
+    if markers is None and budget is not None:
+        raise RequestError("the model's chat template names no think markers (such as "
+                           "<think>...</think>), so there is no thinking to budget",
+                           param="reasoning_budget", code="unsupported_parameter")
+    if state != "closed":
+        req.think = (markers, state)
+        if answer is not None or budget is not None:
+            answer = reasoning_format(markers, state, answer or answer_format(), budget)
+    if answer is not None and (tools_on or req.think is not None):
+        req.base_constraint = req.constraint if req.constraint and not tools_on else None
+        req.constraint = Constraint("structural_tag", json.dumps(answer, ensure_ascii=False),
+                                    "tools" if tools_on else (req.constraint.param
+                                                              if req.constraint else
+                                                              "reasoning_budget"))
 
 
 class GrammarCache:
@@ -134,8 +154,12 @@ class GrammarCache:
 
     @staticmethod
     def _key(constraint: Constraint, req: GenerationRequest) -> tuple[str, str]:
-        if constraint.kind == "tools":
-            return "grammar", tool_grammar(req.tools, req.tool_choice)
+        if constraint.kind == "tools":  # not planned by plan_chat: the generic format
+            from lexguide.server.tool_formats import FORMATS, tool_format_spec
+
+            spec = tool_format_spec(FORMATS["generic"], req.tools, req.tool_choice,
+                                    req.parallel_tool_calls)
+            return "structural_tag", json.dumps(spec, ensure_ascii=False)
         return constraint.kind, constraint.source
 
     def cached(self, constraint: Constraint, req: GenerationRequest) -> Any:
@@ -155,11 +179,13 @@ class GrammarCache:
         g = self.cached(constraint, req)
         if g is not None:
             return g
-        if constraint.kind == "tools":
+        if constraint.kind in ("tools", "structural_tag"):
             # each parameter schema on its own first, so an error names its tool
-            for i, t in enumerate(req.tools):
+            for i, t in enumerate(req.tools if req.tool_choice != "none" else ()):
                 self.get(Constraint("json_schema", t.parameters,
                                     f"tools[{i}].function.parameters"), req)
+            if req.base_constraint is not None:  # and the request's own constraint
+                self.get(req.base_constraint, req)
         key = kind, source = self._key(constraint, req)
         with self._lock:
             self.misses += 1
@@ -169,6 +195,8 @@ class GrammarCache:
                 g = Grammar.from_json_schema(json.loads(source))
             elif kind == "regex":
                 g = Grammar.from_regex(source)
+            elif kind == "structural_tag":
+                g = Grammar.from_structural_tag(json.loads(source))
             else:
                 g = Grammar.parse(source)
         except LexguideError as e:

@@ -126,6 +126,15 @@ class GenerationRequest:
     tools: list[ToolSpec] = field(default_factory=list)
     tool_choice: str = "none"  # "none", "auto", "required" or a function name after "function:"
     logprobs: int | None = None  # None: no log probabilities; else the alternatives per token
+    reasoning_budget: int | None = None  # thinking tokens; None: not given; -1: unlimited
+    reasoning_format: str = "deepseek"  # "deepseek": think text apart; "none": in content
+    template_kwargs: dict[str, Any] = field(default_factory=dict)  # chat_template_kwargs
+    parallel_tool_calls: bool = True
+    # set by the web side once the chat template is rendered (server.chat_plan)
+    chat_text: str | None = None
+    think: Any = None  # (ThinkMarkers, think_state) when the template thinks
+    tool_format: Any = None  # the ToolFormat of the answer's calls
+    base_constraint: Constraint | None = None  # the request's own, when composed into another
 
 
 @dataclass(slots=True)
@@ -347,8 +356,54 @@ def _messages(value: Any) -> list[dict[str, Any]]:
                         f"messages[{i}].tool_calls[{j}].function")
                 for j, c in enumerate(calls)
             ]
+        if calls:
+            msg["tool_call_ids"] = [c.get("id") if isinstance(c, Mapping) else None
+                                    for c in calls]
+        if role == "tool" and m.get("tool_call_id") is not None:
+            msg["tool_call_id"] = _string(m["tool_call_id"], f"messages[{i}].tool_call_id")
         out.append(msg)
     return out
+
+
+#: request fields that give the thinking budget in tokens (lexguide's, llama-server's, vLLM's)
+BUDGET_FIELDS = ("reasoning_budget", "thinking_budget_tokens", "reasoning_budget_tokens",
+                 "thinking_token_budget")
+
+
+def _reasoning(body: Mapping[str, Any], req: GenerationRequest) -> None:
+    """``reasoning_budget`` (or a peer's name for it), ``reasoning_format`` and
+    ``chat_template_kwargs``."""
+    given = [(name, _integer(body, name, None, -1, 1 << 30)) for name in BUDGET_FIELDS]
+    given = [(name, v) for name, v in given if v is not None]
+    if len({v for _, v in given}) > 1:
+        raise RequestError(f"conflicts with {given[0][0]}", param=given[1][0],
+                           code="conflicting_parameters")
+    req.reasoning_budget = given[0][1] if given else None
+    fmt = body.get("reasoning_format")
+    if fmt is not None:
+        if fmt == "auto":
+            fmt = "deepseek"
+        if fmt not in ("none", "deepseek"):
+            raise RequestError("must be none, deepseek or auto (deepseek-legacy is not "
+                               "supported)", param="reasoning_format", code="invalid_value")
+        req.reasoning_format = fmt
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None:
+        kwargs = dict(_object(kwargs, "chat_template_kwargs"))
+        if "enable_thinking" in kwargs and not isinstance(kwargs["enable_thinking"], bool):
+            raise RequestError("must be a boolean", param="chat_template_kwargs.enable_thinking",
+                               code="invalid_type")
+        for reserved in ("messages", "tools", "add_generation_prompt", "bos_token",
+                         "eos_token"):
+            if reserved in kwargs:
+                raise RequestError("is set by the server", code="invalid_value",
+                                   param=f"chat_template_kwargs.{reserved}")
+        req.template_kwargs = kwargs
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise RequestError("must be a boolean", param="parallel_tool_calls",
+                           code="invalid_type")
+    req.parallel_tool_calls = True if parallel is None else parallel
 
 
 def _tools(body: Mapping[str, Any]) -> tuple[list[ToolSpec], str]:
@@ -413,6 +468,7 @@ def parse_chat_request(body: Any) -> GenerationRequest:
     _common(body, req)
     req.logprobs = _chat_logprobs(body)
     req.tools, req.tool_choice = _tools(body)
+    _reasoning(body, req)
     if req.tool_choice != "none":
         if req.constraint is not None:
             raise RequestError("cannot be combined with tools (the tool call is the constraint)",
@@ -444,6 +500,10 @@ def parse_completion_request(body: Any) -> GenerationRequest:
     if body.get("tools"):
         raise RequestError("tools are only supported on /v1/chat/completions", param="tools",
                            code="unsupported_parameter")
+    for name in (*BUDGET_FIELDS, "reasoning_format", "chat_template_kwargs"):
+        if body.get(name) is not None:
+            raise RequestError("reasoning is only supported on /v1/chat/completions",
+                               param=name, code="unsupported_parameter")
     return req
 
 

@@ -44,8 +44,9 @@ import numpy as np
 import numpy.typing as npt
 
 from lexguide.errors import LexguideError, MatcherError, TokenRejected
-from lexguide.runtime.generate import _find_stop, _holdback
+from lexguide.runtime.generate import _find_stop, _holdback, think_end
 from lexguide.runtime.model import FUSED_MAX_ROWS
+from lexguide.runtime.reasoning import ThinkBudget, check_budget
 from lexguide.runtime.sampler import Sampler, SamplerConfig, mask_to_ids
 from lexguide.server.constraints import GrammarCache, render_tool_messages
 from lexguide.server.logprobs import TokenLogprob, TokenNames
@@ -219,6 +220,7 @@ class _Sequence:
     top: int | None = None  # alternatives listed per token; None: no log probabilities
     logprobs: list[TokenLogprob] = field(default_factory=list)
     n_posted: int = 0  # logprobs entries already posted with a delta
+    think: ThinkBudget | None = None  # counts the thinking budget
 
 
 def _slot(s: _Sequence) -> _Slot:
@@ -348,7 +350,10 @@ class Scheduler:
         req = job.req
         model = self.model
         if req.endpoint == "chat":
-            ids = model.chat_prompt_ids(render_tool_messages(req))
+            if req.chat_text is not None:  # rendered by the web side (plan_chat)
+                ids = model.encode_chat(req.chat_text)
+            else:
+                ids = model.chat_prompt_ids(render_tool_messages(req))
             where = "messages"
         elif isinstance(req.prompt, str):
             ids = model.tokenizer.encode(req.prompt)
@@ -384,6 +389,11 @@ class Scheduler:
         self.metrics.prompt_tokens += len(ids)
         from lexguide.engine import Matcher
 
+        budget = check_budget(req.reasoning_budget)
+        end_ids: list[int] = []
+        if req.think is not None and budget is not None:
+            end_ids = model.tokenizer.encode(req.think[0].end, add_special=False,
+                                             parse_special=True)
         for i in range(req.n):
             cfg = SamplerConfig(
                 temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
@@ -392,8 +402,11 @@ class Scheduler:
                 seed=None if req.seed is None else (req.seed + i) % 2**64,
             )
             matcher = Matcher(grammar, model.tokenizer_info) if grammar is not None else None
+            think = None
+            if end_ids and matcher is not None:
+                think = ThinkBudget(req.think[0], req.think[1], budget, end_ids)
             self._waiting.append(_Sequence(job, i, matcher, Sampler(cfg), max_tokens, list(ids),
-                                           _Text(req.stop), top=req.logprobs))
+                                           _Text(req.stop), top=req.logprobs, think=think))
             job.n_open += 1
 
     def _drop_cancelled(self) -> None:
@@ -510,6 +523,8 @@ class Scheduler:
         if self._eog[token]:
             self._finish(s, "stop")
             return
+        if s.think is not None:
+            s.think.feed(self._token_bytes[token])
         s.pending = [token]
         if s.top is not None:
             s.logprobs.append(self._names.sampled(logits, allowed, token, s.top))
@@ -517,7 +532,8 @@ class Scheduler:
             self._after_token(s)
 
     def _after_token(self, s: _Sequence) -> None:
-        """Grammar complete → finish; else append the tokens the grammar forces."""
+        """Grammar complete → finish; else append the tokens forced next: the think
+        section's end marker once its budget is spent, and what the grammar forces."""
         m = s.matcher
         while s in self._active:
             if m.is_stopped():
@@ -525,11 +541,15 @@ class Scheduler:
                     raise MatcherError("the grammar reached a dead end (stopped without accepting)")
                 self._finish(s, "stop")
                 return
-            forced = list(m.forced_tokens())[: s.max_tokens - s.n_gen]
+            forced = [] if s.think is None else think_end(m, s.think, s.max_tokens - s.n_gen)
             if not forced:
-                return
-            for t in forced:
-                m.consume(t)
+                forced = list(m.forced_tokens())[: s.max_tokens - s.n_gen]
+                if not forced:
+                    return
+                for t in forced:
+                    m.consume(t)
+                    if s.think is not None:
+                        s.think.feed(self._token_bytes[t])
             s.pending += forced
             if s.top is not None:
                 s.logprobs += [self._names.forced(t, s.top) for t in forced]
