@@ -228,8 +228,9 @@ def test_bad_inputs_raise_model_error(change):
     rng = np.random.default_rng(1)
     qkv, seqs, ks, vs = setup(rng, [(2, 0), (1, 3)])
     cos, sin = tables(N_CTX)
-    args = dict(n_q=N_Q, n_kv=N_KV, head_dim=HD, q_norm=None, k_norm=None, eps=1e-6, cos=cos,
-                sin=sin, neox=True, n_rot=N_ROT, scale=1.0, window=0)
+    args = {"n_q": N_Q, "n_kv": N_KV, "head_dim": HD, "q_norm": None, "k_norm": None,
+            "eps": 1e-6, "cos": cos, "sin": sin, "neox": True, "n_rot": N_ROT, "scale": 1.0,
+            "window": 0}
     layer = 0
     if change == "rows past qkv":
         seqs[1] = (2, 2, 3)

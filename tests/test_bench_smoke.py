@@ -76,3 +76,22 @@ def test_structural_tag_bench_quick(smollm2_file, tmp_path):
     if "xgrammar" in report["rows"]["tool_call"]:
         assert "lexguide / xgrammar" in stdout
         assert report["rows"]["tool_call"]["xgrammar"]["first_error"] is None
+
+
+def test_real_shapes_bench_quick(smollm2_file, tmp_path):
+    """A tiny random-weight GGUF with SmolLM2's tokenizer, written, loaded and measured."""
+    stdout, report = _run([str(BENCH / "real_shapes.py"), "--quick"], tmp_path)
+    assert "| tiny/q4_k_m |" in stdout and "| tiny/q4_0 |" in stdout
+    lex = report["runs"]["tiny/q4_k_m"]["lexguide"]
+    assert lex["pp32"] > 0 and lex["pp64"] > 0 and lex["tg8"] > 0 and lex["peak_rss_mb"] > 0
+    assert not list(tmp_path.glob("*.gguf"))  # the generated files went to a temporary folder
+
+
+def test_agents_bench_quick(smollm2_file, tmp_path):
+    """Tool-calling and reasoning chats, constrained and not, measured once each."""
+    stdout, report = _run([str(BENCH / "agents.py"), "--quick"], tmp_path)
+    assert "| tools | constrained |" in stdout and "| reasoning | constrained |" in stdout
+    for name in ("tools", "reasoning"):
+        med = report["workloads"][name]["median"]
+        assert med["plain"]["tok_s"] > 0 and med["constrained"]["tok_s"] > 0
+        assert med["constrained"]["forced"] > 0  # tags, keys or the end marker were forced

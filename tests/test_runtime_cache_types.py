@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import test_runtime_tiny as tiny
 
 from lexguide.errors import ModelError
 from lexguide.gguf import GGMLType, open_gguf, write_gguf
@@ -18,8 +19,6 @@ from lexguide.runtime import model as model_mod
 from lexguide.runtime.config import ModelConfig
 from lexguide.runtime.model import KVCache, Transformer
 from lexguide.runtime.weights import load_weights
-
-import test_runtime_tiny as tiny
 
 HD = 32  # whole Q8_0 blocks per head
 IDS = [(7 * i + 3) % tiny.V for i in range(256)]
@@ -40,7 +39,7 @@ def build(tmp_path, monkeypatch, arch, n_layer=2, n_head=4, n_kv=2, window=0, qu
 
 
 ARCHS = [("llama", {}), ("qwen2", {}),
-         ("gemma3", dict(n_layer=6, n_head=2, n_kv=1, window=64))]
+         ("gemma3", {"n_layer": 6, "n_head": 2, "n_kv": 1, "window": 64})]
 
 
 @pytest.mark.parametrize("arch,kw", ARCHS)

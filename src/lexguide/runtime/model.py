@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from lexguide.errors import ModelError
-from lexguide.runtime.config import Activation, ModelConfig, RopeMode
 from lexguide.runtime import kernels
+from lexguide.runtime.config import Activation, ModelConfig, RopeMode
 from lexguide.runtime.weights import Weights
 
 __all__ = ["FUSED_MAX_ROWS", "PREFILL_CHUNK", "KVCache", "Transformer"]
