@@ -95,13 +95,3 @@ def test_agents_bench_quick(smollm2_file, tmp_path):
         med = report["workloads"][name]["median"]
         assert med["plain"]["tok_s"] > 0 and med["constrained"]["tok_s"] > 0
         assert med["constrained"]["forced"] > 0  # tags, keys or the end marker were forced
-
-
-def test_agents_bench_quick(smollm2_file, tmp_path):
-    """Tool-calling and reasoning chats, constrained and not, measured once each."""
-    stdout, report = _run([str(BENCH / "agents.py"), "--quick"], tmp_path)
-    assert "| tools | constrained |" in stdout and "| reasoning | constrained |" in stdout
-    for name in ("tools", "reasoning"):
-        med = report["workloads"][name]["median"]
-        assert med["plain"]["tok_s"] > 0 and med["constrained"]["tok_s"] > 0
-        assert med["constrained"]["forced"] > 0  # tags, keys or the end marker were forced
