@@ -4,6 +4,8 @@ messages."""
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 import sys
 
@@ -65,6 +67,16 @@ def test_per_request_specs() -> None:
     assert grammar_from_spec({"grammar": 'root ::= "yes" | "no"'}).validate("no")
     assert grammar_from_spec({"grammar": '%llguidance {}\nstart: "a"+'}).validate("aaa")
     assert grammar_from_spec({"regex": r"\d{2}"}).validate("42")
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    tag = {"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<f>"],
+        "tags": [{"type": "tag", "begin": "<f>", "end": "</f>",
+                  "content": {"type": "json_schema", "json_schema": schema}}]}}
+    for spec in ({"structural_tag": tag}, {"structural_tag": json.dumps(tag)}):
+        g = grammar_from_spec(spec)
+        assert g.validate('hi <f>{"n": 1}</f> bye') and not g.validate('hi <f>{"n": "x"}</f>')
+    compact = grammar_from_spec({"structural_tag": tag, "json_options": {"whitespace": "compact"}})
+    assert compact.validate('<f>{"n":1}</f>') and not compact.validate('<f>{"n": 1}</f>')
     for bad, match in [
         ({}, "exactly one"),
         ({"regex": "a", "grammar": "root ::= \"a\""}, "exactly one"),
@@ -72,7 +84,8 @@ def test_per_request_specs() -> None:
         ({"regex": 5}, "must be a string"),
         ({"json_schema": "{nope"}, "not valid JSON"),
         ({"json_schema": [1]}, "JSON Schema object"),
-        ({"regex": "a", "json_options": {"indent": 2}}, "json_schema only"),
+        ({"regex": "a", "json_options": {"indent": 2}}, "json_schema and structural_tag only"),
+        ({"structural_tag": 5}, "object or its JSON text"),
         ("regex", "must be an object"),
     ]:
         with pytest.raises(ValueError, match=match):

@@ -129,10 +129,15 @@ def test_structured_outputs_are_taken_over_only_when_asked(monkeypatch) -> None:
         assert lg_vllm.grammar_from_spec(spec).validate(sample)
     choice = lg_vllm.grammar_from_spec(request_spec(params))
     assert choice.validate("no") and not choice.validate("say")
-    tag = SamplingParams(structured_outputs=StructuredOutputsParams(
-        structural_tag='{"type": "structural_tag", "format": {}}'))
-    LexguideLogitsProcessor.validate_params(tag)  # left to vLLM
-    assert tag.structured_outputs is not None and request_spec(tag) is None
+    tag_json = json.dumps({"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<f>"], "tags": [
+            {"type": "tag", "begin": "<f>", "end": "</f>",
+             "content": {"type": "json_schema", "json_schema": schema}}]}})
+    tag = SamplingParams(structured_outputs=StructuredOutputsParams(structural_tag=tag_json))
+    LexguideLogitsProcessor.validate_params(tag)
+    assert tag.structured_outputs is None and request_spec(tag) == {"structural_tag": tag_json}
+    g = lg_vllm.grammar_from_spec(request_spec(tag))
+    assert g.validate('text <f>{"a": 1}</f>') and not g.validate('<f>{"a": "x"}</f>')
     with pytest.raises(ValueError, match="structured_outputs: "):
         LexguideLogitsProcessor.validate_params(
             SamplingParams(structured_outputs=StructuredOutputsParams(regex="a(")))
@@ -165,6 +170,22 @@ def test_xargs_regex_and_grammar_beside_an_unconstrained_request(llm) -> None:
     assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", outs[0].outputs[0].text)
     assert outs[1].outputs[0].text in ("Answer: yes", "Answer: no")
     assert outs[2].outputs[0].text == plain.text  # the unconstrained row is untouched
+
+
+def test_a_structural_tag_constrains_the_text_inside_its_tags(llm) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+              "additionalProperties": False}
+    tag = {"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<f>"], "at_least_one": True,
+        "tags": [{"type": "tag", "begin": "<f>", "end": "</f>",
+                  "content": {"type": "json_schema", "json_schema": schema}}]}}
+    params = SamplingParams(max_tokens=48, temperature=1.0, seed=4,
+                            extra_args={"lexguide_structural_tag": json.dumps(tag)})
+    out = llm.generate(["Call f with a number:"], params, use_tqdm=False)[0].outputs[0]
+    found = re.findall(r"<f>(.*?)</f>", out.text, re.S)
+    assert found, out.text  # at_least_one: a complete tag within max_tokens
+    for body in found:
+        jsonschema.validate(json.loads(body), schema)
 
 
 def test_a_bad_constraint_is_refused_at_admission(llm) -> None:

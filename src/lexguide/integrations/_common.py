@@ -17,7 +17,7 @@ __all__ = [
 ]
 
 #: the keys of a per-request constraint (vLLM ``extra_args["lexguide"]``), one per request
-SPEC_KINDS = ("json_schema", "grammar", "regex")
+SPEC_KINDS = ("json_schema", "grammar", "regex", "structural_tag")
 
 
 def require(module: str, extra: str, integration: str) -> Any:
@@ -53,13 +53,15 @@ def as_grammar(constraint: Any) -> Grammar:
 
 
 def grammar_from_spec(spec: Mapping[str, Any], where: str = "lexguide") -> Grammar:
-    """The grammar of a per-request constraint ``{"json_schema": ...}``, ``{"grammar": text}``
-    or ``{"regex": pattern}`` (exactly one), with ``"json_options"`` (keyword options of
-    :meth:`Grammar.from_json_schema`, such as ``whitespace`` or ``indent``) for a schema.
+    """The grammar of a per-request constraint ``{"json_schema": ...}``, ``{"grammar": text}``,
+    ``{"regex": pattern}`` or ``{"structural_tag": spec}`` (exactly one), with
+    ``"json_options"`` (keyword options of :meth:`Grammar.from_json_schema`, such as
+    ``whitespace`` or ``indent``) for a schema or for every schema inside a structural tag.
 
-    A ``json_schema`` is a dict, a bool or JSON text; a ``grammar`` is read by
-    :meth:`Grammar.parse` (Lark variant after ``%llguidance``, a grammar list after ``{``,
-    GBNF otherwise). Raises ``ValueError`` naming ``where`` for a malformed spec, and the
+    A ``json_schema`` is a dict, a bool or JSON text; a ``structural_tag`` is xgrammar's
+    structural-tag JSON as a dict or text (:meth:`Grammar.from_structural_tag`); a
+    ``grammar`` is read by :meth:`Grammar.parse` (Lark variant after ``%llguidance``, a
+    grammar list after ``{``, GBNF otherwise). Raises ``ValueError`` naming ``where`` for a malformed spec, and the
     compiler's ``LexguideError`` (with its location) for a bad schema, grammar or regex.
     """
     if not isinstance(spec, Mapping):
@@ -79,8 +81,13 @@ def grammar_from_spec(spec: Mapping[str, Any], where: str = "lexguide") -> Gramm
     options = spec.get("json_options") or {}
     if not isinstance(options, Mapping):
         raise ValueError(f"{where}.json_options must be an object")  # noqa: TRY004
-    if options and kind != "json_schema":
-        raise ValueError(f"{where}.json_options applies to json_schema only")
+    if options and kind not in ("json_schema", "structural_tag"):
+        raise ValueError(f"{where}.json_options applies to json_schema and structural_tag only")
+    if kind == "structural_tag":
+        if not isinstance(value, (Mapping, str)):
+            raise ValueError(f"{where}.structural_tag must be an object or its JSON text")
+        return Grammar.from_structural_tag(dict(value) if isinstance(value, Mapping) else value,
+                                           **dict(options))
     if kind == "json_schema":
         if isinstance(value, str):
             try:

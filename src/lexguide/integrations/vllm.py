@@ -11,10 +11,12 @@ params = SamplingParams(max_tokens=128, extra_args={"lexguide": {"json_schema": 
 ``vllm serve MODEL --logits-processors lexguide.integrations.vllm:LexguideLogitsProcessor``
 does the same for the server, constrained per request by ``vllm_xargs``
 (``{"lexguide_json_schema": "<schema as JSON text>"}``, or ``lexguide_grammar``,
-``lexguide_regex``; ``lexguide_json_options`` as JSON text). With
+``lexguide_regex``, ``lexguide_structural_tag`` (xgrammar's structural-tag JSON: structure
+inside free text); ``lexguide_json_options`` as JSON text). With
 ``LEXGUIDE_VLLM_STRUCTURED_OUTPUTS=1`` in the environment of the process that admits requests
 (``vllm serve``, or the script creating the ``LLM``), requests' ``response_format`` /
-``structured_outputs`` (JSON Schema, JSON object, regex, grammar, choice) are constrained by
+``structured_outputs`` (JSON Schema, JSON object, regex, grammar, choice, structural tag) are
+constrained by
 lexguide instead of vLLM's own backend: ``validate_params`` moves them into the request's
 ``extra_args`` and clears ``structured_outputs``, without patching vLLM.
 
@@ -62,15 +64,16 @@ logger = init_logger("vllm.lexguide")
 
 #: set to 1 to have lexguide constrain requests' ``response_format`` / ``structured_outputs``
 ENV_STRUCTURED_OUTPUTS = "LEXGUIDE_VLLM_STRUCTURED_OUTPUTS"
-_XARGS = ("json_schema", "grammar", "regex", "json_options")
+_XARGS = ("json_schema", "grammar", "regex", "structural_tag", "json_options")
 
 
 def request_spec(params: Any) -> dict[str, Any] | None:
     """The lexguide constraint of a request's ``SamplingParams``, or None.
 
-    From ``extra_args["lexguide"]`` (``{"json_schema": ...}``, ``{"grammar": text}`` or
-    ``{"regex": pattern}``, with optional ``"json_options"``), or from the flat ``vllm_xargs``
-    keys ``lexguide_json_schema`` (JSON text), ``lexguide_grammar``, ``lexguide_regex`` and
+    From ``extra_args["lexguide"]`` (``{"json_schema": ...}``, ``{"grammar": text}``,
+    ``{"regex": pattern}`` or ``{"structural_tag": spec}``, with optional ``"json_options"``),
+    or from the flat ``vllm_xargs`` keys ``lexguide_json_schema`` (JSON text),
+    ``lexguide_grammar``, ``lexguide_regex``, ``lexguide_structural_tag`` (JSON text) and
     ``lexguide_json_options`` (JSON text). Raises ``ValueError`` when both forms are given or
     a value has the wrong type.
     """
@@ -80,7 +83,8 @@ def request_spec(params: Any) -> dict[str, Any] | None:
     unknown = [k for k in extra if k.startswith("lexguide_") and k[len("lexguide_"):] not in _XARGS]
     if unknown:
         raise ValueError(f"unknown lexguide argument(s) {unknown}; expected lexguide_json_schema, "
-                         "lexguide_grammar, lexguide_regex or lexguide_json_options")
+                         "lexguide_grammar, lexguide_regex, lexguide_structural_tag or "
+                         "lexguide_json_options")
     if spec is not None and flat:
         raise ValueError("give the lexguide constraint either as extra_args['lexguide'] or as "
                          "lexguide_* arguments, not both")
@@ -104,8 +108,8 @@ def request_spec(params: Any) -> dict[str, Any] | None:
 
 def _from_structured_outputs(so: Any) -> dict[str, Any] | None:
     """A lexguide spec for vLLM's ``StructuredOutputsParams``; None for what lexguide leaves
-    to vLLM (``structural_tag``, ``disable_additional_properties``)."""
-    if so.structural_tag is not None or so.disable_additional_properties:
+    to vLLM (``disable_additional_properties``)."""
+    if so.disable_additional_properties:
         return None
     options: dict[str, Any] = {}
     if so.disable_any_whitespace:
@@ -123,6 +127,8 @@ def _from_structured_outputs(so: Any) -> dict[str, Any] | None:
     elif so.choice is not None:
         alternatives = " | ".join(json.dumps(str(c)) for c in so.choice)
         return {"grammar": f"%llguidance {{}}\nstart: {alternatives}\n"}
+    elif so.structural_tag is not None:  # JSON text, as vLLM keeps it
+        spec = {"structural_tag": so.structural_tag}
     else:
         return None
     if options:
