@@ -632,3 +632,27 @@ def test_many_pattern_properties_split_keys_into_the_regions_they_need():
         G({"type": "object", "properties": {"o": {
             "type": "object", "patternProperties": {c: {"type": "integer"} for c in "abcdefgh"}}}})
     assert e.value.pointer == "/properties/o" and e.value.keyword == "patternProperties"
+
+
+def test_schemas_too_complex_to_combine_name_where_and_which_keyword():
+    def branches(k, n=100, m=25):
+        return {"anyOf": [{"type": "object", "properties": {
+            **{f"q{j}": {"type": "string"} for j in range(m)}, f"p{k}_{i}": {"type": "integer"}}}
+            for i in range(n)]}
+
+    deep = {"type": "object", "properties": {"x": {"type": "object", "properties": {
+        "deep": {"allOf": [branches(0), branches(1)]}}}}}
+    with pytest.raises(SchemaError, match="took more than 200000 intersection steps") as e:
+        G(deep)
+    assert e.value.pointer == "/properties/x/properties/deep/allOf"
+    assert e.value.keyword == "allOf"
+    wide = {"properties": {"w": {"allOf": [branches(k, 12, 1) for k in range(5)]}}}
+    with pytest.raises(SchemaError, match="unions of 1728 and 12 branches") as e:
+        G(wide)
+    assert e.value.pointer == "/properties/w/allOf" and e.value.keyword == "allOf"
+    # beside one another, the keywords of a schema object (here its $ref and anyOf)
+    refd = {"$defs": {"b": branches(2)}, "properties": {"r": {"$ref": "#/$defs/b",
+                                                              **branches(3)}}}
+    with pytest.raises(SchemaError, match="combining the keywords of this schema") as e:
+        G(refd)
+    assert e.value.pointer == "/properties/r" and e.value.keyword is None

@@ -60,10 +60,11 @@ class Applicators(BuilderHooks):
         """``out`` (the intersection of ``done``, each ``oneOf`` as ``anyOf``) made exact."""
         for k in one_ofs:
             rest: Schema = ANY
-            for i, part in enumerate(done):
-                if i != k.index:
-                    rest = self.intersect(rest, part)
-            branches = [self.intersect(s, rest) for s in k.subs]
+            with self.intersect.at(k.at, "oneOf"):
+                for i, part in enumerate(done):
+                    if i != k.index:
+                        rest = self.intersect(rest, part)
+                branches = [self.intersect(s, rest) for s in k.subs]
             overlaps = self._overlaps(branches)
             if not overlaps:
                 continue
@@ -139,7 +140,8 @@ class Applicators(BuilderHooks):
             value, at, positive = value["not"], f"{at}/not", not positive
         inner = self.build(value, at)
         if positive:
-            return self.intersect(out, inner)
+            with self.intersect.at(at, "not"):
+                return self.intersect(out, inner)
         try:
             return self.diff(out, inner)
         except NotSupported as e:
@@ -159,9 +161,10 @@ class Applicators(BuilderHooks):
             names = [k for k in ("if", "then", "else") if k in raw]
             self.unsupported(f"Unimplemented keys: {names} ({e})", f"{ptr}/if", "if")
             return out
-        return any_of([self.intersect(self.intersect(out, cond), then),
-                       self.intersect(excluded, other)],
-                      "both if/then and not-if/else are unsatisfiable")
+        with self.intersect.at(f"{ptr}/if", "if"):
+            return any_of([self.intersect(self.intersect(out, cond), then),
+                           self.intersect(excluded, other)],
+                          "both if/then and not-if/else are unsatisfiable")
 
     # -- dependencies -------------------------------------------------------------------------
     def dependencies(self, key: str, value: Any, at: str) -> Schema:
@@ -180,11 +183,14 @@ class Applicators(BuilderHooks):
                 if key == "dependentRequired":
                     raise SchemaError("dependentRequired entries must be arrays of strings",
                                       pointer=where, keyword=key)
-                present = self.intersect(ObjectSchema(required=(name,), pointer=where),
-                                         self.build(dep, where))
+                dep_schema = self.build(dep, where)
+                with self.intersect.at(where, key):
+                    present = self.intersect(ObjectSchema(required=(name,), pointer=where),
+                                             dep_schema)
             absent = ObjectSchema(properties=((name, Unsat(f"{name!r} absent")),), pointer=where)
             others: list[Schema] = [NullSchema(), BoolSchema(), NumberSchema(False),
                                     StringSchema(), ArraySchema()]
-            out = self.intersect(out, any_of(others + [absent, present]))
+            with self.intersect.at(where, key):
+                out = self.intersect(out, any_of(others + [absent, present]))
         return out
 

@@ -239,8 +239,9 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
                 k.index += k.index >= simple_pos
         done = [self._simple(simple, ptr) if p is None else p for p in parts]
         out: Schema = ANY
-        for part in done:
-            out = self.intersect(out, part)
+        with self.intersect.at(ptr):
+            for part in done:
+                out = self.intersect(out, part)
         if one_ofs and not isinstance(out, Unsat):
             out = self.one_ofs(done, one_ofs, out)
         for key in deferred:
@@ -314,7 +315,8 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
         subs = self._subschemas(key, value, at)
         if key == "allOf":
             out: Schema = ANY
-            for s in subs:
-                out = self.intersect(out, s)
+            with self.intersect.at(at, "allOf"):
+                for s in subs:
+                    out = self.intersect(out, s)
             return out
         return any_of(subs, f"every branch of {key} is unsatisfiable")

@@ -183,17 +183,31 @@ class Intersector:
         self.check_string = check_string
         self.steps = 0  # intersection steps so far; see ``limit``
         self.limit = INTERSECT_BUDGET
+        self.where: list[tuple[str, str | None]] = []  # (pointer, keyword) being combined
+
+    def at(self, pointer: str, keyword: str | None = None) -> _Where:
+        """Context manager: intersections inside the block combine the subschemas of
+        ``keyword`` at ``pointer`` (so "schema too complex" can say where)."""
+        return _Where(self, pointer, keyword)
 
     def budget(self, n_steps: int) -> _Budget:
         """Context manager: at most ``n_steps`` more steps inside the block (nested limits)."""
         return _Budget(self, n_steps)
+
+    def _too_complex(self, why: str) -> SchemaError:
+        """"Schema too complex" at the innermost place being combined (see :meth:`at`)."""
+        pointer, keyword = self.where[-1] if self.where else ("", None)
+        what = f"the subschemas of {keyword}" if keyword else "the keywords of this schema"
+        return SchemaError(f"schema too complex: combining {what} {why} (each branch of an "
+                           "anyOf, oneOf, enum or $ref target meets every other part)",
+                           pointer=pointer, keyword=keyword)
 
     def __call__(self, a: Schema, b: Schema, depth: int = 0) -> Schema:
         if depth > MAX_INTERSECT_DEPTH:
             raise SchemaError("schema intersection is nested too deeply (limit 128)")
         self.steps += 1
         if self.steps > self.limit:
-            raise SchemaError(f"schema too complex: more than {self.limit} intersection steps")
+            raise self._too_complex(f"took more than {self.limit} intersection steps")
         if isinstance(a, AnySchema) or a is b:
             return b
         if isinstance(b, AnySchema):
@@ -214,9 +228,8 @@ class Intersector:
                 return any_of([x for x in xs if x.const in keep],  # type: ignore[union-attr]
                               "enums have no common value")
             if len(xs) * len(ys) > MAX_UNION_PRODUCT:
-                raise SchemaError(
-                    f"intersection of unions with {len(xs)} and {len(ys)} branches is too large"
-                )
+                raise self._too_complex(f"meets unions of {len(xs)} and {len(ys)} branches, "
+                                        f"more than {MAX_UNION_PRODUCT} pairs")
             return any_of([self(x, y, depth + 1) for x in xs for y in ys], "no branch of anyOf "
                           "is compatible with the other constraints")
         if type(a) is not type(b):
@@ -335,6 +348,17 @@ class Intersector:
         for s in matching:
             out = self(out, s)
         return out
+
+
+class _Where:
+    def __init__(self, owner: Intersector, pointer: str, keyword: str | None) -> None:
+        self.owner, self.entry = owner, (pointer, keyword)
+
+    def __enter__(self) -> None:
+        self.owner.where.append(self.entry)
+
+    def __exit__(self, *exc: object) -> None:
+        self.owner.where.pop()
 
 
 class _Budget:
