@@ -243,6 +243,21 @@ def render(rows: list[tuple[str, Path, dict, dict]], prompts: list[int], n_gen: 
     return "\n".join(lines)
 
 
+def _report(rows, prompts: list[int], n_gen: int, threads: int, notes: list[str],
+            left: list[str]) -> str:
+    types_k = sorted({str(p["type_k"]) for *_, p in rows if p.get("type_k")})
+    builds = sorted({p["build"] for *_, p in rows if p.get("build")})
+    lines = [*notes, *([""] if notes else []), render(rows, prompts, n_gen), "",
+             f"{threads} threads; prompts from an empty cache; decode: {n_gen} one-token steps "
+             "with the output projection; KV caches float16 (lexguide's default; llama.cpp: "
+             f"{', '.join(types_k) or 'its default'}); random weights of the real shapes with "
+             "SmolLM2's 49k tokenizer" + (f"; llama.cpp build {', '.join(builds)}" if builds
+                                          else "")]
+    if left:
+        lines += ["", f"not measured yet (the run was still going): {', '.join(left)}"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -289,14 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory() if args.quick and not args.dir else None
     folder = Path(tmp.name if tmp else args.dir or CACHE / "real-shapes")
     exe = None if args.quick or args.no_peer else find_llama_bench(args.llama_bench)
-    rep = _results.Report()
+    notes = []
     if exe is None and not (args.quick or args.no_peer):
-        rep.print(f"llama-bench not found ({LLAMA_BENCH_DEFAULT}, PATH; build it with "
-                  "`bash bench/llama_bench_build.sh` or pass --llama-bench PATH): lexguide's "
-                  "figures alone")
-        rep.print()
+        notes.append(f"llama-bench not found ({LLAMA_BENCH_DEFAULT}, PATH; build it with "
+                     "`bash bench/llama_bench_build.sh` or pass --llama-bench PATH): lexguide's "
+                     "figures alone")
+        print(notes[-1], flush=True)
     rows, data = [], {}
-    for key in runs:
+    for i, key in enumerate(runs):
         path = model_file(key, folder)
         print(f"[bench] {key} lexguide ...", file=sys.stderr, flush=True)
         lex = _run_lexguide(path, prompts, n_gen, args.threads)
@@ -307,17 +322,14 @@ def main(argv: list[str] | None = None) -> int:
             peer = {"status": "not run" + (" (--quick)" if args.quick else "")}
         rows.append((key, path, lex, peer))
         data[key] = {"file_bytes": path.stat().st_size, "lexguide": lex, "llama_cpp": peer}
-    rep.print(render(rows, prompts, n_gen))
-    rep.print()
-    builds = {p.get("build") for _, _, _, p in rows if p.get("build")}
-    rep.print(f"{args.threads} threads; prompts from an empty cache; decode: {n_gen} one-token "
-              "steps with the output projection; KV caches float16 (lexguide's default, "
-              f"llama.cpp's {', '.join(sorted({str(p.get('type_k')) for *_, p in rows if p.get('type_k')})) or 'default'}); "
-              "random weights of the real shapes with SmolLM2's 49k tokenizer"
-              + (f"; llama.cpp: {', '.join(sorted(builds))}" if builds else ""))
-    _results.write(__file__, rep.text(), quick=args.quick, results=args.results, argv=argv)
-    Path(args.out).write_text(json.dumps({"prompts": prompts, "n_gen": n_gen, "runs": data},
-                                         indent=1))
+        # the table so far after every run, so a long run leaves what it has measured
+        last = i + 1 == len(runs)
+        text = _report(rows, prompts, n_gen, args.threads, notes, runs[i + 1:])
+        if last:
+            print(text, flush=True)
+        _results.write(__file__, text, quick=args.quick, results=args.results, argv=argv)
+        Path(args.out).write_text(json.dumps({"prompts": prompts, "n_gen": n_gen,
+                                              "runs": data}, indent=1))
     print(f"[bench] wrote {args.out}")
     if tmp:
         tmp.cleanup()
