@@ -138,8 +138,11 @@ def test_tool_call_stream(step):
     assert kinds[0] == "call" and kinds.count("call") == 2
     assert (kinds.count("args") > 2) == (step < 1000)  # fragments as the text arrives
     assert _parse("hello")[0].finished_calls() is None
-    assert _parse(CALL_W[:-3])[0].finished_calls() is not None  # arguments ended
+    assert _parse(CALL_W[:-3])[0].finished_calls() is None  # cut in the closing marker
     assert _parse(CALL_W[:-16])[0].finished_calls() is None  # cut inside the arguments
+    stream, events = _parse(CALL_W + " and then some text", step=step)  # text after a call
+    assert stream.finished_calls()
+    assert "".join(e[1] for e in events if e[0] == "content") == "and then some text"
     # a closing marker inside a string argument does not end the call
     tricky = CALL_W.replace("Paris", "}</tool_call>")
     assert _parse(tricky)[0].calls[0]["function"]["arguments"] == '{"city": "}</tool_call>"}'
@@ -156,6 +159,12 @@ def test_native_formats_round_trip(fmt):
         assert not g.validate(text.replace('"Paris"', "3"))
     calls = _parse(text, fmt)[0].finished_calls()
     assert calls[0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    if f.max_calls is None:  # two calls in one answer, streamed in small pieces
+        two = f.block_open + call + f.separator + call.replace("Paris", "Rome") + f.block_close
+        stream, events = _parse(two, fmt, step=2)
+        assert [c["function"]["arguments"] for c in stream.finished_calls()] == [
+            '{"city": "Paris"}', '{"city": "Rome"}']
+        assert not [e for e in events if e[0] == "content"]
     if fmt == "mistral":
         assert len(calls[0]["id"]) == 9 and calls[0]["id"].isalnum()
 

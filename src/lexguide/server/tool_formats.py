@@ -138,61 +138,93 @@ class ToolCallStream:
         self._depth = 0
         self._in_string = False
         self._escape = False
+        self._after_call = False
 
     def feed(self, text: str) -> list[tuple[Any, ...]]:
         self.buf += text
         out: list[tuple[Any, ...]] = []
         while self.buf:
-            if self.state == "text":
-                trigger = self.fmt.trigger
-                if not self.fmt.anywhere:
-                    if not self.started and self.buf.startswith(trigger):
-                        self.state = "head"
-                        continue
-                    self.started = True
-                    out.append(("content", self.buf))
-                    self.buf = ""
-                    break
-                i = self.buf.find(trigger)
-                if i >= 0:
-                    if i:
-                        out.append(("content", self.buf[:i]))
-                    self.buf = self.buf[i:]
-                    self.started = True
-                    self.state = "head"
-                    continue
-                keep = partial_marker(self.buf, trigger)
-                if len(self.buf) > keep:
-                    out.append(("content", self.buf[:len(self.buf) - keep]))
-                    self.started = True
-                self.buf = self.buf[len(self.buf) - keep:]
+            step = getattr(self, "_" + self.state)
+            if not step(out):
                 break
-            if self.state in ("head", "tail"):
-                m = _HEAD.search(self.buf)
-                if m is None:
-                    break
-                index = len(self.calls)
-                call = {"id": self.fmt.new_id(), "type": "function",
-                        "function": {"name": m.group(1), "arguments": ""}}
-                self.calls.append(call)
-                out.append(("call", index, call["id"], m.group(1)))
-                self.buf = self.buf[m.end():]
-                self.state = "args"
-                self._depth, self._in_string, self._escape = 0, False, False
-                continue
-            # args: scan the JSON value until it closes
-            end = self._scan(self.buf)
-            piece = self.buf if end < 0 else self.buf[:end]
-            if piece:
-                self.calls[-1]["function"]["arguments"] += piece
-                out.append(("args", len(self.calls) - 1, piece))
-            if end < 0:
-                self.buf = ""
-                break
-            self.buf = self.buf[end:]
+        return out
+
+    def _text(self, out: list[tuple[Any, ...]]) -> bool:
+        """Free text: content, up to the trigger (held back while it may be starting)."""
+        if self._after_call:  # the separator or whitespace after a call is not content
+            self.buf = self.buf.lstrip(" \t\r\n")
+            if not self.buf:
+                return False
+            self._after_call = False
+        trigger = self.fmt.trigger
+        if not self.fmt.anywhere:
+            if not self.started and self.buf.startswith(trigger):
+                self.state = "head"
+                return True
+            self.started = True
+            out.append(("content", self.buf))
+            self.buf = ""
+            return False
+        i = self.buf.find(trigger)
+        if i >= 0:
+            if i:
+                out.append(("content", self.buf[:i]))
+            self.buf = self.buf[i:]
+            self.started = True
+            self.state = "head"
+            return True
+        keep = partial_marker(self.buf, trigger)
+        if len(self.buf) > keep:
+            out.append(("content", self.buf[:len(self.buf) - keep]))
+            self.started = True
+        self.buf = self.buf[len(self.buf) - keep:]
+        return False
+
+    def _head(self, out: list[tuple[Any, ...]]) -> bool:
+        """A call's opening up to its arguments: the call's name is known at its end."""
+        m = _HEAD.search(self.buf)
+        if m is None:
+            return False
+        index = len(self.calls)
+        call = {"id": self.fmt.new_id(), "type": "function",
+                "function": {"name": m.group(1), "arguments": ""}}
+        self.calls.append(call)
+        out.append(("call", index, call["id"], m.group(1)))
+        self.buf = self.buf[m.end():]
+        self.state = "args"
+        self._depth, self._in_string, self._escape = 0, False, False
+        return True
+
+    def _args(self, out: list[tuple[Any, ...]]) -> bool:
+        """The arguments' JSON, passed on as it comes, until its braces balance."""
+        end = self._scan(self.buf)
+        piece = self.buf if end < 0 else self.buf[:end]
+        if piece:
+            self.calls[-1]["function"]["arguments"] += piece
+            out.append(("args", len(self.calls) - 1, piece))
+        self.buf = "" if end < 0 else self.buf[end:]
+        if end >= 0:
             self.complete += 1
             self.state = "tail"
-        return out
+        return end >= 0
+
+    def _tail(self, out: list[tuple[Any, ...]]) -> bool:
+        """The call's closing text; then, in a block, the next call or the block's end."""
+        tail = self.fmt.tail
+        if len(self.buf) < len(tail):
+            return False
+        self.buf = self.buf[len(tail):]
+        self.state = "between" if self.fmt.block_open else "text"
+        self._after_call = True
+        return True
+
+    def _between(self, out: list[tuple[Any, ...]]) -> bool:
+        for mark, state in ((self.fmt.separator, "head"), (self.fmt.block_close, "text")):
+            if self.buf.startswith(mark):
+                self.buf = self.buf[len(mark):]
+                self.state = state
+                return True
+        return False
 
     def _scan(self, text: str) -> int:
         """Advance the JSON scanner over ``text``; the index just past the value's end, or
@@ -219,8 +251,9 @@ class ToolCallStream:
         return -1
 
     def finished_calls(self) -> list[dict[str, Any]] | None:
-        """The calls when every one of them is complete and there is at least one."""
-        if self.calls and self.complete == len(self.calls) and self.state == "tail":
+        """The calls when there is at least one and every one is complete, closing marker
+        (and block) included; else None (cut short: the answer stays text)."""
+        if self.calls and self.complete == len(self.calls) and self.state == "text":
             return self.calls
         return None
 
