@@ -258,3 +258,37 @@ def test_llama_and_mistral_one_call(servers, template):
         {"role": "tool", "tool_call_id": c.message.tool_calls[0].id, "content": "sunny"}],
         tools=TOOLS)
     assert follow.choices[0].finish_reason in ("stop", "length", "tool_calls")
+
+
+@pytest.mark.parametrize("template", ["meta-llama-Llama-3.3-70B-Instruct.jinja",
+                                      "mistralai-Mistral-Nemo-Instruct-2407.jinja"])
+def test_llama_and_mistral_stream_as_they_answer(servers, template):
+    _, client = servers(template)
+    kw = dict(tool_choice="required", parallel_tool_calls=False)
+    whole = ask(client, "What is the weather in Paris?", **kw).choices[0].message.tool_calls
+    deltas = [tc for ch in ask(client, "What is the weather in Paris?", stream=True, **kw)
+              if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+    assert deltas[0].function.name == whole[0].function.name and len(deltas) > 2
+    assert "".join(d.function.arguments or "" for d in deltas) == whole[0].function.arguments
+
+
+def test_explicit_think_markers(smollm2_file, tmp_path):
+    """SmolLM2's own template names no think markers: a budget is refused, unless the server
+    is given markers with --think-markers."""
+    body = dict(THINK, reasoning_budget=4, messages=[
+        {"role": "system", "content": "Start with <reason>, reason, then answer."},
+        {"role": "user", "content": "What is 2 + 2?"}])
+    for extra, status in (((), 400), (("--think-markers", "<reason>", "</reason>"), 200)):
+        server = start_server(smollm2_file, tmp_path, *extra)
+        try:
+            got, r = server.post("/v1/chat/completions", json.dumps(body).encode())
+        finally:
+            server.stop()
+        assert got == status, r
+        if status == 400:
+            assert r["error"]["param"] == "reasoning_budget"
+            continue
+        msg = r["choices"][0]["message"]
+        assert "reasoning_content" in msg  # the markers are known: reasoning is split off
+        assert msg["reasoning_content"] is None or n_tokens(msg["reasoning_content"]) <= 4
+        jsonschema.validate(json.loads(msg["content"]), ANSWER)

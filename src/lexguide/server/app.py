@@ -307,9 +307,10 @@ class _Stream:
 def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
                model_name: str | None = None, max_body: int = MAX_BODY_BYTES,
                api_key: str | None = None, grammar_timeout: float = GRAMMAR_TIMEOUT_S,
-               ) -> FastAPI:
+               think_markers: tuple[str, str] | None = None) -> FastAPI:
     """The ASGI app serving ``model`` with a :class:`Scheduler` of ``parallel`` slots; with
     ``api_key``, every path but ``/`` and ``/health`` requires it (:class:`_RequireKey`).
+    ``think_markers`` (begin, end) replace those read off the chat template.
     Requests' grammars are compiled off the decode loop (:class:`GrammarCompiler`), each
     within ``grammar_timeout`` seconds.
 
@@ -377,7 +378,7 @@ def create_app(model: Any, *, parallel: int = 4, n_ctx: int | None = None,
         if not req.model:
             req.model = name
         if req.endpoint == "chat":
-            plan_chat(model, req)  # the template renders here: pure, and the scheduler waits less
+            plan_chat(model, req, think_markers)  # the template renders here: pure, and the scheduler waits less
         grammar = await compiler.grammar(req)  # on a worker thread: the decode loop goes on
         queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -558,9 +559,9 @@ def serve(model_path: Any = None, *, host: str = "127.0.0.1", port: int = 8080,
           parallel: int = 4, n_ctx: int = 4096, n_threads: int | None = None,
           max_body: int = MAX_BODY_BYTES, log_level: str = "warning",
           api_key: str | None = None, grammar_timeout: float = GRAMMAR_TIMEOUT_S,
-          cache_type: str = "f16") -> None:
+          cache_type: str = "f16", think_markers: tuple[str, str] | None = None) -> None:
     """Load the model and serve it until interrupted (blocks). ``cache_type``: the slots'
-    KV cache element type (``Model.from_gguf``)."""
+    KV cache element type (``Model.from_gguf``); ``think_markers``: see :func:`create_app`."""
     import sys
 
     import uvicorn
@@ -569,7 +570,7 @@ def serve(model_path: Any = None, *, host: str = "127.0.0.1", port: int = 8080,
 
     model = Model.from_gguf(model_path, n_ctx=n_ctx, n_threads=n_threads, cache_type=cache_type)
     app = create_app(model, parallel=parallel, n_ctx=n_ctx, max_body=max_body, api_key=api_key,
-                     grammar_timeout=grammar_timeout)
+                     grammar_timeout=grammar_timeout, think_markers=think_markers)
     auth = ", API key required" if api_key is not None else ""
     print(f"lexguide serve: {model} on http://{host}:{port} ({parallel} slots{auth})",
           file=sys.stderr, flush=True)

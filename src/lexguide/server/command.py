@@ -49,7 +49,8 @@ def _run_serve(args: argparse.Namespace) -> int:
         serve(args.model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.ctx,
               cache_type=args.cache_type,
               n_threads=args.threads, max_body=args.max_body_bytes, api_key=key,
-              grammar_timeout=args.grammar_timeout)
+              grammar_timeout=args.grammar_timeout,
+              think_markers=tuple(args.think_markers) if args.think_markers else None)
     except KeyboardInterrupt:
         pass
     return 0
@@ -61,8 +62,8 @@ def add_serve_parser(subparsers: argparse._SubParsersAction,
     p = subparsers.add_parser(
         "serve", help="serve a model over an OpenAI-compatible HTTP API",
         description="Serve a GGUF model at /v1/chat/completions and /v1/completions (OpenAI "
-        "shapes, streaming, JSON Schema / grammar / regex constrained outputs, tool calls, "
-        "log probabilities), "
+        "shapes, streaming, JSON Schema / grammar / regex constrained outputs, tool calls in "
+        "the model's own format, reasoning, log probabilities), "
         "with /v1/models, /health, /metrics and a playground page at /. See docs/server.md.",
     )
     add_model_argument(p)
@@ -90,4 +91,7 @@ def add_serve_parser(subparsers: argparse._SubParsersAction,
                    help="require the header 'Authorization: Bearer KEY' on every path but / and "
                    f"/health (401 otherwise); default: ${API_KEY_ENV} if set, else no key. The "
                    "environment variable keeps the key out of the process list")
+    p.add_argument("--think-markers", nargs=2, metavar=("BEGIN", "END"),
+                   help="the think section's markers of a reasoning model (default: read off "
+                   "the chat template, e.g. <think> </think>); see docs/reasoning_and_tools.md")
     p.set_defaults(handler=_run_serve)

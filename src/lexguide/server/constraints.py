@@ -70,7 +70,8 @@ def render_tool_messages(req: GenerationRequest) -> list[dict[str, str]]:
     return messages
 
 
-def plan_chat(model: Any, req: GenerationRequest) -> None:
+def plan_chat(model: Any, req: GenerationRequest,
+              think_markers: tuple[str, str] | None = None) -> None:
     """Render a chat request's prompt and settle what its output looks like (mutates ``req``;
     pure otherwise, so it may run off the scheduler thread).
 
@@ -80,8 +81,10 @@ def plan_chat(model: Any, req: GenerationRequest) -> None:
     prompt already closed the section; then the constraint — the request's own or the tool
     calls — is composed after the think section as one structural tag, which a thinking
     budget also needs (its end marker must be something the grammar can be made to take).
+    ``think_markers`` (begin, end) replace the template's.
     """
     from lexguide.runtime.reasoning import (
+        ThinkMarkers,
         answer_format,
         check_budget,
         find_think_markers,
@@ -115,7 +118,8 @@ def plan_chat(model: Any, req: GenerationRequest) -> None:
         budget = check_budget(req.reasoning_budget)
     except LexguideError as e:
         raise RequestError(str(e), param="reasoning_budget", code="invalid_value") from None
-    markers = find_think_markers(getattr(model, "chat_template", None))
+    markers = (ThinkMarkers(*think_markers) if think_markers is not None
+               else find_think_markers(getattr(model, "chat_template", None)))
     state = think_state(req.chat_text, markers) if markers is not None else "closed"
     if markers is None and budget is not None:
         raise RequestError("the model's chat template names no think markers (such as "
