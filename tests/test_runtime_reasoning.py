@@ -146,3 +146,24 @@ def test_cli_reasoning_flags(smollm2_file, tmp_path):
     r = subprocess.run([*run, "--reasoning-budget", "6", "--compact"], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 1 and "--compact" in r.stderr
+
+
+def test_end_marker_waits_for_a_split_character():
+    """The budget runs out after half of a two-byte character: the end marker is forced only
+    once the next token finishes it (the grammar would not take it before)."""
+    from lexguide import Matcher, TokenizerInfo
+    from lexguide.runtime.generate import think_end
+
+    vocab = [b"a", b"\xc3", b"\xa9", b"</think>", b"{", b"}", b"</s>"]
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[6])
+    grammar = Grammar.from_structural_tag(reasoning_format(THINK, "open", answer_format()))
+    matcher = Matcher(grammar, info)
+    think = ThinkBudget(THINK, "open", 1, [3])
+    matcher.consume(1)
+    think.feed(vocab[1])
+    assert think.due() == [3]
+    assert think_end(matcher, think, 10) == []  # mid-character: not yet
+    matcher.consume(2)
+    think.feed(vocab[2])
+    assert think_end(matcher, think, 10) == [3] and not think.thinking
+    assert think_end(matcher, ThinkBudget(THINK, "open", 0, [3]), 0) == []  # no room left
