@@ -186,7 +186,7 @@ class _Split:
     ``function.name`` first, then ``function.arguments`` fragments)."""
 
     def __init__(self, req: GenerationRequest) -> None:
-        self.reasoning = None
+        self.reasoning: ReasoningStream | None = None
         if req.think is not None and req.reasoning_format == "deepseek":
             self.reasoning = ReasoningStream(*req.think)
         self.tools = None if req.tool_format is None else ToolCallStream(req.tool_format)
