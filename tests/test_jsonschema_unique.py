@@ -56,7 +56,8 @@ def test_unique_items_through_allof_and_refs():
 
 
 @pytest.mark.parametrize("items, why", [
-    ({"type": "string"}, "any string"),
+    ({"type": "string", "maxLength": 8}, "maxLength"),
+    ({"type": "string", "pattern": "^a+$"}, "pattern"),
     ({}, "any JSON value"),
     ({"type": "integer"}, "unbounded"),
     ({"type": "integer", "minimum": 0, "maximum": 1000}, "integer range of 1001 values"),

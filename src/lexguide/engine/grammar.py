@@ -12,6 +12,7 @@ from typing import Any
 import lexguide.jsonschema  # noqa: F401  (registers the %json / from_json_schema compiler)
 from lexguide.engine.captures import captures
 from lexguide.engine.lexparser import LexParser
+from lexguide.engine.unique_items import EMPTY, UniqueItems
 from lexguide.errors import LexguideError, RegexError, SchemaError
 from lexguide.grammar.gbnf import compile_gbnf
 from lexguide.grammar.ir import CompileNote, GrammarBuilder, GrammarIR, json_schema_compiler
@@ -252,9 +253,17 @@ class Grammar:
         return self._lexparser
 
     def validate(self, text: str | bytes) -> bool:
-        """Whether the whole of ``text`` (UTF-8 bytes) is a sentence of the grammar."""
+        """Whether the whole of ``text`` (UTF-8 bytes) is a sentence of the grammar (with
+        the items of marked ``uniqueItems`` arrays distinct, see
+        :mod:`lexguide.engine.unique_items`)."""
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        return self.lexparser.accepts(data)
+        lp = self.lexparser
+        if not lp.accepts(data):
+            return False
+        marked = self.ir.unique_item_lexemes
+        if not marked:
+            return True
+        return UniqueItems(lp, marked).feed(EMPTY, lp.initial, data) is not None
 
     def captures(self, text: str | bytes) -> list[tuple[str, bytes]]:
         """``(name, bytes)`` of the Lark ``capture``/``stop_capture`` rules in a complete

@@ -17,6 +17,7 @@ from lexguide import _core
 from lexguide.engine.grammar import Grammar
 from lexguide.engine.lexparser import LexParser, ParseState
 from lexguide.engine.tokenizer_info import TokenizerInfo
+from lexguide.engine.unique_items import QuoteTokens, UniqueItems
 from lexguide.errors import GrammarError
 
 __all__ = ["MaskEngine"]
@@ -39,6 +40,18 @@ class MaskEngine:
             self.lp._core, info._vocab,
             [(lex, ids.astype(np.uint32).tolist()) for lex, ids in self._token_lexeme_ids.items()],
         )
+        marked = grammar.ir.unique_item_lexemes
+        #: the matcher's ``uniqueItems`` tracker; None when the grammar marks no item lexeme
+        self.unique_items: UniqueItems | None = UniqueItems(self.lp, marked) if marked else None
+        self._quote_tokens: QuoteTokens | None = None
+
+    @property
+    def quote_tokens(self) -> QuoteTokens:
+        """The vocabulary's tokens holding ``"`` (built on first use, for ``uniqueItems``)."""
+        got = self._quote_tokens
+        if got is None:
+            got = self._quote_tokens = QuoteTokens(self.info.token_bytes, self.info.special_ids)
+        return got
 
     # -- special-token lexemes ------------------------------------------------------------
     def _resolve_token_lexemes(self) -> dict[int, np.ndarray]:

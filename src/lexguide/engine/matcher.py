@@ -13,6 +13,7 @@ from lexguide.engine.grammar import Grammar
 from lexguide.engine.lexparser import ParseState
 from lexguide.engine.mask import MaskEngine
 from lexguide.engine.tokenizer_info import TokenizerInfo
+from lexguide.engine.unique_items import EMPTY, UniqueItems, UniqueState
 from lexguide.errors import MatcherError, TokenRejected
 
 __all__ = ["Matcher", "apply_mask", "engine_for", "fill_masks"]
@@ -51,6 +52,12 @@ class Matcher:
     are masked out; a lexeme that still cannot end (one started inside a token that also ended
     another lexeme) leaves an empty mask, a dead end that ``is_stopped()`` reports while
     ``is_accepting()`` is false.
+
+    ``uniqueItems`` arrays of strings that the grammar marks (see
+    :mod:`lexguide.engine.unique_items`): the matcher keeps the values of the items written so
+    far, beside each history entry, and removes from every mask the tokens that would close an
+    item equal to an earlier one; ``consume`` rejects them. Grammars without such arrays pay
+    nothing for it.
     """
 
     def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo) -> None:
@@ -66,6 +73,9 @@ class Matcher:
         self._budgets: dict[int, int] = self._lp.budgets
         self._counts: list[int] = [0]
         self._budget_masks: dict[tuple[ParseState, int], np.ndarray] = {}
+        # uniqueItems enforced here: per history entry, the values of the open marked array
+        self._unique: UniqueItems | None = self._engine.unique_items
+        self._uniq: list[UniqueState] = [EMPTY]
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -100,6 +110,8 @@ class Matcher:
         """
         if self._stopped:
             return self.info.mask_from_ids(np.zeros(0, dtype=np.int64))
+        if self._unique is not None and self._unique_may_mask():
+            return self._unique_mask(remaining)
         if self._budgets:
             return self._budget_mask(self.state, self._counts[-1])
         if remaining is not None:
@@ -108,6 +120,40 @@ class Matcher:
                 mask.flags.writeable = False
                 return mask
         return self._engine.compute_mask(self.state)
+
+    def _unique_may_mask(self) -> bool:
+        assert self._unique is not None
+        return self._unique.may_mask(self._uniq[-1], self._engine.quote_tokens)
+
+    def _without_duplicates(self, mask: np.ndarray) -> np.ndarray:
+        """``mask`` less the tokens that close a ``uniqueItems`` item equal to an earlier one."""
+        assert self._unique is not None
+        bad = self._unique.duplicate_ids(self._uniq[-1], self.state, mask,
+                                         self._engine.quote_tokens)
+        if not bad:
+            mask.flags.writeable = False
+            return mask
+        out = mask & ~self.info.mask_from_ids(np.asarray(bad, dtype=np.int64))
+        out.flags.writeable = False
+        return out
+
+    def _unique_mask(self, remaining: int | None) -> np.ndarray:
+        """The mask where a token could close a duplicate item: the budget-aware mask without
+        those tokens, or, when that leaves nothing (every short completion of the open item
+        was a duplicate), the plain mask without them, so the output never stops in a dead
+        end; the budget's promise is then lost by the few tokens a distinct item needs."""
+        state = self.state
+        if self._budgets:
+            plain = self._budget_mask(state, self._counts[-1])
+        else:
+            plain = self._engine.compute_mask(state)
+        if remaining is not None and not self._budgets:
+            narrowed = self._engine._core.budget_mask(state, max(0, int(remaining) - 1))
+            if narrowed is not None:
+                out = self._without_duplicates(narrowed)
+                if out.any():
+                    return out
+        return self._without_duplicates(plain)
 
     def min_completion(self) -> int | None:
         """Tokens of a completion from here (0 when complete): a shortest byte completion
@@ -129,7 +175,7 @@ class Matcher:
         ``(rows, n_words)``, C-contiguous (``n_words = ceil(V / 32)``); other rows are untouched.
         """
         dst = _mask_rows(out, self.info.n_words)[row]
-        if self._stopped or self._budgets:
+        if self._stopped or self._budgets or (self._unique is not None and self._unique_may_mask()):
             dst[:] = self.compute_mask()
         else:
             self._engine.fill_mask(self.state, dst)
@@ -232,6 +278,16 @@ class Matcher:
                 self._stopped = True
                 return
             raise TokenRejected(token_id)
+        if self._unique is not None:
+            uniq = self._uniq[-1]
+            data = self.info.token_bytes[token_id]
+            if data and token_id not in self.info.special_ids:
+                got = self._unique.feed(uniq, self.state, data)
+                if got is None:
+                    raise TokenRejected(token_id, "closes an item equal to an earlier item of "
+                                        "its uniqueItems array")
+                uniq = got
+            self._uniq.append(uniq)
         self._history.append(nxt)
         self._tokens.append(token_id)
         self._counts.append(count)
@@ -252,12 +308,15 @@ class Matcher:
             del self._history[-n:]
             del self._tokens[-n:]
             del self._counts[-n:]
+            if self._unique is not None:
+                del self._uniq[-n:]
 
     def reset(self) -> None:
         """Back to the start of the grammar."""
         del self._history[1:]
         del self._tokens[:]
         del self._counts[1:]
+        del self._uniq[1:]
         self._stopped = False
 
     def clone(self) -> Matcher:
@@ -269,6 +328,7 @@ class Matcher:
         twin._stopped = self._stopped
         twin._budgets, twin._budget_masks = self._budgets, self._budget_masks
         twin._counts = list(self._counts)
+        twin._unique, twin._uniq = self._unique, list(self._uniq)
         return twin
 
     # -- captures -------------------------------------------------------------------------
@@ -411,7 +471,7 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
     for i, m in enumerate(matchers):
         if m.info.n_words != n_words:
             raise ValueError("fill_masks: every matcher must use the same vocabulary size")
-        if m._stopped or m._budgets:
+        if m._stopped or m._budgets or (m._unique is not None and m._unique_may_mask()):
             rest.append(i)
             continue
         if remaining is not None and remaining[i] is not None:
@@ -430,7 +490,7 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
             _core.fill_masks(items, tmp, max(1, threads))
             rows[batch] = tmp
     for i in rest:
-        rows[i] = matchers[i].compute_mask()
+        rows[i] = matchers[i].compute_mask(None if remaining is None else remaining[i])
 
 
 def mask_logits_rows(logits: Any, bitmask: Any, rows: Sequence[int] = ()) -> None:

@@ -96,6 +96,10 @@ class Lexeme:
 
     ``capture`` names the lexeme's value (its bytes without the stop/suffix tail) and
     ``stop_capture`` the tail, for :mod:`lexguide.engine.captures`.
+
+    ``unique_item`` marks a JSON string lexeme that is an item of a ``uniqueItems`` array the
+    engine's ``Matcher`` keeps distinct (:mod:`lexguide.engine.unique_items`); it does not
+    change what the lexeme matches.
     """
 
     name: str
@@ -109,6 +113,7 @@ class Lexeme:
     suffix_rx: int | None = None
     capture: str | None = None
     stop_capture: str | None = None
+    unique_item: bool = False
 
     def split_stop(self, data: bytes) -> tuple[bytes, bytes]:
         """``(visible, hidden)`` bytes of one match ``data`` of this lexeme.
@@ -199,6 +204,11 @@ class GrammarIR:
             lx.capture is not None or lx.stop_capture is not None for lx in self.lexemes
         )
 
+    @property
+    def unique_item_lexemes(self) -> frozenset[int]:
+        """Indices of the lexemes marked ``unique_item`` (empty for most grammars)."""
+        return frozenset(i for i, lx in enumerate(self.lexemes) if lx.unique_item)
+
     def symbol_name(self, sym: int) -> str:
         if is_lexeme(sym):
             return self.lexemes[lexeme_index(sym)].name
@@ -259,18 +269,19 @@ class GrammarBuilder:
         suffix: tuple[int, int] | None = None,
         capture: str | None = None,
         stop_capture: str | None = None,
+        unique_item: bool = False,
     ) -> int:
         """The symbol of a byte-regex lexeme (created on first use).
 
         ``stop=(body_rx, stop_rx)`` marks the text matching ``stop_rx`` at the end of ``rx``
         as hidden (see :class:`Lexeme`), ``suffix=(body_rx, suffix_rx)`` as a visible tail;
         neither changes what the lexeme matches. ``capture``/``stop_capture`` name its value
-        and its tail.
+        and its tail; ``unique_item`` marks an item of a matcher-enforced ``uniqueItems`` array.
         """
         if lazy or max_tokens is not None or stop is not None or suffix is not None \
-                or capture is not None or stop_capture is not None:
+                or capture is not None or stop_capture is not None or unique_item:
             key: tuple = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture,
-                          stop_capture)
+                          stop_capture, unique_item)
         else:  # a plain lexeme (almost all of them): a shorter key, never equal to a long one
             key = (rx, lexeme_class)
         idx = self._lexeme_ids.get(key)
@@ -289,7 +300,7 @@ class GrammarBuilder:
                 if suffix is not None:
                     body_rx, suffix_rx = suffix
                 lx = Lexeme(name, rx, lexeme_class, lazy, None, max_tokens, stop_rx, body_rx,
-                            suffix_rx, capture, stop_capture)
+                            suffix_rx, capture, stop_capture, unique_item)
             self._lexemes.append(lx)
             self._lexeme_ids[key] = idx
         return -1 - idx  # lexeme_sym(idx)

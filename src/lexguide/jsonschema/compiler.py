@@ -18,8 +18,9 @@ References become one nonterminal per target, so recursion needs no inlining.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from json.encoder import encode_basestring
 from functools import lru_cache
+from json.encoder import encode_basestring
+from typing import NamedTuple
 
 from lexguide.errors import LimitExceeded, SchemaError
 from lexguide.grammar.ir import GrammarBuilder
@@ -48,8 +49,13 @@ from lexguide.jsonschema.schema import (
     StringSchema,
     Unsat,
 )
-from lexguide.jsonschema.unique import distinct_subsets, finite_values, unique_items_problem
-from lexguide.limits import Nesting
+from lexguide.jsonschema.unique import (
+    distinct_subsets,
+    finite_values,
+    matcher_items_problem,
+    unique_items_problem,
+)
+from lexguide.limits import MAX_NESTING_DEPTH, Nesting
 from lexguide.regex import nodes as rx
 
 __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
@@ -80,6 +86,13 @@ class LayoutOptions:
     # the escapes string values and object keys may use (x-guidance json_allowed_escapes,
     # json_allow_general_unicode_escapes; lexguide.jsonschema.escapes)
     escapes: Escapes = DEFAULT
+
+
+class _Marked(NamedTuple):
+    """The item lexeme (marked ``unique_item``) of a ``uniqueItems`` array the matcher keeps
+    distinct."""
+
+    symbol: int
 
 
 class _Layout:
@@ -319,10 +332,12 @@ class SchemaCompiler:
         empty = list(lay.arr_empty)
         if hi == 0:
             return b.seq(empty, "array")
+        marked = None  # the item lexeme, when the matcher keeps the items distinct
         if s.unique:
             got = self.unique_array(s, lay)
-            if got is not None:
+            if isinstance(got, int):
                 return got
+            marked = got
         if s.contains is not None:
             if s.prefix:
                 raise SchemaError("contains together with prefixItems is not supported",
@@ -335,7 +350,10 @@ class SchemaCompiler:
             prefix, hi = prefix[:k], k if hi is None else min(hi, k)
             if lo > k:
                 return self.dead
-        item = None if isinstance(s.items, Unsat) else self.compile(s.items, child)
+        if marked is not None:
+            item = marked.symbol
+        else:
+            item = None if isinstance(s.items, Unsat) else self.compile(s.items, child)
         if item == self.dead or (hi is not None and hi <= k):
             item = None
         if item is None and lo > k:
@@ -366,12 +384,26 @@ class SchemaCompiler:
             alts.append(empty)
         return b.alt(alts, "array")
 
-    def unique_array(self, s: ArraySchema, lay: _Layout) -> int | None:
-        """``uniqueItems`` by construction (:mod:`lexguide.jsonschema.unique`); None when it
-        cannot be and ``lenient`` (noted). Raises SchemaError when it cannot be otherwise."""
+    def unique_array(self, s: ArraySchema, lay: _Layout) -> int | _Marked | None:
+        """``uniqueItems`` by construction (:mod:`lexguide.jsonschema.unique`): the array's
+        symbol; or a :class:`_Marked` item lexeme for an ordinary array whose items the matcher
+        keeps distinct (strings); None when it cannot be and ``lenient`` (noted). Raises
+        SchemaError when it cannot be otherwise."""
         values = finite_values(s.items, self.schemas.resolve)
         problem = unique_items_problem(s, values)
         at = f"{s.pointer}/uniqueItems"
+        if problem is not None and isinstance(values, str):
+            by_matcher = matcher_items_problem(s, self.schemas.resolve)
+            items = s.items
+            for _ in range(MAX_NESTING_DEPTH):
+                if not isinstance(items, RefSchema):
+                    break
+                items = self.schemas.resolve(items.key)
+            if by_matcher is None and isinstance(items, StringSchema):
+                return _Marked(self.b.lexeme(self.string(items, self.layout.escapes), "string",
+                                             lexeme_class=self.cls, unique_item=True))
+            if isinstance(items, StringSchema) and by_matcher is not None:
+                problem = by_matcher  # why the matcher cannot take these strings
         if problem is not None:
             if self.lenient:
                 self.schemas.note(at, "uniqueItems", f"not enforced: {problem} (lenient)")
@@ -379,8 +411,9 @@ class SchemaCompiler:
             raise SchemaError(
                 f"uniqueItems cannot be enforced: {problem}. It is enforced for items with a "
                 "small finite set of values (enum, const, boolean, null, small integer "
-                "ranges); lenient=True (CLI --lenient) compiles the array without it and lists "
-                "it on Grammar.notes", pointer=at, keyword="uniqueItems")
+                "ranges) and for strings without maxLength, pattern or format; lenient=True "
+                "(CLI --lenient) compiles the array without it and lists it on Grammar.notes",
+                pointer=at, keyword="uniqueItems")
         assert not isinstance(values, str)
         b, child = self.b, lay.child
         syms = [sym for sym in (self.compile(v, child) for _, v in values) if sym != self.dead]

@@ -9,6 +9,26 @@ built only while the rules stay under :data:`MAX_UNIQUE_RULES` (about 12 values 
 and unions of these. Equality is JSON Schema's: numbers by value (``1`` and ``1.0`` are one
 value, written in any spelling the item schema allows), strings by their characters.
 
+Items that are strings of an infinite language are enforced by the matcher instead
+(:func:`matcher_items_problem`): the array is an ordinary array whose item lexeme is marked
+``unique_item``, and the engine's ``Matcher`` (:mod:`lexguide.engine.unique_items`) keeps the
+decoded values written so far and masks the tokens that would close an equal item. Covered:
+``{"type": "string"}`` with any ``minLength``, no ``maxLength``, ``pattern`` or ``format``,
+and ``not`` of string consts (behind ``$ref`` too). No dead end arises there:
+
+* an item is a lexeme ``" body "`` where ``body`` is ``minLength`` or more JSON characters
+  (minus finitely many excluded consts); its value is fixed only by its closing quote, so only a
+  token holding that quote can make a duplicate, and those are the only tokens masked;
+* every open prefix of an item (an opening quote and part of a body, maybe inside an escape or
+  a UTF-8 sequence) has infinitely many completions -- finish the character, then append any
+  number of further characters -- so the finitely many earlier items never exhaust them: some
+  continuation stays allowed, and every state reached by an allowed token still has a distinct
+  completion;
+* with a token budget (``compute_mask(remaining)``) the shortest completion of the open item may
+  itself be a duplicate; when the budget-narrowed mask less the duplicates is empty the matcher
+  falls back to the plain mask less the duplicates (never empty, by the above), so the output
+  can overrun the budget by the characters a distinct item needs, and never stops in a dead end.
+
 Anything else is not enforceable here: :func:`unique_items_problem` says why, and the
 compiler raises a :class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``.
 """
@@ -36,7 +56,7 @@ from lexguide.jsonschema.schema import (
 from lexguide.limits import MAX_NESTING_DEPTH
 
 __all__ = ["MAX_FINITE_VALUES", "MAX_UNIQUE_RULES", "distinct_subsets", "finite_values",
-           "unique_items_problem", "unique_rule_count"]
+           "matcher_items_problem", "unique_items_problem", "unique_rule_count"]
 
 #: Largest integer range (``maximum - minimum + 1``) read as a finite set of values.
 MAX_FINITE_VALUES = 256
@@ -81,7 +101,8 @@ def finite_values(s: Schema, resolve: Callable[[str], Schema],
 
 
 def _kind(s: Schema) -> str:
-    return {ArraySchema: "arrays", ObjectSchema: "objects"}.get(type(s), "any JSON value")
+    return {ArraySchema: "arrays", ObjectSchema: "objects", NumberSchema: "numbers",
+            AnyOfSchema: "a union of schemas"}.get(type(s), "any JSON value")
 
 
 def _numbers(s: NumberSchema) -> list[tuple[Key, Schema]] | str:
@@ -122,6 +143,31 @@ def unique_rule_count(n_values: int, lo: int, hi: int | None) -> int:
         if total > MAX_UNIQUE_RULES:
             break
     return total
+
+
+def matcher_items_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> str | None:
+    """Why the matcher cannot keep the items of ``s`` distinct (None: it can; see the module
+    docstring for the covered item schemas and why no dead end arises). Pure."""
+    if s.prefix:
+        return "uniqueItems with prefixItems is not supported"
+    if s.contains is not None:
+        return "uniqueItems with contains is not supported"
+    items = s.items
+    for _ in range(MAX_NESTING_DEPTH):
+        if not isinstance(items, RefSchema):
+            break
+        items = resolve(items.key)
+    if not isinstance(items, StringSchema):
+        return f"the items are {_kind(items)}, which only strings are kept distinct as"
+    if items.const is not None:
+        return "the items are a single string"
+    if items.max_length is not None:
+        return "the items are strings with maxLength (a finite language)"
+    if items.patterns or items.formats:
+        return "the items are strings with a pattern or format (maybe a finite language)"
+    if any(want or kind != "const" for want, kind, _ in items.rx_filters):
+        return "the items are strings excluding a pattern or format (maybe a finite language)"
+    return None
 
 
 def unique_items_problem(s: ArraySchema, values: list | str) -> str | None:

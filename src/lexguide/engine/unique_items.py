@@ -1,0 +1,154 @@
+"""``uniqueItems`` of string items, enforced by the matcher instead of the grammar.
+
+A grammar cannot remember the strings already written, so the JSON Schema compiler builds such
+an array as an ordinary array and marks its item lexeme ``unique_item``
+(:class:`lexguide.grammar.ir.Lexeme`); this module keeps, beside the parse state, the decoded
+values of the completed items of the array being written, and rejects a byte sequence that
+closes an item equal to an earlier one.
+
+Item boundaries come from the bytes and one parser query: a ``"`` read while no item is open
+starts an item when, after it, the lexer is inside a lexeme that began where the parser expects
+a marked lexeme (``unique_item`` among :meth:`expected` of the state's set). The item then ends
+at its first unescaped ``"`` (it is a JSON string); its value is the decoded string (JSON
+equality: ``"\\u0041"`` equals ``"A"``). After an item only whitespace, ``,`` (the next item
+of the same array) or ``]`` (the end of the array: the values are dropped) can follow. Only
+string items are marked, and a string item holds no bracket, so one set of values is enough:
+marked arrays are never nested directly inside one another.
+
+When a string could be an item of a marked array in one parse and something else in another
+(a union of a ``uniqueItems`` array with an array that allows duplicates), it is held to
+uniqueness: stricter than the schema there, never looser.
+
+Cost: nothing for grammars without marked lexemes (the matcher does not create a tracker). Else
+per consumed token, a scan of its bytes plus one parser query per ``"`` outside an item; per
+mask, one such scan for each allowed token that can close an item here (it holds a ``"``; two
+when no item is open), none while no value is recorded and no item is open.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+import numpy as np
+
+from lexguide.engine.lexparser import LexParser, ParseState
+
+__all__ = ["EMPTY", "UniqueItems", "UniqueState", "decode_item"]
+
+_QUOTE, _BACKSLASH, _COMMA, _CLOSE = 0x22, 0x5C, 0x2C, 0x5D
+_WHITESPACE = frozenset(b" \t\n\r")
+
+
+class UniqueState(NamedTuple):
+    """What the matcher remembers of the marked array being written. Immutable: one per
+    consumed token, so rollback and clone cost nothing more."""
+
+    values: frozenset[str]  # decoded values of its completed items
+    item: bytes | None  # raw bytes of the item being read, from its opening quote; None outside
+    after_item: bool  # an item just ended: whitespace, then "," or "]"
+
+
+EMPTY = UniqueState(frozenset(), None, False)
+
+
+def decode_item(raw: bytes) -> str:
+    """The value of a complete JSON string ``raw`` (quotes included); escapes decoded, lone
+    surrogates kept as such."""
+    return json.loads(raw.decode("utf-8", errors="surrogatepass"))
+
+
+def _escaped(raw: bytes) -> bool:
+    """Whether a byte after ``raw`` (an open string) is escaped: an odd run of backslashes."""
+    return (len(raw) - len(raw.rstrip(b"\\"))) % 2 == 1
+
+
+class UniqueItems:
+    """The marked lexemes of one grammar and the scan over bytes. Shared, stateless."""
+
+    __slots__ = ("_items", "_lp")
+
+    def __init__(self, lp: LexParser, item_lexemes: frozenset[int]) -> None:
+        self._lp = lp
+        self._items = item_lexemes
+
+    def starts_item(self, after_quote: ParseState) -> bool:
+        """Whether the ``"`` that led to ``after_quote`` opens a marked item."""
+        return after_quote.pending and not self._items.isdisjoint(
+            self._lp.parser.expected(after_quote.set_id))
+
+    def feed(self, st: UniqueState, state: ParseState, data: bytes) -> UniqueState | None:
+        """``st`` after the bytes ``data``, read from parse state ``state`` (``data`` must be
+        allowed there). None when ``data`` closes an item equal to an earlier item of its
+        array. Pure; one parser query per ``"`` outside an item."""
+        values, item, after = st
+        lp = self._lp
+        done = 0  # ``state`` is the parse state after data[:done]
+        for i, b in enumerate(data):
+            if item is not None:
+                if b == _QUOTE and not _escaped(item):
+                    value = decode_item(item + b'"')
+                    if value in values:
+                        return None
+                    values, item, after = values | {value}, None, True
+                else:
+                    item += bytes((b,))
+            elif after and b in _WHITESPACE:
+                continue
+            elif b == _QUOTE:
+                after = False
+                nxt = lp.advance_bytes(state, data[done : i + 1])
+                if nxt is None:  # not a prefix of the grammar: nothing more to track
+                    return UniqueState(values, None, False)
+                state, done = nxt, i + 1
+                if self.starts_item(nxt):
+                    item = b'"'
+            else:
+                if after and b == _CLOSE:
+                    values = frozenset()
+                after = False
+        return UniqueState(values, item, after)
+
+    def may_mask(self, st: UniqueState, quotes: QuoteTokens) -> bool:
+        """Whether some token could close an item equal to an earlier one from ``st``."""
+        need = _quotes_needed(st)
+        return need <= quotes.most
+
+    def duplicate_ids(self, st: UniqueState, state: ParseState, mask: np.ndarray,
+                      quotes: QuoteTokens) -> list[int]:
+        """Tokens allowed by ``mask`` that would close an item equal to an earlier one (or
+        two equal items) from ``state``. Costs one :meth:`feed` per allowed token with enough
+        ``"`` bytes to close an item here."""
+        need = _quotes_needed(st)
+        if need > quotes.most:
+            return []
+        ids = quotes.ids[quotes.counts >= need]
+        if not len(ids):
+            return []
+        allowed = (mask[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1
+        token_bytes = quotes.token_bytes
+        return [t for t in ids[allowed.astype(bool)].tolist()
+                if self.feed(st, state, token_bytes[t]) is None]
+
+
+def _quotes_needed(st: UniqueState) -> int:
+    """The fewest ``"`` bytes a token needs to close an item equal to another from ``st``: the
+    close of the open item against a recorded value (1), a whole item against one (2), or two
+    equal items inside the token (3 when one is open, else 4)."""
+    if st.item is not None:
+        return 1 if st.values else 3
+    return 2 if st.values else 4
+
+
+class QuoteTokens:
+    """The tokens of a vocabulary holding ``"`` bytes, and how many: the only tokens that can
+    close a string item. Built once per tokenizer (one pass over the vocabulary)."""
+
+    __slots__ = ("counts", "ids", "most", "token_bytes")
+
+    def __init__(self, token_bytes: tuple[bytes, ...], special_ids: frozenset[int]) -> None:
+        ids = [i for i, tb in enumerate(token_bytes) if b'"' in tb and i not in special_ids]
+        self.ids = np.asarray(ids, dtype=np.int64)
+        self.counts = np.asarray([token_bytes[i].count(b'"') for i in ids], dtype=np.int64)
+        self.most = int(self.counts.max()) if ids else 0
+        self.token_bytes = token_bytes
