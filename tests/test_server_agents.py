@@ -228,12 +228,15 @@ def test_qwen3_auto_text_and_call(servers):
     assert kinds == {"text", "call"}
 
 
-def test_qwen3_thinks_then_calls(servers):
-    _, client = servers("Qwen-Qwen3-0.6B.jinja")
+@pytest.mark.parametrize("template", ["Qwen-Qwen3-0.6B.jinja", "Qwen-QwQ-32B.jinja"])
+def test_thinks_then_calls(servers, template):
+    _, client = servers(template)
     r = ask(client, "What is the weather in Paris?", tool_choice="required",
             extra_body={"reasoning_budget": 8})
     c = r.choices[0]
     reasoning = c.message.model_extra.get("reasoning_content")
+    if template == "Qwen-QwQ-32B.jinja":  # the output starts inside the think section
+        assert reasoning
     assert reasoning is None or n_tokens(reasoning) <= 8
     assert c.finish_reason == "tool_calls"
     check_calls(c.message.tool_calls)
@@ -292,3 +295,22 @@ def test_explicit_think_markers(smollm2_file, tmp_path):
         assert "reasoning_content" in msg  # the markers are known: reasoning is split off
         assert msg["reasoning_content"] is None or n_tokens(msg["reasoning_content"]) <= 4
         jsonschema.validate(json.loads(msg["content"]), ANSWER)
+
+
+def test_thinks_then_calls_streamed(servers):
+    """Thinking (QwQ's generation prompt opens it), then calls: every reasoning delta comes
+    before the first tool-call delta."""
+    _, client = servers("Qwen-QwQ-32B.jinja")
+    order = []
+    for chunk in ask(client, "What is the weather in Paris?", tool_choice="required",
+                     stream=True, extra_body={"reasoning_budget": 8}):
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        if (delta.model_extra or {}).get("reasoning_content"):
+            order.append("r")
+        if delta.tool_calls:
+            order.append("t")
+        assert not delta.content  # calls only: no text
+    assert "r" in order and "t" in order
+    assert order == sorted(order, key=lambda k: k == "t")
