@@ -95,3 +95,13 @@ def test_agents_bench_quick(smollm2_file, tmp_path):
         med = report["workloads"][name]["median"]
         assert med["plain"]["tok_s"] > 0 and med["constrained"]["tok_s"] > 0
         assert med["constrained"]["forced"] > 0  # tags, keys or the end marker were forced
+
+
+def test_unique_items_bench_quick(smollm2_file, tmp_path):
+    """uniqueItems arrays of strings against the same arrays without it, one walk each."""
+    stdout, report = _run([str(BENCH / "unique_items.py"), "--quick"], tmp_path)
+    assert "| tags |" in stdout and "| uniqueItems |" in stdout
+    modes = {(r["schema"], r["mode"]) for r in report["rows"]}
+    assert ("tags", "plain") in modes and ("arrays of arrays", "uniqueItems") in modes
+    assert all(r["warm_mask_s"] > 0 and r["tokens"] > 0 for r in report["rows"])
+    assert not list(tmp_path.glob("*.md"))  # a quick run writes no results file

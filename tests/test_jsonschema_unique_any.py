@@ -242,6 +242,30 @@ def test_masks_remove_exactly_the_duplicate_closes():
     assert VOCAB.index(b'"",""') not in _allowed(m2.compute_mask(), len(VOCAB))
 
 
+@pytest.mark.parametrize("general", [False, True])
+def test_items_split_inside_a_character_or_an_escape(general):
+    """An open item ending inside a UTF-8 sequence or an escape is decided byte by byte."""
+    vocab = [b"[", b"]", b",", b'"', b"\xc3", b"\xa9", b'\xa9"', b'\xa9",', b"\\", b"u00e9",
+             b'u00e9"', b"\\u00", b'e9"', b'"\xc3\xa9"', b""]
+    info = TokenizerInfo.from_token_bytes(vocab, [len(vocab) - 1])
+    g = Grammar.from_json_schema({**STRINGS, "x-guidance": GENERAL} if general else STRINGS)
+    ids = {tb: i for i, tb in enumerate(vocab)}
+    m = Matcher(g, info)
+    m.consume_tokens([ids[b"["], ids[b'"\xc3\xa9"'], ids[b","], ids[b'"'], ids[b"\xc3"]])
+    got = _allowed(m.compute_mask(), len(vocab))
+    assert ids[b'\xa9"'] not in got and ids[b'\xa9",'] not in got and ids[b"\xa9"] in got
+    if general:  # "\u00e9" is "é" too
+        m.rollback(1)
+        m.consume(ids[b"\\"])
+        got = _allowed(m.compute_mask(), len(vocab))
+        assert ids[b'u00e9"'] not in got and ids[b"u00e9"] in got
+        m.consume(ids[b"u00e9"])
+        assert ids[b'"'] not in _allowed(m.compute_mask(), len(vocab))
+        m.rollback(2)
+        m.consume(ids[b"\\u00"])
+        assert ids[b'e9"'] not in _allowed(m.compute_mask(), len(vocab))
+
+
 def test_rollback_clone_reset_follow_the_history():
     g = Grammar.from_json_schema(STRINGS)
     m = Matcher(g, V_INFO)

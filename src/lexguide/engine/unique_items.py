@@ -117,18 +117,51 @@ class UniqueItems:
     def duplicate_ids(self, st: UniqueState, state: ParseState, mask: np.ndarray,
                       quotes: QuoteTokens) -> list[int]:
         """Tokens allowed by ``mask`` that would close an item equal to an earlier one (or
-        two equal items) from ``state``. Costs one :meth:`feed` per allowed token with enough
-        ``"`` bytes to close an item here."""
+        two equal items) from ``state``.
+
+        Inside an item whose bytes so far decode to ``p``, a token whose text before its first
+        ``"`` is plain (no backslash, whole UTF-8) and that holds at most two ``"`` closes the
+        item with the value ``p + head``: those tokens are found by looking up, for each
+        recorded value ``p + h``, the tokens of head ``h`` (one dictionary probe per value).
+        Every other token that can close an item here is scanned by :meth:`feed`."""
         need = _quotes_needed(st)
         if need > quotes.most:
             return []
-        ids = quotes.ids[quotes.counts >= need]
-        if not len(ids):
-            return []
-        allowed = (mask[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1
+        bad: list[int] = []
+        scan = quotes.ids[quotes.counts >= need]
+        if st.item is not None and st.values:
+            prefix = _decoded_prefix(st.item)
+            if prefix is not None:
+                heads = quotes.heads
+                n = len(prefix)
+                for v in st.values:
+                    if v.startswith(prefix):
+                        bad.extend(heads.get(v[n:], ()))
+                if bad:
+                    ids = np.asarray(bad, dtype=np.int64)
+                    bad = ids[_allowed(mask, ids)].tolist()
+                scan = quotes.other_ids  # tokens whose close the heads do not decide
+        if not len(scan):
+            return bad
         token_bytes = quotes.token_bytes
-        return [t for t in ids[allowed.astype(bool)].tolist()
-                if self.feed(st, state, token_bytes[t]) is None]
+        return bad + [t for t in scan[_allowed(mask, scan)].tolist()
+                      if self.feed(st, state, token_bytes[t]) is None]
+
+
+def _allowed(mask: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """bool per id in ``ids``: whether ``mask`` allows it."""
+    return ((mask[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)
+
+
+def _decoded_prefix(item: bytes) -> str | None:
+    """The value of the open item ``item`` so far, or None when it ends inside an escape or a
+    UTF-8 sequence (its next bytes do not simply append characters)."""
+    if _escaped(item):
+        return None
+    try:
+        return decode_item(item + b'"')
+    except ValueError:
+        return None
 
 
 def _quotes_needed(st: UniqueState) -> int:
@@ -142,9 +175,11 @@ def _quotes_needed(st: UniqueState) -> int:
 
 class QuoteTokens:
     """The tokens of a vocabulary holding ``"`` bytes, and how many: the only tokens that can
-    close a string item. Built once per tokenizer (one pass over the vocabulary)."""
+    close a string item. ``heads`` maps the text before the first ``"`` of each token with at
+    most two ``"`` and a plain head (no backslash, whole UTF-8) to those tokens; ``other_ids``
+    are the rest. Built once per tokenizer (one pass over the vocabulary)."""
 
-    __slots__ = ("counts", "ids", "most", "token_bytes")
+    __slots__ = ("counts", "heads", "ids", "most", "other_ids", "token_bytes")
 
     def __init__(self, token_bytes: tuple[bytes, ...], special_ids: frozenset[int]) -> None:
         ids = [i for i, tb in enumerate(token_bytes) if b'"' in tb and i not in special_ids]
@@ -152,3 +187,18 @@ class QuoteTokens:
         self.counts = np.asarray([token_bytes[i].count(b'"') for i in ids], dtype=np.int64)
         self.most = int(self.counts.max()) if ids else 0
         self.token_bytes = token_bytes
+        self.heads: dict[str, list[int]] = {}
+        other = []
+        for i, n in zip(ids, self.counts.tolist()):
+            head = token_bytes[i].split(b'"', 1)[0]
+            text = None
+            if n <= 2 and b"\\" not in head:
+                try:
+                    text = head.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass
+            if text is None:
+                other.append(i)
+            else:
+                self.heads.setdefault(text, []).append(i)
+        self.other_ids = np.asarray(other, dtype=np.int64)

