@@ -72,7 +72,7 @@ MIXES = {
 }
 # byte offsets of each block's float16 scales, set to small finite values
 SCALES = {"Q4_K": (0, 2), "Q6_K": (208,), "Q8_0": (0,), "Q4_0": (0,)}
-DEFAULT_RUNS = ["1b/q4_k_m", "3b/q4_k_m", "8b/q4_k_m", "1b/q4_0", "1b/q8_0"]
+DEFAULT_RUNS = ["1b/q4_k_m", "1b/q4_0", "1b/q8_0", "3b/q4_k_m", "8b/q4_k_m"]
 
 
 def _blocks(rng: np.random.Generator, type_name: str, n_out: int, n_in: int) -> np.ndarray:
@@ -212,6 +212,7 @@ def _run_llama_bench(exe: Path, path: Path, prompts: list[int], n_gen: int,
         out[key] = row["avg_ts"]
         out.setdefault("build", f"{row.get('build_commit', '?')} ({row.get('cpu_info', '')})")
         out.setdefault("type_k", row.get("type_k"))
+        out.setdefault("flash_attn", row.get("flash_attn"))
     return out
 
 
@@ -246,7 +247,8 @@ def render(rows: list[tuple[str, Path, dict, dict]], prompts: list[int], n_gen: 
 def _report(rows, prompts: list[int], n_gen: int, threads: int, notes: list[str],
             left: list[str]) -> str:
     types_k = sorted({str(p["type_k"]) for *_, p in rows if p.get("type_k")})
-    builds = sorted({p["build"] for *_, p in rows if p.get("build")})
+    builds = sorted({f"{p['build']}, flash_attn {p.get('flash_attn')}"
+                     for *_, p in rows if p.get("build")})
     lines = [*notes, *([""] if notes else []), render(rows, prompts, n_gen), "",
              f"{threads} threads; prompts from an empty cache; decode: {n_gen} one-token steps "
              "with the output projection; KV caches float16 (lexguide's default; llama.cpp: "
