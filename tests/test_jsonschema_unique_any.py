@@ -56,6 +56,18 @@ def test_string_items_compile_with_a_marked_item_lexeme(items):
     assert g.validate('["abc","abd"]') and not g.validate('["abc","abd","abc"]')
 
 
+def test_the_mark_survives_embedding():
+    """A Lark grammar with %json, embedded by a structural tag, keeps its marked items."""
+    schema = json.dumps(STRINGS)
+    for g in (Grammar.from_lark(f"start: %json {schema}"),
+              Grammar.from_structural_tag({"type": "structural_tag", "format": {
+                  "type": "grammar", "grammar": f"%llguidance {{}}\nstart: %json {schema}"}}),
+              Grammar.from_structural_tag({"type": "structural_tag", "format": {
+                  "type": "json_schema", "json_schema": STRINGS}})):
+        assert g.ir.unique_item_lexemes
+        assert g.validate('["a","b"]') and not g.validate('["a","a"]')
+
+
 def test_grammars_without_such_arrays_have_no_tracker():
     for schema in ({"type": "array", "items": {"type": "string"}},
                    {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}):

@@ -32,6 +32,7 @@ __all__ = [
     "Lexeme",
     "Rule",
     "TokenSet",
+    "UNIQUE_ITEM_NAME",
     "is_lexeme",
     "json_schema_compiler",
     "lexeme_index",
@@ -52,6 +53,10 @@ def is_lexeme(sym: int) -> bool:
 def lexeme_index(sym: int) -> int:
     """Inverse of :func:`lexeme_sym`."""
     return -1 - sym
+
+
+#: the name of every lexeme marked ``unique_item`` (not a valid Lark or GBNF rule name)
+UNIQUE_ITEM_NAME = "string<uniqueItems>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +104,9 @@ class Lexeme:
 
     ``unique_item`` marks a JSON string lexeme that is an item of a ``uniqueItems`` array the
     engine's ``Matcher`` keeps distinct (:mod:`lexguide.engine.unique_items`); it does not
-    change what the lexeme matches.
+    change what the lexeme matches. Such a lexeme is named :data:`UNIQUE_ITEM_NAME`, and
+    :meth:`GrammarBuilder.lexeme` marks every lexeme of that name, so a grammar copied into
+    another by name and regex (an embedded grammar) keeps the mark.
     """
 
     name: str
@@ -278,6 +285,7 @@ class GrammarBuilder:
         neither changes what the lexeme matches. ``capture``/``stop_capture`` name its value
         and its tail; ``unique_item`` marks an item of a matcher-enforced ``uniqueItems`` array.
         """
+        unique_item = unique_item or name == UNIQUE_ITEM_NAME
         if lazy or max_tokens is not None or stop is not None or suffix is not None \
                 or capture is not None or stop_capture is not None or unique_item:
             key: tuple = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture,

@@ -23,7 +23,7 @@ from json.encoder import encode_basestring
 from typing import NamedTuple
 
 from lexguide.errors import LimitExceeded, SchemaError
-from lexguide.grammar.ir import GrammarBuilder
+from lexguide.grammar.ir import UNIQUE_ITEM_NAME, GrammarBuilder
 from lexguide.jsonschema.build import SchemaBuilder, nesting_error
 from lexguide.jsonschema.escapes import DEFAULT, Escapes
 from lexguide.jsonschema.formats import filter_rx, format_rx
@@ -400,8 +400,9 @@ class SchemaCompiler:
                     break
                 items = self.schemas.resolve(items.key)
             if by_matcher is None and isinstance(items, StringSchema):
-                return _Marked(self.b.lexeme(self.string(items, self.layout.escapes), "string",
-                                             lexeme_class=self.cls, unique_item=True))
+                return _Marked(self.b.lexeme(self.string(items, self.layout.escapes),
+                                             UNIQUE_ITEM_NAME, lexeme_class=self.cls,
+                                             unique_item=True))
             if isinstance(items, StringSchema) and by_matcher is not None:
                 problem = by_matcher  # why the matcher cannot take these strings
         if problem is not None:
