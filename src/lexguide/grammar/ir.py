@@ -25,6 +25,7 @@ from lexguide.regex import nodes as rx
 from lexguide.regex.native import empty_among
 
 __all__ = [
+    "UNIQUE_ITEM_NAME",
     "CompileNote",
     "GrammarBuilder",
     "GrammarIR",
@@ -32,7 +33,6 @@ __all__ = [
     "Lexeme",
     "Rule",
     "TokenSet",
-    "UNIQUE_ITEM_NAME",
     "is_lexeme",
     "json_schema_compiler",
     "lexeme_index",
