@@ -160,6 +160,21 @@ def test_validate_agrees_with_jsonschema(i, general):
     assert n_dup > 20 and n_valid > 20
 
 
+@pytest.mark.parametrize("options", [{"whitespace": "flexible"}, {"indent": 2}])
+def test_validate_with_other_layouts(options):
+    g = Grammar.from_json_schema(SCHEMAS[2], **options)
+    rng = random.Random(7)
+    n_dup = 0
+    for _ in range(200):
+        value = {"a": [rng.choice(_ATOMS) for _ in range(rng.randint(0, 4))],
+                 "b": [rng.choice(_ATOMS) for _ in range(rng.randint(0, 4))]}
+        text = json.dumps(value, ensure_ascii=False, indent=options.get("indent"))
+        want = _valid(SCHEMAS[2], text)
+        n_dup += not want
+        assert g.validate(text) == want, text
+    assert n_dup > 20
+
+
 def test_equality_is_after_decoding_escapes():
     g = Grammar.from_json_schema({**STRINGS, "x-guidance": GENERAL})
     assert not g.validate('["\\u0041","A"]') and not g.validate('["A","\\u0041"]')
@@ -367,10 +382,11 @@ WALK_SCHEMAS = [
 ]
 
 
+@pytest.mark.parametrize("whitespace", ["bounded", "compact", "flexible"])
 @pytest.mark.parametrize("i", range(len(WALK_SCHEMAS)))
-def test_random_walks_never_stop_in_a_dead_end(i):
+def test_random_walks_never_stop_in_a_dead_end(i, whitespace):
     schema = WALK_SCHEMAS[i]
-    g = Grammar.from_json_schema(schema)
+    g = Grammar.from_json_schema(schema, whitespace=whitespace)
     assert g.ir.unique_item_lexemes
     rng = random.Random(i)
     n_done = 0
