@@ -1,6 +1,8 @@
 """The package layout keeps its promises: no import circles between modules, imports point
-one way between layers (STYLE.md, conventions 1 and 3), and docs and sources cite only files
-the repository holds, without work diaries (STYLE.md, convention 15).
+one way between layers (STYLE.md, conventions 1 and 3) — the compiled core ``lexguide._core``
+counted as a module of its own, and the C++ sources' includes checked the same way — and docs
+and sources cite only files the repository holds, without work diaries (STYLE.md,
+convention 15).
 
 Every ``import`` statement counts, including those inside functions and under
 ``TYPE_CHECKING``: a lazy import is still a dependency."""
@@ -12,15 +14,17 @@ import re
 from pathlib import Path
 
 import lexguide
+import lexguide._core
 
 SRC = Path(lexguide.__file__).parent
 
 #: Layer -> the layers it may import (besides itself and the leaf modules below).
 ALLOWED = {
+    "_core": set(),
     "regex": {"_core"},
     "gguf": set(),
     "tokenizer": {"gguf"},
-    "grammar": {"regex"},
+    "grammar": {"regex", "_core"},
     "jsonschema": {"grammar", "regex"},
     "engine": {"grammar", "jsonschema", "regex", "tokenizer", "gguf", "_core"},
     "runtime": {"engine", "grammar", "jsonschema", "regex", "tokenizer", "gguf", "_core"},
@@ -31,8 +35,12 @@ ALLOWED = {
 LEAVES = {"errors", "limits", "model_files", "__init__"}
 
 
+#: The compiled core: a module that imports nothing of ours (its sources are checked below).
+CORE = "lexguide._core"
+
+
 def _modules() -> dict[str, Path]:
-    out = {}
+    out = {CORE: Path(lexguide._core.__file__)}
     for path in SRC.rglob("*.py"):
         rel = path.relative_to(SRC).with_suffix("")
         parts = ["lexguide", *rel.parts]
@@ -66,7 +74,8 @@ def _imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
 
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
-    return {name: _imports(path, name, modules) for name, path in modules.items()}
+    return {name: set() if name == CORE else _imports(path, name, modules)
+            for name, path in modules.items()}
 
 
 def _layer(module: str) -> str:
@@ -145,6 +154,56 @@ def test_nothing_imports_the_top():
                 raise AssertionError(f"{module} imports {target}")
 
 
+def test_the_compiled_core_is_seen_among_the_imports():
+    graph = _graph()
+    users = {_layer(m) for m, targets in graph.items() if CORE in targets}
+    # the core is imported by the layers that drive it, and by no other
+    assert users and users <= {layer for layer, allowed in ALLOWED.items() if "_core" in allowed}
+    assert {"regex", "engine", "runtime"} <= users
+
+
+# -- the C++ core: one folder per concept, includes pointing one way -------------------------
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
+#: Folder (or binding file) -> the folders its includes may reach besides its own.
+CORE_ALLOWED = {
+    "common": set(),
+    "engine": {"common"},
+    "kernels": {"common"},
+    "bind_engine.cc": {"engine", "common"},
+    "bind_kernels.cc": {"kernels", "common"},
+    "bind.cc": set(),
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def core_include_problems(csrc: Path) -> list[str]:
+    """``file -> include`` for every include of the C++ sources under ``csrc`` that reaches
+    a folder its own may not (or a file that does not exist)."""
+    bad = []
+    for f in sorted(csrc.rglob("*")):
+        if f.suffix not in (".h", ".cc") or f.parent.name == "tools":
+            continue
+        rel = f.relative_to(csrc)
+        owner = rel.parts[0] if len(rel.parts) > 1 else rel.name
+        allowed = CORE_ALLOWED.get(owner)
+        for inc in INCLUDE.findall(f.read_text(encoding="utf-8")):
+            target = inc.split("/")[0] if "/" in inc else None
+            if allowed is None or target is None or not (csrc / inc).is_file() or (
+                    target != owner and target not in allowed):
+                bad.append(f"{rel} -> {inc}")
+    return bad
+
+
+def test_core_sources_point_one_way(tmp_path):
+    assert core_include_problems(CSRC) == []
+    # the check itself sees a kernel header reaching into the engine
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "engine" / "mask.h").write_text("#pragma once\n")
+    (tmp_path / "kernels" / "dot.h").write_text('#pragma once\n#include "engine/mask.h"\n')
+    assert core_include_problems(tmp_path) == ["kernels/dot.h -> engine/mask.h"]
+
+
 def test_the_checks_see_a_circle(tmp_path):
     # the circle detector itself: a tiny graph with a known circle
     modules = {"lexguide.a": tmp_path / "a.py", "lexguide.b": tmp_path / "b.py"}
@@ -167,9 +226,7 @@ DIARY = re.compile(r"\bsession \d+", re.IGNORECASE)
 
 
 #: Cited by committed code before the file landed: each entry names who owes it. Keep short.
-PENDING = {
-    "docs/structural_tags.md",  # the structural-tag formats (grammar/structural_tag.py)
-}
+PENDING: set[str] = set()
 
 
 def _citing_files(root: Path) -> list[Path]:
