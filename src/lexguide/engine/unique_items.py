@@ -20,9 +20,12 @@ When a string could be an item of a marked array in one parse and something else
 uniqueness: stricter than the schema there, never looser.
 
 Cost: nothing for grammars without marked lexemes (the matcher does not create a tracker). Else
-per consumed token, a scan of its bytes plus one parser query per ``"`` outside an item; per
-mask, one such scan for each allowed token that can close an item here (it holds a ``"``; two
-when no item is open), none while no value is recorded and no item is open.
+per consumed token, a scan of its bytes plus one parser query per ``"`` outside an item. Per
+mask, nothing while no value is recorded and no item is open (unless a vocabulary token holds
+four ``"``); inside an item, one dictionary probe per recorded value that extends the item so
+far, plus a scan of the few allowed tokens whose close the probe does not decide (three
+``"``, or a backslash before the first); between items, a scan of the allowed tokens holding
+two ``"`` or more (:meth:`UniqueItems.duplicate_ids`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from lexguide.engine.lexparser import LexParser, ParseState
 
 __all__ = ["EMPTY", "UniqueItems", "UniqueState", "decode_item"]
 
-_QUOTE, _BACKSLASH, _COMMA, _CLOSE = 0x22, 0x5C, 0x2C, 0x5D
+_QUOTE, _CLOSE = 0x22, 0x5D
 _WHITESPACE = frozenset(b" \t\n\r")
 
 
