@@ -11,6 +11,9 @@ special-token lexemes against the vocabulary and hands the rest to the core.
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 
 from lexguide import _core
@@ -21,6 +24,10 @@ from lexguide.engine.unique_items import QuoteTokens, UniqueItems
 from lexguide.errors import GrammarError
 
 __all__ = ["MaskEngine"]
+
+# tokenizer -> its QuoteTokens (uniqueItems), dropped with the tokenizer
+_QUOTE_TOKENS: weakref.WeakKeyDictionary[TokenizerInfo, QuoteTokens] = weakref.WeakKeyDictionary()
+_QUOTE_LOCK = threading.Lock()
 
 
 class MaskEngine:
@@ -47,10 +54,16 @@ class MaskEngine:
 
     @property
     def quote_tokens(self) -> QuoteTokens:
-        """The vocabulary's tokens holding ``"`` (built on first use, for ``uniqueItems``)."""
+        """The vocabulary's tokens holding ``"`` (for ``uniqueItems``): built on first use,
+        once per tokenizer (one pass over the vocabulary), shared by its grammars."""
         got = self._quote_tokens
         if got is None:
-            got = self._quote_tokens = QuoteTokens(self.info.token_bytes, self.info.special_ids)
+            info = self.info
+            with _QUOTE_LOCK:
+                got = _QUOTE_TOKENS.get(info)
+                if got is None:
+                    got = _QUOTE_TOKENS[info] = QuoteTokens(info.token_bytes, info.special_ids)
+            self._quote_tokens = got
         return got
 
     # -- special-token lexemes ------------------------------------------------------------
