@@ -289,8 +289,9 @@ class Model:
                  min_p: float = 0.05, repeat_penalty: float = 1.0,
                  frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
                  repeat_last_n: int = 64, seed: int | None = None, grammar: Any = None,
-                 json_schema: Any = None, stop: str | Sequence[str] | None = None,
-                 stream: bool = False, sampler: SamplerConfig | None = None,
+                 json_schema: Any = None, structural_tag: Any = None,
+                 stop: str | Sequence[str] | None = None, stream: bool = False,
+                 sampler: SamplerConfig | None = None,
                  matcher: Any = None, add_special: bool = True, parse_special: bool = False,
                  complete_within_budget: bool = True, reasoning_budget: int | None = None,
                  think_markers: ThinkMarkers | tuple[str, str] | None = None,
@@ -298,12 +299,16 @@ class Model:
         """Continue ``prompt`` (text, or token ids used as given).
 
         ``grammar`` is a :class:`lexguide.Grammar` or grammar text (``%llguidance`` → Lark
-        variant, ``{`` → llguidance grammar list, else GBNF); ``json_schema`` a schema (dict or JSON text). With either, every
+        variant, ``{`` → llguidance grammar list, else GBNF); ``json_schema`` a schema (dict
+        or JSON text);
+        ``structural_tag`` a structural tag (dict or JSON text, any shape
+        :meth:`lexguide.Grammar.from_structural_tag` takes: free text with tags inside,
+        ``docs/structural_tags.md``). With any of them (one at most), every
         token is checked by a matcher and the output is a prefix of the language; it is
         complete (``finish_reason == "stop"``) unless ``max_tokens`` or the context ran out
         first (``"length"``), which the budget-aware mask avoids whenever a completion fits. ``sampler`` overrides
         the individual sampling arguments; ``matcher`` is a ready ``lexguide.Matcher`` (or an
-        object with its interface) used instead of ``grammar``/``json_schema`` — it is advanced
+        object with its interface) used instead of those — it is advanced
         in place. ``complete_within_budget`` (default on): once what is left of
         ``max_tokens`` (or of the context) gets tight, the mask keeps only tokens after which
         the grammar can still finish in time, so the output ends complete whenever a
@@ -313,9 +318,10 @@ class Model:
         reasoning: the markers default to those of the chat template
         (:func:`~lexguide.runtime.reasoning.find_think_markers`), the output may start with a
         think section (or starts inside one when the prompt ends with the begin marker), the
-        grammar or schema applies only after it, and once ``reasoning_budget`` tokens were
-        spent thinking the end marker is forced (``docs/reasoning_and_tools.md``); ``grammar``
-        must then be text, not a compiled Grammar.
+        grammar, schema or structural tag applies only after it, and once
+        ``reasoning_budget`` tokens were spent thinking the end marker is forced
+        (``docs/reasoning_and_tools.md``); ``grammar`` must then be text, not a compiled
+        Grammar.
         ``stream=True`` returns an iterator of
         :class:`CompletionChunk`. Raises :class:`MatcherError` if the grammar cannot go on,
         :class:`ModelError` for bad arguments.
@@ -337,11 +343,23 @@ class Model:
                 raise ModelError("empty prompt and the vocabulary has no BOS token to start from")
             ids = [self.tokenizer.bos_id]
         think = None
+        if structural_tag is not None:
+            if grammar is not None or json_schema is not None or matcher is not None:
+                raise ModelError("pass one of grammar=, json_schema=, structural_tag= and "
+                                 "matcher=, not several")
+            from lexguide import Grammar
+
+            # compiled on its own first, so an error names the path in the caller's spec
+            grammar = Grammar.from_structural_tag(structural_tag)
         if reasoning_budget is not None or think_markers is not None:
             if matcher is not None:
                 raise ModelError("reasoning needs grammar=/json_schema=, not matcher=")
+            if structural_tag is not None:  # the tag's format, composed after the section
+                grammar, answer = None, answer_format(structural_tag=structural_tag)
+            else:
+                answer = None
             think, grammar = self._reasoning(ids, grammar, json_schema, reasoning_budget,
-                                             think_markers)
+                                             think_markers, answer)
             json_schema = None
         if matcher is None:
             matcher = self._matcher(grammar, json_schema)
@@ -446,8 +464,10 @@ class Model:
 
     # ----------------------------------------------------------------------------- internals
     def _reasoning(self, ids: list[int], grammar: Any, json_schema: Any, budget: int | None,
-                   markers: Any) -> tuple[ThinkBudget, Any]:
-        """(budget counter, grammar) of a generation that thinks before it answers."""
+                   markers: Any, answer: dict[str, Any] | None = None,
+                   ) -> tuple[ThinkBudget, Any]:
+        """(budget counter, grammar) of a generation that thinks before it answers (the
+        structural-tag format ``answer`` when given, else the grammar or schema)."""
         from lexguide import Grammar
 
         if grammar is not None and not isinstance(grammar, str):
@@ -457,7 +477,7 @@ class Model:
             raise ModelError("pass either grammar= or json_schema=, not both")
         prompt_text = self.tokenizer.decode(ids)
         fmt, think = self.reasoning_plan(prompt_text, budget, markers,
-                                         answer_format(json_schema, grammar))
+                                         answer or answer_format(json_schema, grammar))
         key = json.dumps(fmt, sort_keys=True)
         g = self._grammars.get(("tag", key))
         if g is None:

@@ -78,9 +78,18 @@ def think_state(prompt: str, markers: ThinkMarkers) -> str:
 
 
 def answer_format(json_schema: Any = None, grammar: str | None = None,
-                  regex: str | None = None) -> dict[str, Any]:
+                  regex: str | None = None, structural_tag: Any = None) -> dict[str, Any]:
     """The structural-tag format of an answer: a schema (dict, bool or JSON text), grammar
-    text (Lark variant, grammar list or GBNF), a regex, or any text when none is given."""
+    text (Lark variant, grammar list or GBNF), a regex, a structural tag (any shape
+    ``Grammar.from_structural_tag`` takes, dict or JSON text: its format object), or any
+    text when none is given. Raises ``GrammarError`` (JSON path) for a malformed tag
+    envelope; the format itself is checked when the composed grammar compiles."""
+    if structural_tag is not None:
+        from lexguide.grammar.structural_tag import normalize_spec
+
+        fmt = dict(normalize_spec(structural_tag))
+        fmt.pop("__path", None)
+        return fmt
     if json_schema is not None:
         schema = json.loads(json_schema) if isinstance(json_schema, str) else json_schema
         return {"type": "json_schema", "json_schema": schema}
