@@ -111,9 +111,18 @@ def plan_chat(model: Any, req: GenerationRequest,
         answer = tool_format_spec(fmt, req.tools, req.tool_choice, req.parallel_tool_calls)
     elif req.constraint is not None:
         c = req.constraint
-        answer = answer_format(json_schema=c.source if c.kind in ("json_schema", "json_object")
-                               else None, grammar=c.source if c.kind == "grammar" else None,
-                               regex=c.source if c.kind == "regex" else None)
+        if c.kind == "lazy":
+            answer = None  # composed below only if there is a think section: it cannot be
+        else:
+            try:
+                answer = answer_format(
+                    json_schema=c.source if c.kind in ("json_schema", "json_object") else None,
+                    grammar=c.source if c.kind == "grammar" else None,
+                    regex=c.source if c.kind == "regex" else None,
+                    structural_tag=c.source if c.kind == "structural_tag" else None)
+            except LexguideError as e:  # a malformed structural-tag envelope
+                e.param = c.param  # type: ignore[attr-defined]
+                raise
     try:
         budget = check_budget(req.reasoning_budget)
     except LexguideError as e:
@@ -125,6 +134,13 @@ def plan_chat(model: Any, req: GenerationRequest,
         raise RequestError("the model's chat template names no think markers (such as "
                            "<think>...</think>), so there is no thinking to budget",
                            param="reasoning_budget", code="unsupported_parameter")
+    if state != "closed" and req.constraint is not None and req.constraint.kind == "lazy":
+        raise RequestError(
+            "a lazy grammar cannot follow the think section this chat template opens (its "
+            "free text would run through the section); send the tool call as a structural_tag "
+            "response_format (a triggered_tags format), or turn thinking off with "
+            'chat_template_kwargs {"enable_thinking": false}', param="grammar_lazy",
+            code="unsupported_parameter")
     if state != "closed":
         req.think = (markers, state)
         if answer is not None or budget is not None:
@@ -183,13 +199,17 @@ class GrammarCache:
         g = self.cached(constraint, req)
         if g is not None:
             return g
+        if constraint.kind == "lazy":  # the grammar on its own first: its errors name it
+            self.get(Constraint("grammar", json.loads(constraint.source)["grammar"], "grammar"),
+                     req)
         if constraint.kind in ("tools", "structural_tag"):
             # each parameter schema on its own first, so an error names its tool
             for i, t in enumerate(req.tools if req.tool_choice != "none" else ()):
                 self.get(Constraint("json_schema", t.parameters,
                                     f"tools[{i}].function.parameters"), req)
-            if req.base_constraint is not None:  # and the request's own constraint
-                self.get(req.base_constraint, req)
+            base = req.base_constraint
+            if base is not None and base is not constraint:  # and the request's own one
+                self.get(base, req)
         key = kind, source = self._key(constraint, req)
         with self._lock:
             self.misses += 1
@@ -201,6 +221,9 @@ class GrammarCache:
                 g = Grammar.from_regex(source)
             elif kind == "structural_tag":
                 g = Grammar.from_structural_tag(json.loads(source))
+            elif kind == "lazy":
+                lazy = json.loads(source)
+                g = Grammar.from_lazy(lazy["grammar"], lazy["triggers"])
             else:
                 g = Grammar.parse(source)
         except LexguideError as e:

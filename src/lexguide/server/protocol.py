@@ -11,6 +11,7 @@ Defaults follow llama.cpp's ``llama-server`` (temperature 0.8, top_k 40, top_p 0
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import uuid
@@ -84,8 +85,10 @@ def error_from_exception(exc: BaseException, param: str | None = None) -> tuple[
 @dataclass(frozen=True, slots=True)
 class Constraint:
     """What the output must match: ``kind`` is ``json_schema``, ``json_object``, ``grammar``,
-    ``regex`` or ``tools``; ``source`` the schema (JSON text), grammar text or pattern; ``param``
-    where it came from in the request (for error locations)."""
+    ``regex``, ``structural_tag``, ``lazy`` or ``tools``; ``source`` the schema (JSON text),
+    grammar text, pattern, structural tag (JSON text) or lazy grammar (JSON text of
+    ``{"grammar": text, "triggers": [...]}``); ``param`` where it came from in the request
+    (for error locations)."""
 
     kind: str
     source: str
@@ -290,23 +293,63 @@ def _constraint(body: Mapping[str, Any]) -> Constraint | None:
             text = '{"type": "object"}' if schema is None else _schema_text(
                 schema, "response_format.schema")
             found.append(Constraint("json_object", text, "response_format"))
+        elif kind == "structural_tag":
+            # vLLM's and SGLang's shapes: {"type", "format"} or the legacy {"type",
+            # "structures", "triggers"(, "at_least_one")}; the compile checks the fields
+            found.append(Constraint("structural_tag", _json_text(rf, "response_format"),
+                                    "response_format"))
         elif kind != "text":
-            raise RequestError(f"unknown type {kind!r} (expected text, json_object or json_schema)",
-                               param="response_format.type", code="invalid_value")
+            raise RequestError(f"unknown type {kind!r} (expected text, json_object, json_schema "
+                               "or structural_tag)", param="response_format.type",
+                               code="invalid_value")
     if body.get("json_schema") is not None:
         found.append(Constraint("json_schema", _schema_text(body["json_schema"], "json_schema"),
                                 "json_schema"))
+    lazy = _lazy(body)
     if body.get("grammar") is not None:
         text = _string(body["grammar"], "grammar")
         if not text.strip():
             raise RequestError("is empty", param="grammar", code="invalid_grammar")
-        found.append(Constraint("grammar", text, "grammar"))
+        found.append(Constraint("grammar", text, "grammar") if lazy is None else Constraint(
+            "lazy", _json_text({"grammar": text, "triggers": lazy}, "grammar_triggers"),
+            "grammar_triggers"))
+    elif lazy is not None:
+        raise RequestError("needs grammar (the grammar that applies from a trigger on)",
+                           param="grammar_lazy", code="missing_required_parameter")
     if body.get("regex") is not None:
         found.append(Constraint("regex", _string(body["regex"], "regex"), "regex"))
     if len(found) > 1:
-        raise RequestError("give at most one of response_format (json), json_schema, grammar "
-                           "and regex", param=found[1].param, code="conflicting_parameters")
+        raise RequestError("give at most one of response_format (json or structural_tag), "
+                           "json_schema, grammar and regex", param=found[1].param,
+                           code="conflicting_parameters")
     return found[0] if found else None
+
+
+def _lazy(body: Mapping[str, Any]) -> list[Any] | None:
+    """llama-server's ``grammar_lazy: true`` with ``grammar_triggers`` → the triggers (checked
+    one by one when the grammar compiles), or None when the grammar is not lazy."""
+    on = body.get("grammar_lazy")
+    if on is not None and not isinstance(on, bool):
+        raise RequestError("must be a boolean", param="grammar_lazy", code="invalid_type")
+    triggers = body.get("grammar_triggers")
+    if not on:
+        if triggers:  # llama-server ignores them; a client sending them means them
+            raise RequestError("apply only with grammar_lazy: true", param="grammar_triggers",
+                               code="invalid_value")
+        return None
+    if not isinstance(triggers, list) or not triggers:
+        raise RequestError("must be a non-empty list when grammar_lazy is true (no triggers: "
+                           "the grammar would never apply)", param="grammar_triggers",
+                           code="missing_required_parameter" if not triggers
+                           else "invalid_type")
+    return triggers
+
+
+def _json_text(value: Any, param: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        raise RequestError("is not JSON data", param=param, code="invalid_value") from None
 
 
 # -- chat -------------------------------------------------------------------------------------
