@@ -61,38 +61,57 @@ def _read(path: Path, what: str) -> str:
         raise ModelError(f"cannot read {what} {str(path)!r}: {e.strerror or e}") from None
 
 
+_CONSTRAINTS = ("json_schema", "json_schema_file", "grammar", "grammar_file", "regex",
+                "structural_tag", "structural_tag_file")
+
+
+def _json_arg(text: str, what: str) -> Any:
+    """JSON text of a flag, parsed; errors name the line and column."""
+    deep = json_text_too_deep(text)
+    if deep is not None:  # json.loads would hit Python's recursion limit
+        line, col = line_col(text, deep)
+        raise ModelError(f"{what} text nested more than {MAX_JSON_DEPTH} levels deep "
+                         f"at line {line}:{col}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ModelError(f"{what} is not valid JSON: line {e.lineno}:{e.colno}: {e.msg}") from None
+
+
 def _constraint(args: argparse.Namespace) -> dict[str, Any]:
     """``generate`` keyword for the one constraint given, compiled (so a bad schema or grammar
     is reported before the model loads), or {}."""
-    given = [n for n in ("json_schema", "json_schema_file", "grammar", "grammar_file", "regex")
-             if getattr(args, n) is not None]
+    given = [n for n in _CONSTRAINTS if getattr(args, n) is not None]
     if len(given) > 1:
         flags = ", ".join("--" + n.replace("_", "-") for n in given)
         raise ModelError(f"give at most one constraint; got {flags}")
+    if args.lazy_trigger and not {"grammar", "grammar_file"} & set(given):
+        raise ModelError("--lazy-trigger needs a grammar (--grammar/--grammar-file) that "
+                         "applies from the trigger on")
     if not given:
         return {}
+    from lexguide import Grammar
     if args.json_schema is not None or args.json_schema_file is not None:
         text = args.json_schema if args.json_schema is not None else _read(args.json_schema_file,
                                                                           "JSON Schema file")
-        deep = json_text_too_deep(text)
-        if deep is not None:  # json.loads would hit Python's recursion limit
-            line, col = line_col(text, deep)
-            raise ModelError(f"JSON Schema text nested more than {MAX_JSON_DEPTH} levels deep "
-                             f"at line {line}:{col}")
-        try:
-            schema = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ModelError(f"JSON Schema is not valid JSON: line {e.lineno}:{e.colno}: {e.msg}") from None
-        from lexguide import Grammar
+        schema = _json_arg(text, "JSON Schema")
         return {"grammar": Grammar.from_json_schema(schema, **_schema_options(args)),
                 "source": {"json_schema": schema}}
+    if args.structural_tag is not None or args.structural_tag_file is not None:
+        text = (args.structural_tag if args.structural_tag is not None
+                else _read(args.structural_tag_file, "structural tag file"))
+        spec = _json_arg(text, "structural tag")
+        # the JSON layout flags apply to every json_schema inside the tag
+        return {"grammar": Grammar.from_structural_tag(spec, **_schema_options(args)),
+                "source": {"structural_tag": spec}}
     if _layout_flags(args):
-        raise ModelError("only for JSON Schemas (-j/--json-schema-file): "
-                         + ", ".join(_layout_flags(args)))
-    from lexguide import Grammar
+        raise ModelError("only for JSON Schemas (-j/--json-schema-file, or inside "
+                         "--structural-tag): " + ", ".join(_layout_flags(args)))
     if args.regex is not None:
         return {"grammar": Grammar.from_regex(args.regex), "source": None}
     text = args.grammar if args.grammar is not None else _read(args.grammar_file, "grammar file")
+    if args.lazy_trigger:
+        return {"grammar": Grammar.from_lazy(text, list(args.lazy_trigger)), "source": None}
     # "%llguidance" → Lark, "{" → grammar list, else GBNF
     return {"grammar": Grammar.parse(text), "source": {"grammar": text}}
 
@@ -128,16 +147,21 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt is not None and args.file is not None:
         raise ModelError("give either -p/--prompt or -f/--file, not both")
     from_stdin = [flag for flag, path in (("-f", args.file), ("--grammar-file", args.grammar_file),
-                                          ("--json-schema-file", args.json_schema_file))
+                                          ("--json-schema-file", args.json_schema_file),
+                                          ("--structural-tag-file", args.structural_tag_file))
                   if str(path) == "-"]
     if len(from_stdin) > 1:
         raise ModelError(f"only one input can be read from stdin; got '-' for {' and '.join(from_stdin)}")
     prompt = _read(args.file, "prompt file") if args.file is not None else (args.prompt or "")
     reasoning = args.reasoning_budget is not None or args.think_markers is not None
-    if reasoning and (_layout_flags(args) or args.captures):
-        raise ModelError("--reasoning-budget/--think-markers compose the schema or grammar "
-                         "with the think section; they do not take "
-                         + ", ".join(_layout_flags(args) + ["--captures"] * args.captures))
+    if reasoning and (_layout_flags(args) or args.captures or args.lazy_trigger):
+        raise ModelError("--reasoning-budget/--think-markers compose the schema, grammar or "
+                         "structural tag with the think section; they do not take "
+                         + ", ".join(_layout_flags(args) + ["--captures"] * args.captures
+                                     + ["--lazy-trigger"] * bool(args.lazy_trigger))
+                         + (" (a lazy grammar's free text would run through the section: "
+                            "use --structural-tag with a triggered_tags format)"
+                            if args.lazy_trigger else ""))
     template_kwargs = _template_kwargs(args)
     constraint = _constraint(args)
     if "grammar" in constraint and not args.quiet:
@@ -228,7 +252,7 @@ def _reasoning_split(model: Any, args: argparse.Namespace, prompt: str,
     if args.think_markers is not None:
         kwargs["think_markers"] = tuple(args.think_markers)
     if constraint:
-        if constraint["source"] is None:
+        if constraint["source"] is None:  # a lazy grammar is refused earlier
             raise ModelError("--regex cannot follow a think section; write it as a --grammar")
         kwargs.pop("grammar")
         kwargs.update(constraint["source"])
@@ -300,8 +324,10 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
     p = subparsers.add_parser(
         "run", help="generate text, optionally constrained by a JSON Schema or grammar",
         description="Generate a continuation of a prompt (or a chat reply with --chat) and "
-        "stream it to stdout; with -j/--grammar/--regex the output is guaranteed to match.",
-        epilog="Exit status: 0 done; 1 error (bad schema/grammar/flag value, missing model); "
+        "stream it to stdout; with -j/--grammar/--regex/--structural-tag the output is "
+        "guaranteed to match.",
+        epilog="Exit status: 0 done; 1 error (bad schema/grammar/structural tag/flag value, "
+        "missing model); "
         "2 usage; 3 a constrained output is incomplete (token limit or context reached "
         "first, or a stop string cut it); 130 interrupted (Ctrl-C).",
     )
@@ -319,9 +345,21 @@ def add_run_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("--grammar-file", type=Path, metavar="FILE", help="grammar file ('-': stdin)")
     p.add_argument("--regex", metavar="PATTERN",
                    help="regex the whole output must match (Rust regex syntax, anchored)")
+    p.add_argument("--structural-tag", metavar="SPEC",
+                   help="structural tag (JSON text): free text with tags inside, in xgrammar's "
+                        'shapes {"type": "structural_tag", "format": {...}}, the legacy '
+                        '{"structures": [...], "triggers": [...]} or a bare format '
+                        "(docs/structural_tags.md)")
+    p.add_argument("--structural-tag-file", type=Path, metavar="FILE",
+                   help="structural tag file ('-': stdin)")
+    p.add_argument("--lazy-trigger", action="append", metavar="WORD",
+                   help="with --grammar/--grammar-file: a lazy grammar, llama.cpp style: free "
+                        "text until WORD appears, then the grammar, which starts with WORD "
+                        "(repeatable: any of the words)")
     layout = p.add_argument_group(
-        "JSON layout (-j/--json-schema-file; default: at most one space, or one newline and "
-        "up to 24 spaces/tabs of indentation, between tokens)")
+        "JSON layout (-j/--json-schema-file, and schemas inside --structural-tag; default: at "
+        "most one space, or one newline and up to 24 spaces/tabs of indentation, between "
+        "tokens)")
     layout.add_argument("--compact", action="store_true", help="no whitespace at all")
     layout.add_argument("--indent", type=_indent, metavar="N",
                         help="exactly json.dumps(indent=N) layout")
