@@ -80,3 +80,20 @@ def test_regex_completion_and_errors_shown(page):
     output, status, cls = _submit(browser, session, mode="chat", kind="grammar",
                                   constraint='root ::= "a" missing_rule')
     assert status.startswith("error: invalid grammar") and "line 1:" in status and cls == "bad"
+
+
+def test_structural_tag_from_its_example(page):
+    """The kind's example (a bare triggered_tags format) gives one complete tag; a bad spec
+    shows the server's message with the JSON path."""
+    browser, session = page
+    browser.evaluate(session, 'const k = document.getElementById("kind");'
+                     'k.value = "structural_tag"; k.dispatchEvent(new Event("change")); true')
+    output, status, cls = _submit(browser, session, mode="chat", prompt="Weather in Paris?",
+                                  max_tokens="48", temperature="0")
+    m = re.fullmatch(r"<tool_call>(.*)</tool_call>", output, re.DOTALL)
+    assert m, output
+    jsonschema.validate(json.loads(m.group(1)), {"type": "object", "required": ["city"]})
+    assert "valid: yes" in status and cls == "ok"
+    _, status, cls = _submit(browser, session, mode="chat", constraint=json.dumps(
+        {"type": "structural_tag", "format": {"type": "const_string"}}))
+    assert "$.format" in status and "missing field 'value'" in status and cls == "bad"
