@@ -38,6 +38,8 @@ def _schemas(unique: bool) -> dict[str, dict]:
     tags = {"type": "array", "items": {"type": "string"}, "uniqueItems": unique}
     return {
         "tags": tags,
+        "tags, maxLength 12": {**tags, "items": {"type": "string", "maxLength": 12},
+                               "maxItems": 1000},
         "object, two arrays": {"type": "object", "properties": {"tags": tags, "globs": tags},
                                "required": ["tags", "globs"], "additionalProperties": False},
         "arrays of arrays": {"type": "array", "items": tags},
@@ -51,7 +53,7 @@ def _instance(name: str, n: int) -> str:
         return [WORDS[i % len(WORDS)] + salt + (f" {i // len(WORDS)}" if i >= len(WORDS) else "")
                 for i in range(k)]
 
-    if name == "tags":
+    if name.startswith("tags"):
         value = words(n, "")
     elif name == "object, two arrays":
         value = {"tags": words(n // 2, ""), "globs": [f"src/**/{w}.py" for w in words(n // 2, "")]}

@@ -76,8 +76,20 @@ def test_grammars_without_such_arrays_have_no_tracker():
         assert Matcher(g, INFO)._unique is None
 
 
+def test_bounded_strings_compile_with_max_items():
+    schema = {**STRINGS, "maxItems": 50, "items": {"type": "string", "maxLength": 2}}
+    g = Grammar.from_json_schema(schema)
+    assert g.ir.unique_item_lexemes and g.ir.bounded_unique_items
+    assert not Grammar.from_json_schema(STRINGS).ir.bounded_unique_items
+    assert g.validate('["ab","a",""]') and not g.validate('["ab","a","ab"]')
+    with pytest.raises(SchemaError, match="several ways"):
+        Grammar.from_json_schema({**schema, "x-guidance": GENERAL})
+    with pytest.raises(SchemaError, match="maxItems of at most 1000000"):
+        Grammar.from_json_schema({**schema, "maxItems": 1_000_001})
+
+
 @pytest.mark.parametrize("items, why", [
-    ({"type": "string", "maxLength": 4}, "maxLength"),
+    ({"type": "string", "maxLength": 4}, "maxItems"),
     ({"type": "string", "pattern": "^[ab]$"}, "pattern"),
     ({"type": "string", "format": "date"}, "format"),
     ({"type": "string", "not": {"pattern": "."}}, "excluding a pattern"),
@@ -206,7 +218,8 @@ V_INFO = TokenizerInfo.from_token_bytes(VOCAB, [V_EOS])
 _TAILS = [b'"', b"]", b",", b"b", b"a", b"["]
 
 
-def _completable(schema: dict, g: Grammar, text: bytes, depth: int = 6) -> bool:
+def _completable(schema: dict, g: Grammar, text: bytes, depth: int = 6,
+                 tails: list[bytes] = _TAILS) -> bool:
     """Whether some completion of at most ``depth`` bytes from ``_TAILS`` makes ``text`` valid
     for ``jsonschema`` (bytes the grammar rejects are pruned: that part is not on trial)."""
     lp = g.lexparser
@@ -216,20 +229,22 @@ def _completable(schema: dict, g: Grammar, text: bytes, depth: int = 6) -> bool:
         for t in frontier:
             if lp.accepts(t) and _valid(schema, t.decode()):
                 return True
-            nxt.update(t + b for b in _TAILS if lp.advance_bytes(lp.initial, t + b) is not None)
+            nxt.update(t + b for b in tails if lp.advance_bytes(lp.initial, t + b) is not None)
         frontier = nxt
     return False
 
 
-@pytest.mark.parametrize("schema", [STRINGS, {"type": "array", "items": STRINGS}])
-@pytest.mark.parametrize("seed", range(4))
-def test_masks_equal_brute_force(schema, seed):
+def _walk_against_brute_force(schema: dict, seed: int, steps: int, tails: list[bytes],
+                              steer: tuple[bytes, ...]) -> int:
+    """Walk ``VOCAB`` under ``schema`` comparing every mask with brute force and checking
+    that every masked token is rejected; returns the steps where brute force masked a token
+    the grammar alone allows."""
     g = Grammar.from_json_schema(schema)
     rng = random.Random(seed)
     m = Matcher(g, V_INFO)
     out = b""
     seen_masked = 0
-    for _ in range(18):
+    for _ in range(steps):
         got = _allowed(m.compute_mask(), len(VOCAB))
         want, grammar_ok = set(), set()
         for t, tb in enumerate(VOCAB):
@@ -238,23 +253,31 @@ def test_masks_equal_brute_force(schema, seed):
                     want.add(t)
             elif g.lexparser.advance_bytes(g.lexparser.initial, out + tb) is not None:
                 grammar_ok.add(t)
-                if _completable(schema, g, out + tb):
+                if _completable(schema, g, out + tb, tails=tails):
                     want.add(t)
         assert got == want, (out, sorted(VOCAB[t] for t in got ^ want))
         seen_masked += bool(grammar_ok - want)
         choices = [t for t in got if t != V_EOS]
         if not choices:
             break
-        steer = [c for c in choices if VOCAB[c] in (b"[", b'"a"', b'"a', b",", b'"a",',
-                                                    b'a"', b'""')]
-        t = rng.choice(steer if steer and rng.random() < 0.8 else choices)
+        steered = [c for c in choices if VOCAB[c] in steer]
+        t = rng.choice(steered if steered and rng.random() < 0.8 else choices)
         m.consume(t)
         out += VOCAB[t]
         for bad in set(range(len(VOCAB))) - _allowed(m.compute_mask(), len(VOCAB)) - {V_EOS}:
             probe = m.clone()
             with pytest.raises(TokenRejected):
                 probe.consume(bad)
-    assert seen_masked >= 1  # the walk met duplicates to mask
+    return seen_masked
+
+
+_STEER = (b"[", b'"a"', b'"a', b",", b'"a",', b'a"', b'""')
+
+
+@pytest.mark.parametrize("schema", [STRINGS, {"type": "array", "items": STRINGS}])
+@pytest.mark.parametrize("seed", range(4))
+def test_masks_equal_brute_force(schema, seed):
+    assert _walk_against_brute_force(schema, seed, 18, _TAILS, _STEER) >= 1
 
 
 def test_masks_remove_exactly_the_duplicate_closes():
@@ -301,6 +324,64 @@ def test_items_split_inside_a_character_or_an_escape(general):
         m.rollback(2)
         m.consume(ids[b"\\u00"])
         assert ids[b'e9"'] not in _allowed(m.compute_mask(), len(vocab))
+
+
+BOUNDED = {**STRINGS, "maxItems": 80, "items": {"type": "string", "maxLength": 2}}
+
+
+def test_bounded_items_never_reach_a_used_up_prefix():
+    """With maxLength 2, "a" then "b" is the whole item "ab": once "ab" is written, the
+    token "b" after an open "a" leads to a state whose only completion is a duplicate."""
+    vocab = [b"[", b"]", b",", b'"', b"a", b"b", b"c", b'b"', b'"ab', b"ab", b'"a', b""]
+    info = TokenizerInfo.from_token_bytes(vocab, [len(vocab) - 1])
+    ids = {tb: i for i, tb in enumerate(vocab)}
+    g = Grammar.from_json_schema(BOUNDED)
+    m = Matcher(g, info)
+    m.consume_tokens([ids[b"["], ids[b'"ab'], ids[b'"'], ids[b","]])
+    got = _allowed(m.compute_mask(), len(vocab))
+    assert ids[b'"ab'] not in got and ids[b'"a'] in got and ids[b'"'] in got
+    m.consume(ids[b'"a'])
+    got = _allowed(m.compute_mask(), len(vocab))
+    assert ids[b"b"] not in got and ids[b'b"'] not in got and ids[b"c"] in got
+    with pytest.raises(TokenRejected, match="can only become one"):
+        m.consume(ids[b"b"])
+    m.rollback(1)
+    m.consume(ids[b'"'])
+    got = _allowed(m.compute_mask(), len(vocab))
+    assert ids[b"ab"] not in got and ids[b"a"] in got  # "ab" would be whole again
+
+
+def test_a_used_up_last_character_is_masked_at_its_first_byte():
+    """64 one-character items U+00C0..U+00FF use every completion of the byte C3."""
+    schema = {**STRINGS, "maxItems": 70, "items": {"type": "string", "maxLength": 1}}
+    vocab = [b"[", b"]", b",", b'"', b"\xc3", b"\xc4"] + [bytes([b]) for b in range(0x80, 0xC0)]
+    vocab += [b"a", b""]
+    info = TokenizerInfo.from_token_bytes(vocab, [len(vocab) - 1])
+    ids = {tb: i for i, tb in enumerate(vocab)}
+    g = Grammar.from_json_schema(schema)
+    m = Matcher(g, info)
+    m.consume(ids[b"["])
+    for k, cont in enumerate(range(0x80, 0xC0)):
+        if k:
+            m.consume(ids[b","])
+        m.consume(ids[b'"'])
+        got = _allowed(m.compute_mask(), len(vocab))
+        assert ids[b"\xc3"] in got
+        m.consume_tokens([ids[b"\xc3"], ids[bytes([cont])], ids[b'"']])
+    m.consume_tokens([ids[b","], ids[b'"']])
+    got = _allowed(m.compute_mask(), len(vocab))
+    assert ids[b"\xc3"] not in got and ids[b"\xc4"] in got and ids[b"a"] in got
+    with pytest.raises(TokenRejected):
+        m.consume(ids[b"\xc3"])
+    text = "[" + ",".join(json.dumps(chr(c), ensure_ascii=False) for c in range(0xC0, 0x100))
+    assert g.validate(text + ',"a"]') and not g.validate(text + ',"À"]')
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bounded_masks_equal_brute_force(seed):
+    schema = {**STRINGS, "maxItems": 6, "items": {"type": "string", "maxLength": 2}}
+    assert _walk_against_brute_force(schema, seed, 16, [*_TAILS, b"c"],
+                                     (*_STEER, b"a", b"b")) >= 1
 
 
 def test_rollback_clone_reset_follow_the_history():
@@ -385,6 +466,8 @@ def test_suite_unique_items_cases_agree(draft):
 
 WALK_SCHEMAS = [
     STRINGS,
+    {**STRINGS, "minItems": 2, "maxItems": 12, "items": {"type": "string", "maxLength": 1}},
+    {**BOUNDED, "minItems": 3},
     {**STRINGS, "minItems": 3},
     {"type": "object", "properties": {"tags": STRINGS, "globs": {**STRINGS, "minItems": 2}},
      "required": ["tags", "globs"]},
@@ -420,12 +503,12 @@ def test_walk_vocabulary_masks_a_duplicate():
     assert EOS not in allowed
 
 
-def test_smollm2_generates_distinct_strings(smollm2_file):
+@pytest.mark.parametrize("items", [{"type": "string"}, {"type": "string", "maxLength": 5}])
+def test_smollm2_generates_distinct_strings(smollm2_file, items):
     import lexguide
 
     model = lexguide.Model.from_gguf(smollm2_file)
-    schema = {"type": "array", "items": {"type": "string"}, "uniqueItems": True,
-              "minItems": 6, "maxItems": 8}
+    schema = {"type": "array", "items": items, "uniqueItems": True, "minItems": 6, "maxItems": 8}
     prompt = "A JSON list of the word \"apple\" repeated eight times: "
     out = model.generate(prompt, json_schema=schema, max_tokens=120, temperature=0.0)
     text = out.text

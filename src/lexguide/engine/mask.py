@@ -49,7 +49,8 @@ class MaskEngine:
         )
         marked = grammar.ir.unique_item_lexemes
         #: the matcher's ``uniqueItems`` tracker; None when the grammar marks no item lexeme
-        self.unique_items: UniqueItems | None = UniqueItems(self.lp, marked) if marked else None
+        self.unique_items: UniqueItems | None = (
+            UniqueItems(self.lp, marked, grammar.ir.bounded_unique_items) if marked else None)
         self._quote_tokens: QuoteTokens | None = None
 
     @property

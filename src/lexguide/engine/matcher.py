@@ -128,8 +128,10 @@ class Matcher:
     def _without_duplicates(self, mask: np.ndarray) -> np.ndarray:
         """``mask`` less the tokens that close a ``uniqueItems`` item equal to an earlier one."""
         assert self._unique is not None
-        bad = self._unique.duplicate_ids(self._uniq[-1], self.state, mask,
-                                         self._engine.quote_tokens)
+        unique, st, state = self._unique, self._uniq[-1], self.state
+        bad = unique.duplicate_ids(st, state, mask, self._engine.quote_tokens)
+        if unique.bounded:
+            bad += unique.dead_ids(st, state, mask, self._engine)
         if not bad:
             mask.flags.writeable = False
             return mask
@@ -282,10 +284,11 @@ class Matcher:
             uniq = self._uniq[-1]
             data = self.info.token_bytes[token_id]
             if data and token_id not in self.info.special_ids:
-                got = self._unique.feed(uniq, self.state, data)
+                got = self._unique.step(uniq, self.state, data, nxt)
                 if got is None:
                     raise TokenRejected(token_id, "closes an item equal to an earlier item of "
-                                        "its uniqueItems array")
+                                        "its uniqueItems array, or leaves one that can only "
+                                        "become one")
                 uniq = got
             self._uniq.append(uniq)
         self._history.append(nxt)

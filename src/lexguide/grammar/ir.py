@@ -25,6 +25,7 @@ from lexguide.regex import nodes as rx
 from lexguide.regex.native import empty_among
 
 __all__ = [
+    "UNIQUE_BOUNDED_ITEM_NAME",
     "UNIQUE_ITEM_NAME",
     "CompileNote",
     "GrammarBuilder",
@@ -55,8 +56,10 @@ def lexeme_index(sym: int) -> int:
     return -1 - sym
 
 
-#: the name of every lexeme marked ``unique_item`` (not a valid Lark or GBNF rule name)
+#: the name of every lexeme marked ``unique_item`` (not a valid Lark or GBNF rule name); a
+#: string of bounded length (``maxLength``) has :data:`UNIQUE_BOUNDED_ITEM_NAME`
 UNIQUE_ITEM_NAME = "string<uniqueItems>"
+UNIQUE_BOUNDED_ITEM_NAME = "string<uniqueItems, maxLength>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +107,9 @@ class Lexeme:
 
     ``unique_item`` marks a JSON string lexeme that is an item of a ``uniqueItems`` array the
     engine's ``Matcher`` keeps distinct (:mod:`lexguide.engine.unique_items`); it does not
-    change what the lexeme matches. Such a lexeme is named :data:`UNIQUE_ITEM_NAME`, and
-    :meth:`GrammarBuilder.lexeme` marks every lexeme of that name, so a grammar copied into
+    change what the lexeme matches. Such a lexeme is named :data:`UNIQUE_ITEM_NAME` (or
+    :data:`UNIQUE_BOUNDED_ITEM_NAME` when its length is bounded), and
+    :meth:`GrammarBuilder.lexeme` marks every lexeme of those names, so a grammar copied into
     another by name and regex (an embedded grammar) keeps the mark.
     """
 
@@ -216,6 +220,11 @@ class GrammarIR:
         """Indices of the lexemes marked ``unique_item`` (empty for most grammars)."""
         return frozenset(i for i, lx in enumerate(self.lexemes) if lx.unique_item)
 
+    @property
+    def bounded_unique_items(self) -> bool:
+        """Whether a lexeme marked ``unique_item`` has a bounded length (``maxLength``)."""
+        return any(lx.unique_item and lx.name == UNIQUE_BOUNDED_ITEM_NAME for lx in self.lexemes)
+
     def symbol_name(self, sym: int) -> str:
         if is_lexeme(sym):
             return self.lexemes[lexeme_index(sym)].name
@@ -285,7 +294,7 @@ class GrammarBuilder:
         neither changes what the lexeme matches. ``capture``/``stop_capture`` name its value
         and its tail; ``unique_item`` marks an item of a matcher-enforced ``uniqueItems`` array.
         """
-        unique_item = unique_item or name == UNIQUE_ITEM_NAME
+        unique_item = unique_item or name in (UNIQUE_ITEM_NAME, UNIQUE_BOUNDED_ITEM_NAME)
         if lazy or max_tokens is not None or stop is not None or suffix is not None \
                 or capture is not None or stop_capture is not None or unique_item:
             key: tuple = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture,

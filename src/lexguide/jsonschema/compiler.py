@@ -23,7 +23,7 @@ from json.encoder import encode_basestring
 from typing import NamedTuple
 
 from lexguide.errors import LimitExceeded, SchemaError
-from lexguide.grammar.ir import UNIQUE_ITEM_NAME, GrammarBuilder
+from lexguide.grammar.ir import UNIQUE_BOUNDED_ITEM_NAME, UNIQUE_ITEM_NAME, GrammarBuilder
 from lexguide.jsonschema.build import SchemaBuilder, nesting_error
 from lexguide.jsonschema.escapes import DEFAULT, Escapes
 from lexguide.jsonschema.formats import filter_rx, format_rx
@@ -393,16 +393,17 @@ class SchemaCompiler:
         problem = unique_items_problem(s, values)
         at = f"{s.pointer}/uniqueItems"
         if problem is not None and isinstance(values, str):
-            by_matcher = matcher_items_problem(s, self.schemas.resolve)
+            by_matcher = matcher_items_problem(s, self.schemas.resolve,
+                                               self.layout.escapes.general)
             items = s.items
             for _ in range(MAX_NESTING_DEPTH):
                 if not isinstance(items, RefSchema):
                     break
                 items = self.schemas.resolve(items.key)
             if by_matcher is None and isinstance(items, StringSchema):
-                return _Marked(self.b.lexeme(self.string(items, self.layout.escapes),
-                                             UNIQUE_ITEM_NAME, lexeme_class=self.cls,
-                                             unique_item=True))
+                name = UNIQUE_ITEM_NAME if items.max_length is None else UNIQUE_BOUNDED_ITEM_NAME
+                return _Marked(self.b.lexeme(self.string(items, self.layout.escapes), name,
+                                             lexeme_class=self.cls, unique_item=True))
             if isinstance(items, StringSchema) and by_matcher is not None:
                 problem = by_matcher  # why the matcher cannot take these strings
         if problem is not None:

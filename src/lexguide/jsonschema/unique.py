@@ -9,25 +9,38 @@ built only while the rules stay under :data:`MAX_UNIQUE_RULES` (about 12 values 
 and unions of these. Equality is JSON Schema's: numbers by value (``1`` and ``1.0`` are one
 value, written in any spelling the item schema allows), strings by their characters.
 
-Items that are strings of an infinite language are enforced by the matcher instead
-(:func:`matcher_items_problem`): the array is an ordinary array whose item lexeme is marked
-``unique_item``, and the engine's ``Matcher`` (:mod:`lexguide.engine.unique_items`) keeps the
-decoded values written so far and masks the tokens that would close an equal item. Covered:
-``{"type": "string"}`` with any ``minLength``, no ``maxLength``, ``pattern`` or ``format``,
-and ``not`` of string consts (behind ``$ref`` too). No dead end arises there:
+Items that are strings are enforced by the matcher instead (:func:`matcher_items_problem`):
+the array is an ordinary array whose item lexeme is marked ``unique_item``, and the engine's
+``Matcher`` (:mod:`lexguide.engine.unique_items`) keeps the decoded values written so far and
+masks the tokens that would close an equal item. Covered, behind ``$ref`` too:
 
-* an item is a lexeme ``" body "`` where ``body`` is ``minLength`` or more JSON characters
-  (minus finitely many excluded consts); its value is fixed only by its closing quote, so only a
-  token holding that quote can make a duplicate, and those are the only tokens masked;
-* every open prefix of an item (an opening quote and part of a body, maybe inside an escape or
-  a UTF-8 sequence) has infinitely many completions -- finish the character, then append any
-  number of further characters -- so the finitely many earlier items never exhaust them: some
-  continuation stays allowed, and every state reached by an allowed token still has a distinct
-  completion;
-* with a token budget (``compute_mask(remaining)``) the shortest completion of the open item may
-  itself be a duplicate; when the budget-narrowed mask less the duplicates is empty the matcher
-  falls back to the plain mask less the duplicates (never empty, by the above), so the output
-  can overrun the budget by the characters a distinct item needs, and never stops in a dead end.
+* ``{"type": "string"}`` with any ``minLength`` and ``not`` of string consts, no ``maxLength``,
+  ``pattern`` or ``format``. No dead end arises: an item is a lexeme ``" body "`` where
+  ``body`` is ``minLength`` or more JSON characters (minus finitely many excluded consts); its
+  value is fixed only by its closing quote, so only a token holding that quote can make a
+  duplicate, and those are the only tokens masked. Every open prefix of an item (an opening
+  quote and part of a body, maybe inside an escape or a UTF-8 sequence) has infinitely many
+  completions -- finish the character, then append any number of characters -- so the
+  finitely many earlier items never exhaust them, and every state an allowed token reaches
+  still has a distinct completion.
+* the same strings with ``maxLength >= 1`` (no ``not``), in an array with ``maxItems`` of at
+  most :data:`MAX_BOUNDED_ITEMS`, when every character has one spelling (not
+  ``json_allow_general_unicode_escapes``). The language is finite, so the matcher also masks
+  the tokens after which the open item can only become a recorded value (e.g. ``"ab`` once
+  ``"ab"`` is written with ``maxLength: 2``; the byte C3 once the 64 characters it starts are
+  all written with ``maxLength: 1``): it counts the completions of the item from the lexer
+  state (one spelling each, so spellings are values) and lists them when there are no more
+  than the recorded values. The count is exact except that a state from which two more
+  characters can be read counts as plenty: the first of them can be any of more than
+  :data:`MAX_BOUNDED_ITEMS` characters, so at least that many values complete it, more than
+  the earlier items (fewer than ``maxItems``). So no allowed token leads to a state without a
+  fresh completion, and a new item (at least :data:`MAX_BOUNDED_ITEMS` values, ``maxLength >=
+  1``) always has one.
+
+With a token budget (``compute_mask(remaining)``) the shortest completion of an item may
+itself be a duplicate; when the budget-narrowed mask less the masked tokens is empty the
+matcher falls back to the plain mask less them (never empty, by the above), so the output can
+overrun the budget by the characters a distinct item needs, and never stops in a dead end.
 
 Anything else is not enforceable here: :func:`unique_items_problem` says why, and the
 compiler raises a :class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``.
@@ -55,7 +68,8 @@ from lexguide.jsonschema.schema import (
 )
 from lexguide.limits import MAX_NESTING_DEPTH
 
-__all__ = ["MAX_FINITE_VALUES", "MAX_UNIQUE_RULES", "distinct_subsets", "finite_values",
+__all__ = ["MAX_BOUNDED_ITEMS", "MAX_FINITE_VALUES", "MAX_UNIQUE_RULES", "distinct_subsets",
+           "finite_values",
            "matcher_items_problem", "unique_items_problem", "unique_rule_count"]
 
 #: Largest integer range (``maximum - minimum + 1``) read as a finite set of values.
@@ -145,9 +159,17 @@ def unique_rule_count(n_values: int, lo: int, hi: int | None) -> int:
     return total
 
 
-def matcher_items_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> str | None:
+#: Fewer characters than a JSON string can hold at one position (Unicode has 1,112,064 scalar
+#: values; at most 34 of them need an escape a policy may forbid): the most items of a
+#: ``uniqueItems`` array of strings with ``maxLength`` the matcher keeps distinct.
+MAX_BOUNDED_ITEMS = 1_000_000
+
+
+def matcher_items_problem(s: ArraySchema, resolve: Callable[[str], Schema],
+                          general_escapes: bool = False) -> str | None:
     """Why the matcher cannot keep the items of ``s`` distinct (None: it can; see the module
-    docstring for the covered item schemas and why no dead end arises). Pure."""
+    docstring for the covered item schemas and why no dead end arises). ``general_escapes``:
+    strings may spell a character in several ways. Pure."""
     if s.prefix:
         return "uniqueItems with prefixItems is not supported"
     if s.contains is not None:
@@ -162,7 +184,16 @@ def matcher_items_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> s
     if items.const is not None:
         return "the items are a single string"
     if items.max_length is not None:
-        return "the items are strings with maxLength (a finite language)"
+        if items.max_length == 0:
+            return "the items are strings with maxLength 0 (one value)"
+        if general_escapes:
+            return ("the items are strings with maxLength spelled in several ways (general "
+                    "unicode escapes)")
+        if s.max_items is None or s.max_items > MAX_BOUNDED_ITEMS:
+            return (f"the items are strings with maxLength and the array has no maxItems of at "
+                    f"most {MAX_BOUNDED_ITEMS} (a finite language that enough items could use up)")
+        if items.rx_filters:
+            return "the items are strings with maxLength and a not"
     if items.patterns or items.formats:
         return "the items are strings with a pattern or format (maybe a finite language)"
     if any(want or kind != "const" for want, kind, _ in items.rx_filters):
