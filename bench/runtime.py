@@ -339,7 +339,7 @@ def _peer(path: str, p: int, n: int, constrained: bool = True, repeat: int = 1,
         out["constrained_tok_s"], out["constrained_tokens"] = generate(CONSTRAINED_PROMPT, grammar)
         out["constrained_overhead"] = _overhead(out["constrained_tok_s"], out["free_tok_s"])
     out["rss_peak_mb"] = _rss_mb()
-    del llm
+    llm.close()  # its memory goes before the batched run loads the model again
     out["batched_tok_s"] = _peer_batched(path, n, repeat)
     return out
 

@@ -228,6 +228,7 @@ def test_parts_side_by_side_equal_separate_products(T):
     y = K.matmul_parts(x, parts, n_in, out=wide[:, 2:23])  # rows of a wider array
     separate = np.concatenate([K.matmul(x, w, t, n, n_in) for w, t, n in parts], axis=1)
     assert np.array_equal(wide[:, 2:23], separate)
+    assert np.shares_memory(y, wide) and np.array_equal(y, separate)  # the view it filled
     assert (wide[:, :2] == 7).all() and (wide[:, 23:] == 7).all()
 
 

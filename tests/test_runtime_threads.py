@@ -11,6 +11,7 @@ crash). The pool's protocol itself is tested in tests/test_thread_pool_native.py
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import threading
 import time
 
@@ -81,10 +82,12 @@ class _Background:
             raise self.errors[0]
 
 
-def _engine_step(rng_seed=[0]):
+_ENGINE_STEPS = itertools.count(1)
+
+
+def _engine_step():
     """Compile a fresh schema and walk a few masks of it on the engine's pool."""
-    rng_seed[0] += 1
-    k = rng_seed[0]
+    k = next(_ENGINE_STEPS)
     vocab = [bytes([c]) for c in b'{}[]":,0123456789 abcdefgh'] + [b'"a', b'"b":', b"</s>"]
     info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[len(vocab) - 1])
     schema = {"type": "object", "properties": {f"k{k % 7}": {"type": "integer"},

@@ -243,7 +243,7 @@ def _member(inter: Intersector, o: ObjectSchema, name: str) -> Schema:
     if o.pattern_properties:
         from lexguide.jsonschema.pattern import pattern_rx
         from lexguide.regex import nodes as rx
-        
+
         body = json_body(name)
         for p, ps in o.pattern_properties:
             if rx.matches(pattern_rx(p), body):
