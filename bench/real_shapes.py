@@ -17,7 +17,7 @@ tok/s), load time and peak RSS. lexguide's KV cache is float16, llama.cpp's defa
 llama.cpp side is ``llama-bench -t 2 -p 256,2048 -n 64 -r 1 -o json`` of a llama.cpp built
 for this machine (``bash bench/llama_bench_build.sh`` builds it into
 ``~/.cache/lexguide/llama-bench-build/``; ``--llama-bench PATH`` names another); its peak RSS
-is the process's, from ``wait4``; llama-bench reports no load time.
+is the process's own, from ``wait4``; llama-bench reports no load time.
 
 ``python bench/real_shapes.py`` writes ``bench/results/real_shapes.md``; ``--quick`` runs a
 tiny shape without llama.cpp as a smoke test.
@@ -201,12 +201,17 @@ def _run_llama_bench(exe: Path, path: Path, prompts: list[int], n_gen: int,
     """llama-bench's prompt and decode tok/s and its peak RSS (MB), or a status."""
     cmd = [str(exe), "-m", str(path), "-t", str(threads), "-p", ",".join(map(str, prompts)),
            "-n", str(n_gen), "-r", "1", "-o", "json"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stdout, stderr = proc.communicate()  # reaps the child: its rusage is in RUSAGE_CHILDREN
+    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out_f.seek(0)
+        err_f.seek(0)
+        stdout, stderr = out_f.read(), err_f.read()
     if proc.returncode:
         tail = (stderr.strip().splitlines() or ["no output"])[-1]
         return {"status": f"llama-bench failed (exit {proc.returncode}): {tail}"}
-    out: dict = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0}
+    out: dict = {"peak_rss_mb": usage.ru_maxrss / 1024.0}
     for row in json.loads(stdout):
         key = f"pp{row['n_prompt']}" if row["n_gen"] == 0 else f"tg{row['n_gen']}"
         out[key] = row["avg_ts"]
