@@ -253,15 +253,20 @@ def test_one_of_disjointness():
           ["{}", '{"x":1}', "null", '{"kind":"c"}'])
     check({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]},
           ['"ab"', '"ba"'], ['"c"'])
-    inexpressible = {"type": "object", "oneOf": [{"additionalProperties": {"type": "string"}},
-                                                 {"required": ["a"]}]}
+    # an open object against one restricting its other members: "some additional member"
+    check({"type": "object", "oneOf": [{"additionalProperties": {"type": "string"}},
+                                       {"required": ["a"]}]},
+          ['{"a":1}', '{"x":"s"}', "{}", '{"a":1,"x":"s"}'], ['{"a":"s"}', '{"x":1}'])
+    inexpressible = {"type": "object", "oneOf": [
+        {"patternProperties": {"^p": {"type": "integer"}}},
+        {"patternProperties": {"^q": {"type": "integer"}}, "additionalProperties": False}]}
     with pytest.raises(SchemaError) as e:
         G(inexpressible)
     assert e.value.keyword == "oneOf" and e.value.pointer == "/oneOf"
-    assert "branches 1 and 0" in str(e.value) and "additionalProperties" in str(e.value)
+    assert "branches 0 and 1" in str(e.value) and "patternProperties" in str(e.value)
     for relax in ({"lenient": True}, {"coerce_one_of": True}):
         g = G(inexpressible, **relax)
-        assert g.validate('{"a":"s"}')  # both branches match: anyOf semantics, noted
+        assert g.validate('{"q1":1}')  # both branches match: anyOf semantics, noted
         assert [(n.pointer, n.keyword) for n in g.notes] == [("/oneOf", "oneOf")]
         assert "compiled as anyOf" in g.notes[0].message
 
@@ -269,13 +274,12 @@ def test_one_of_disjointness():
 def test_unsupported_keywords_error_with_pointer_or_note_when_lenient():
     with pytest.raises(SchemaError) as e:
         G({"type": "object", "properties": {"a": {
-            "type": "object", "not": {"additionalProperties": {"type": "string"}}}}})
+            "type": "object", "not": {"propertyNames": {"maxLength": 2}}}}})
     assert e.value.keyword == "not" and e.value.pointer == "/properties/a/not"
     assert "lenient=True" in str(e.value)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # lenient reports on the result, never as a warning
-        g = G({"type": "object", "not": {"additionalProperties": {"type": "string"}}},
-              lenient=True)
+        g = G({"type": "object", "not": {"propertyNames": {"maxLength": 2}}}, lenient=True)
     assert g.validate('{"x":"s"}') and not g.validate("1")
     assert [(n.pointer, n.keyword) for n in g.notes] == [("/not", "not")]
     assert "ignored: lenient" in g.notes[0].message
@@ -361,8 +365,10 @@ def test_if_then_else_and_dependencies():
           ['{"a":1,"b":2}', '{"b":2}'], ['{"a":1}'])
     check({"if": {"items": {"type": "string"}}, "then": {"maxItems": 1}, "else": {"minItems": 2}},
           ['["a"]', "[1,2]", "1"], ['["a","b"]', "[1]"])
+    check({"if": {"additionalProperties": {"type": "string"}}, "then": {"type": "object"}},
+          ['{"x":1}', '{"x":"s"}', "{}"], ["1", '"s"', "null"])
     with pytest.raises(SchemaError) as e:
-        G({"if": {"additionalProperties": {"type": "string"}}, "then": {"type": "object"}})
+        G({"if": {"propertyNames": {"maxLength": 2}}, "then": {"type": "object"}})
     assert e.value.keyword == "if"
 
 
@@ -375,8 +381,11 @@ def test_contains_counts():
           ["[]", "[5]", "[1,2]"], ["[5,5]"])
     check({"type": "array", "contains": {"items": {"type": "string"}}, "maxContains": 1},
           ['[["a"],[1]]', '[[1],2]'], ['[[],["a"]]', "[1,2]", "[]", "[[1]]"])
+    check({"type": "array", "contains": {"additionalProperties": {"type": "string"}},
+           "maxContains": 1}, ['[{"x":1},3]', '[{"x":"s"},{"y":2}]'],
+          ["[]", "[1,2]", '[{},{"x":"s"}]', '[{"x":1}]', '[{"x":1},{"y":2}]'])
     with pytest.raises(SchemaError, match="maxContains"):
-        G({"type": "array", "contains": {"additionalProperties": {"type": "string"}},
+        G({"type": "array", "contains": {"propertyNames": {"maxLength": 2}},
            "maxContains": 1})
 
 

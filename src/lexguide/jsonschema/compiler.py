@@ -46,6 +46,7 @@ from lexguide.jsonschema.schema import (
     ObjectSchema,
     RefSchema,
     Schema,
+    SomeMember,
     StringSchema,
     Unsat,
 )
@@ -508,7 +509,8 @@ class SchemaCompiler:
                 declared.append(r)
         listed = {n for n, _ in s.properties}
         required = set(s.required)
-        entries: list[tuple[int, bool]] = []
+        some = s.some_member
+        entries: list[tuple[int, bool, int | None]] = []
         for name, sch in props:
             quoted = encode_basestring(name)  # as json.dumps(name, ensure_ascii=False)
             body = quoted[1:-1].encode()
@@ -525,25 +527,36 @@ class SchemaCompiler:
                 continue
             key = self.lex(_quoted_literal(name, self.layout.escapes), quoted)
             member = b.seq([key, lay.colon, value], "member")
-            entries.append((member, name in required))
-        extras = self.extra_members(s, lay, declared, names_rx)
+            witness = None
+            if some is not None and _some_key(some, name, body):
+                w_sch = inter(sch, some.value)
+                w_value = self.dead if isinstance(w_sch, Unsat) else self.compile(w_sch, child)
+                if w_value != self.dead:
+                    witness = b.seq([key, lay.colon, w_value], "some_member")
+            entries.append((member, name in required, witness))
+        extras, witnesses = self.extra_members(s, lay, declared, names_rx)
         extra = b.alt([[m] for m in extras], "extra_member") if extras else None
-        return self.members(s, lay, entries, extra, any(r for _, r in entries))
+        w_extra = b.alt([[m] for m in witnesses], "some_extra_member") if witnesses else None
+        return self.members(s, lay, entries, extra, w_extra, any(r for _, r, _ in entries))
 
-    def members(self, s: ObjectSchema, lay: _Layout, entries: list[tuple[int, bool]],
-                extra: int | None, has_required: bool) -> int:
-        """Ordered optional/required members then extras, counting up to the property bounds."""
+    def members(self, s: ObjectSchema, lay: _Layout, entries: list[tuple[int, bool, int | None]],
+                extra: int | None, w_extra: int | None, has_required: bool) -> int:
+        """Ordered optional/required members then extras, counting up to the property bounds
+        and, when ``s`` needs some additional member, whether one was written yet (a state is
+        ``(count, need)``; an entry's third symbol and ``w_extra`` are the members that count
+        as that witness)."""
         b = self.b
         lo, hi = s.min_properties, s.max_properties
+        need0 = 1 if s.some_member is not None else 0
         alts_top = []
-        if lo == 0 and not has_required:
+        if lo == 0 and not has_required and not need0:
             alts_top.append(list(lay.obj_empty))
         if hi == 0:
             return b.alt(alts_top, "object") if alts_top else self.dead
         lo1 = max(lo, 1)
         cap = hi if hi is not None else lo1
         n = len(entries)
-        if (n + 1) * (cap + 1) > MAX_COUNT_RULES:
+        if (n + 1) * (cap + 1) * (need0 + 1) > MAX_COUNT_RULES:
             raise SchemaError(f"minProperties/maxProperties {lo}/{hi} with {n} properties is too "
                               "large to enforce", pointer=s.pointer, keyword="maxProperties")
         sep = lay.sep
@@ -551,40 +564,66 @@ class SchemaCompiler:
         def sat(c: int) -> int:
             return min(c, cap)
 
+        def fits(c: int) -> bool:
+            return hi is None or c + 1 <= hi
+
         if hi is not None and lo1 > hi:
             return b.alt(alts_top, "object") if alts_top else self.dead
-        # ext[c]: extra members after c members; only states that can still reach an end
-        # (enough members, within the bound) get rules, so no prefix leads to a dead end
-        ext_ok = [c >= lo1 or extra is not None for c in range(cap + 1)]
-        ext = {c: b.nonterminal("object_extra") for c in range(cap + 1) if ext_ok[c]}
-        for c, nt in ext.items():
-            if hi is None and c == cap and extra is not None:
+        needs = range(need0 + 1)
+        # ext[c, w]: extra members after c members, w: the witness still to come; only states
+        # that can still reach an end (enough members, within the bound, the witness written)
+        # get rules, so no prefix leads to a dead end
+        ok = {(c, 0) for c in range(cap + 1) if c >= lo1}
+        changed = True
+        while changed:
+            changed = False
+            for c in range(cap + 1):
+                for w in needs:
+                    if (c, w) in ok or not fits(c):
+                        continue
+                    if (extra is not None and (sat(c + 1), w) in ok) or (
+                            w and w_extra is not None and (sat(c + 1), 0) in ok):
+                        ok.add((c, w))
+                        changed = True
+        ext = {st: b.nonterminal("object_extra") for st in sorted(ok)}
+        for (c, w), nt in ext.items():
+            lead = [sep] if c > 0 else []
+            if hi is None and c == cap and extra is not None and not w:
                 b.rule(nt, [b.star(b.seq([sep, extra], "extra_more"))])
                 continue
-            if c >= lo1:
+            if c >= lo1 and not w:
                 b.rule(nt, [])
-            if extra is not None and (hi is None or c + 1 <= hi) and ext_ok[sat(c + 1)]:
-                b.rule(nt, ([sep] if c > 0 else []) + [extra, ext[sat(c + 1)]])
-        row: list[int | None] = [ext.get(c) for c in range(cap + 1)]
+            if extra is not None and fits(c) and (sat(c + 1), w) in ext:
+                b.rule(nt, lead + [extra, ext[(sat(c + 1), w)]])
+            if w and w_extra is not None and fits(c) and (sat(c + 1), 0) in ext:
+                b.rule(nt, lead + [w_extra, ext[(sat(c + 1), 0)]])
+        row: dict[tuple[int, int], int] = dict(ext)
         for i in range(n - 1, -1, -1):
-            member, req = entries[i]
-            new_row: list[int | None] = []
+            member, req, witness = entries[i]
+            new_row: dict[tuple[int, int], int] = {}
             for c in range(cap + 1):
-                alts = []
-                if (hi is None or c + 1 <= hi) and row[sat(c + 1)] is not None:
-                    alts.append(([sep] if c > 0 else []) + [member, row[sat(c + 1)]])
-                if not req and row[c] is not None:
-                    alts.append([row[c]])
-                new_row.append(b.alt(alts, "members") if alts else None)
+                lead = [sep] if c > 0 else []
+                for w in needs:
+                    alts = []
+                    if fits(c) and (sat(c + 1), w) in row:
+                        alts.append(lead + [member, row[(sat(c + 1), w)]])
+                    if w and witness is not None and fits(c) and (sat(c + 1), 0) in row:
+                        alts.append(lead + [witness, row[(sat(c + 1), 0)]])
+                    if not req and (c, w) in row:
+                        alts.append([row[(c, w)]])
+                    if alts:
+                        new_row[(c, w)] = b.alt(alts, "members")
             row = new_row
-        if row[0] is None:
+        if (0, need0) not in row:
             return b.alt(alts_top, "object") if alts_top else self.dead
-        alts_top.append([lay.obj_open, row[0], lay.obj_close])
+        alts_top.append([lay.obj_open, row[(0, need0)], lay.obj_close])
         return b.alt(alts_top, "object")
 
     def extra_members(self, s: ObjectSchema, lay: _Layout, declared: list[str],
-                      names_rx: int | None) -> list[int]:
-        """Member symbols for keys not declared: one per patternProperties region + additional."""
+                      names_rx: int | None) -> tuple[list[int], list[int]]:
+        """Member symbols for keys not declared: one per patternProperties region + additional;
+        then those of them that count as ``s.some_member`` (a region narrowed to its keys, a
+        value to its schema)."""
         b = self.b
         child = lay.child
         esc = self.layout.escapes
@@ -595,26 +634,42 @@ class SchemaCompiler:
             base = rx.intersect(base, _quoted(names_rx))
         pats = s.pattern_properties
         prx = [_quoted(pattern_rx(p, esc)) for p, _ in pats]
-        out = []
+        kinds: list[tuple[int, Schema, str]] = []
         for region, inside in self.key_regions(base, prx, s.pointer):
             if not inside:
                 continue  # the additional members' keys: below
             sch: Schema = pats[inside[0]][1]
             for i in inside[1:]:
                 sch = self.schemas.intersect(sch, pats[i][1])
+            kinds.append((region, sch, "pattern"))
+        if not isinstance(s.additional, Unsat):
+            region = rx.intersect(base, *(rx.complement(p) for p in prx)) if prx else base
+            kinds.append((region, s.additional, "additional"))
+        out: list[int] = []
+        witnesses: list[int] = []
+        some = s.some_member
+        w_keys = None if some is None else _some_keys(some, esc)
+        for region, sch, kind in kinds:
             if isinstance(sch, Unsat):
                 continue
             value = self.compile(sch, child)
-            if value != self.dead:
-                key = self.lex(region, "pattern_key")
-                out.append(b.seq([key, lay.colon, value], "pattern_member"))
-        if not isinstance(s.additional, Unsat):
-            value = self.compile(s.additional, child)
-            if value != self.dead:
-                region = rx.intersect(base, *(rx.complement(p) for p in prx)) if prx else base
-                key = self.lex(region, "additional_key")
-                out.append(b.seq([key, lay.colon, value], "additional_member"))
-        return out
+            if value == self.dead:
+                continue
+            out.append(b.seq([self.lex(region, f"{kind}_key"), lay.colon, value],
+                             f"{kind}_member"))
+            if some is None or w_keys is None:
+                continue
+            from lexguide.regex.native import empty_among
+
+            w_region = rx.intersect(region, w_keys)
+            w_sch = self.schemas.intersect(sch, some.value)
+            if empty_among([w_region])[0] or isinstance(w_sch, Unsat):
+                continue
+            w_value = self.compile(w_sch, child)
+            if w_value != self.dead:
+                witnesses.append(b.seq([self.lex(w_region, "some_key"), lay.colon, w_value],
+                                       "some_member"))
+        return out, witnesses
 
     @staticmethod
     def key_regions(base: int, prx: list[int], pointer: str) -> list[tuple[int, tuple[int, ...]]]:
@@ -664,6 +719,22 @@ def _undeclared_keys(declared: tuple[str, ...], esc: Escapes) -> int:
         return _quoted(any_body(esc))
     spellings = rx.alt(*(_quoted_literal(name, esc) for name in declared))
     return rx.intersect(_quoted(any_body(esc)), rx.complement(spellings))
+
+
+def _some_key(some: SomeMember, name: str, body: bytes) -> bool:
+    """Does the key ``name`` (JSON body ``body``) belong to the witness keys of ``some``?"""
+    if name in some.names or any(rx.matches(pattern_rx(p), body) for p in some.excluded):
+        return False
+    return some.pattern is None or rx.matches(pattern_rx(some.pattern), body)
+
+
+def _some_keys(some: SomeMember, esc: Escapes) -> int:
+    """The quoted keys of the witness members of ``some``, spelled as ``esc`` allows."""
+    keys = _undeclared_keys(tuple(sorted(some.names)), esc)
+    parts = [rx.complement(_quoted(pattern_rx(p, esc))) for p in some.excluded]
+    if some.pattern is not None:
+        parts.append(_quoted(pattern_rx(some.pattern, esc)))
+    return rx.intersect(keys, *parts) if parts else keys
 
 
 def _quoted(body: int) -> int:

@@ -11,8 +11,9 @@ known ``A`` far more is expressible, because only the values ``A`` admits must b
   member count leaves ``B``'s bounds, or a member *named by either schema* has a value in
   ``A(name) ∖ B(name)`` (``B(name)`` being its property, pattern or additional schema, or
   nothing when ``propertyNames`` rejects the name). Members named by neither are additional on
-  both sides: they can escape ``B`` only when ``B`` constrains them more than ``A``; that case
-  (an existential over unnamed keys) raises :class:`NotSupported`;
+  both sides: they can escape ``B`` only when ``B`` constrains them more than ``A``; when ``A``
+  has no patternProperties that is "some additional member" (an existential over unnamed
+  keys, :class:`~lexguide.jsonschema.schema.SomeMember`), otherwise :class:`NotSupported`;
 * arrays: too few/many items, an item at a prefix position in ``A(i) ∖ B(i)``, an item past
   both prefixes in ``A.items ∖ B.items`` (``contains`` when there is no prefix), or the
   ``contains`` count of ``B`` not reached / exceeded.
@@ -38,6 +39,7 @@ from lexguide.jsonschema.schema import (
     ObjectSchema,
     RefSchema,
     Schema,
+    SomeMember,
     StringSchema,
     Unsat,
     any_of,
@@ -168,6 +170,8 @@ class Difference:
 
     # -- objects ----------------------------------------------------------------------------
     def _object(self, a: ObjectSchema, b: ObjectSchema, depth: int) -> Schema:
+        if b.some_member is not None:
+            raise NotSupported("the exclusion of an object that needs some additional member")
         inter = self.intersect
         alts: list[Schema] = [ObjectSchema(properties=((r, Unsat(f"{r!r} absent")),))
                               for r in b.required]
@@ -185,7 +189,7 @@ class Difference:
                                                             depth + 1)
             if not isinstance(d, Unsat):
                 alts.append(ObjectSchema(properties=((name, d),), required=(name,)))
-        self._check_unnamed(a, b, depth)
+        alts += self._unnamed(a, b, list(named), depth)
         return self._union(a, alts)
 
     def _name_ok(self, o: ObjectSchema, name: str) -> bool:
@@ -193,17 +197,24 @@ class Difference:
             return True
         return not isinstance(self.intersect(StringSchema(const=name), o.property_names), Unsat)
 
-    def _check_unnamed(self, a: ObjectSchema, b: ObjectSchema, depth: int) -> None:
-        """Members named by neither schema cannot escape ``b``, or NotSupported: ``b`` must
-        accept every such member ``a`` accepts (same patterns, each ``a`` schema inside the
-        ``b`` one, no stricter ``propertyNames``)."""
+    def _unnamed(self, a: ObjectSchema, b: ObjectSchema, named: list[str],
+                 depth: int) -> list[Schema]:
+        """Instances of ``a`` whose members named by neither schema escape ``b``: none when
+        ``b`` accepts every such member ``a`` accepts (same patterns, each ``a`` schema inside
+        the ``b`` one, no stricter ``propertyNames``); else, when ``a`` has no
+        patternProperties, "some additional member" (:class:`SomeMember`) outside ``b``'s
+        names and patterns with a value in ``a.additional ∖ b.additional``, or matching one
+        of ``b``'s patterns with a value outside that pattern's schema. Other shapes raise
+        NotSupported."""
         pats_a = [s for _, s in a.pattern_properties]
         if isinstance(a.additional, Unsat) and all(isinstance(s, Unsat) for s in pats_a):
-            return  # a has no unnamed members
+            return []  # a has no unnamed members
         if not (isinstance(b.property_names, AnySchema)
                 or b.property_names is a.property_names):
             raise NotSupported("propertyNames of one branch restrict the additional members "
                                "of another")
+        if not a.pattern_properties:
+            return self._some_member(a, b, named, depth)
         if b.pattern_properties:
             if [p for p, _ in a.pattern_properties] != [p for p, _ in b.pattern_properties]:
                 raise NotSupported("patternProperties of one branch restrict the additional "
@@ -216,6 +227,21 @@ class Difference:
             if not isinstance(self(sa, sb, depth + 1), Unsat):
                 raise NotSupported("additionalProperties/patternProperties of one branch "
                                    "reject additional members another branch accepts")
+        return []
+
+    def _some_member(self, a: ObjectSchema, b: ObjectSchema, named: list[str],
+                     depth: int) -> list[Schema]:
+        names = tuple(named)
+        b_pats = tuple(p for p, _ in b.pattern_properties)
+        out: list[Schema] = []
+        d = self(a.additional, b.additional, depth + 1)
+        if not isinstance(d, Unsat):
+            out.append(ObjectSchema(some_member=SomeMember(names, b_pats, None, d)))
+        for p, sb in b.pattern_properties:
+            d = self(a.additional, sb, depth + 1)
+            if not isinstance(d, Unsat):
+                out.append(ObjectSchema(some_member=SomeMember(names, (), p, d)))
+        return out
 
 
 def _empty_string_language(s: StringSchema) -> bool:

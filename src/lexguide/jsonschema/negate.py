@@ -5,8 +5,10 @@ one of S's constraints (De Morgan over the conjunction of keywords): below a min
 maximum, not a multiple, too short/long, not matching a pattern/format/constant, missing a
 required member, a listed member whose value violates its schema, too few/many members or
 items, an integer's non-integral numbers. ``not`` of a union is the intersection of the
-complements. Item constraints and additional or pattern members raise :class:`NotSupported`; the caller turns that into
-a :class:`~lexguide.errors.SchemaError` (or a warning when lenient).
+complements. Members left to ``additionalProperties``/``patternProperties`` are broken by "some
+additional member" (:class:`~lexguide.jsonschema.schema.SomeMember`) whose value violates its
+region's schema. Item constraints and ``propertyNames`` raise :class:`NotSupported`; the
+caller turns that into a :class:`~lexguide.errors.SchemaError` (or a warning when lenient).
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from lexguide.jsonschema.schema import (
     ObjectSchema,
     RefSchema,
     Schema,
+    SomeMember,
     StringSchema,
     Unsat,
     any_of,
+    json_body,
 )
 
 __all__ = ["NotSupported", "negate"]
@@ -68,10 +72,12 @@ def negate(s: Schema, resolve: Callable[[str], Schema],
     def neg(x: Schema) -> Schema:
         return negate(x, resolve, intersect, depth + 1)
 
-    return any_of(others + _violations(s, neg), "not of a schema that accepts everything")
+    return any_of(others + _violations(s, neg, intersect),
+                  "not of a schema that accepts everything")
 
 
-def _violations(s: Schema, neg: Callable[[Schema], Schema]) -> list[Schema]:
+def _violations(s: Schema, neg: Callable[[Schema], Schema],
+                intersect: Callable[[Schema, Schema], Schema]) -> list[Schema]:
     """Values of the same type as ``s`` that break at least one of its constraints."""
     if isinstance(s, NullSchema):
         return []
@@ -86,7 +92,7 @@ def _violations(s: Schema, neg: Callable[[Schema], Schema]) -> list[Schema]:
             raise NotSupported("not of item constraints (prefixItems/items/contains/uniqueItems)")
         return _counts(ArraySchema, "min_items", "max_items", s.min_items, s.max_items)
     if isinstance(s, ObjectSchema):
-        return _object(s, neg)
+        return _object(s, neg, intersect)
     raise NotSupported(f"not of {type(s).__name__}")
 
 
@@ -117,18 +123,45 @@ def _string(s: StringSchema) -> list[Schema]:
     return out
 
 
-def _object(s: ObjectSchema, neg: Callable[[Schema], Schema]) -> list[Schema]:
-    if s.pattern_properties or not isinstance(s.additional, AnySchema) \
-            or not isinstance(s.property_names, AnySchema):
-        raise NotSupported("not of additionalProperties/patternProperties/propertyNames")
+def _object(s: ObjectSchema, neg: Callable[[Schema], Schema],
+            intersect: Callable[[Schema, Schema], Schema]) -> list[Schema]:
+    if not isinstance(s.property_names, AnySchema):
+        raise NotSupported("not of propertyNames")
+    if s.some_member is not None:
+        raise NotSupported("not of an object that needs some additional member")
     # a member is missing, or a listed member is present with a value its schema rejects
     out: list[Schema] = [ObjectSchema(properties=((r, Unsat(f"{r!r} must be absent")),))
                          for r in s.required]
-    out += [ObjectSchema(properties=((name, neg(v)),), required=(name,))
-            for name, v in s.properties if not isinstance(v, AnySchema)]
+    for name, v in s.properties:
+        v = _listed(s, name, v, intersect)
+        if not isinstance(v, AnySchema):
+            out.append(ObjectSchema(properties=((name, neg(v)),), required=(name,)))
+    # or some member the listed names leave to patternProperties/additionalProperties breaks
+    # the schema of its region (a member matching several patterns breaks one of them)
+    names = tuple(n for n, _ in s.properties)
+    pats = tuple(p for p, _ in s.pattern_properties)
+    if not isinstance(s.additional, AnySchema):
+        out.append(ObjectSchema(some_member=SomeMember(names, pats, None, neg(s.additional))))
+    out += [ObjectSchema(some_member=SomeMember(names, (), p, neg(ps)))
+            for p, ps in s.pattern_properties if not isinstance(ps, AnySchema)]
     out += _counts(ObjectSchema, "min_properties", "max_properties", s.min_properties,
                    s.max_properties)
     return out
+
+
+def _listed(s: ObjectSchema, name: str, v: Schema,
+            intersect: Callable[[Schema, Schema], Schema]) -> Schema:
+    """The schema of the listed member ``name``: its own and those of the patterns it matches."""
+    if not s.pattern_properties:
+        return v
+    from lexguide.jsonschema.pattern import pattern_rx
+    from lexguide.regex import nodes as rx
+
+    body = json_body(name)
+    for p, ps in s.pattern_properties:
+        if rx.matches(pattern_rx(p), body):
+            v = intersect(v, ps)
+    return v
 
 
 def _counts(cls: type, lo_name: str, hi_name: str, lo: int, hi: int | None) -> list[Schema]:

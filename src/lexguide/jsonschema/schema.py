@@ -31,6 +31,7 @@ __all__ = [
     "ObjectSchema",
     "RefSchema",
     "Schema",
+    "SomeMember",
     "StringSchema",
     "Unsat",
     "any_of",
@@ -105,6 +106,19 @@ class ArraySchema:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class SomeMember:
+    """"Some additional member": at least one member whose key is none of ``names``, matches
+    none of the ``excluded`` patterns, matches ``pattern`` when given, and whose value
+    satisfies ``value``. The key set is fixed here, not by the object's own properties, so
+    intersecting the object with one that declares more names keeps the meaning."""
+
+    names: tuple[str, ...]
+    excluded: tuple[str, ...]
+    pattern: str | None
+    value: Schema
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class ObjectSchema:
     properties: tuple[tuple[str, Schema], ...] = ()
     required: tuple[str, ...] = ()
@@ -114,6 +128,8 @@ class ObjectSchema:
     min_properties: int = 0
     max_properties: int | None = None
     pointer: str = field(default="", compare=False)
+    # the exclusion of an object that restricts its other members needs a witness member
+    some_member: SomeMember | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -301,6 +317,11 @@ class Intersector:
                 "additionalProperties is not supported", pointer=b.pointer or a.pointer,
                 keyword="patternProperties",
             )
+        if a.some_member is not None and b.some_member is not None:
+            raise SchemaError(
+                "intersecting two objects that each need some additional member is not "
+                "supported", pointer=b.pointer or a.pointer, keyword="additionalProperties",
+            )
         a_names = dict(a.properties)
         b_names = dict(b.properties)
         props: list[tuple[str, Schema]] = []
@@ -317,7 +338,7 @@ class Intersector:
             tuple(props), _union(a.required, b.required), self(a.additional, b.additional, depth),
             pats, self(a.property_names, b.property_names, depth),
             max(a.min_properties, b.min_properties), _min_opt(a.max_properties, b.max_properties),
-            a.pointer or b.pointer,
+            a.pointer or b.pointer, a.some_member or b.some_member,
         ))
 
     def check_object(self, o: ObjectSchema) -> Schema:
@@ -326,6 +347,10 @@ class Intersector:
             len(o.required) > o.max_properties or o.min_properties > o.max_properties
         ):
             return Unsat("minProperties/required exceed maxProperties")
+        if o.some_member is not None and (
+            o.max_properties == 0 or isinstance(o.some_member.value, Unsat)
+        ):
+            return Unsat("no additional member is possible")
         names = dict(o.properties)
         for r in o.required:
             s = names[r] if r in names else self.extra_schema(o, r)
