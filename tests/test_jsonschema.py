@@ -257,13 +257,17 @@ def test_one_of_disjointness():
     check({"type": "object", "oneOf": [{"additionalProperties": {"type": "string"}},
                                        {"required": ["a"]}]},
           ['{"a":1}', '{"x":"s"}', "{}", '{"a":1,"x":"s"}'], ['{"a":"s"}', '{"x":1}'])
+    check({"type": "object", "oneOf": [
+        {"patternProperties": {"^p": {"type": "integer"}}},
+        {"patternProperties": {"^q": {"type": "integer"}}, "additionalProperties": False}]},
+          ['{"x":1}', '{"q1":"s"}', '{"p1":1}'], ['{"p1":"s"}', '{"q1":1}', "{}"])
     inexpressible = {"type": "object", "oneOf": [
         {"patternProperties": {"^p": {"type": "integer"}}},
-        {"patternProperties": {"^q": {"type": "integer"}}, "additionalProperties": False}]}
+        {"propertyNames": {"maxLength": 2}}]}
     with pytest.raises(SchemaError) as e:
         G(inexpressible)
     assert e.value.keyword == "oneOf" and e.value.pointer == "/oneOf"
-    assert "branches 0 and 1" in str(e.value) and "patternProperties" in str(e.value)
+    assert "branches 0 and 1" in str(e.value) and "propertyNames" in str(e.value)
     for relax in ({"lenient": True}, {"coerce_one_of": True}):
         g = G(inexpressible, **relax)
         assert g.validate('{"q1":1}')  # both branches match: anyOf semantics, noted

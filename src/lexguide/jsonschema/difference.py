@@ -11,9 +11,10 @@ known ``A`` far more is expressible, because only the values ``A`` admits must b
   member count leaves ``B``'s bounds, or a member *named by either schema* has a value in
   ``A(name) ∖ B(name)`` (``B(name)`` being its property, pattern or additional schema, or
   nothing when ``propertyNames`` rejects the name). Members named by neither are additional on
-  both sides: they can escape ``B`` only when ``B`` constrains them more than ``A``; when ``A``
-  has no patternProperties that is "some additional member" (an existential over unnamed
-  keys, :class:`~lexguide.jsonschema.schema.SomeMember`), otherwise :class:`NotSupported`;
+  both sides: they can escape ``B`` only when ``B`` constrains them more than ``A``; that is
+  "some additional member" (an existential over unnamed keys,
+  :class:`~lexguide.jsonschema.schema.SomeMember`), and a stricter ``propertyNames`` on
+  ``B``'s side raises :class:`NotSupported`;
 * arrays: too few/many items, an item at a prefix position in ``A(i) ∖ B(i)``, an item past
   both prefixes in ``A.items ∖ B.items`` (``contains`` when there is no prefix), or the
   ``contains`` count of ``B`` not reached / exceeded.
@@ -200,12 +201,13 @@ class Difference:
     def _unnamed(self, a: ObjectSchema, b: ObjectSchema, named: list[str],
                  depth: int) -> list[Schema]:
         """Instances of ``a`` whose members named by neither schema escape ``b``: none when
-        ``b`` accepts every such member ``a`` accepts (same patterns, each ``a`` schema inside
-        the ``b`` one, no stricter ``propertyNames``); else, when ``a`` has no
-        patternProperties, "some additional member" (:class:`SomeMember`) outside ``b``'s
-        names and patterns with a value in ``a.additional ∖ b.additional``, or matching one
-        of ``b``'s patterns with a value outside that pattern's schema. Other shapes raise
-        NotSupported."""
+        ``b`` provably accepts every such member ``a`` accepts (the same patterns, or none on
+        ``b``'s side, each ``a`` schema inside the ``b`` one); else "some additional member"
+        (:class:`SomeMember`) outside ``b``'s names and patterns with a value ``b.additional``
+        rejects, or matching one of ``b``'s patterns with a value that pattern's schema
+        rejects (relative to ``a.additional`` when ``a`` has no patternProperties; the
+        compiler meets each with the schema ``a`` gives that key). A stricter
+        ``propertyNames`` on ``b``'s side raises NotSupported."""
         pats_a = [s for _, s in a.pattern_properties]
         if isinstance(a.additional, Unsat) and all(isinstance(s, Unsat) for s in pats_a):
             return []  # a has no unnamed members
@@ -214,31 +216,31 @@ class Difference:
             raise NotSupported("propertyNames of one branch restrict the additional members "
                                "of another")
         if not a.pattern_properties:
-            return self._some_member(a, b, named, depth)
-        if b.pattern_properties:
-            if [p for p, _ in a.pattern_properties] != [p for p, _ in b.pattern_properties]:
-                raise NotSupported("patternProperties of one branch restrict the additional "
-                                   "members of another")
+            return self._some_member(a.additional, b, named, depth)
+        if not b.pattern_properties:
+            pairs = [(s, b.additional) for s in pats_a]
+        elif [p for p, _ in a.pattern_properties] == [p for p, _ in b.pattern_properties]:
             pairs = list(zip(pats_a, (s for _, s in b.pattern_properties)))
         else:
-            pairs = [(s, b.additional) for s in pats_a]
-        pairs.append((a.additional, b.additional))
-        for sa, sb in pairs:
-            if not isinstance(self(sa, sb, depth + 1), Unsat):
-                raise NotSupported("additionalProperties/patternProperties of one branch "
-                                   "reject additional members another branch accepts")
-        return []
+            pairs = None  # keys split differently: no cheap proof
+        if pairs is not None:
+            pairs.append((a.additional, b.additional))
+            if all(isinstance(self(sa, sb, depth + 1), Unsat) for sa, sb in pairs):
+                return []
+        return self._some_member(ANY, b, named, depth)
 
-    def _some_member(self, a: ObjectSchema, b: ObjectSchema, named: list[str],
+    def _some_member(self, kept: Schema, b: ObjectSchema, named: list[str],
                      depth: int) -> list[Schema]:
+        """One :class:`SomeMember` alternative per region of ``b``'s unnamed keys whose
+        schema rejects some value of ``kept``."""
         names = tuple(named)
         b_pats = tuple(p for p, _ in b.pattern_properties)
         out: list[Schema] = []
-        d = self(a.additional, b.additional, depth + 1)
+        d = self(kept, b.additional, depth + 1)
         if not isinstance(d, Unsat):
             out.append(ObjectSchema(some_member=SomeMember(names, b_pats, None, d)))
         for p, sb in b.pattern_properties:
-            d = self(a.additional, sb, depth + 1)
+            d = self(kept, sb, depth + 1)
             if not isinstance(d, Unsat):
                 out.append(ObjectSchema(some_member=SomeMember(names, (), p, d)))
         return out
