@@ -49,6 +49,14 @@ SCHEMAS = {
     "patterns_vs_additional_schema": {"oneOf": [
         {"type": "object", "patternProperties": {"^x_": STR}, "additionalProperties": INT},
         {"type": "object", "additionalProperties": {"minimum": 0}}]},
+    "three_branches": {"oneOf": [
+        {"type": "object"}, {"type": "object", "additionalProperties": INT},
+        {"type": "object", "additionalProperties": STR}]},
+    "four_branches_in_array": {"type": "array", "items": {"oneOf": [
+        {"type": "object", "properties": {"a": INT}},
+        {"type": "object", "properties": {"a": INT}, "additionalProperties": INT},
+        {"type": "object", "patternProperties": {"^x_": STR}, "additionalProperties": False},
+        {"type": "object", "additionalProperties": {"type": ["string", "null"]}}]}},
     "required_members": {"oneOf": [
         {"type": "object", "properties": {"a": INT, "b": STR}, "required": ["a"]},
         {"type": "object", "properties": {"a": INT}, "required": ["a"],
@@ -98,7 +106,7 @@ def _instances(name: str, n: int) -> list[object]:
     out: list[object] = [{}, {"a": 1}, {"a": "x"}, {"a": 1, "b": 2}, {"b": "s"}, {"x_1": 3},
                          {"x_1": "s"}, {"y_1": -1}, {"c": None}, {"a": 1, "c": None}, [], 1]
     for _ in range(n):
-        if name == "in_array":
+        if name in ("in_array", "four_branches_in_array"):
             out.append([_object(rng) for _ in range(rng.randrange(4))])
         elif name == "nested_member":
             out.append({"v": _object(rng)} if rng.random() < 0.9 else _object(rng))
@@ -154,11 +162,11 @@ def test_unsupported_shape_names_both_branches() -> None:
     assert [n.keyword for n in g.notes] == ["oneOf"]
 
 
-def test_two_witnesses_are_refused() -> None:
-    """Three overlapping branches would need two additional members at once."""
-    schema = {"oneOf": [
-        {"type": "object"},
-        {"type": "object", "additionalProperties": INT},
-        {"type": "object", "additionalProperties": STR}]}
-    with pytest.raises(SchemaError, match="oneOf branches"):
+def test_too_many_witnesses_are_refused() -> None:
+    """Five overlapping branches would need four different additional members at once."""
+    schema = {"oneOf": [{"type": "object"}] + [
+        {"type": "object", "additionalProperties": {"type": t}}
+        for t in ("integer", "string", "boolean", "null")]}
+    with pytest.raises(SchemaError, match="oneOf branches") as e:
         Grammar.from_json_schema(schema)
+    assert "additional members required at once" in str(e.value)

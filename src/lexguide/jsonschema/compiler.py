@@ -509,8 +509,8 @@ class SchemaCompiler:
                 declared.append(r)
         listed = {n for n, _ in s.properties}
         required = set(s.required)
-        some = s.some_member
-        entries: list[tuple[int, bool, int | None]] = []
+        some = s.some_members
+        entries: list[tuple[int, bool, dict[int, int]]] = []
         for name, sch in props:
             quoted = encode_basestring(name)  # as json.dumps(name, ensure_ascii=False)
             body = quoted[1:-1].encode()
@@ -527,27 +527,32 @@ class SchemaCompiler:
                 continue
             key = self.lex(_quoted_literal(name, self.layout.escapes), quoted)
             member = b.seq([key, lay.colon, value], "member")
-            witness = None
-            if some is not None and _some_key(some, name, body):
-                w_sch = inter(sch, some.value)
+            witnesses: dict[int, int] = {}
+            fits = sum(1 << i for i, w in enumerate(some) if _some_key(w, name, body))
+            for mask in _submasks(fits):
+                w_sch = sch
+                for i in _bits(mask):
+                    w_sch = inter(w_sch, some[i].value)
                 w_value = self.dead if isinstance(w_sch, Unsat) else self.compile(w_sch, child)
                 if w_value != self.dead:
-                    witness = b.seq([key, lay.colon, w_value], "some_member")
-            entries.append((member, name in required, witness))
-        extras, witnesses = self.extra_members(s, lay, declared, names_rx)
+                    witnesses[mask] = b.seq([key, lay.colon, w_value], "some_member")
+            entries.append((member, name in required, witnesses))
+        extras, w_extras = self.extra_members(s, lay, declared, names_rx)
         extra = b.alt([[m] for m in extras], "extra_member") if extras else None
-        w_extra = b.alt([[m] for m in witnesses], "some_extra_member") if witnesses else None
+        w_extra = {mask: b.alt([[m] for m in ms], "some_extra_member")
+                   for mask, ms in w_extras.items() if ms}
         return self.members(s, lay, entries, extra, w_extra, any(r for _, r, _ in entries))
 
-    def members(self, s: ObjectSchema, lay: _Layout, entries: list[tuple[int, bool, int | None]],
-                extra: int | None, w_extra: int | None, has_required: bool) -> int:
+    def members(self, s: ObjectSchema, lay: _Layout,
+                entries: list[tuple[int, bool, dict[int, int]]], extra: int | None,
+                w_extra: dict[int, int], has_required: bool) -> int:
         """Ordered optional/required members then extras, counting up to the property bounds
-        and, when ``s`` needs some additional member, whether one was written yet (a state is
-        ``(count, need)``; an entry's third symbol and ``w_extra`` are the members that count
-        as that witness)."""
+        and, when ``s`` needs some additional members, which are still to come (a state is
+        ``(count, need)``, ``need`` a bit set over ``s.some_members``; an entry's third item
+        and ``w_extra`` map a bit set to the member symbols that witness all of it)."""
         b = self.b
         lo, hi = s.min_properties, s.max_properties
-        need0 = 1 if s.some_member is not None else 0
+        need0 = (1 << len(s.some_members)) - 1
         alts_top = []
         if lo == 0 and not has_required and not need0:
             alts_top.append(list(lay.obj_empty))
@@ -556,7 +561,7 @@ class SchemaCompiler:
         lo1 = max(lo, 1)
         cap = hi if hi is not None else lo1
         n = len(entries)
-        if (n + 1) * (cap + 1) * (need0 + 1) > MAX_COUNT_RULES:
+        if (n + 1) * (cap + 1) * (need0 + 1) * (need0 + 1) > MAX_COUNT_RULES:
             raise SchemaError(f"minProperties/maxProperties {lo}/{hi} with {n} properties is too "
                               "large to enforce", pointer=s.pointer, keyword="maxProperties")
         sep = lay.sep
@@ -570,9 +575,16 @@ class SchemaCompiler:
         if hi is not None and lo1 > hi:
             return b.alt(alts_top, "object") if alts_top else self.dead
         needs = range(need0 + 1)
-        # ext[c, w]: extra members after c members, w: the witness still to come; only states
-        # that can still reach an end (enough members, within the bound, the witness written)
-        # get rules, so no prefix leads to a dead end
+
+        def moves(w: int, plain: int | None, by_mask: dict[int, int]) -> list[tuple[int, int]]:
+            """(symbol, need after it) for one more member when ``w`` is still needed."""
+            out = [] if plain is None else [(plain, w)]
+            return out + [(sym, w & ~mask) for mask, sym in by_mask.items()
+                          if mask and mask & w == mask]
+
+        # ext[c, w]: extra members after c members, w: the witnesses still to come; only states
+        # that can still reach an end (enough members, within the bound, every witness
+        # written) get rules, so no prefix leads to a dead end
         ok = {(c, 0) for c in range(cap + 1) if c >= lo1}
         changed = True
         while changed:
@@ -581,8 +593,7 @@ class SchemaCompiler:
                 for w in needs:
                     if (c, w) in ok or not fits(c):
                         continue
-                    if (extra is not None and (sat(c + 1), w) in ok) or (
-                            w and w_extra is not None and (sat(c + 1), 0) in ok):
+                    if any((sat(c + 1), w2) in ok for _, w2 in moves(w, extra, w_extra)):
                         ok.add((c, w))
                         changed = True
         ext = {st: b.nonterminal("object_extra") for st in sorted(ok)}
@@ -593,22 +604,20 @@ class SchemaCompiler:
                 continue
             if c >= lo1 and not w:
                 b.rule(nt, [])
-            if extra is not None and fits(c) and (sat(c + 1), w) in ext:
-                b.rule(nt, lead + [extra, ext[(sat(c + 1), w)]])
-            if w and w_extra is not None and fits(c) and (sat(c + 1), 0) in ext:
-                b.rule(nt, lead + [w_extra, ext[(sat(c + 1), 0)]])
+            for sym, w2 in moves(w, extra, w_extra):
+                if fits(c) and (sat(c + 1), w2) in ext:
+                    b.rule(nt, lead + [sym, ext[(sat(c + 1), w2)]])
         row: dict[tuple[int, int], int] = dict(ext)
         for i in range(n - 1, -1, -1):
-            member, req, witness = entries[i]
+            member, req, witnesses = entries[i]
             new_row: dict[tuple[int, int], int] = {}
             for c in range(cap + 1):
                 lead = [sep] if c > 0 else []
                 for w in needs:
                     alts = []
-                    if fits(c) and (sat(c + 1), w) in row:
-                        alts.append(lead + [member, row[(sat(c + 1), w)]])
-                    if w and witness is not None and fits(c) and (sat(c + 1), 0) in row:
-                        alts.append(lead + [witness, row[(sat(c + 1), 0)]])
+                    for sym, w2 in moves(w, member, witnesses):
+                        if fits(c) and (sat(c + 1), w2) in row:
+                            alts.append(lead + [sym, row[(sat(c + 1), w2)]])
                     if not req and (c, w) in row:
                         alts.append([row[(c, w)]])
                     if alts:
@@ -620,10 +629,10 @@ class SchemaCompiler:
         return b.alt(alts_top, "object")
 
     def extra_members(self, s: ObjectSchema, lay: _Layout, declared: list[str],
-                      names_rx: int | None) -> tuple[list[int], list[int]]:
+                      names_rx: int | None) -> tuple[list[int], dict[int, list[int]]]:
         """Member symbols for keys not declared: one per patternProperties region + additional;
-        then those of them that count as ``s.some_member`` (a region narrowed to its keys, a
-        value to its schema)."""
+        then, per bit set over ``s.some_members``, those that witness all of the set at once
+        (a region narrowed to their keys, a value to their schemas)."""
         b = self.b
         child = lay.child
         esc = self.layout.escapes
@@ -646,9 +655,9 @@ class SchemaCompiler:
             region = rx.intersect(base, *(rx.complement(p) for p in prx)) if prx else base
             kinds.append((region, s.additional, "additional"))
         out: list[int] = []
-        witnesses: list[int] = []
-        some = s.some_member
-        w_keys = None if some is None else _some_keys(some, esc)
+        some = s.some_members
+        witnesses: dict[int, list[int]] = {mask: [] for mask in _submasks((1 << len(some)) - 1)}
+        w_keys = [_some_keys(w, esc) for w in some]
         for region, sch, kind in kinds:
             if isinstance(sch, Unsat):
                 continue
@@ -657,18 +666,19 @@ class SchemaCompiler:
                 continue
             out.append(b.seq([self.lex(region, f"{kind}_key"), lay.colon, value],
                              f"{kind}_member"))
-            if some is None or w_keys is None:
-                continue
-            from lexguide.regex.native import empty_among
+            for mask in witnesses:
+                from lexguide.regex.native import empty_among
 
-            w_region = rx.intersect(region, w_keys)
-            w_sch = self.schemas.intersect(sch, some.value)
-            if empty_among([w_region])[0] or isinstance(w_sch, Unsat):
-                continue
-            w_value = self.compile(w_sch, child)
-            if w_value != self.dead:
-                witnesses.append(b.seq([self.lex(w_region, "some_key"), lay.colon, w_value],
-                                       "some_member"))
+                w_region = rx.intersect(region, *(w_keys[i] for i in _bits(mask)))
+                w_sch = sch
+                for i in _bits(mask):
+                    w_sch = self.schemas.intersect(w_sch, some[i].value)
+                if isinstance(w_sch, Unsat) or empty_among([w_region])[0]:
+                    continue
+                w_value = self.compile(w_sch, child)
+                if w_value != self.dead:
+                    witnesses[mask].append(b.seq(
+                        [self.lex(w_region, "some_key"), lay.colon, w_value], "some_member"))
         return out, witnesses
 
     @staticmethod
@@ -719,6 +729,15 @@ def _undeclared_keys(declared: tuple[str, ...], esc: Escapes) -> int:
         return _quoted(any_body(esc))
     spellings = rx.alt(*(_quoted_literal(name, esc) for name in declared))
     return rx.intersect(_quoted(any_body(esc)), rx.complement(spellings))
+
+
+def _bits(mask: int) -> list[int]:
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+def _submasks(mask: int) -> list[int]:
+    """The non-empty bit sets inside ``mask``."""
+    return [m for m in range(1, mask + 1) if m & mask == m]
 
 
 def _some_key(some: SomeMember, name: str, body: bytes) -> bool:

@@ -171,7 +171,7 @@ class Difference:
 
     # -- objects ----------------------------------------------------------------------------
     def _object(self, a: ObjectSchema, b: ObjectSchema, depth: int) -> Schema:
-        if b.some_member is not None:
+        if b.some_members:
             raise NotSupported("the exclusion of an object that needs some additional member")
         inter = self.intersect
         alts: list[Schema] = [ObjectSchema(properties=((r, Unsat(f"{r!r} absent")),))
@@ -238,11 +238,11 @@ class Difference:
         out: list[Schema] = []
         d = self(kept, b.additional, depth + 1)
         if not isinstance(d, Unsat):
-            out.append(ObjectSchema(some_member=SomeMember(names, b_pats, None, d)))
+            out.append(ObjectSchema(some_members=(SomeMember(names, b_pats, None, d),)))
         for p, sb in b.pattern_properties:
             d = self(kept, sb, depth + 1)
             if not isinstance(d, Unsat):
-                out.append(ObjectSchema(some_member=SomeMember(names, (), p, d)))
+                out.append(ObjectSchema(some_members=(SomeMember(names, (), p, d),)))
         return out
 
 

@@ -127,7 +127,7 @@ def _object(s: ObjectSchema, neg: Callable[[Schema], Schema],
             intersect: Callable[[Schema, Schema], Schema]) -> list[Schema]:
     if not isinstance(s.property_names, AnySchema):
         raise NotSupported("not of propertyNames")
-    if s.some_member is not None:
+    if s.some_members:
         raise NotSupported("not of an object that needs some additional member")
     # a member is missing, or a listed member is present with a value its schema rejects
     out: list[Schema] = [ObjectSchema(properties=((r, Unsat(f"{r!r} must be absent")),))
@@ -141,8 +141,9 @@ def _object(s: ObjectSchema, neg: Callable[[Schema], Schema],
     names = tuple(n for n, _ in s.properties)
     pats = tuple(p for p, _ in s.pattern_properties)
     if not isinstance(s.additional, AnySchema):
-        out.append(ObjectSchema(some_member=SomeMember(names, pats, None, neg(s.additional))))
-    out += [ObjectSchema(some_member=SomeMember(names, (), p, neg(ps)))
+        out.append(ObjectSchema(some_members=(SomeMember(names, pats, None,
+                                                          neg(s.additional)),)))
+    out += [ObjectSchema(some_members=(SomeMember(names, (), p, neg(ps)),))
             for p, ps in s.pattern_properties if not isinstance(ps, AnySchema)]
     out += _counts(ObjectSchema, "min_properties", "max_properties", s.min_properties,
                    s.max_properties)

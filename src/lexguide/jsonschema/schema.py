@@ -21,6 +21,7 @@ from lexguide.errors import SchemaError
 
 __all__ = [
     "ANY",
+    "MAX_SOME_MEMBERS",
     "AnyOfSchema",
     "AnySchema",
     "ArraySchema",
@@ -42,6 +43,7 @@ __all__ = [
 
 MAX_INTERSECT_DEPTH = 128
 MAX_UNION_PRODUCT = 20_000
+MAX_SOME_MEMBERS = 3  # witnesses an object may need at once: 2**n states per member count
 INTERSECT_BUDGET = 200_000  # documented limit: "schema too complex" beyond this many steps
 
 
@@ -128,8 +130,9 @@ class ObjectSchema:
     min_properties: int = 0
     max_properties: int | None = None
     pointer: str = field(default="", compare=False)
-    # the exclusion of an object that restricts its other members needs a witness member
-    some_member: SomeMember | None = None
+    # the exclusion of an object that restricts its other members needs a witness member;
+    # each of these holds (one member may witness several)
+    some_members: tuple[SomeMember, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -317,10 +320,11 @@ class Intersector:
                 "additionalProperties is not supported", pointer=b.pointer or a.pointer,
                 keyword="patternProperties",
             )
-        if a.some_member is not None and b.some_member is not None:
+        if len(a.some_members) + len(b.some_members) > MAX_SOME_MEMBERS:
             raise SchemaError(
-                "intersecting two objects that each need some additional member is not "
-                "supported", pointer=b.pointer or a.pointer, keyword="additionalProperties",
+                f"more than {MAX_SOME_MEMBERS} different additional members required at once "
+                "(each doubles the object rule's states)", pointer=b.pointer or a.pointer,
+                keyword="additionalProperties",
             )
         a_names = dict(a.properties)
         b_names = dict(b.properties)
@@ -338,7 +342,7 @@ class Intersector:
             tuple(props), _union(a.required, b.required), self(a.additional, b.additional, depth),
             pats, self(a.property_names, b.property_names, depth),
             max(a.min_properties, b.min_properties), _min_opt(a.max_properties, b.max_properties),
-            a.pointer or b.pointer, a.some_member or b.some_member,
+            a.pointer or b.pointer, a.some_members + b.some_members,
         ))
 
     def check_object(self, o: ObjectSchema) -> Schema:
@@ -347,8 +351,8 @@ class Intersector:
             len(o.required) > o.max_properties or o.min_properties > o.max_properties
         ):
             return Unsat("minProperties/required exceed maxProperties")
-        if o.some_member is not None and (
-            o.max_properties == 0 or isinstance(o.some_member.value, Unsat)
+        if o.some_members and (
+            o.max_properties == 0 or any(isinstance(w.value, Unsat) for w in o.some_members)
         ):
             return Unsat("no additional member is possible")
         names = dict(o.properties)
