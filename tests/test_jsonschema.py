@@ -261,29 +261,33 @@ def test_one_of_disjointness():
         {"patternProperties": {"^p": {"type": "integer"}}},
         {"patternProperties": {"^q": {"type": "integer"}}, "additionalProperties": False}]},
           ['{"x":1}', '{"q1":"s"}', '{"p1":1}'], ['{"p1":"s"}', '{"q1":1}', "{}"])
-    inexpressible = {"type": "object", "oneOf": [
-        {"patternProperties": {"^p": {"type": "integer"}}},
-        {"propertyNames": {"maxLength": 2}}]}
+    check({"type": "object", "oneOf": [{"patternProperties": {"^p": {"type": "integer"}}},
+                                       {"propertyNames": {"maxLength": 2}}]},
+          ['{"abc":1}', '{"p1":"s"}'], ['{"q1":1}', "{}", '{"p12":"s"}'])
+    inexpressible = {"type": "array", "oneOf": [
+        {"prefixItems": [{"type": "integer"}]},
+        {"prefixItems": [{}, {}], "items": {"type": "string"}}]}
     with pytest.raises(SchemaError) as e:
         G(inexpressible)
     assert e.value.keyword == "oneOf" and e.value.pointer == "/oneOf"
-    assert "branches 0 and 1" in str(e.value) and "propertyNames" in str(e.value)
+    assert "branches 0 and 1" in str(e.value) and "prefixItems" in str(e.value)
     for relax in ({"lenient": True}, {"coerce_one_of": True}):
         g = G(inexpressible, **relax)
-        assert g.validate('{"q1":1}')  # both branches match: anyOf semantics, noted
+        assert g.validate("[1]")  # both branches match: anyOf semantics, noted
         assert [(n.pointer, n.keyword) for n in g.notes] == [("/oneOf", "oneOf")]
         assert "compiled as anyOf" in g.notes[0].message
 
 
 def test_unsupported_keywords_error_with_pointer_or_note_when_lenient():
+    needs_a_member = {"oneOf": [{"type": "object"},  # some additional member: no complement
+                                {"type": "object", "additionalProperties": False}]}
     with pytest.raises(SchemaError) as e:
-        G({"type": "object", "properties": {"a": {
-            "type": "object", "not": {"propertyNames": {"maxLength": 2}}}}})
+        G({"type": "object", "properties": {"a": {"type": "object", "not": needs_a_member}}})
     assert e.value.keyword == "not" and e.value.pointer == "/properties/a/not"
     assert "lenient=True" in str(e.value)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # lenient reports on the result, never as a warning
-        g = G({"type": "object", "not": {"propertyNames": {"maxLength": 2}}}, lenient=True)
+        g = G({"type": "object", "not": needs_a_member}, lenient=True)
     assert g.validate('{"x":"s"}') and not g.validate("1")
     assert [(n.pointer, n.keyword) for n in g.notes] == [("/not", "not")]
     assert "ignored: lenient" in g.notes[0].message
@@ -371,8 +375,12 @@ def test_if_then_else_and_dependencies():
           ['["a"]', "[1,2]", "1"], ['["a","b"]', "[1]"])
     check({"if": {"additionalProperties": {"type": "string"}}, "then": {"type": "object"}},
           ['{"x":1}', '{"x":"s"}', "{}"], ["1", '"s"', "null"])
+    check({"if": {"propertyNames": {"maxLength": 2}}, "then": {"type": "object"}},
+          ['{"ab":1}', '{"abc":1}', "{}"], ["1", '"s"'])
     with pytest.raises(SchemaError) as e:
-        G({"if": {"propertyNames": {"maxLength": 2}}, "then": {"type": "object"}})
+        G({"if": {"oneOf": [{"type": "object"},
+                            {"type": "object", "additionalProperties": False}]},
+           "then": {"type": "object"}})
     assert e.value.keyword == "if"
 
 
@@ -389,7 +397,8 @@ def test_contains_counts():
            "maxContains": 1}, ['[{"x":1},3]', '[{"x":"s"},{"y":2}]'],
           ["[]", "[1,2]", '[{},{"x":"s"}]', '[{"x":1}]', '[{"x":1},{"y":2}]'])
     with pytest.raises(SchemaError, match="maxContains"):
-        G({"type": "array", "contains": {"propertyNames": {"maxLength": 2}},
+        G({"type": "array", "contains": {"oneOf": [
+            {"type": "object"}, {"type": "object", "additionalProperties": False}]},
            "maxContains": 1})
 
 

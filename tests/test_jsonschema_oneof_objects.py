@@ -57,6 +57,12 @@ SCHEMAS = {
         {"type": "object", "properties": {"a": INT}, "additionalProperties": INT},
         {"type": "object", "patternProperties": {"^x_": STR}, "additionalProperties": False},
         {"type": "object", "additionalProperties": {"type": ["string", "null"]}}]}},
+    "property_names": {"oneOf": [
+        {"type": "object", "properties": {"a": INT}},
+        {"type": "object", "propertyNames": {"maxLength": 1}, "additionalProperties": INT}]},
+    "not_property_names": {"not": {"type": "object", "propertyNames": {"pattern": "^[a-z]$"}}},
+    "if_property_names": {"type": "object", "if": {"propertyNames": {"maxLength": 1}},
+                          "then": {"maxProperties": 1}, "else": {"required": ["a"]}},
     "required_members": {"oneOf": [
         {"type": "object", "properties": {"a": INT, "b": STR}, "required": ["a"]},
         {"type": "object", "properties": {"a": INT}, "required": ["a"],
@@ -151,15 +157,18 @@ def test_witness_keys_are_fixed_by_the_excluded_branch() -> None:
 
 
 def test_unsupported_shape_names_both_branches() -> None:
-    schema = {"oneOf": [
-        {"type": "object"},
-        {"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": INT}]}
+    """An exclusion of an object that itself needs some additional member has no IR."""
+    needs_a_member = {"oneOf": [OPEN_A, CLOSED_A]}
+    schema = {"oneOf": [{"type": "object"}, needs_a_member]}
     with pytest.raises(SchemaError, match="oneOf branches 0 and 1 overlap") as e:
         Grammar.from_json_schema(schema)
-    assert "propertyNames" in str(e.value)
+    assert "needs some additional member" in str(e.value)
     g = Grammar.from_json_schema(schema, coerce_one_of=True)
-    assert g.validate('{"ab": 1}')  # both branches match: anyOf semantics, noted
-    assert [n.keyword for n in g.notes] == ["oneOf"]
+    assert g.validate('{"b": 1}')  # both branches match: anyOf semantics, noted
+    assert g.notes and {n.keyword for n in g.notes} == {"oneOf"}
+    with pytest.raises(SchemaError, match="needs some additional member") as e:
+        Grammar.from_json_schema({"not": needs_a_member})
+    assert e.value.keyword == "not"
 
 
 def test_too_many_witnesses_are_refused() -> None:

@@ -528,7 +528,8 @@ class SchemaCompiler:
             key = self.lex(_quoted_literal(name, self.layout.escapes), quoted)
             member = b.seq([key, lay.colon, value], "member")
             witnesses: dict[int, int] = {}
-            fits = sum(1 << i for i, w in enumerate(some) if _some_key(w, name, body))
+            fits = sum(1 << i for i, w in enumerate(some)
+                       if _some_key(w, name, body, self.rejected_keys(w, DEFAULT)))
             for mask in _submasks(fits):
                 w_sch = sch
                 for i in _bits(mask):
@@ -657,7 +658,7 @@ class SchemaCompiler:
         out: list[int] = []
         some = s.some_members
         witnesses: dict[int, list[int]] = {mask: [] for mask in _submasks((1 << len(some)) - 1)}
-        w_keys = [_some_keys(w, esc) for w in some]
+        w_keys = [_some_keys(w, esc, self.rejected_keys(w, esc)) for w in some]
         for region, sch, kind in kinds:
             if isinstance(sch, Unsat):
                 continue
@@ -680,6 +681,16 @@ class SchemaCompiler:
                     witnesses[mask].append(b.seq(
                         [self.lex(w_region, "some_key"), lay.colon, w_value], "some_member"))
         return out, witnesses
+
+    def rejected_keys(self, some: SomeMember, esc: Escapes) -> int | None:
+        """Key bodies ``some.names_rejected`` rejects, spelled as ``esc`` allows (None: no
+        such constraint)."""
+        if some.names_rejected is None:
+            return None
+        accepted = self.key_constraint(some.names_rejected, esc)
+        if accepted is None:
+            return rx.NOTHING
+        return rx.intersect(any_body(esc), rx.complement(accepted))
 
     @staticmethod
     def key_regions(base: int, prx: list[int], pointer: str) -> list[tuple[int, tuple[int, ...]]]:
@@ -740,19 +751,24 @@ def _submasks(mask: int) -> list[int]:
     return [m for m in range(1, mask + 1) if m & mask == m]
 
 
-def _some_key(some: SomeMember, name: str, body: bytes) -> bool:
-    """Does the key ``name`` (JSON body ``body``) belong to the witness keys of ``some``?"""
+def _some_key(some: SomeMember, name: str, body: bytes, rejected: int | None) -> bool:
+    """Does the key ``name`` (JSON body ``body``) belong to the witness keys of ``some``
+    (``rejected``: the bodies its ``names_rejected`` rejects)?"""
     if name in some.names or any(rx.matches(pattern_rx(p), body) for p in some.excluded):
+        return False
+    if rejected is not None and not rx.matches(rejected, body):
         return False
     return some.pattern is None or rx.matches(pattern_rx(some.pattern), body)
 
 
-def _some_keys(some: SomeMember, esc: Escapes) -> int:
+def _some_keys(some: SomeMember, esc: Escapes, rejected: int | None) -> int:
     """The quoted keys of the witness members of ``some``, spelled as ``esc`` allows."""
     keys = _undeclared_keys(tuple(sorted(some.names)), esc)
     parts = [rx.complement(_quoted(pattern_rx(p, esc))) for p in some.excluded]
     if some.pattern is not None:
         parts.append(_quoted(pattern_rx(some.pattern, esc)))
+    if rejected is not None:
+        parts.append(_quoted(rejected))
     return rx.intersect(keys, *parts) if parts else keys
 
 

@@ -13,8 +13,8 @@ known ``A`` far more is expressible, because only the values ``A`` admits must b
   nothing when ``propertyNames`` rejects the name). Members named by neither are additional on
   both sides: they can escape ``B`` only when ``B`` constrains them more than ``A``; that is
   "some additional member" (an existential over unnamed keys,
-  :class:`~lexguide.jsonschema.schema.SomeMember`), and a stricter ``propertyNames`` on
-  ``B``'s side raises :class:`NotSupported`;
+  :class:`~lexguide.jsonschema.schema.SomeMember`), as is a key that a stricter
+  ``propertyNames`` of ``B`` rejects;
 * arrays: too few/many items, an item at a prefix position in ``A(i) ∖ B(i)``, an item past
   both prefixes in ``A.items ∖ B.items`` (``contains`` when there is no prefix), or the
   ``contains`` count of ``B`` not reached / exceeded.
@@ -206,17 +206,18 @@ class Difference:
         (:class:`SomeMember`) outside ``b``'s names and patterns with a value ``b.additional``
         rejects, or matching one of ``b``'s patterns with a value that pattern's schema
         rejects (relative to ``a.additional`` when ``a`` has no patternProperties; the
-        compiler meets each with the schema ``a`` gives that key). A stricter
-        ``propertyNames`` on ``b``'s side raises NotSupported."""
+        compiler meets each with the schema ``a`` gives that key); or one whose key ``b``'s
+        stricter ``propertyNames`` rejects."""
         pats_a = [s for _, s in a.pattern_properties]
         if isinstance(a.additional, Unsat) and all(isinstance(s, Unsat) for s in pats_a):
             return []  # a has no unnamed members
+        out: list[Schema] = []
         if not (isinstance(b.property_names, AnySchema)
-                or b.property_names is a.property_names):
-            raise NotSupported("propertyNames of one branch restrict the additional members "
-                               "of another")
+                or b.property_names is a.property_names):  # a key b's propertyNames reject
+            out.append(ObjectSchema(some_members=(
+                SomeMember(tuple(named), (), None, ANY, b.property_names),)))
         if not a.pattern_properties:
-            return self._some_member(a.additional, b, named, depth)
+            return out + self._some_member(a.additional, b, named, depth)
         if not b.pattern_properties:
             pairs = [(s, b.additional) for s in pats_a]
         elif [p for p, _ in a.pattern_properties] == [p for p, _ in b.pattern_properties]:
@@ -226,8 +227,8 @@ class Difference:
         if pairs is not None:
             pairs.append((a.additional, b.additional))
             if all(isinstance(self(sa, sb, depth + 1), Unsat) for sa, sb in pairs):
-                return []
-        return self._some_member(ANY, b, named, depth)
+                return out
+        return out + self._some_member(ANY, b, named, depth)
 
     def _some_member(self, kept: Schema, b: ObjectSchema, named: list[str],
                      depth: int) -> list[Schema]:

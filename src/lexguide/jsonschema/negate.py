@@ -7,8 +7,9 @@ required member, a listed member whose value violates its schema, too few/many m
 items, an integer's non-integral numbers. ``not`` of a union is the intersection of the
 complements. Members left to ``additionalProperties``/``patternProperties`` are broken by "some
 additional member" (:class:`~lexguide.jsonschema.schema.SomeMember`) whose value violates its
-region's schema. Item constraints and ``propertyNames`` raise :class:`NotSupported`; the
-caller turns that into a :class:`~lexguide.errors.SchemaError` (or a warning when lenient).
+region's schema, or whose key ``propertyNames`` rejects. Item constraints and objects that
+themselves need some additional member raise :class:`NotSupported`; the caller turns that
+into a :class:`~lexguide.errors.SchemaError` (or a warning when lenient).
 """
 
 from __future__ import annotations
@@ -125,8 +126,6 @@ def _string(s: StringSchema) -> list[Schema]:
 
 def _object(s: ObjectSchema, neg: Callable[[Schema], Schema],
             intersect: Callable[[Schema, Schema], Schema]) -> list[Schema]:
-    if not isinstance(s.property_names, AnySchema):
-        raise NotSupported("not of propertyNames")
     if s.some_members:
         raise NotSupported("not of an object that needs some additional member")
     # a member is missing, or a listed member is present with a value its schema rejects
@@ -145,6 +144,8 @@ def _object(s: ObjectSchema, neg: Callable[[Schema], Schema],
                                                           neg(s.additional)),)))
     out += [ObjectSchema(some_members=(SomeMember(names, (), p, neg(ps)),))
             for p, ps in s.pattern_properties if not isinstance(ps, AnySchema)]
+    if not isinstance(s.property_names, AnySchema):  # or a key propertyNames rejects
+        out.append(ObjectSchema(some_members=(SomeMember((), (), None, ANY, s.property_names),)))
     out += _counts(ObjectSchema, "min_properties", "max_properties", s.min_properties,
                    s.max_properties)
     return out

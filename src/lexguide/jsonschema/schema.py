@@ -110,14 +110,16 @@ class ArraySchema:
 @dataclass(frozen=True, slots=True, eq=False)
 class SomeMember:
     """"Some additional member": at least one member whose key is none of ``names``, matches
-    none of the ``excluded`` patterns, matches ``pattern`` when given, and whose value
-    satisfies ``value``. The key set is fixed here, not by the object's own properties, so
-    intersecting the object with one that declares more names keeps the meaning."""
+    none of the ``excluded`` patterns, matches ``pattern`` when given, is rejected by
+    ``names_rejected`` (a ``propertyNames`` schema) when given, and whose value satisfies
+    ``value``. The key set is fixed here, not by the object's own properties, so intersecting
+    the object with one that declares more names keeps the meaning."""
 
     names: tuple[str, ...]
     excluded: tuple[str, ...]
     pattern: str | None
     value: Schema
+    names_rejected: Schema | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
