@@ -78,6 +78,9 @@ SCHEMAS = {
     "nested_member": {"type": "object", "properties": {"v": {"oneOf": [
         {"type": "object"}, {"type": "object", "additionalProperties": INT}]}}},
     "not_closed": {"not": CLOSED_A},
+    "not_in_array": {"type": "array", "maxItems": 3, "items": {"not": CLOSED_A}},
+    "if_in_array": {"type": "array", "maxItems": 3, "items": {
+        "if": CLOSED_A, "then": {"maxProperties": 0}, "else": {"type": "object"}}},
     "not_closed_patterns": {"not": {"type": "object", "properties": {"a": INT},
                                     "patternProperties": {"^x_": STR},
                                     "additionalProperties": {"type": "boolean"}}},
@@ -112,7 +115,7 @@ def _instances(name: str, n: int) -> list[object]:
     out: list[object] = [{}, {"a": 1}, {"a": "x"}, {"a": 1, "b": 2}, {"b": "s"}, {"x_1": 3},
                          {"x_1": "s"}, {"y_1": -1}, {"c": None}, {"a": 1, "c": None}, [], 1]
     for _ in range(n):
-        if name in ("in_array", "four_branches_in_array"):
+        if name.endswith("in_array"):
             out.append([_object(rng) for _ in range(rng.randrange(4))])
         elif name == "nested_member":
             out.append({"v": _object(rng)} if rng.random() < 0.9 else _object(rng))
