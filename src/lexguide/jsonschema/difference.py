@@ -26,8 +26,10 @@ than :data:`MAX_DEPTH` nested members raises :class:`NotSupported`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from lexguide.errors import SchemaError
-from lexguide.jsonschema.negate import NotSupported, negate
+from lexguide.jsonschema.negate import NotSupported, negate, no_member
 from lexguide.jsonschema.schema import (
     ANY,
     AnyOfSchema,
@@ -171,8 +173,14 @@ class Difference:
 
     # -- objects ----------------------------------------------------------------------------
     def _object(self, a: ObjectSchema, b: ObjectSchema, depth: int) -> Schema:
-        if b.some_members:
-            raise NotSupported("the exclusion of an object that needs some additional member")
+        if b.some_members:  # a ∖ (b0 ∧ ∃w…) = (a ∖ b0) ∪ (a ∧ ∀¬w) ∪ …
+            alts = [self._object(a, replace(b, some_members=()), depth)]
+            for w in b.some_members:
+                try:
+                    alts.append(self.intersect(a, no_member(w, self(ANY, w.value, depth + 1))))
+                except SchemaError as e:  # e.g. both sides with patternProperties
+                    raise NotSupported(e.detail) from None
+            return any_of(alts, "every instance is excluded")
         inter = self.intersect
         alts: list[Schema] = [ObjectSchema(properties=((r, Unsat(f"{r!r} absent")),))
                               for r in b.required]

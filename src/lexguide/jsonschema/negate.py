@@ -15,6 +15,7 @@ into a :class:`~lexguide.errors.SchemaError` (or a warning when lenient).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from lexguide.jsonschema.schema import (
     ANY,
@@ -34,7 +35,7 @@ from lexguide.jsonschema.schema import (
     json_body,
 )
 
-__all__ = ["NotSupported", "negate"]
+__all__ = ["NotSupported", "negate", "no_member"]
 
 MAX_DEPTH = 32
 
@@ -126,8 +127,9 @@ def _string(s: StringSchema) -> list[Schema]:
 
 def _object(s: ObjectSchema, neg: Callable[[Schema], Schema],
             intersect: Callable[[Schema, Schema], Schema]) -> list[Schema]:
-    if s.some_members:
-        raise NotSupported("not of an object that needs some additional member")
+    if s.some_members:  # ¬(s0 ∧ ∃w1 ∧ ∃w2 …) = ¬s0 ∪ ∀¬w1 ∪ ∀¬w2 …
+        return _object(replace(s, some_members=()), neg, intersect) + [
+            no_member(w, neg(w.value)) for w in s.some_members]
     # a member is missing, or a listed member is present with a value its schema rejects
     out: list[Schema] = [ObjectSchema(properties=((r, Unsat(f"{r!r} must be absent")),))
                          for r in s.required]
@@ -149,6 +151,36 @@ def _object(s: ObjectSchema, neg: Callable[[Schema], Schema],
     out += _counts(ObjectSchema, "min_properties", "max_properties", s.min_properties,
                    s.max_properties)
     return out
+
+
+def no_member(w: SomeMember, value_not: Schema) -> Schema:
+    """Objects none of whose members is a ``w`` witness: every member with a key of ``w``
+    has a value in ``value_not`` (the complement of ``w.value``). The exempt names become
+    exact-name patterns, which impose no member order. Raises :class:`NotSupported` when
+    the key set is not one region of a plain object."""
+    exempt = tuple((_exact_pattern(n), ANY) for n in w.names)
+    if w.names_rejected is not None:
+        if w.pattern is not None or w.excluded or not isinstance(value_not, Unsat):
+            raise NotSupported("the exclusion of a member with a rejected name and a value")
+        return ObjectSchema(property_names=any_of(
+            [w.names_rejected, *(StringSchema(const=n) for n in w.names)]))
+    if w.pattern is None:
+        return ObjectSchema(additional=value_not,
+                            pattern_properties=exempt + tuple((p, ANY) for p in w.excluded))
+    if w.excluded or _matches_any(w.pattern, w.names):
+        raise NotSupported("the exclusion of a pattern member with exempt keys")
+    return ObjectSchema(pattern_properties=((w.pattern, value_not),))
+
+
+def _exact_pattern(name: str) -> str:
+    return "^" + "".join("\\" + c if c in "\\^$.|?*+()[]{}" else c for c in name) + "$"
+
+
+def _matches_any(pattern: str, names: tuple[str, ...]) -> bool:
+    from lexguide.jsonschema.pattern import pattern_rx
+    from lexguide.regex import nodes as rx
+
+    return any(rx.matches(pattern_rx(pattern), json_body(n)) for n in names)
 
 
 def _listed(s: ObjectSchema, name: str, v: Schema,
