@@ -18,6 +18,7 @@ xgr = pytest.importorskip("xgrammar")
 testing = pytest.importorskip("xgrammar.testing")
 
 from lexguide import Grammar  # noqa: E402
+from test_structural_tag import _accepts_tokens  # noqa: E402
 
 
 def _tag(begin, content, end):
@@ -113,7 +114,7 @@ TOKEN_SPECS = {
 
 @pytest.fixture(scope="module")
 def token_engines():
-    from lexguide import Matcher, TokenizerInfo
+    from lexguide import TokenizerInfo
 
     info = xgr.TokenizerInfo(TOKENS, xgr.VocabType.RAW, vocab_size=len(TOKENS),
                              stop_token_ids=[0], add_prefix_space=False)
@@ -134,15 +135,7 @@ def token_engines():
     def ours(fmt):
         grammar = Grammar.from_structural_tag(fmt)
 
-        def accepts(ids):
-            m = Matcher(grammar, ours_info)
-            for t in ids:
-                mask = m.compute_mask()
-                if not (int(mask[t >> 5]) >> (t & 31)) & 1:
-                    return False
-                m.consume(t)
-            return m.is_accepting()
-        return accepts
+        return lambda ids: _accepts_tokens(grammar, ids, ours_info)
 
     return ours, theirs
 

@@ -110,7 +110,8 @@ class Matcher:
         """
         if self._stopped:
             return self.info.mask_from_ids(np.zeros(0, dtype=np.int64))
-        if self._unique is not None and self._unique_may_mask():
+        if self._unique is not None and self._unique.may_mask(self._uniq[-1],
+                                                              self._engine.quote_tokens):
             return self._unique_mask(remaining)
         if self._budgets:
             return self._budget_mask(self.state, self._counts[-1])
@@ -121,9 +122,12 @@ class Matcher:
                 return mask
         return self._engine.compute_mask(self.state)
 
-    def _unique_may_mask(self) -> bool:
-        assert self._unique is not None
-        return self._unique.may_mask(self._uniq[-1], self._engine.quote_tokens)
+    def _masked_in_python(self) -> bool:
+        """Whether :meth:`compute_mask` does work the core's mask fill does not (a stopped
+        matcher, token budgets, a ``uniqueItems`` item that a token could close)."""
+        return self._stopped or bool(self._budgets) or (
+            self._unique is not None
+            and self._unique.may_mask(self._uniq[-1], self._engine.quote_tokens))
 
     def _without_duplicates(self, mask: np.ndarray) -> np.ndarray:
         """``mask`` less the tokens that close a ``uniqueItems`` item equal to an earlier one."""
@@ -177,7 +181,7 @@ class Matcher:
         ``(rows, n_words)``, C-contiguous (``n_words = ceil(V / 32)``); other rows are untouched.
         """
         dst = _mask_rows(out, self.info.n_words)[row]
-        if self._stopped or self._budgets or (self._unique is not None and self._unique_may_mask()):
+        if self._masked_in_python():
             dst[:] = self.compute_mask()
         else:
             self._engine.fill_mask(self.state, dst)
@@ -474,7 +478,7 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
     for i, m in enumerate(matchers):
         if m.info.n_words != n_words:
             raise ValueError("fill_masks: every matcher must use the same vocabulary size")
-        if m._stopped or m._budgets or (m._unique is not None and m._unique_may_mask()):
+        if m._masked_in_python():
             rest.append(i)
             continue
         if remaining is not None and remaining[i] is not None:
