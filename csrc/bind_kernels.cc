@@ -509,7 +509,16 @@ void bind_kernels(nb::module_& m) {
   m.def("kernels_kernel_name", [](int32_t ggml_type, bool simd) {
     return std::string(k::kernel_name(&traits_of(ggml_type), simd));
   });
-  m.def("kernels_has_avx2", &k::cpu_has_avx2);
+  m.def("kernels_cpu_isa", [] { return std::string(k::isa_name(k::cpu_isa())); });
+  m.def("kernels_isa", [] { return std::string(k::isa_name(k::isa())); });
+  m.def("kernels_set_isa_cap", [](const std::string& name) {
+    k::Isa level;
+    if (!k::isa_from_name(name.c_str(), &level)) {
+      throw std::invalid_argument("unknown instruction set '" + name +
+                                  "': expected scalar, avx2, avx512 or amx");
+    }
+    k::set_isa_cap(level);
+  });
   m.def("kernels_default_threads", &lexguide::default_threads);
   m.def("kernels_pool_size", [] { return lexguide::shared_pool().size(); });
   m.def("kernels_set_pool_size", [](int n) {

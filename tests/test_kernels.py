@@ -10,6 +10,8 @@ float16-rounded s = d·Σq of the activation block.
 
 from __future__ import annotations
 
+import contextlib
+
 import gguf.quants as gq
 import numpy as np
 import pytest
@@ -120,8 +122,39 @@ def test_avx2_agrees_with_scalar(t, T):
 @pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)
 def test_every_type_has_an_avx2_kernel(t):
     """The comparisons above test the AVX2 kernel only if one is chosen (none falls back)."""
-    assert K.kernel_name(t, simd=True) == "avx2"
-    assert K.kernel_name(t, simd=False) == "scalar"
+    with isa_cap("avx2"):
+        assert K.kernel_name(t, simd=True) == "avx2"
+        assert K.kernel_name(t, simd=False) == "scalar"
+
+
+@contextlib.contextmanager
+def isa_cap(name: str):
+    """Kernels capped at ``name`` inside the block, the previous cap restored after."""
+    before = K.isa()
+    K.set_isa(name)
+    try:
+        yield
+    finally:
+        K.set_isa(None if before == K.cpu_isa() else before)
+
+
+def test_isa_cap_picks_the_kernels():
+    """set_isa caps every product: scalar names the scalar kernels and computes their bits,
+    a cap above the CPU is no cap, and an unknown name is refused."""
+    assert K.cpu_isa() in K.ISAS and K.isa() in K.ISAS
+    assert K.ISAS.index(K.isa()) <= K.ISAS.index(K.cpu_isa())
+    raw, x, n_in = case(T_.Q4_K, 5, 9, 2, seed=2)
+    ref = K.matmul(x, raw, T_.Q4_K, 9, n_in, simd=False)
+    with isa_cap("scalar"):
+        assert K.isa() == "scalar"
+        assert {K.kernel_name(t) for t in ALL} == {"scalar"}
+        assert np.array_equal(K.matmul(x, raw, T_.Q4_K, 9, n_in), ref)
+    with isa_cap("amx"):
+        assert K.isa() == K.cpu_isa()
+    with pytest.raises(ModelError, match="unknown instruction set"):
+        K.set_isa("avx1024")
+    with pytest.raises((TypeError, ValueError)):
+        _core.kernels_set_isa_cap("sse")
 
 
 @pytest.mark.parametrize("t", [T_.Q4_1, T_.Q4_K, T_.Q6_K, T_.F32], ids=lambda t: t.name)

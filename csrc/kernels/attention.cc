@@ -51,7 +51,7 @@ __attribute__((target("avx2,f16c"))) void to_f16_values_avx2(const float* src, f
 
 inline void to_f16_values(const float* src, float* dst, int n) {
 #ifdef LEXGUIDE_ATTN_AVX2
-  static const bool avx2 = float_simd();
+  const bool avx2 = isa() >= Isa::Avx2;
   if (avx2) return to_f16_values_avx2(src, dst, n);
 #endif
   to_f16_values_scalar(src, dst, n);
@@ -130,7 +130,7 @@ __attribute__((target("avx2,f16c"))) void store_row_avx2(CacheType c, const floa
 
 inline void store_row(CacheType c, const float* src, uint8_t* dst, int hd) {
 #ifdef LEXGUIDE_ATTN_AVX2
-  static const bool avx2 = float_simd();
+  const bool avx2 = isa() >= Isa::Avx2;
   if (avx2) return store_row_avx2(c, src, dst, hd);
 #endif
   store_row_scalar(c, src, dst, hd);
@@ -353,7 +353,7 @@ __attribute__((target("avx2,fma,f16c"))) void softmax_avx2(float* sc, int64_t st
 
 void softmax(float* sc, int64_t start, int64_t n, float top, bool half) {
 #ifdef LEXGUIDE_ATTN_AVX2
-  static const bool avx2 = float_simd();
+  const bool avx2 = isa() >= Isa::Avx2;
   if (avx2) return softmax_avx2(sc, start, n, top, half);
 #endif
   softmax_scalar(sc, start, n, top, half);
@@ -363,7 +363,7 @@ void softmax(float* sc, int64_t start, int64_t n, float top, bool half) {
 template <CacheType C>
 inline void dots(const float* q, const uint8_t* keys, size_t rb, int64_t n, int hd, float* sc) {
 #ifdef LEXGUIDE_ATTN_AVX2
-  static const bool avx2 = float_simd();
+  const bool avx2 = isa() >= Isa::Avx2;
   if (avx2) return dots_avx2<C>(q, keys, rb, n, hd, sc);
 #endif
   for (int64_t j = 0; j < n; ++j) sc[j] = dot_scalar<C>(q, keys + size_t(j) * rb, hd);
@@ -375,7 +375,7 @@ inline void weighted_sum(const float* p, const uint8_t* vals, size_t rb, int64_t
   thread_local std::vector<float> lanes;
   lanes.assign(size_t(8) * size_t(hd), 0.0f);
 #ifdef LEXGUIDE_ATTN_AVX2
-  static const bool avx2 = float_simd();
+  const bool avx2 = isa() >= Isa::Avx2;
   if (avx2) return weighted_sum_avx2<C>(p, vals, rb, start, n, hd, o, lanes);
 #endif
   weighted_sum_scalar<C>(p, vals, rb, start, n, hd, o, lanes);

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/blocks.h"
+#include "kernels/cpu.h"
 
 namespace lexguide::kernels {
 
@@ -25,12 +26,8 @@ using DotFn = void (*)(const uint8_t* const* w, int n_w, const uint8_t* act, siz
 // The portable reference kernel of a type (never null for a supported type).
 DotFn scalar_dot(GgmlType type);
 // The AVX2/FMA kernel of a type, or nullptr where there is none (the scalar one is used).
-// Call only when cpu_has_avx2() is true.
+// Call only when isa() >= Isa::Avx2 (cpu.h).
 DotFn avx2_dot(GgmlType type);
-bool cpu_has_avx2();
-// Whether the float kernels of attention.cc / layers.cc take their AVX2 paths: cpu_has_avx2()
-// unless LEXGUIDE_KERNELS=scalar is set (both paths give the same bits; tests compare them).
-bool float_simd();
 
 // Dequantize n elements (whole blocks) of a weight row to float32, bit-identical to ggml's
 // reference dequantizers (and lexguide.gguf.dequantize).

@@ -1,5 +1,5 @@
 // AVX2/FMA/F16C dot products (this file is compiled with -mavx2 -mfma -mf16c; matmul.cc calls
-// it only when cpu_has_avx2()). Each kernel mirrors its scalar reference in dot_scalar.cc:
+// it only when isa() >= Isa::Avx2, cpu.h). Each kernel mirrors its scalar reference in dot_scalar.cc:
 // per block, unpack the weight quants once to unsigned bytes, multiply with every activation
 // row (maddubs: u8 × s8 → pairs of i16, then madd → i32: exact, no saturation for these
 // ranges), scale in float; the per-element offsets (Q4_0 −8, Q5_0 −16, Q3_K −4,

@@ -1,8 +1,6 @@
 // Portable reference dot products and dequantizers (the results the AVX2 kernels are tested
 // against). Each block's contribution is computed in exact integer arithmetic, then scaled in
 // float and summed in block order, as ggml's *_ref kernels do.
-#include <cstdlib>
-#include <string>
 #include <cstring>
 
 #include "kernels/dot.h"
@@ -271,24 +269,4 @@ void dequantize_row(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
-}  // namespace lexguide::kernels
-
-namespace lexguide::kernels {
-bool float_simd() {
-  static const bool on = [] {
-    const char* e = std::getenv("LEXGUIDE_KERNELS");
-    return cpu_has_avx2() && !(e && std::string(e) == "scalar");
-  }();
-  return on;
-}
-
-bool cpu_has_avx2() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
-  return has;
-#else
-  return false;
-#endif
-}
 }  // namespace lexguide::kernels

@@ -130,7 +130,7 @@ __attribute__((target("avx2,fma,f16c"))) void gated_row_avx2(const float* gr, co
 void gated_rows(const float* gate_up, int64_t R, int n_ff, Activation act, float* g) {
   const float* table = act == Activation::GeluTanh ? gelu_table() : nullptr;
 #ifdef LEXGUIDE_LAYERS_AVX2
-  static const bool avx2 = float_simd();
+  const bool avx2 = isa() >= Isa::Avx2;
 #endif
   for (int64_t r = 0; r < R; ++r) {
     const float* gr = gate_up + r * 2 * int64_t(n_ff);

@@ -10,16 +10,23 @@
 namespace lexguide::kernels {
 
 namespace {
-DotFn pick(const TypeTraits* type, bool simd) {
-  if (simd && cpu_has_avx2()) {
-    if (DotFn f = avx2_dot(type->type)) return f;
+// The best kernel of a type at level `level` (isa() read once per product), and its level.
+DotFn pick(const TypeTraits* type, Isa level, Isa* used = nullptr) {
+  if (level >= Isa::Avx2) {
+    if (DotFn f = avx2_dot(type->type)) {
+      if (used) *used = Isa::Avx2;
+      return f;
+    }
   }
+  if (used) *used = Isa::Scalar;
   return scalar_dot(type->type);
 }
 }  // namespace
 
 const char* kernel_name(const TypeTraits* type, bool simd) {
-  return simd && cpu_has_avx2() && avx2_dot(type->type) ? "avx2" : "scalar";
+  Isa used;
+  pick(type, simd ? isa() : Isa::Scalar, &used);
+  return isa_name(used);
 }
 
 void matmul(const MatmulArgs& a) {
@@ -65,8 +72,9 @@ void matmul(const MatmulArgs& a) {
     for (int64_t lo = 0; lo < n; lo += chunk) tasks.push_back({p, lo, std::min(n, lo + chunk), col + lo});
     col += n;
   }
+  const Isa level = a.simd ? isa() : Isa::Scalar;
   DotFn dots[kMaxParts];
-  for (int p = 0; p < a.n_parts; ++p) dots[p] = pick(a.parts[p].type, a.simd);
+  for (int p = 0; p < a.n_parts; ++p) dots[p] = pick(a.parts[p].type, level);
 
   auto task = [&](int64_t k) {
     const Task& tk = tasks[size_t(k)];

@@ -39,12 +39,14 @@ struct MatmulArgs {
   float* out;              // (T, n_sel), n_sel = Σ n_out or n_rows; rows out_stride apart
   int64_t out_stride;      // ≥ n_sel
   int n_threads;           // ≤ 0: the whole pool
-  bool simd;               // false: force the portable reference kernels
+  bool simd;               // false: the portable reference kernels; true: the best kernels
+                           // at isa() (cpu.h)
 };
 
 // Callers have checked every size, index and pointer (the binding does).
 void matmul(const MatmulArgs& a);
-// The kernel that matmul would use for a type (AVX2 when simd and available, else scalar).
+// The level of the kernel that matmul would use for a type now: isa_name() of the best level
+// ≤ isa() with a kernel for the type ("scalar" when !simd).
 const char* kernel_name(const TypeTraits* type, bool simd);
 
 }  // namespace lexguide::kernels

@@ -3,17 +3,25 @@
 Weights stay in the GGUF's ggml blocks (zero-copy views of the mapped file); activations are
 quantized per block the way ggml does it (Q8_0/Q8_1 for the 32-element types, Q8_K for the
 k-quants; float weights read float activations), and each output is a sum of exact integer
-block dot products scaled in float32. AVX2/FMA kernels are chosen at run time when the CPU has
-them; ``LEXGUIDE_KERNELS=scalar`` in the environment (or ``simd=False`` per call) forces the
-portable reference kernels, which agree with them to float32 rounding of the block sums.
+block dot products scaled in float32.
+
+Instruction sets are chosen at run time (``csrc/kernels/cpu.h``): :func:`cpu_isa` is the best
+level this CPU and OS support, one of ``"scalar"`` < ``"avx2"`` (AVX2+FMA+F16C) < ``"avx512"``
+(AVX512F/BW/VL/DQ/VNNI) < ``"amx"`` (AMX-TILE/INT8, with the kernel's permission);
+:func:`set_isa` caps it process-wide and :func:`isa` is the level every kernel uses. Each
+product picks the kernel of the best level ≤ :func:`isa` that has one for its type
+(:func:`kernel_name`); ``simd=False`` per call forces the portable reference kernels. Every
+path agrees with the reference to float32 rounding of the block sums (the integer sums are
+equal). The environment variable ``LEXGUIDE_KERNELS`` (scalar|avx2|avx512|amx), read once
+when this module is imported, sets the initial cap.
 
 Work is split over output rows on one process-wide pool of persistent threads (the caller's
 thread included; ``set_threads``); the GIL is released while the kernels run.
 """
-
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,16 +31,53 @@ from lexguide import _core
 from lexguide.errors import ModelError
 from lexguide.gguf.constants import GGMLType
 
-__all__ = ["CACHE_TYPES", "KERNEL_TYPES", "SIMD", "NativeLayers", "attention", "cache_row_shape",
-           "default_threads", "dequantize_rows", "gated", "has_avx2", "kernel_name", "matmul", "matmul_parts", "quantize_roundtrip", "rms_norm", "set_threads", "threads"]
+__all__ = ["CACHE_TYPES", "ISAS", "KERNEL_TYPES", "NativeLayers", "attention", "cache_row_shape",
+           "cpu_isa", "default_threads", "dequantize_rows", "gated", "has_avx2", "isa",
+           "kernel_name", "matmul", "matmul_parts", "quantize_roundtrip", "rms_norm", "set_isa",
+           "set_threads", "threads"]
 
 F32 = npt.NDArray[np.float32]
 
 #: ggml types with a native kernel.
 KERNEL_TYPES: frozenset[GGMLType] = frozenset(GGMLType(i) for i, _ in _core.kernels_supported_types())
-#: Whether the SIMD kernels are used by default (``LEXGUIDE_KERNELS=scalar`` turns them off).
 _MAX_PARTS = 8  # csrc/kernels/matmul.h kMaxParts
-SIMD: bool = os.environ.get("LEXGUIDE_KERNELS", "").lower() != "scalar"
+#: Instruction-set levels, lowest first (csrc/kernels/cpu.h Isa).
+ISAS: tuple[str, ...] = ("scalar", "avx2", "avx512", "amx")
+
+
+def cpu_isa() -> str:
+    """The best level this CPU and OS support (one of :data:`ISAS`)."""
+    return str(_core.kernels_cpu_isa())
+
+
+def isa() -> str:
+    """The level the kernels use now: the lower of :func:`cpu_isa` and the :func:`set_isa` cap."""
+    return str(_core.kernels_isa())
+
+
+def set_isa(name: str | None) -> None:
+    """Cap every kernel at level ``name`` (one of :data:`ISAS`; None: no cap), process-wide;
+    a product already running keeps its level. A cap above :func:`cpu_isa` is no cap. Raises
+    :class:`ModelError` for an unknown name."""
+    level = "amx" if name is None else str(name).strip().lower()
+    if level not in ISAS:
+        raise ModelError(f"unknown instruction set {name!r}: expected one of {', '.join(ISAS)}")
+    _core.kernels_set_isa_cap(level)
+
+
+def _cap_from_environment() -> None:
+    """``LEXGUIDE_KERNELS`` (scalar|avx2|avx512|amx) caps the kernels from the start: the one
+    environment read of the kernels (the native core reads none)."""
+    value = os.environ.get("LEXGUIDE_KERNELS", "").strip()
+    if not value:
+        return
+    try:
+        set_isa(value)
+    except ModelError as e:
+        warnings.warn(f"LEXGUIDE_KERNELS ignored: {e}", RuntimeWarning, stacklevel=2)
+
+
+_cap_from_environment()
 
 
 def _check_type(ggml_type: int) -> int:
@@ -97,7 +142,7 @@ def matmul_parts(x: F32, parts: Sequence[tuple[np.ndarray, int, int]], n_in: int
         raise ModelError("out must be a writeable float32 (T, n_out) array")
     try:
         _core.kernels_matmul(x, checked, int(n_in), out, ids, int(n_threads),
-                             SIMD if simd is None else bool(simd))
+                             True if simd is None else bool(simd))
     except (ValueError, TypeError) as e:
         raise ModelError(str(e)) from None
     return out
@@ -224,7 +269,7 @@ class NativeLayers:
         code, ks, vs = _cache_views(k_caches, v_caches)
         try:
             self._layers.forward(x, seqs, ks, vs, out, int(n_threads),
-                                 SIMD if simd is None else bool(simd), code)
+                                 True if simd is None else bool(simd), code)
         except (ValueError, TypeError) as e:
             raise ModelError(str(e)) from None
         return out
@@ -287,13 +332,15 @@ def rms_norm(x: F32, weight: F32, eps: float, out: F32 | None = None) -> F32:
 
 
 def kernel_name(ggml_type: int, simd: bool | None = None) -> str:
-    """``"avx2"`` or ``"scalar"``: the kernel :func:`matmul` uses for a type."""
-    return str(_core.kernels_kernel_name(_check_type(ggml_type), SIMD if simd is None else simd))
+    """The level of the kernel :func:`matmul` uses for a type now (one of :data:`ISAS`): the
+    best level ≤ :func:`isa` with a kernel for it; ``"scalar"`` when ``simd`` is False."""
+    return str(_core.kernels_kernel_name(_check_type(ggml_type),
+                                         True if simd is None else bool(simd)))
 
 
 def has_avx2() -> bool:
-    """Whether this CPU runs the AVX2/FMA/F16C kernels."""
-    return bool(_core.kernels_has_avx2())
+    """Whether this CPU runs the AVX2/FMA/F16C kernels (whatever the cap)."""
+    return cpu_isa() != "scalar"
 
 
 def default_threads() -> int:
