@@ -10,6 +10,10 @@ The generation loop (one step = one forward + one sampled token):
 4. with a grammar: ``consume`` the token, then append ``forced_tokens()`` without sampling —
    they join the next forward's batch; stop when the matcher is stopped (only EOS can follow).
 
+Steps 2-4 and the stop checks (end-of-generation token, complete grammar, stop strings,
+``max_tokens``, the think section's budget) are :class:`lexguide.runtime.step.Decoding`'s, the
+same code the server's scheduler runs for each sequence of its batches.
+
 A grammar failure (empty mask, rejected token, dead end) raises :class:`MatcherError`; the loop
 never continues unconstrained. The matrix products run in the native kernels straight from the
 GGUF's quantized blocks, split over ``n_threads`` threads of the kernels' pool for prefill and
@@ -20,14 +24,13 @@ and were 2-5x slower on this shared 2-core machine.
 
 from __future__ import annotations
 
-import codecs
 import gc
 import json
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lexguide.engine.matcher import Matcher
-from lexguide.errors import MatcherError, ModelError, TokenRejected
+from lexguide.errors import ModelError
 from lexguide.runtime.chat import GEMMA_TEMPLATE, render_chat
 from lexguide.runtime.config import ModelConfig
 from lexguide.runtime.model import Transformer
@@ -50,13 +53,13 @@ from lexguide.runtime.reasoning import (
     split_reasoning,
     think_state,
 )
-from lexguide.runtime.sampler import Sampler, SamplerConfig, mask_to_ids
+from lexguide.runtime.sampler import Sampler, SamplerConfig
+from lexguide.runtime.step import Decoding, Piece, sparse, think_end
+from lexguide.runtime.step import holdback as _holdback  # noqa: F401 - its old home
 from lexguide.runtime.weights import load_weights
 
-__all__ = ["Completion", "CompletionChunk", "Model", "Timings"]
+__all__ = ["Completion", "CompletionChunk", "Model", "Timings", "think_end"]
 
-# Project only the allowed rows of the output matrix when at most this fraction is allowed.
-_SPARSE_FRACTION = 0.25
 _DEFAULT_N_CTX = 4096
 _GRAMMAR_CACHE = 32  # compiled grammars kept per model (schemas and grammar texts)
 _PROMPT_CHUNK = 256  # prompt tokens per forward when prompt_progress is set
@@ -520,70 +523,49 @@ class Model:
     def _chunks(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any, max_tokens: int,
                 stops: list[str], budget_aware: bool = True,
                 think: ThinkBudget | None = None) -> Iterator[CompletionChunk]:
-        """Text chunks with stop strings applied; holds back text that may start a stop string."""
-        timings = Timings(load_s=self.load_s)
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        table = self._token_bytes
-        text = ""
-        emitted = 0
-        longest = max((len(s) for s in stops), default=0)
-        steps = self._steps(prompt_ids, cfg, matcher, max_tokens, timings, budget_aware, think)
-        try:
-            for tokens, finish in steps:
-                if tokens:
-                    text += decoder.decode(b"".join(table[t] for t in tokens))
-                hit = _find_stop(text, stops, max(0, emitted - longest)) if stops else -1
-                if hit >= 0:
-                    text, finish = text[:hit], "stop"
-                elif finish is not None:
-                    text += decoder.decode(b"", final=True)
-                safe = len(text) if finish is not None else len(text) - _holdback(text, stops)
-                delta, emitted = text[emitted:max(safe, emitted)], max(safe, emitted)
-                if finish is not None:
-                    yield CompletionChunk(delta, tokens, finish, timings)
-                    return
-                yield CompletionChunk(delta, tokens)
-        finally:
-            steps.close()
-
-    def _steps(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any, max_tokens: int,
-               timings: Timings, budget_aware: bool = True, think: ThinkBudget | None = None,
-               ) -> Generator[tuple[list[int], str | None], None, None]:
-        """The token loop: yields (new tokens, None) per step and finally ([], finish_reason)."""
+        """The generation as text chunks (stop strings applied, text that may start one held
+        back); the last chunk has the finish reason and the timings."""
         with self._lock:
             self._blas.set(1)
             try:
-                yield from self._steps_locked(prompt_ids, cfg, matcher, max_tokens, timings,
+                yield from self._steps_locked(prompt_ids, cfg, matcher, max_tokens, stops,
                                               budget_aware, think)
             finally:
                 self._blas.restore()
 
     def _steps_locked(self, prompt_ids: list[int], cfg: SamplerConfig, matcher: Any,
-                      max_tokens: int, timings: Timings, budget_aware: bool = True,
-                      think: ThinkBudget | None = None,
-                      ) -> Iterator[tuple[list[int], str | None]]:
+                      max_tokens: int, stops: list[str], budget_aware: bool = True,
+                      think: ThinkBudget | None = None) -> Iterator[CompletionChunk]:
+        """The token loop: one forward per step, then the step of
+        :class:`~lexguide.runtime.step.Decoding` (mask, sample, consume, forced tokens, stop
+        checks); its pieces become chunks, their tokens the next forward's input."""
         tf = self.transformer
         n_vocab = self.config.n_vocab
-        sampler = Sampler(cfg)
-        history = list(prompt_ids)
+        timings = Timings(load_s=self.load_s)
+        seq = Decoding(matcher, Sampler(cfg), prompt_ids, max_tokens, self._token_bytes,
+                       self._eog, stops=stops, think=think)
+        budget = budget_aware and isinstance(matcher, Matcher)
         pending = self._reuse_cache(prompt_ids)
-        n_gen = 0
+        mask_s = 0.0
         first = True
-        if matcher is not None:
-            done = self._grammar_done(matcher)
-            if done:
-                yield [], done
-                return
-            forced = self._forced(matcher, max_tokens, timings, think)
-            if forced:
-                pending += forced
-                history += forced
-                n_gen += len(forced)
-                yield forced, None
         t_gen = time.perf_counter()
-        while n_gen < max_tokens:
+
+        def chunks(pieces: list[Piece]) -> Iterator[CompletionChunk]:
+            timings.generated_tokens = seq.n_gen
+            timings.forced_tokens = seq.n_forced
+            timings.mask_s = mask_s + seq.matcher_s
+            if not first:
+                timings.generation_s = time.perf_counter() - t_gen
+            for p in pieces:
+                pending.extend(p.tokens)
+                yield CompletionChunk(p.text, p.tokens, p.finish,
+                                      timings if p.finish is not None else None)
+
+        yield from chunks(seq.start())
+        while seq.finish is None:
             if self._cache.n + len(pending) > self._cache.n_ctx:
-                break
+                yield from chunks([seq.end("length")])
+                return
             t0 = time.perf_counter()
             tf.threads = self.n_threads if len(pending) > 1 else self.decode_threads
             self._cached_ids = self._cached_ids[: self._cache.n]
@@ -608,65 +590,23 @@ class Model:
                 timings.prompt_s = time.perf_counter() - t0
                 t_gen = time.perf_counter()
                 first = False
+            pending.clear()
+            allowed = None
             if matcher is not None:
                 tm = time.perf_counter()
                 # tokens left, this one included: the mask keeps the output completable
-                left = min(max_tokens - n_gen, self._cache.n_ctx - self._cache.n + 1)
-                budget = budget_aware and isinstance(matcher, Matcher)
+                left = seq.left(self._cache.n_ctx - self._cache.n)
                 mask = matcher.compute_mask(left) if budget else matcher.compute_mask()
-                allowed = mask_to_ids(mask, n_vocab)
-                timings.mask_s += time.perf_counter() - tm
+                allowed = seq.allowed(mask, n_vocab)
+                mask_s += time.perf_counter() - tm
                 timings.mask_steps += 1
-                if allowed.size == 0:
-                    raise MatcherError(
-                        f"the grammar allows no token after {n_gen} generated tokens; stopping"
-                    )
-                if allowed.size <= _SPARSE_FRACTION * n_vocab:
-                    logits = tf.project_rows(h, allowed)
-                else:
-                    logits = tf.project_rows(h)[allowed]
-                token = sampler.sample(logits, allowed, history)
+            if allowed is None:
+                logits = tf.project_rows(h)
+            elif sparse(allowed, n_vocab):
+                logits = tf.project_rows(h, allowed)
             else:
-                token = sampler.sample(tf.project_rows(h), None, history)
-            if self._eog[token]:
-                if matcher is not None:
-                    self._consume(matcher, token, timings)
-                timings.generation_s = time.perf_counter() - t_gen
-                yield [], "stop"
-                return
-            if matcher is not None:
-                self._consume(matcher, token, timings)
-            if think is not None:
-                think.feed(self._token_bytes[token])
-            history.append(token)
-            n_gen += 1
-            timings.generated_tokens = n_gen
-            timings.generation_s = time.perf_counter() - t_gen  # also right if a stop string ends it
-            pending = [token]
-            yield [token], None
-            if matcher is not None:
-                done = self._grammar_done(matcher)
-                if done:
-                    timings.generation_s = time.perf_counter() - t_gen
-                    yield [], done
-                    return
-                forced = self._forced(matcher, max_tokens - n_gen, timings, think)
-                if forced:
-                    pending += forced
-                    history += forced
-                    n_gen += len(forced)
-                    timings.generated_tokens = n_gen
-                    yield forced, None
-                    done = self._grammar_done(matcher)
-                    if done:
-                        timings.generation_s = time.perf_counter() - t_gen
-                        yield [], done
-                        return
-        timings.generated_tokens = n_gen
-        timings.generation_s = time.perf_counter() - t_gen
-        # max_tokens or the context ran out: on a complete output (the budget-aware mask's
-        # aim) the output is whole
-        yield [], "stop" if matcher is not None and matcher.is_accepting() else "length"
+                logits = tf.project_rows(h)[allowed]
+            yield from chunks(seq.push(seq.sample(logits, allowed)))
 
     def _reuse_cache(self, prompt_ids: list[int]) -> list[int]:
         """Keep the cached prefix shared with ``prompt_ids``; return the tokens still to feed."""
@@ -683,87 +623,13 @@ class Model:
             )
         return list(prompt_ids[n:])
 
-    @staticmethod
-    def _grammar_done(matcher: Any) -> str | None:
-        """"stop" when the grammar is complete and nothing but EOS can follow; raises when the
-        matcher is stopped without accepting (a dead end); None otherwise."""
-        if not matcher.is_stopped():
-            return None
-        if not matcher.is_accepting():
-            raise MatcherError("the grammar reached a dead end (stopped without accepting)")
-        return "stop"
-
-    @staticmethod
-    def _consume(matcher: Any, token: int, timings: Timings) -> None:
-        tm = time.perf_counter()
-        try:
-            matcher.consume(token)
-        except TokenRejected as e:
-            raise MatcherError(f"the grammar rejected sampled token {token}: {e}") from e
-        timings.mask_s += time.perf_counter() - tm
-
-    def _forced(self, matcher: Any, budget: int, timings: Timings,
-                think: ThinkBudget | None = None) -> list[int]:
-        """Consume and return the tokens forced next (at most ``budget``): the think
-        section's end marker once its budget is spent, then what the grammar forces."""
-        if budget <= 0:
-            return []
-        tm = time.perf_counter()
-        forced = think_end(matcher, think, budget) if think is not None else []
-        grammar_forced = list(matcher.forced_tokens())[:budget - len(forced)]
-        for t in grammar_forced:
-            try:
-                matcher.consume(t)
-            except TokenRejected as e:
-                raise MatcherError(f"the grammar rejected its own forced token {t}: {e}") from e
-            if think is not None:
-                think.feed(self._token_bytes[t])
-        forced += grammar_forced
-        timings.forced_tokens += len(forced)
-        timings.mask_s += time.perf_counter() - tm
-        return forced
-
     def __repr__(self) -> str:
         c = self.config
         return (f"Model({c.arch}, {c.n_layer} layers, n_embd={c.n_embd}, vocab={c.n_vocab}, "
                 f"n_ctx={self.n_ctx})")
 
 
-def think_end(matcher: Any, think: ThinkBudget, budget: int) -> list[int]:
-    """The end marker's tokens, consumed by ``matcher`` and fed to ``think``, when the
-    thinking budget is spent and the grammar takes them here (mid-character it does not:
-    the next token finishes the character first); else []."""
-    ids = think.due()
-    if not ids or len(ids) > budget or matcher.validate_tokens(ids) != len(ids):
-        return []
-    for t in ids:
-        matcher.consume(t)
-    think.feed(think.end)
-    return list(ids)
-
-
 def _available_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def _find_stop(text: str, stops: Iterable[str], start: int) -> int:
-    """Index of the earliest stop string in ``text[start:]`` (absolute), or -1."""
-    best = -1
-    for s in stops:
-        i = text.find(s, start)
-        if i >= 0 and (best < 0 or i < best):
-            best = i
-    return best
-
-
-def _holdback(text: str, stops: Iterable[str]) -> int:
-    """Length of the longest suffix of ``text`` that is a proper prefix of a stop string."""
-    keep = 0
-    for s in stops:
-        for k in range(min(len(s) - 1, len(text)), keep, -1):
-            if text.endswith(s[:k]):
-                keep = k
-                break
-    return keep

@@ -16,10 +16,11 @@ sequence a slot (a preallocated KV cache) and runs steps. One step over the acti
    same step, at most :data:`PREFILL_STEP` tokens of it, on its own, and samples nothing until
    the prompt is done;
 3. logits: one output projection for every sequence that needs all of them (unconstrained, or
-   a mask allowing many tokens), the allowed rows only for the others; then per sequence:
-   sample, ``consume``, append forced tokens, detect EOS / grammar completion / stop strings /
-   ``max_tokens``; text deltas and the finish are posted to the job's ``post`` callback (the
-   web side turns them into asyncio queue items).
+   a mask allowing many tokens), the allowed rows only for the others; then per sequence the
+   step ``Model.generate`` runs too (:class:`lexguide.runtime.step.Decoding`): sample,
+   ``consume``, append forced tokens, detect EOS / grammar completion / stop strings /
+   ``max_tokens``; text deltas (with log probabilities when asked for) and the finish are
+   posted to the job's ``post`` callback (the web side turns them into asyncio queue items).
 
 Each sequence keeps its own matcher, sampler and slot; a row's logits do not depend on the
 other sequences of the batch (the batched forward is exact), so a greedy answer is the same
@@ -31,7 +32,6 @@ drops its sequences at the next step boundary, freeing their slots.
 
 from __future__ import annotations
 
-import codecs
 import logging
 import threading
 import time
@@ -43,11 +43,11 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from lexguide.errors import LexguideError, MatcherError, TokenRejected
-from lexguide.runtime.generate import _find_stop, _holdback, think_end
+from lexguide.errors import LexguideError, MatcherError
 from lexguide.runtime.model import FUSED_MAX_ROWS
 from lexguide.runtime.reasoning import ThinkBudget, check_budget
-from lexguide.runtime.sampler import Sampler, SamplerConfig, mask_to_ids
+from lexguide.runtime.sampler import Sampler, SamplerConfig
+from lexguide.runtime.step import Decoding, Piece, StopText, sparse
 from lexguide.server.constraints import GrammarCache, render_tool_messages
 from lexguide.server.logprobs import TokenLogprob, TokenNames
 from lexguide.server.protocol import ChoiceResult, GenerationRequest, RequestError
@@ -56,7 +56,6 @@ __all__ = ["Job", "Metrics", "Scheduler", "fill_masks", "forward_last"]
 
 log = logging.getLogger("lexguide.server")
 
-_SPARSE_FRACTION = 0.25  # project only the allowed rows when at most this share is allowed
 MAX_WAITING = 256  # sequences waiting for a slot before new requests get HTTP 503
 PREFILL_STEP = 256  # prompt tokens a sequence evaluates per step: a long prompt is split over
 #                     steps so the other sequences keep getting a token per step meanwhile
@@ -144,30 +143,7 @@ class Job:
     n_open: int = 0
 
 
-class _Text:
-    """Incremental UTF-8 decoding with stop strings; holds back text that may start one."""
-
-    __slots__ = ("decoder", "emitted", "longest", "stops", "text")
-
-    def __init__(self, stops: list[str]) -> None:
-        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self.stops = stops
-        self.longest = max((len(s) for s in stops), default=0)
-        self.text = ""
-        self.emitted = 0
-
-    def feed(self, data: bytes, final: bool) -> tuple[str, bool]:
-        """(new safe text, whether a stop string was hit)."""
-        self.text += self.decoder.decode(data, final=final)
-        hit = _find_stop(self.text, self.stops, max(0, self.emitted - self.longest)) \
-            if self.stops else -1
-        if hit >= 0:
-            self.text = self.text[:hit]
-            final = True
-        safe = len(self.text) if final else len(self.text) - _holdback(self.text, self.stops)
-        delta = self.text[self.emitted:max(safe, self.emitted)]
-        self.emitted = max(safe, self.emitted)
-        return delta, hit >= 0
+_Text = StopText  # its old name
 
 
 class _Slot:
@@ -209,18 +185,16 @@ class _Slot:
 class _Sequence:
     job: Job
     index: int
-    matcher: Any
-    sampler: Sampler
-    max_tokens: int
-    history: list[int]
-    text: _Text
+    dec: Decoding  # matcher, sampler, history, budgets, stop strings: the shared step
     slot: _Slot | None = None
     pending: list[int] = field(default_factory=list)
-    n_gen: int = 0
     top: int | None = None  # alternatives listed per token; None: no log probabilities
     logprobs: list[TokenLogprob] = field(default_factory=list)
     n_posted: int = 0  # logprobs entries already posted with a delta
-    think: ThinkBudget | None = None  # counts the thinking budget
+
+    @property
+    def matcher(self) -> Any:
+        return self.dec.matcher
 
 
 def _slot(s: _Sequence) -> _Slot:
@@ -405,8 +379,9 @@ class Scheduler:
             think = None
             if end_ids and matcher is not None:
                 think = ThinkBudget(req.think[0], req.think[1], budget, end_ids)
-            self._waiting.append(_Sequence(job, i, matcher, Sampler(cfg), max_tokens, list(ids),
-                                           _Text(req.stop), top=req.logprobs, think=think))
+            dec = Decoding(matcher, Sampler(cfg), ids, max_tokens, self._token_bytes, self._eog,
+                           stops=req.stop, think=think)
+            self._waiting.append(_Sequence(job, i, dec, top=req.logprobs))
             job.n_open += 1
 
     def _drop_cancelled(self) -> None:
@@ -437,16 +412,13 @@ class Scheduler:
             seq.pending = slot.take(prompt, donor, n_donor)
             self.metrics.prompt_tokens_cached += len(prompt) - len(seq.pending)
             self._active.append(seq)
-            if seq.max_tokens == 0:
-                self._finish(seq, "length")
-            elif seq.matcher is not None:
-                self._guarded(seq.job, self._after_token, seq)
+            self._guarded(seq.job, self._start, seq)
 
     def _step(self) -> None:
         m = self.metrics
         for s in list(self._active):  # the context is full: nothing more fits
             if _slot(s).cache.n + len(s.pending) > self.n_ctx:
-                self._finish(s, "length")
+                self._finish(s, s.dec.end("length"))
         active = list(self._active)
         if not active:
             return
@@ -456,8 +428,7 @@ class Scheduler:
         constrained = [s for s in active if s.matcher is not None and id(s) in sampling]
         masks = None
         try:
-            left = [min(s.max_tokens - s.n_gen, self.n_ctx - _slot(s).cache.n - len(s.pending) + 1)
-                    for s in constrained]
+            left = [s.dec.left(self.n_ctx - _slot(s).cache.n - len(s.pending)) for s in constrained]
             masks = fill_masks([s.matcher for s in constrained], self._n_words, left)
         except LexguideError:  # find whose grammar failed, one by one
             for s in constrained:
@@ -498,12 +469,12 @@ class Scheduler:
             mask = masks.get(id(s))
             allowed = None
             if mask is not None:
-                allowed = mask_to_ids(mask, self._n_vocab)
-                if allowed.size == 0:
-                    self._fail(s.job, MatcherError(
-                        f"the grammar allows no token after {s.n_gen} tokens"))
+                try:
+                    allowed = s.dec.allowed(mask, self._n_vocab)
+                except MatcherError as e:
+                    self._fail(s.job, e)
                     continue
-                if allowed.size <= _SPARSE_FRACTION * self._n_vocab:
+                if sparse(allowed, self._n_vocab):
                     out.append((s, tf.project_rows(h, allowed), allowed))
                     continue
             full.append((s, h, allowed))
@@ -514,80 +485,45 @@ class Scheduler:
         return out
 
     def _sample(self, s: _Sequence, logits: npt.NDArray[np.float32], allowed: Any) -> None:
-        token = s.sampler.sample(logits, allowed, s.history)
-        if s.matcher is not None:
-            try:
-                s.matcher.consume(token)
-            except TokenRejected as e:
-                raise MatcherError(f"the grammar rejected sampled token {token}: {e}") from e
-        if self._eog[token]:
-            self._finish(s, "stop")
-            return
-        if s.think is not None:
-            s.think.feed(self._token_bytes[token])
-        s.pending = [token]
-        if s.top is not None:
-            s.logprobs.append(self._names.sampled(logits, allowed, token, s.top))
-        if self._emit(s, [token]) and s.matcher is not None:
-            self._after_token(s)
+        token = s.dec.sample(logits, allowed)
+        self._show(s, s.dec.push(token), (logits, allowed))
 
-    def _after_token(self, s: _Sequence) -> None:
-        """Grammar complete → finish; else append the tokens forced next: the think
-        section's end marker once its budget is spent, and what the grammar forces."""
-        m = s.matcher
-        while s in self._active:
-            if m.is_stopped():
-                if not m.is_accepting():
-                    raise MatcherError("the grammar reached a dead end (stopped without accepting)")
-                self._finish(s, "stop")
+    def _start(self, s: _Sequence) -> None:
+        """The checks and forced tokens before the sequence's first sample."""
+        self._show(s, s.dec.start())
+
+    def _show(self, s: _Sequence, pieces: list[Piece],
+              sampled: tuple[npt.NDArray[np.float32], Any] | None = None) -> None:
+        """Queue the pieces' tokens for the next forward, account them and post their text
+        (with their log probabilities when asked for) and the finish."""
+        for p in pieces:
+            s.pending += p.tokens
+            self.metrics.completion_tokens += len(p.tokens)
+            if p.forced:
+                self.metrics.forced_tokens += len(p.tokens)
+            if s.top is not None and p.tokens:
+                if p.forced or sampled is None:
+                    s.logprobs += [self._names.forced(t, s.top) for t in p.tokens]
+                else:
+                    s.logprobs.append(self._names.sampled(*sampled, p.tokens[0], s.top))
+            if p.finish is not None:
+                self._finish(s, p)
                 return
-            forced = [] if s.think is None else think_end(m, s.think, s.max_tokens - s.n_gen)
-            if not forced:
-                forced = list(m.forced_tokens())[: s.max_tokens - s.n_gen]
-                if not forced:
-                    return
-                for t in forced:
-                    m.consume(t)
-                    if s.think is not None:
-                        s.think.feed(self._token_bytes[t])
-            s.pending += forced
-            if s.top is not None:
-                s.logprobs += [self._names.forced(t, s.top) for t in forced]
-            self.metrics.forced_tokens += len(forced)
-            if not self._emit(s, forced):
-                return
+            if p.text:
+                self._post_delta(s, p.text)
 
-    def _emit(self, s: _Sequence, tokens: list[int]) -> bool:
-        """Account and post ``tokens``; False when the sequence finished (stop string,
-        ``max_tokens``)."""
-        s.history += tokens
-        s.n_gen += len(tokens)
-        self.metrics.completion_tokens += len(tokens)
-        delta, hit = s.text.feed(b"".join(self._token_bytes[t] for t in tokens), False)
-        if delta:
-            self._post_delta(s, delta)
-        if hit:
-            self._finish(s, "stop", flushed=True)
-            return False
-        if s.n_gen >= s.max_tokens:
-            self._finish(s, "length")
-            return False
-        return True
-
-    def _finish(self, s: _Sequence, reason: str, flushed: bool = False) -> None:
-        if not flushed:
-            delta, _ = s.text.feed(b"", True)
-            if delta:
-                self._post_delta(s, delta)
+    def _finish(self, s: _Sequence, last: Piece) -> None:
+        """Post the last piece's text and the finish; free the slot."""
+        if last.text:
+            self._post_delta(s, last.text)
         accepted = None if s.matcher is None else bool(s.matcher.is_accepting())
-        if reason == "length" and accepted:  # the budget ran out on a complete output: it is whole
-            reason = "stop"
         self._release(s)
         if s in self._active:
             self._active.remove(s)
         s.job.n_open -= 1
         self.metrics.sequences_finished += 1
-        s.job.post(("finish", ChoiceResult(s.index, s.text.text, s.n_gen, reason, accepted,
+        s.job.post(("finish", ChoiceResult(s.index, s.dec.text.text, s.dec.n_gen,
+                                           cast(str, last.finish), accepted,
                                            None if s.top is None else s.logprobs)))
 
     def _post_delta(self, s: _Sequence, text: str) -> None:
