@@ -6,6 +6,10 @@ gguf-py's dequantize for random k-quant blocks) times the dequantized *quantized
 relative to the magnitude sum |x|·|W| of each output: 2e-5 where every block sum is exact
 integer arithmetic scaled in float32, 1e-3 for Q4_1/Q5_1 whose min term uses ggml's
 float16-rounded s = d·Σq of the activation block.
+
+Every kernel path runs: the scalar reference (``simd=False``), and each instruction-set level
+the CPU has (``K.set_isa`` caps the kernels at avx2, avx512); a level the CPU lacks is skipped
+with its reason.
 """
 
 from __future__ import annotations
@@ -30,7 +34,34 @@ ALL = FLOATS + QUANTIZED_BY_US + K_QUANTS
 # byte offsets of the float16 scale fields (d, dmin) of each k-quant block
 K_SCALE_FIELDS = {T_.Q2_K: (80, 82), T_.Q3_K: (108,), T_.Q4_K: (0, 2), T_.Q5_K: (0, 2),
                   T_.Q6_K: (208,)}
-SIMD_MODES = [False, True] if K.has_avx2() else [False]
+# the kernel paths: "scalar" (simd=False) and the SIMD levels, each run with the kernels capped
+# at it (skipped where the CPU lacks it)
+PATHS = ["scalar", "avx2", "avx512"]
+# the types with an AVX-512 kernel (the others take the AVX2 one at that level)
+AVX512_TYPES = [T_.Q4_0, T_.Q8_0, T_.Q4_K, T_.Q5_K, T_.Q6_K]
+
+
+@contextlib.contextmanager
+def isa_cap(name: str):
+    """Kernels capped at ``name`` inside the block, the previous cap restored after."""
+    before = K.isa()
+    K.set_isa(name)
+    try:
+        yield
+    finally:
+        K.set_isa(None if before == K.cpu_isa() else before)
+
+
+@contextlib.contextmanager
+def kernel_path(path: str):
+    """(simd flag) for a kernel path, skipping the test where the CPU lacks the level."""
+    if path == "scalar":
+        yield False
+        return
+    if K.ISAS.index(K.cpu_isa()) < K.ISAS.index(path):
+        pytest.skip(f"this CPU has no {path} (best: {K.cpu_isa()})")
+    with isa_cap(path):
+        yield True
 
 
 def random_weight(t: GGMLType, n_out: int, n_in: int, rng: np.random.Generator) -> np.ndarray:
@@ -87,15 +118,16 @@ def case(t: GGMLType, T: int, n_out: int, n_blocks: int, seed: int = 0):
     return raw, x, n_in
 
 
-@pytest.mark.parametrize("simd", SIMD_MODES)
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("T", [1, 3, 70])
 @pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)
-def test_matmul_matches_float64_reference(t, T, simd):
+def test_matmul_matches_float64_reference(t, T, path):
     n_out, n_blocks = 37, 3
     raw, x, n_in = case(t, T, n_out, n_blocks)
     w = dequantized(t, raw, n_out, n_in)
     xq = activation_reference(t, x)
-    y = K.matmul(x, raw, t, n_out, n_in, simd=simd)
+    with kernel_path(path) as simd:
+        y = K.matmul(x, raw, t, n_out, n_in, simd=simd)
     assert y.shape == (T, n_out) and y.dtype == np.float32
     scale = np.abs(xq) @ np.abs(w).T + 1e-30
     err = np.abs(y - xq @ w.T) / scale
@@ -105,37 +137,37 @@ def test_matmul_matches_float64_reference(t, T, simd):
     assert (np.abs(y - exact) / (np.abs(x) @ np.abs(w).T)).max() < 2e-2
 
 
-@pytest.mark.skipif(not K.has_avx2(), reason="no AVX2 on this CPU")
-@pytest.mark.parametrize("T", [1, 5, 9])
+@pytest.mark.parametrize("path", ["avx2", "avx512"])
+@pytest.mark.parametrize("n_blocks", [1, 5, 8])
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 6, 7, 8, 9, 17])
 @pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)
-def test_avx2_agrees_with_scalar(t, T):
-    n_out, n_blocks = 19, 5
+def test_simd_agrees_with_scalar(t, T, n_blocks, path):
+    """Each SIMD level against the scalar kernels, every tile shape (1..8 activation rows and
+    more, 19 weight rows: tiles of 4, 2 and 1), odd and even block counts."""
+    n_out = 19
     raw, x, n_in = case(t, T, n_out, n_blocks, seed=7)
-    a = K.matmul(x, raw, t, n_out, n_in, simd=True)
     b = K.matmul(x, raw, t, n_out, n_in, simd=False)
+    with kernel_path(path) as simd:
+        a = K.matmul(x, raw, t, n_out, n_in, simd=simd)
     w = dequantized(t, raw, n_out, n_in)
     scale = np.abs(activation_reference(t, x)) @ np.abs(w).T + 1e-30
     assert (np.abs(a - b) / scale).max() <= 1e-5
 
 
-@pytest.mark.skipif(not K.has_avx2(), reason="no AVX2 on this CPU")
 @pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)
-def test_every_type_has_an_avx2_kernel(t):
-    """The comparisons above test the AVX2 kernel only if one is chosen (none falls back)."""
-    with isa_cap("avx2"):
-        assert K.kernel_name(t, simd=True) == "avx2"
-        assert K.kernel_name(t, simd=False) == "scalar"
-
-
-@contextlib.contextmanager
-def isa_cap(name: str):
-    """Kernels capped at ``name`` inside the block, the previous cap restored after."""
-    before = K.isa()
-    K.set_isa(name)
-    try:
-        yield
-    finally:
-        K.set_isa(None if before == K.cpu_isa() else before)
+def test_every_type_has_a_kernel_at_each_level(t):
+    """The comparisons above test a level's kernel only if it is chosen: AVX2 for every type,
+    AVX-512 for AVX512_TYPES (the others fall back to AVX2)."""
+    assert K.kernel_name(t, simd=False) == "scalar"
+    for level in ("avx2", "avx512"):
+        if K.ISAS.index(K.cpu_isa()) < K.ISAS.index(level):
+            continue
+        with isa_cap(level):
+            want = "avx2" if level == "avx2" or t not in AVX512_TYPES else "avx512"
+            assert K.kernel_name(t, simd=True) == want
+            assert K.kernel_name(t, simd=False) == "scalar"
+    if not K.has_avx2():
+        pytest.skip("this CPU has no AVX2: only the scalar kernels run")
 
 
 def test_isa_cap_picks_the_kernels():
@@ -170,11 +202,16 @@ def test_threads_and_rows_subset(t):
     assert K.matmul(x, raw, t, n_out, n_in, rows=np.array([], dtype=np.int64)).shape == (T, 0)
 
 
-@pytest.mark.parametrize("simd", SIMD_MODES)
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)
-def test_each_row_independent_of_the_batch(t, simd):
+def test_each_row_independent_of_the_batch(t, path):
     """A row of x gives the same output bits alone and among other rows (any tile shape of
     weight rows × activation rows, any row subset): batched decode relies on it."""
+    with kernel_path(path) as simd:
+        _rows_independent(t, simd)
+
+
+def _rows_independent(t, simd):
     n_out, n_blocks, T = 23, 3, 11
     raw, x, n_in = case(t, T, n_out, n_blocks, seed=9)
     alone = np.concatenate([K.matmul(x[i:i + 1], raw, t, n_out, n_in, simd=simd)

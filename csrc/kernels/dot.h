@@ -28,6 +28,9 @@ DotFn scalar_dot(GgmlType type);
 // The AVX2/FMA kernel of a type, or nullptr where there is none (the scalar one is used).
 // Call only when isa() >= Isa::Avx2 (cpu.h).
 DotFn avx2_dot(GgmlType type);
+// The AVX-512 (F/BW/VL/DQ/VNNI) kernel of a type, or nullptr (the AVX2 one is used).
+// Call only when isa() >= Isa::Avx512.
+DotFn avx512_dot(GgmlType type);
 
 // Dequantize n elements (whole blocks) of a weight row to float32, bit-identical to ggml's
 // reference dequantizers (and lexguide.gguf.dequantize).

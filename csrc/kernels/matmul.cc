@@ -12,6 +12,12 @@ namespace lexguide::kernels {
 namespace {
 // The best kernel of a type at level `level` (isa() read once per product), and its level.
 DotFn pick(const TypeTraits* type, Isa level, Isa* used = nullptr) {
+  if (level >= Isa::Avx512) {
+    if (DotFn f = avx512_dot(type->type)) {
+      if (used) *used = Isa::Avx512;
+      return f;
+    }
+  }
   if (level >= Isa::Avx2) {
     if (DotFn f = avx2_dot(type->type)) {
       if (used) *used = Isa::Avx2;
