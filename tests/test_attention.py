@@ -104,16 +104,19 @@ def new_cache(values64, cache_type):
     return values64.astype(K.CACHE_TYPES[cache_type][1])
 
 
+def seq_table(layout):
+    """The (B, 3) int64 rows (first row, rows, first position) of (rows, first position) pairs
+    laid out one after another."""
+    first = np.cumsum([0] + [n for n, _ in layout[:-1]])
+    return np.array([(r, n, p) for r, (n, p) in zip(first, layout)], np.int64)
+
+
 def setup(rng, layout, cache_type="f16"):
     """qkv rows and caches whose first pos0 positions already hold keys and values."""
-    R = sum(n for n, _ in layout)
-    qkv = rng.standard_normal((R, (N_Q + 2 * N_KV) * HD)).astype(np.float32)
-    seqs = np.zeros((len(layout), 3), np.int64)
+    seqs = seq_table(layout)
+    qkv = rng.standard_normal((seqs[-1, 0] + seqs[-1, 1], (N_Q + 2 * N_KV) * HD)).astype(np.float32)
     ks, vs = [], []
-    row = 0
-    for i, (n, pos0) in enumerate(layout):
-        seqs[i] = (row, n, pos0)
-        row += n
+    for n, pos0 in layout:
         k = np.zeros((N_LAYER, N_KV, N_CTX, HD), np.float32)
         v = np.zeros_like(k)
         k[:, :, :pos0] = rng.standard_normal((N_LAYER, N_KV, pos0, HD))
@@ -317,3 +320,69 @@ def test_avx2_and_portable_float_paths_agree_bit_for_bit(tmp_path):
     for key in ("out", "k", "v", "silu", "gelu", "prompt", "prompt_k", "f32", "f32_k", "f32_v",
                 "q8_0", "q8_0_k", "q8_0_v"):
         assert np.array_equal(simd[key], scalar[key]), key
+
+
+# The tiled path (AVX2 and up: tiles of rows × the query heads sharing a KV head, each key and
+# value row read once per tile) against the portable path, the reference: the same bits, for
+# every output and every stored key and value. Cases: (n_q, n_kv, head size, cache type,
+# window, threads, (rows, first position) per sequence).
+TILED_CASES = [
+    (8, 8, 64, "f16", 0, 1, [(300, 0)]),  # MHA, a long prompt chunk
+    (8, 4, 128, "f32", 0, 2, [(131, 17), (1, 40), (9, 3)]),  # GQA 2, prompt and decode rows
+    (16, 4, 64, "q8_0", 23, 3, [(77, 0), (1, 100), (3, 61)]),  # GQA 4, a sliding window
+    (16, 2, 128, "f16", 0, 2, [(1, 250), (1, 7), (1, 0), (2, 30)]),  # GQA 8, decode steps
+    (8, 1, 20, "f16", 5, 3, [(45, 2), (2, 50)]),  # a head size past 8 lanes, a window < tile rows
+    (4, 2, 20, "f32", 0, 1, [(33, 0), (5, 60)]),  # an odd number of pairs in a tile
+    (32, 8, 64, "f16", 0, 2, [(255, 256)]),  # Llama-3.2-1B's shape, a later prompt chunk
+    (8, 2, 128, "q8_0", 0, 3, [(19, 0), (1, 300), (61, 120)]),  # GQA 4, q8_0 at head size 128
+    (8, 4, 64, "f16", 64, 2, [(150, 40), (1, 200)]),  # a window inside the context, GQA 2
+]
+
+
+def attend(n_q, n_kv, hd, cache_type, window, threads, layout, seed):
+    """(out, keys, values) of one call on random rows and caches (earlier positions filled)."""
+    rng = np.random.default_rng(seed)
+    n_ctx = max(n + p for n, p in layout) + 3
+    seqs = seq_table(layout)
+    R = int(seqs[-1, 0] + seqs[-1, 1])
+    qkv = rng.standard_normal((R, (n_q + 2 * n_kv) * hd)).astype(np.float32)
+
+    def cache(pos0):  # random rows before pos0, zeros from there
+        x = rng.standard_normal((n_kv * n_ctx, hd)).astype(np.float32)
+        x.reshape(n_kv, n_ctx, hd)[:, pos0:] = 0
+        if cache_type == "q8_0":
+            return quantize(x, "q8_0").reshape(1, n_kv, n_ctx, -1)
+        return x.reshape(1, n_kv, n_ctx, hd).astype(K.CACHE_TYPES[cache_type][1])
+
+    ks = [cache(p) for _, p in layout]
+    vs = [cache(p) for _, p in layout]
+    cos, sin = tables(n_ctx, hd)
+    out = np.full((R, n_q * hd), np.nan, np.float32)
+    K.attention(qkv, out, seqs, ks, vs, 0, n_q=n_q, n_kv=n_kv, head_dim=hd, q_norm=None,
+                k_norm=None, eps=1e-6, cos=cos, sin=sin, neox=False, n_rot=hd,
+                scale=hd ** -0.5, window=window, n_threads=threads)
+    return out, ks, vs
+
+
+def tiled_levels():
+    """The SIMD levels this CPU has (each runs the tiled path), as pytest params."""
+    return [pytest.param(level, marks=pytest.mark.skipif(
+        K.ISAS.index(K.cpu_isa()) < K.ISAS.index(level), reason=f"no {level} on this CPU"))
+        for level in ("avx2", "avx512")]
+
+
+@pytest.mark.parametrize("level", tiled_levels())
+@pytest.mark.parametrize("case", range(len(TILED_CASES)))
+def test_tiled_path_gives_the_reference_bits(case, level):
+    before = K.isa()
+    try:
+        K.set_isa("scalar")
+        want = attend(*TILED_CASES[case], seed=case)
+        K.set_isa(level)
+        got = attend(*TILED_CASES[case], seed=case)
+    finally:
+        K.set_isa(None if before == K.cpu_isa() else before)
+    assert not np.isnan(want[0]).any()
+    assert np.array_equal(got[0], want[0])
+    for g, w in zip(got[1] + got[2], want[1] + want[2]):
+        assert np.array_equal(g, w)

@@ -21,9 +21,17 @@
 // logits stay bit-equal to its where the inputs are: q·k and the product with V put element
 // (position) i into lane i mod 8 with fused multiply-adds, then add the lanes as
 // (0+4)+(2+6) + ((1+5)+(3+7)); the softmax is e = expf(s − max) by ggml's SIMD expf, summed in
-// double over 8-cell partial sums, times float(1/sum). The AVX2 and portable paths give the
+// double over 8-cell partial sums, times float(1/sum). The SIMD and portable paths give the
 // same bits for every cache type; results do not depend on how the work is split over threads
 // or which sequences share the call.
+// Work: the portable path (isa() Scalar, the reference) computes one (row, query head) at a
+// time. The SIMD path tiles over independent outputs: a tile is some rows of a sequence × the
+// query heads sharing one KV head (grouped-query attention), about 32 (row, head) pairs; each
+// key and value row the tile sees is read from the cache and converted to float once, then
+// used for every pair. Every output keeps its own summation order (each score one 8-lane FMA
+// chain; the product with V one chain per lane over that lane's cells in order), so tiling
+// changes no bit. Tiles go to the pool by (sequence, KV head, row block), the costliest (later
+// rows see more positions) first.
 #pragma once
 
 #include <cstddef>
