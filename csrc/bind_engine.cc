@@ -1,5 +1,8 @@
 // Bindings of the engine core: argument checks, GIL release around work, buffers without
 // copies. No logic lives here (see csrc/engine/*.h). Parse states cross as (set, lexer, pending).
+// Errors cross typed: every error the core or these checks raise becomes a lexguide.errors
+// class (CoreError below; LimitError -> LimitExceeded; VocabFileError -> VocabFileError), with
+// its location when known (a rule, symbol, lexeme, token, byte, state, row or node).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -25,6 +28,29 @@ using namespace lexguide;
 
 namespace {
 
+// An error for Python: `cls` names its lexguide.errors class (CoreGrammarError,
+// CoreRegexError, CoreVocabularyError, CoreArgumentError, CoreIndexError), `where` what
+// locates it (passed to the class as keywords, e.g. rule=3, symbol=-9).
+struct CoreError : std::runtime_error {
+  const char* cls;
+  std::vector<std::pair<const char*, int64_t>> where;
+  CoreError(const char* c, const std::string& msg, std::vector<std::pair<const char*, int64_t>> w = {})
+      : std::runtime_error(msg), cls(c), where(std::move(w)) {}
+};
+
+// Runs f; the std::invalid_argument / std::out_of_range of the core's own checks become
+// CoreErrors: `cls` for the former, CoreIndexError for the latter.
+template <class F>
+decltype(auto) typed(const char* cls, F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (const std::invalid_argument& e) {
+    throw CoreError(cls, e.what());
+  } catch (const std::out_of_range& e) {
+    throw CoreError("CoreIndexError", e.what());
+  }
+}
+
 using State = std::tuple<int32_t, uint32_t, bool>;
 using MaskArray = nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>>;
 using OutRow = nb::ndarray<uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -39,16 +65,18 @@ void read_rules(nb::handle rules, std::vector<int32_t>& lhs, std::vector<std::ve
   nb::object seq_owner = nb::steal(seq);
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   PyObject** items = PySequence_Fast_ITEMS(seq);
-  auto as_symbol = [](PyObject* o) -> int32_t {
+  Py_ssize_t i = 0;
+  auto as_symbol = [&i](PyObject* o) -> int32_t {
     if (!PyLong_Check(o)) throw nb::type_error("a rule's symbols are ints");
     long long v = PyLong_AsLongLong(o);
     if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (v < INT32_MIN || v > INT32_MAX) throw std::invalid_argument("symbol out of range");
+    if (v < INT32_MIN || v > INT32_MAX)
+      throw CoreError("CoreGrammarError", "symbol out of range", {{"rule", int64_t(i)}});
     return int32_t(v);
   };
   lhs.reserve(size_t(n));
   rhs.reserve(size_t(n));
-  for (Py_ssize_t i = 0; i < n; ++i) {
+  for (; i < n; ++i) {
     PyObject* r = items[i];
     if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) throw nb::type_error("a rule is a (lhs, rhs) tuple");
     lhs.push_back(as_symbol(PyTuple_GET_ITEM(r, 0)));
@@ -62,8 +90,24 @@ void read_rules(nb::handle rules, std::vector<int32_t>& lhs, std::vector<std::ve
   }
 }
 
+// The rules' symbols against the grammar's sizes (nonterminal x >= 0, lexeme l as -1 - l), so
+// that an error names the rule and the symbol.
+void check_rules(const std::vector<int32_t>& lhs, const std::vector<std::vector<int32_t>>& rhs,
+                 int32_t n_nonterminals, size_t n_lexemes) {
+  for (size_t r = 0; r < lhs.size(); r++) {
+    if (lhs[r] < 0 || lhs[r] >= n_nonterminals)
+      throw CoreError("CoreGrammarError", "left side is not a nonterminal of the grammar",
+                      {{"rule", int64_t(r)}, {"symbol", lhs[r]}});
+    for (int32_t x : rhs[r])
+      if (x >= n_nonterminals || (x < 0 && size_t(-1 - int64_t(x)) >= n_lexemes))
+        throw CoreError("CoreGrammarError",
+                        x >= 0 ? "nonterminal out of range" : "lexeme out of range",
+                        {{"rule", int64_t(r)}, {"symbol", x}});
+  }
+}
+
 ParseState to_state(const State& s) {
-  if (std::get<0>(s) < 0) throw std::invalid_argument("not a live parse state");
+  if (std::get<0>(s) < 0) throw CoreError("CoreArgumentError", "not a live parse state");
   return ParseState{std::get<0>(s), std::get<1>(s), std::get<2>(s)};
 }
 std::optional<State> from_state(const std::optional<ParseState>& s) {
@@ -105,7 +149,7 @@ struct TokenBytesHandle {
 
 VocabKey to_key(nb::bytes key) {
   VocabKey k;
-  if (key.size() != k.size()) throw std::invalid_argument("a vocabulary key is 32 bytes");
+  if (key.size() != k.size()) throw CoreError("CoreVocabularyError", "a vocabulary key is 32 bytes");
   std::memcpy(k.data(), key.c_str(), k.size());
   return k;
 }
@@ -130,7 +174,7 @@ std::vector<NodeId> export_python_nodes(GenerationHandle& h, nb::handle kind, nb
     throw nb::type_error("export: kind and args are lists, known a dict");
   enum : uint32_t { kNothing, kEps, kBytes, kConcat, kAlt, kAnd, kNot, kStar, kRepeat, kRef };
   const Py_ssize_t n_nodes = PyList_GET_SIZE(kind.ptr());
-  if (PyList_GET_SIZE(args.ptr()) != n_nodes) throw std::invalid_argument("export: one args entry per node");
+  if (PyList_GET_SIZE(args.ptr()) != n_nodes) throw CoreError("CoreRegexError", "export: one args entry per node");
   auto lookup_key = [&](PyObject* key) -> PyObject* {  // borrowed core id of node `key`, or null
     PyObject* v = PyDict_GetItemWithError(known.ptr(), key);
     if (!v && PyErr_Occurred()) throw nb::python_error();
@@ -144,12 +188,12 @@ std::vector<NodeId> export_python_nodes(GenerationHandle& h, nb::handle kind, nb
     if (!PyLong_Check(o)) throw nb::type_error(what);
     unsigned long long v = PyLong_AsUnsignedLongLong(o);
     if (PyErr_Occurred()) throw nb::python_error();
-    if (v > 0xFFFFFFFFull) throw std::invalid_argument(what);
+    if (v > 0xFFFFFFFFull) throw CoreError("CoreRegexError", what);
     return uint32_t(v);
   };
   auto node_kind = [&](int64_t x) -> uint32_t {
     uint32_t k = as_u32(PyList_GET_ITEM(kind.ptr(), x), "export: a node kind is an int");
-    if (k >= kRef) throw std::invalid_argument("export: unknown node kind");
+    if (k >= kRef) throw CoreError("CoreRegexError", "export: unknown node kind", {{"node", x}});
     return k;
   };
   auto node_args = [&](int64_t x) -> PyObject* {
@@ -166,7 +210,7 @@ std::vector<NodeId> export_python_nodes(GenerationHandle& h, nb::handle kind, nb
     if (!PyLong_Check(o)) throw nb::type_error("export: a child is a node id");
     long long v = PyLong_AsLongLong(o);
     if (PyErr_Occurred()) throw nb::python_error();
-    if (v < 0 || v >= n_nodes) throw std::invalid_argument("export: node id out of range");
+    if (v < 0 || v >= n_nodes) throw CoreError("CoreRegexError", "export: node id out of range", {{"node", v}});
     return v;
   };
   // the nodes to export: reachable from the roots without passing a known node
@@ -174,7 +218,7 @@ std::vector<NodeId> export_python_nodes(GenerationHandle& h, nb::handle kind, nb
   std::unordered_set<int64_t> fresh;
   std::vector<std::pair<int64_t, PyObject*>> todo;  // (node, its id as an int object or null)
   for (int64_t r : roots) {
-    if (r < 0 || r >= n_nodes) throw std::invalid_argument("export: node id out of range");
+    if (r < 0 || r >= n_nodes) throw CoreError("CoreRegexError", "export: node id out of range");
     todo.emplace_back(r, nullptr);
   }
   while (!todo.empty()) {
@@ -186,11 +230,11 @@ std::vector<NodeId> export_python_nodes(GenerationHandle& h, nb::handle kind, nb
     if (k == kNothing || k == kEps || k == kBytes) continue;
     PyObject* a = node_args(x);
     Py_ssize_t m = n_kids(k, a);
-    if (m < 0) throw std::invalid_argument("export: a repeat is (child, min, max)");
+    if (m < 0) throw CoreError("CoreRegexError", "export: a repeat is (child, min, max)");
     for (Py_ssize_t j = 0; j < m; ++j) {
       PyObject* c_obj = PyTuple_GET_ITEM(a, j);
       int64_t c = node_id(c_obj);
-      if (c >= x) throw std::invalid_argument("export: a child comes after its parent");
+      if (c >= x) throw CoreError("CoreRegexError", "export: a child comes after its parent");
       if (!fresh.count(c)) todo.emplace_back(c, c_obj);
     }
   }
@@ -203,7 +247,7 @@ std::vector<NodeId> export_python_nodes(GenerationHandle& h, nb::handle kind, nb
     auto it = pos.find(c);
     if (it != pos.end()) return it->second;
     PyObject* id = lookup_key(c_obj);
-    if (!id) throw std::invalid_argument("export: a child is neither exported nor known");
+    if (!id) throw CoreError("CoreRegexError", "export: a child is neither exported nor known");
     uint32_t p = uint32_t(pos.size());
     pos.emplace(c, p);
     flat.insert(flat.end(), {kRef, 1, as_u32(id, "export: a core id is an int")});
@@ -244,7 +288,7 @@ std::vector<NodeId> export_python_nodes(GenerationHandle& h, nb::handle kind, nb
     if (k == kRepeat) {
       long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(a, 1)), hi = PyLong_AsLongLong(PyTuple_GET_ITEM(a, 2));
       if (PyErr_Occurred()) throw nb::python_error();
-      if (lo < 0 || lo > 0xFFFFFFFFll || hi > 0xFFFFFFFFll) throw std::invalid_argument("export: repeat bounds");
+      if (lo < 0 || lo > 0xFFFFFFFFll || hi > 0xFFFFFFFFll) throw CoreError("CoreRegexError", "export: repeat bounds");
       flat.insert(flat.end(), {k, 3, kid_pos[0], uint32_t(lo), hi < 0 ? 0xFFFFFFFFu : uint32_t(hi)});
     } else {
       flat.push_back(k);
@@ -259,7 +303,7 @@ std::vector<NodeId> export_python_nodes(GenerationHandle& h, nb::handle kind, nb
     std::vector<NodeId> got;
     {
       std::lock_guard<std::recursive_mutex> g(store_mutex());
-      got = h.dfa->regex().import_nodes(flat, at);
+      got = typed("CoreRegexError", [&] { return h.dfa->regex().import_nodes(flat, at); });
     }
     for (size_t i = 0; i < order.size(); ++i) {  // every exported node is remembered
       nb::object key = nb::steal(PyLong_FromLongLong(order[i]));
@@ -281,17 +325,27 @@ struct MaskEngineHandle {
 
 void check_node(const RegexStore& rs, NodeId x) {
   std::lock_guard<std::recursive_mutex> g(store_mutex());
-  if (x >= rs.n_nodes()) throw std::out_of_range("unknown regex node");
+  if (x >= rs.n_nodes()) throw CoreError("CoreIndexError", "unknown regex node", {{"node", x}});
 }
 
 void check_lexer_state(LexParser& lp, uint32_t s) {
-  if (s >= lp.lexer().n_states()) throw std::out_of_range("unknown lexer state");
+  if (s >= lp.lexer().n_states()) throw CoreError("CoreIndexError", "unknown lexer state", {{"state", s}});
 }
 
 void check_state(LexParser& lp, const State& st) {
   if (std::get<0>(st) < 0 || uint32_t(std::get<0>(st)) >= lp.parser().n_sets())
-    throw std::out_of_range("unknown parser set");
+    throw CoreError("CoreIndexError", "unknown parser set", {{"set", std::get<0>(st)}});
   check_lexer_state(lp, std::get<1>(st));
+}
+
+void check_byte(uint32_t b) {
+  if (b > 255) throw CoreError("CoreArgumentError", "byte out of range", {{"byte", b}});
+}
+
+void check_lexemes(LexParser& lp, const std::vector<int32_t>& lexemes) {
+  for (int32_t l : lexemes)
+    if (l < 0 || size_t(l) >= lp.n_lexemes())
+      throw CoreError("CoreIndexError", "lexeme index out of range", {{"lexeme", l}});
 }
 
 // A view of a cached mask, no copy: the array keeps the mask alive (Python marks it read-only).
@@ -313,15 +367,29 @@ MaskArray to_numpy(const std::vector<uint32_t>& words) {
 }  // namespace
 
 void bind_engine(nb::module_& m) {
-  // C++ errors become the package's typed errors
+  // C++ errors become the package's typed errors (lexguide.errors)
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    auto raise = [](nb::object cls, nb::object err) { PyErr_SetObject(cls.ptr(), err.ptr()); };
     try {
       std::rethrow_exception(p);
     } catch (const LimitError& e) {
       nb::gil_scoped_acquire gil;
       nb::object cls = nb::module_::import_("lexguide.errors").attr("LimitExceeded");
-      nb::object err = cls(e.limit, e.value, e.what());
-      PyErr_SetObject(cls.ptr(), err.ptr());
+      raise(cls, cls(e.limit, e.value, e.what()));
+    } catch (const CoreError& e) {
+      nb::gil_scoped_acquire gil;
+      nb::object cls = nb::module_::import_("lexguide.errors").attr(e.cls);
+      nb::dict where;
+      for (auto& [k, v] : e.where) where[k] = v;
+      raise(cls, cls(e.what(), **where));
+    } catch (const VocabFileError& e) {
+      nb::gil_scoped_acquire gil;
+      nb::object cls = nb::module_::import_("lexguide.errors").attr("VocabFileError");
+      raise(cls, cls(e.what()));
+    } catch (const std::out_of_range& e) {  // only the engine throws it (not the kernels)
+      nb::gil_scoped_acquire gil;
+      nb::object cls = nb::module_::import_("lexguide.errors").attr("CoreIndexError");
+      raise(cls, cls(e.what()));
     }
   });
 
@@ -330,7 +398,7 @@ void bind_engine(nb::module_& m) {
           "import_nodes",
           [](GenerationHandle& h, const std::vector<uint32_t>& flat, const std::vector<uint32_t>& roots) {
             std::lock_guard<std::recursive_mutex> g(store_mutex());
-            return h.dfa->regex().import_nodes(flat, roots);
+            return typed("CoreRegexError", [&] { return h.dfa->regex().import_nodes(flat, roots); });
           },
           "Rebuild exported regex DAGs in this generation's store; returns the roots' node ids.")
       .def("export_python", &export_python_nodes, nb::arg("kind"), nb::arg("args"), nb::arg("known"),
@@ -370,15 +438,22 @@ void bind_engine(nb::module_& m) {
         std::vector<int32_t> lhs;
         std::vector<std::vector<int32_t>> rhs;
         read_rules(rules, lhs, rhs);
-        return productive_rules(n_nonterminals, lexeme_ok, lhs, rhs);
+        if (n_nonterminals < 0) throw CoreError("CoreGrammarError", "negative nonterminal count");
+        check_rules(lhs, rhs, n_nonterminals, lexeme_ok.size());
+        return typed("CoreGrammarError", [&] { return productive_rules(n_nonterminals, lexeme_ok, lhs, rhs); });
       },
       nb::arg("n_nonterminals"), nb::arg("lexeme_ok"), nb::arg("rules"),
         "Indices (ascending) of the rules (lhs, rhs) whose symbols can all derive some input, "
-        "lexeme i counting as productive when lexeme_ok[i]. ValueError for a symbol out of "
-        "range, TypeError for a rule that is not an (int, sequence of ints) pair.");
+        "lexeme i counting as productive when lexeme_ok[i]. CoreGrammarError (a ValueError) for "
+        "a symbol out of range, naming the rule; TypeError for a rule that is not an (int, "
+        "sequence of ints) pair.");
   m.def("n_generations", &LexerDFA::n_alive,
         "Generations alive: the current one plus old ones some grammar still uses.");
-  nb::exception<VocabFileError>(m, "VocabFileError");
+  m.attr("VocabFileError") = nb::module_::import_("lexguide.errors").attr("VocabFileError");
+  m.def("set_engine_threads", &set_engine_threads, nb::arg("n"),
+        "Size the engine's thread pool (fill_masks' threads; clamped to 1..1024), waiting for a "
+        "call running on it.");
+  m.def("engine_threads", &engine_threads, "The engine's thread pool size.");
   m.attr("VOCAB_FILE_ABI") = vocab_file_abi();
   nb::class_<TokenBytesHandle>(m, "TokenBytes")
       .def(
@@ -391,8 +466,14 @@ void bind_engine(nb::module_& m) {
             for (size_t i = 0; i < n; i++) {
               PyObject* o = PyTuple_GET_ITEM(tokens.ptr(), Py_ssize_t(i));
               if (!PyBytes_CheckExact(o)) throw nb::type_error(("token " + std::to_string(i) + " is not bytes").c_str());
+              if (uint64_t(PyBytes_GET_SIZE(o)) > kMaxTokenBytes)
+                throw CoreError("CoreVocabularyError",
+                                "token " + std::to_string(i) + " is longer than " +
+                                    std::to_string(kMaxTokenBytes) + " bytes",
+                                {{"token", int64_t(i)}});
               total += uint64_t(PyBytes_GET_SIZE(o));
-              if (total > UINT32_MAX) throw std::invalid_argument("vocabulary bytes exceed 4 GiB");
+              if (total > UINT32_MAX)
+                throw CoreError("CoreVocabularyError", "vocabulary bytes exceed 4 GiB", {{"token", int64_t(i)}});
               offsets[i + 1] = uint32_t(total);
             }
             std::string blob(size_t(total), '\0');
@@ -400,7 +481,8 @@ void bind_engine(nb::module_& m) {
               PyObject* o = PyTuple_GET_ITEM(tokens.ptr(), Py_ssize_t(i));
               std::memcpy(&blob[offsets[i]], PyBytes_AS_STRING(o), offsets[i + 1] - offsets[i]);
             }
-            auto tb = std::make_shared<TokenBytes>(std::move(blob), std::move(offsets));
+            auto tb = typed("CoreVocabularyError",
+                            [&] { return std::make_shared<TokenBytes>(std::move(blob), std::move(offsets)); });
             new (self) TokenBytesHandle{std::move(tb)};
           },
           nb::arg("token_bytes"), "Every token's bytes (a tuple of exact bytes) in one flat buffer.")
@@ -429,7 +511,8 @@ void bind_engine(nb::module_& m) {
              const std::vector<uint32_t>& special) {
             new (self) VocabHandle();
             nb::gil_scoped_release nogil;
-            self->vocab = std::make_shared<Vocab>(tokens.tokens, eos, special);
+            self->vocab = typed("CoreVocabularyError",
+                                [&] { return std::make_shared<Vocab>(tokens.tokens, eos, special); });
           },
           nb::arg("token_bytes"), nb::arg("eos_ids"), nb::arg("special_ids"), "Build the tries and slices.")
       .def_static(
@@ -440,7 +523,7 @@ void bind_engine(nb::module_& m) {
             std::shared_ptr<Vocab> v;
             {
               nb::gil_scoped_release nogil;
-              v = Vocab::load(path, tokens.tokens, eos, special, k);
+              v = typed("CoreVocabularyError", [&] { return Vocab::load(path, tokens.tokens, eos, special, k); });
             }
             auto* h = new VocabHandle();
             h->vocab = std::move(v);
@@ -475,10 +558,13 @@ void bind_engine(nb::module_& m) {
             g.n_nonterminals = n_nonterminals;
             g.start = start;
             read_rules(rules, g.lhs, g.rhs);  // the IR's Rule tuples, (lhs, rhs)
+            check_rules(g.lhs, g.rhs, n_nonterminals, lexemes.size());
             std::vector<LexemeSpec> specs;
             for (auto& [rx, cls, lazy, budget, tok, eos] : lexemes) {
               check_node(gen.dfa->regex(), rx);
-              if (cls < 0 || size_t(cls) >= skips.size()) throw std::invalid_argument("bad lexeme class");
+              if (cls < 0 || size_t(cls) >= skips.size())
+                throw CoreError("CoreGrammarError", "lexeme class out of range",
+                                {{"lexeme", int64_t(specs.size())}, {"class", cls}});
               specs.push_back(LexemeSpec{rx, cls, lazy, budget, tok, eos});
               g.lexeme_class.push_back(cls);
             }
@@ -489,8 +575,10 @@ void bind_engine(nb::module_& m) {
             }
             new (self) LexParserHandle();
             nb::gil_scoped_release nogil;
-            self->lp = std::make_shared<LexParser>(gen.dfa, std::move(g), std::move(specs), std::move(sk),
-                                                   GrammarOptionsCore{allow_initial_skip, ignore_once});
+            self->lp = typed("CoreGrammarError", [&] {
+              return std::make_shared<LexParser>(gen.dfa, std::move(g), std::move(specs), std::move(sk),
+                                                 GrammarOptionsCore{allow_initial_skip, ignore_once});
+            });
           })
       .def_prop_ro("initial", [](LexParserHandle& h) {
         ParseState s = h.lp->initial();
@@ -499,7 +587,7 @@ void bind_engine(nb::module_& m) {
       .def("advance_byte",
            [](LexParserHandle& h, const State& st, uint32_t b) {
              check_state(*h.lp, st);
-             if (b > 255) throw std::invalid_argument("byte out of range");
+             check_byte(b);
              return from_state(h.lp->advance_byte(to_state(st), b));
            })
       .def("advance_bytes",
@@ -510,9 +598,8 @@ void bind_engine(nb::module_& m) {
       .def("advance_token_lexeme",
            [](LexParserHandle& h, const State& st, std::vector<int32_t> lexemes) {
              check_state(*h.lp, st);
+             check_lexemes(*h.lp, lexemes);
              std::sort(lexemes.begin(), lexemes.end());
-             for (int32_t l : lexemes)
-               if (l < 0 || size_t(l) >= h.lp->n_lexemes()) throw std::out_of_range("lexeme index out of range");
              return from_state(h.lp->advance_token_lexeme(to_state(st), lexemes));
            })
       .def("expected_token_lexemes",
@@ -560,6 +647,7 @@ void bind_engine(nb::module_& m) {
       .def("lexer_start",
            [](LexParserHandle& h, int32_t set_id, int mode, std::vector<int32_t> skipped) {
              check_state(*h.lp, State{set_id, 0, false});
+             check_lexemes(*h.lp, skipped);
              std::sort(skipped.begin(), skipped.end());
              std::lock_guard<std::recursive_mutex> g(h.lp->mu());
              return h.lp->lexer_start(set_id, mode, skipped);
@@ -568,6 +656,7 @@ void bind_engine(nb::module_& m) {
       .def("scan",
            [](LexParserHandle& h, int32_t set_id, std::vector<int32_t> lexemes) {
              check_state(*h.lp, State{set_id, 0, false});
+             check_lexemes(*h.lp, lexemes);
              std::sort(lexemes.begin(), lexemes.end());
              lexemes.erase(std::unique(lexemes.begin(), lexemes.end()), lexemes.end());
              std::lock_guard<std::recursive_mutex> g(h.lp->mu());
@@ -605,7 +694,7 @@ void bind_engine(nb::module_& m) {
       .def("lexer_next",
            [](LexParserHandle& h, uint32_t s, uint32_t b) {
              check_lexer_state(*h.lp, s);
-             if (b > 255) throw std::invalid_argument("byte out of range");
+             check_byte(b);
              return h.lp->lexer().next(s, b);
            })
       .def("lexer_accepting",
@@ -642,12 +731,20 @@ void bind_engine(nb::module_& m) {
           "__init__",
           [](MaskEngineHandle* self, LexParserHandle& lp, VocabHandle& vocab,
              std::vector<std::pair<int32_t, std::vector<uint32_t>>> token_lexeme_ids) {
-            for (auto& [lex, ids] : token_lexeme_ids)
+            const uint32_t n_tokens = vocab.vocab->n_tokens();
+            for (auto& [lex, ids] : token_lexeme_ids) {
               if (lex < 0 || size_t(lex) >= lp.lp->n_lexemes() || !lp.lp->is_token_lexeme(lex))
-                throw std::invalid_argument("not a token lexeme");
+                throw CoreError("CoreGrammarError", "not a token lexeme", {{"lexeme", lex}});
+              for (uint32_t id : ids)
+                if (id >= n_tokens)
+                  throw CoreError("CoreVocabularyError", "token id outside the vocabulary",
+                                  {{"lexeme", lex}, {"token", id}});
+            }
             new (self) MaskEngineHandle();
-            self->engine = std::make_shared<MaskEngine>(lp.lp, vocab.walker_for(lp.lp->lexer_ptr()),
-                                                        std::move(token_lexeme_ids));
+            self->engine = typed("CoreGrammarError", [&] {
+              return std::make_shared<MaskEngine>(lp.lp, vocab.walker_for(lp.lp->lexer_ptr()),
+                                                  std::move(token_lexeme_ids));
+            });
             self->n_words = vocab.vocab->n_words();
           })
       .def("mask",
@@ -664,7 +761,8 @@ void bind_engine(nb::module_& m) {
           "fill",
           [](MaskEngineHandle& h, const State& st, OutRow out) {
             check_state(h.engine->lexparser(), st);
-            if (out.shape(0) != h.n_words) throw std::invalid_argument("mask buffer has the wrong length");
+            if (out.shape(0) != h.n_words)
+              throw CoreError("CoreArgumentError", "mask buffer has the wrong length", {{"length", int64_t(out.shape(0))}});
             nb::gil_scoped_release nogil;
             auto m = h.engine->mask(to_state(st));
             std::memcpy(out.data(), m->data(), size_t(h.n_words) * 4);
@@ -733,11 +831,15 @@ void bind_engine(nb::module_& m) {
   m.def(
       "fill_masks",
       [](const std::vector<std::pair<MaskEngineHandle*, State>>& items, OutRows out, uint32_t n_threads) {
-        if (out.shape(0) < items.size()) throw std::invalid_argument("mask buffer has fewer rows than matchers");
-        for (auto& [h, st] : items) {
-          if (!h) throw std::invalid_argument("no engine");
+        if (out.shape(0) < items.size())
+          throw CoreError("CoreArgumentError", "mask buffer has fewer rows than matchers",
+                          {{"rows", int64_t(out.shape(0))}});
+        for (size_t i = 0; i < items.size(); i++) {
+          auto& [h, st] = items[i];
+          if (!h) throw CoreError("CoreArgumentError", "no engine", {{"row", int64_t(i)}});
           check_state(h->engine->lexparser(), st);
-          if (out.shape(1) != h->n_words) throw std::invalid_argument("mask buffer rows have the wrong length");
+          if (out.shape(1) != h->n_words)
+            throw CoreError("CoreArgumentError", "mask buffer rows have the wrong length", {{"row", int64_t(i)}});
         }
         uint32_t* base = out.data();
         size_t stride = out.shape(1);
@@ -801,12 +903,13 @@ void bind_engine(nb::module_& m) {
         bool f32 = dt == nb::dtype<float>();
         bool f16 = dt.code == uint8_t(nb::dlpack::dtype_code::Float) && dt.bits == 16 && dt.lanes == 1;
         bool bf16 = dt.code == uint8_t(nb::dlpack::dtype_code::Bfloat) && dt.bits == 16 && dt.lanes == 1;
-        if (!f32 && !f16 && !bf16) throw std::invalid_argument("logits must be float32, float16 or bfloat16");
-        if (logits.shape(1) > 1 && logits.stride(1) != 1) throw std::invalid_argument("logits rows must be contiguous");
-        if (logits.stride(0) < 0) throw std::invalid_argument("logits must have a non-negative row stride");
+        auto bad = [](const char* msg) { throw CoreError("CoreArgumentError", msg); };
+        if (!f32 && !f16 && !bf16) bad("logits must be float32, float16 or bfloat16");
+        if (logits.shape(1) > 1 && logits.stride(1) != 1) bad("logits rows must be contiguous");
+        if (logits.stride(0) < 0) bad("logits must have a non-negative row stride");
         auto bt = bitmask.dtype();
         if (bt != nb::dtype<int32_t>() && bt != nb::dtype<uint32_t>())
-          throw std::invalid_argument("bitmask must hold 32-bit integers");
+          bad("bitmask must hold 32-bit integers");
         size_t n_logit_rows = logits.shape(0);
         std::vector<int64_t> all;
         const std::vector<int64_t>* which = &rows;
@@ -815,9 +918,10 @@ void bind_engine(nb::module_& m) {
           for (size_t i = 0; i < n_logit_rows; i++) all[i] = int64_t(i);
           which = &all;
         }
-        if (bitmask.shape(0) != which->size()) throw std::invalid_argument("bitmask rows and row indices differ in number");
+        if (bitmask.shape(0) != which->size()) bad("bitmask rows and row indices differ in number");
         for (int64_t r : *which)
-          if (r < 0 || size_t(r) >= n_logit_rows) throw std::invalid_argument("row index out of range");
+          if (r < 0 || size_t(r) >= n_logit_rows)
+            throw CoreError("CoreArgumentError", "row index out of range", {{"row", r}});
         size_t n_cols = logits.shape(1), row_stride = size_t(logits.stride(0)), n_words = bitmask.shape(1);
         auto words = static_cast<const uint32_t*>(bitmask.data());
         nb::gil_scoped_release nogil;

@@ -2,7 +2,6 @@
 #include "engine/split.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 
 namespace lexguide {
@@ -65,11 +64,14 @@ inline void backoff(int& polls) {
 }
 }  // namespace
 
+namespace {
+std::atomic<int> g_engine_threads{0};  // set_engine_threads' size; 0: default_threads()
+}  // namespace
+
 ThreadPool& engine_pool() {
   static ThreadPool pool([] {
-    const char* env = std::getenv("LEXGUIDE_ENGINE_THREADS");
-    int n = env ? std::atoi(env) : 0;
-    return n >= 1 && n <= kMaxThreads ? n : default_threads();
+    int n = g_engine_threads.load();
+    return n >= 1 ? n : default_threads();
   }());
   return pool;
 }
@@ -78,6 +80,15 @@ std::mutex& engine_pool_busy() {
   static std::mutex mu;
   return mu;
 }
+
+void set_engine_threads(int n) {
+  n = std::clamp(n, 1, kMaxThreads);
+  std::lock_guard<std::mutex> busy(engine_pool_busy());  // no job runs on it meanwhile
+  g_engine_threads.store(n);
+  engine_pool().resize(n);
+}
+
+int engine_threads() { return engine_pool().size(); }
 
 Crew::Crew(unsigned n_threads, size_t n_tasks, unsigned allowed)
     : n_threads_(std::max(1u, n_threads)), allowed_(std::max(1u, allowed)), pending_(n_tasks) {}

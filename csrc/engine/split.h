@@ -20,8 +20,8 @@
 // Waits poll (then yield) rather than sleep: a call lasts milliseconds, and waking a
 // sleeping thread costs tens of microseconds, as much as a piece.
 //
-// engine_pool(): the engine's persistent threads (one per core, or $LEXGUIDE_ENGINE_THREADS),
-// which fill_masks' crews run on; apart from the kernels' pool, so that masks and a forward
+// engine_pool(): the engine's persistent threads (one per core unless set_engine_threads()
+// chose a size: the core reads no environment), which fill_masks' crews run on; apart from the kernels' pool, so that masks and a forward
 // pass never wait for each other. Whoever runs a job on it holds engine_pool_busy(): a
 // fill_masks call with several new masks waits for it; one with a single new mask takes it
 // for that mask's root walk only if it is free (the walk runs holding its grammar's lock,
@@ -43,6 +43,10 @@ namespace lexguide {
 
 ThreadPool& engine_pool();
 std::mutex& engine_pool_busy();
+// Resizes engine_pool() to n threads (clamped to 1..kMaxThreads; the caller counts as one),
+// waiting for a job running on it; before its first use, sets the size it starts with.
+void set_engine_threads(int n);
+int engine_threads();
 
 struct TriePiece {
   uint32_t lo, hi;            // nodes [lo, hi), all at depth >= depth(lo)

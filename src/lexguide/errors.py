@@ -8,6 +8,12 @@ import it without creating a cycle.
 from __future__ import annotations
 
 __all__ = [
+    "CoreArgumentError",
+    "CoreError",
+    "CoreGrammarError",
+    "CoreIndexError",
+    "CoreRegexError",
+    "CoreVocabularyError",
     "GGUFError",
     "GrammarError",
     "LexguideError",
@@ -18,6 +24,7 @@ __all__ = [
     "SchemaError",
     "TokenRejected",
     "TokenizerError",
+    "VocabFileError",
 ]
 
 
@@ -36,6 +43,11 @@ class GGUFError(LexguideError):
 
 class TokenizerError(LexguideError):
     """A tokenizer cannot be built from metadata, or an encode/decode input is invalid."""
+
+
+class VocabFileError(TokenizerError):
+    """A vocabulary cache file cannot be used or written (missing, corrupt, stale, another
+    vocabulary's); the message starts with its path. The vocabulary cache rebuilds then."""
 
 
 def caret_excerpt(text: str, line: int, col: int) -> str:
@@ -141,3 +153,62 @@ class LimitExceeded(LexguideError):
 
 class ModelError(LexguideError):
     """A model cannot be loaded or run (unsupported architecture, missing tensor, ...)."""
+
+
+class CoreError(LexguideError):
+    """An argument the compiled core (``lexguide._core``) refused: a lowered grammar, a
+    vocabulary, an id or a buffer that the Python layers passed on.
+
+    ``where`` maps what locates the error, as far as the core knows it, to its value:
+    ``rule`` (index in the grammar's rules), ``symbol`` (a nonterminal ``x >= 0`` or lexeme
+    ``-1 - x``), ``lexeme``, ``token``, ``byte``, ``state`` (lexer state), ``set`` (parser
+    set), ``node`` (regex node), ``row``; the message starts with it (``"rule 3, symbol 7:
+    ..."``) and ``detail`` is the message without it. Each subclass
+    is also the builtin exception (``ValueError`` or ``IndexError``) the core raised before
+    its errors were typed, so ``except ValueError`` keeps catching them.
+    """
+
+    def __init__(self, message: str, **where: int) -> None:
+        self.detail = message
+        self.where = where
+        loc = ", ".join(f"{k} {v}" for k, v in where.items())
+        located = not loc or message.startswith(loc)  # "token 5 is longer than ..." says it
+        Exception.__init__(self, message if located else f"{loc}: {message}")
+
+
+class CoreGrammarError(CoreError, GrammarError, ValueError):
+    """The core refused a lowered grammar (a rule's symbol out of range, a start symbol
+    without rules, a lexeme that is not a token lexeme); ``where`` names the rule, symbol or
+    lexeme."""
+
+    def __init__(self, message: str, **where: int) -> None:
+        CoreError.__init__(self, message, **where)
+        self.offset = self.line = self.col = None
+        self.excerpt = ""
+
+
+class CoreRegexError(CoreError, RegexError, ValueError):
+    """The core refused regex nodes handed over from the Python store (an unknown kind, a
+    child out of order or range); ``where`` names the ``node``."""
+
+    def __init__(self, message: str, **where: int) -> None:
+        CoreError.__init__(self, message, **where)
+        self.offset = self.line = self.col = None
+        self.excerpt = ""
+        self.pattern = None
+
+
+class CoreVocabularyError(CoreError, TokenizerError, ValueError):
+    """The core refused a vocabulary (a token over its length limit, an id outside the
+    vocabulary, over 4 GiB of token bytes); ``where`` names the ``token``."""
+
+
+class CoreArgumentError(CoreError, MatcherError, ValueError):
+    """A parser or mask call got a bad argument (a byte over 255, a mask buffer of the wrong
+    shape, a row index out of range, a dead parse state); ``where`` names the ``byte`` or
+    ``row``."""
+
+
+class CoreIndexError(CoreError, MatcherError, IndexError):
+    """An id the core does not know: a parser set, lexer state, regex node or lexeme index;
+    ``where`` names it."""

@@ -65,14 +65,13 @@ class TokenizerInfo:
         # a tuple (of bytes) is untracked by the garbage collector: a list this long would be
         # traversed by every full collection
         tb = token_bytes if type(token_bytes) is tuple else tuple(token_bytes)
+        # a token over the core's length limit, > 4 GiB of bytes: CoreVocabularyError, a
+        # TokenizerError naming the token
         try:
-            try:
-                packed = _core.TokenBytes(tb)  # exact bytes only: no copy of each
-            except TypeError:
-                tb = tuple(b if type(b) is bytes else bytes(b) for b in tb)
-                packed = _core.TokenBytes(tb)
-        except ValueError as e:  # a token over the core's length limit, > 4 GiB of bytes
-            raise TokenizerError(str(e)) from None
+            packed = _core.TokenBytes(tb)  # exact bytes only: no copy of each
+        except TypeError:
+            tb = tuple(b if type(b) is bytes else bytes(b) for b in tb)
+            packed = _core.TokenBytes(tb)
         self.token_bytes: tuple[bytes, ...] = tb
         self.eos_ids = frozenset(int(i) for i in eos_ids)
         self.special_ids = frozenset(int(i) for i in special_ids) | self.eos_ids
