@@ -19,6 +19,13 @@ for this machine (``bash bench/llama_bench_build.sh`` builds it into
 ``~/.cache/lexguide/llama-bench-build/``; ``--llama-bench PATH`` names another); its peak RSS
 is the process's own, from ``wait4``; llama-bench reports no load time.
 
+``--isa avx2,avx512`` runs lexguide once per instruction-set level (its kernels capped there
+through ``LEXGUIDE_KERNELS``; default: the best the machine has), a row per level, so levels
+compare as ratios in one run. ``--scaling`` adds, per lexguide run, batched decode (8 sequences,
+each its own cache, one ``forward_batch`` and one output projection per step: aggregate tok/s)
+beside one sequence's decode, and prompt 256 and decode at 1 thread beside the threads given:
+the goals "8 sequences ≥ 4× one" and "2 threads ≥ 1.7× one".
+
 ``python bench/real_shapes.py`` writes ``bench/results/real_shapes.md``; ``--quick`` runs a
 tiny shape without llama.cpp as a smoke test.
 """
@@ -147,7 +154,8 @@ def model_file(key: str, folder: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------ lexguide worker
-def _lexguide(path: str, prompts: list[int], n_gen: int, threads: int) -> dict:
+def _lexguide(path: str, prompts: list[int], n_gen: int, threads: int,
+              scaling: bool = False) -> dict:
     from lexguide.runtime import Model
 
     t0 = time.perf_counter()
@@ -174,13 +182,64 @@ def _lexguide(path: str, prompts: list[int], n_gen: int, threads: int) -> dict:
     out[f"tg{n_gen}"] = n_gen / (time.perf_counter() - t0)
     out["kv_cache_mb"] = cache.nbytes / (n_gen + 8) * (max(prompts) + n_gen) / 2**20
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    if scaling:
+        out.update(_scaling(tf, n_gen, threads))
+    from lexguide.runtime import kernels
+
+    out["isa"] = kernels.isa()
     return out
 
 
-def _run_lexguide(path: Path, prompts: list[int], n_gen: int, threads: int) -> dict:
+BATCH = 8  # sequences decoded together by --scaling
+
+
+def _scaling(tf, n_gen: int, threads: int) -> dict:
+    """Batched decode of BATCH sequences (aggregate tok/s) and prompt 256 / decode at 1 thread."""
+    out: dict = {}
+    caches = [tf.new_cache(n_gen + 16) for _ in range(BATCH)]
+    last = [100 + 7 * b for b in range(BATCH)]
+    for t, c in zip(last, caches):
+        tf.forward([t], c)
+
+    def step() -> None:
+        h = tf.forward_batch([([t], c) for t, c in zip(last, caches)])
+        last[:] = tf.project(h).argmax(axis=1).tolist()
+
+    step()  # warm
+    t0 = time.perf_counter()
+    for _ in range(n_gen):
+        step()
+    out[f"tg{n_gen}_b{BATCH}"] = BATCH * n_gen / (time.perf_counter() - t0)
+    if threads > 1:
+        tf.threads = 1
+        rng = np.random.default_rng(2)
+        ids = rng.integers(100, tf.config.n_vocab, size=256)
+        cache = tf.new_cache(256 + 8)
+        t0 = time.perf_counter()
+        tf.forward(ids, cache)
+        out["pp256_t1"] = 256 / (time.perf_counter() - t0)
+        cache = tf.new_cache(n_gen + 8)
+        tok = 100
+        tf.forward([tok], cache)
+        t0 = time.perf_counter()
+        for _ in range(n_gen):
+            tok = int(np.argmax(tf.forward([tok], cache)))
+        out[f"tg{n_gen}_t1"] = n_gen / (time.perf_counter() - t0)
+        tf.threads = threads
+    return out
+
+
+def _run_lexguide(path: Path, prompts: list[int], n_gen: int, threads: int,
+                  isa: str | None = None, scaling: bool = False) -> dict:
     cmd = [sys.executable, __file__, "--worker", str(path), "--prompts",
            ",".join(map(str, prompts)), "--n-gen", str(n_gen), "--threads", str(threads)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if scaling:
+        cmd.append("--scaling")
+    env = dict(os.environ)
+    env.pop("LEXGUIDE_KERNELS", None)
+    if isa:
+        env["LEXGUIDE_KERNELS"] = isa
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if proc.returncode:
         raise RuntimeError(f"lexguide worker failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -226,27 +285,57 @@ def _f(v, spec=".1f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def render(rows: list[tuple[str, Path, dict, dict]], prompts: list[int], n_gen: int) -> str:
+def render(rows: list[tuple[str, Path, list[dict], dict]], prompts: list[int],
+           n_gen: int) -> str:
     keys = [f"pp{p}" for p in prompts] + [f"tg{n_gen}"]
     head = ("| model | file GiB | engine | " + " | ".join(
         [f"prompt {p} tok/s" for p in prompts] + [f"decode tok/s ({n_gen})"])
         + " | load s | peak RSS MB |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for key, path, lex, peer in rows:
+    for key, path, lexes, peer in rows:
         gib = f"{path.stat().st_size / 2**30:.2f}"
-        lines.append(f"| {key} | {gib} | lexguide | " + " | ".join(_f(lex.get(k)) for k in keys)
-                     + f" | {_f(lex['load_s'], '.2f')} | {lex['peak_rss_mb']:.0f} |")
+        for j, lex in enumerate(lexes):
+            lines.append(f"| {key} | {gib if j == 0 else ''} | lexguide ({lex.get('isa', '?')}) | "
+                         + " | ".join(_f(lex.get(k)) for k in keys)
+                         + f" | {_f(lex['load_s'], '.2f')} | {lex['peak_rss_mb']:.0f} |")
         if "status" in peer:
             lines.append(f"| {key} | | llama.cpp | {peer['status']} |")
             continue
         lines.append(f"| {key} | | llama.cpp | " + " | ".join(_f(peer.get(k)) for k in keys)
                      + f" | n/a | {_f(peer.get('peak_rss_mb'), '.0f')} |")
-        ratio = [f"{lex[k] / peer[k]:.2f}×" if peer.get(k) else "n/a" for k in keys]
-        rss = (f"{lex['peak_rss_mb'] / peer['peak_rss_mb']:.2f}×" if peer.get("peak_rss_mb")
-               else "n/a")
-        lines.append(f"| {key} | | lexguide / llama.cpp | " + " | ".join(ratio)
-                     + f" | | {rss} |")
+        for lex in lexes:
+            ratio = [f"{lex[k] / peer[k]:.2f}×" if peer.get(k) else "n/a" for k in keys]
+            rss = (f"{lex['peak_rss_mb'] / peer['peak_rss_mb']:.2f}×"
+                   if peer.get("peak_rss_mb") else "n/a")
+            lines.append(f"| {key} | | lexguide ({lex.get('isa', '?')}) / llama.cpp | "
+                         + " | ".join(ratio) + f" | | {rss} |")
     return "\n".join(lines)
+
+
+def render_scaling(rows: list[tuple[str, Path, list[dict], dict]], n_gen: int,
+                   threads: int) -> str:
+    """The --scaling table: batched decode and one thread against the threads given."""
+    b = f"tg{n_gen}_b{BATCH}"
+    head = (f"| model | engine | decode 1 seq tok/s | decode {BATCH} seqs tok/s (aggregate) | "
+            f"{BATCH} seqs / 1 | prompt 256, 1 thread | prompt 256, {threads} threads | "
+            f"{threads} / 1 threads | decode, 1 thread | decode, {threads} threads | "
+            f"{threads} / 1 threads |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+
+    def ratio(a, c) -> str:
+        return f"{a / c:.2f}×" if a and c else "n/a"
+
+    for key, _, lexes, _ in rows:
+        for lex in lexes:
+            if b not in lex:
+                continue
+            tg, pp = lex[f"tg{n_gen}"], lex.get("pp256")
+            lines.append(
+                f"| {key} | lexguide ({lex.get('isa', '?')}) | {_f(tg)} | {_f(lex[b])} | "
+                f"{ratio(lex[b], tg)} | {_f(lex.get('pp256_t1'))} | {_f(pp)} | "
+                f"{ratio(pp, lex.get('pp256_t1'))} | {_f(lex.get(f'tg{n_gen}_t1'))} | {_f(tg)} | "
+                f"{ratio(tg, lex.get(f'tg{n_gen}_t1'))} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def _report(rows, prompts: list[int], n_gen: int, threads: int, notes: list[str],
@@ -254,7 +343,9 @@ def _report(rows, prompts: list[int], n_gen: int, threads: int, notes: list[str]
     types_k = sorted({str(p["type_k"]) for *_, p in rows if p.get("type_k")})
     builds = sorted({f"{p['build']}, flash_attn {p.get('flash_attn')}"
                      for *_, p in rows if p.get("build")})
+    scaling = render_scaling(rows, n_gen, threads)
     lines = [*notes, *([""] if notes else []), render(rows, prompts, n_gen), "",
+             *([scaling, ""] if scaling else []),
              f"{threads} threads; prompts from an empty cache; decode: {n_gen} one-token steps "
              "with the output projection; KV caches float16 (lexguide's default; llama.cpp: "
              f"{', '.join(types_k) or 'its default'}); random weights of the real shapes with "
@@ -277,6 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llama-bench", default=None, metavar="PATH",
                     help=f"llama.cpp's llama-bench (default: {LLAMA_BENCH_DEFAULT} or on PATH)")
     ap.add_argument("--no-peer", action="store_true", help="lexguide alone")
+    ap.add_argument("--isa", default="", metavar="LEVELS",
+                    help="comma list of kernel levels to run lexguide at, a row each (scalar, "
+                    "avx2, avx512, amx; default: the best this machine has)")
+    ap.add_argument("--scaling", action="store_true",
+                    help=f"also batched decode ({BATCH} sequences) and 1 thread against the "
+                    "threads given")
     ap.add_argument("--dir", default=None, metavar="DIR",
                     help=f"where the generated GGUFs live (default: {CACHE / 'real-shapes'}; "
                     "--quick: a temporary folder)")
@@ -289,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.worker:
         prompts = [int(p) for p in args.prompts.split(",")]
-        print(json.dumps(_lexguide(args.worker, prompts, args.n_gen, args.threads)))
+        print(json.dumps(_lexguide(args.worker, prompts, args.n_gen, args.threads,
+                                   args.scaling)))
         return 0
     from lexguide.model_files import ModelNotInstalled, smollm2_path
 
@@ -303,6 +401,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         runs, prompts, n_gen = [r.strip() for r in args.runs.split(",") if r.strip()], \
             [int(p) for p in args.prompts.split(",")], args.n_gen
+    levels: list[str | None] = [v.strip() for v in args.isa.split(",") if v.strip()] or [None]
+    for v in levels:
+        if v not in (None, "scalar", "avx2", "avx512", "amx"):
+            ap.error(f"unknown level {v!r}: scalar, avx2, avx512 or amx")
     for r in runs:
         shape, _, mix = r.partition("/")
         if shape not in SHAPES or mix not in MIXES:
@@ -320,15 +422,17 @@ def main(argv: list[str] | None = None) -> int:
     rows, data = [], {}
     for i, key in enumerate(runs):
         path = model_file(key, folder)
-        print(f"[bench] {key} lexguide ...", file=sys.stderr, flush=True)
-        lex = _run_lexguide(path, prompts, n_gen, args.threads)
+        lexes = []
+        for level in levels:
+            print(f"[bench] {key} lexguide {level or ''}...", file=sys.stderr, flush=True)
+            lexes.append(_run_lexguide(path, prompts, n_gen, args.threads, level, args.scaling))
         if exe is not None:
             print(f"[bench] {key} llama-bench ...", file=sys.stderr, flush=True)
             peer = _run_llama_bench(exe, path, prompts, n_gen, args.threads)
         else:
             peer = {"status": "not run" + (" (--quick)" if args.quick else "")}
-        rows.append((key, path, lex, peer))
-        data[key] = {"file_bytes": path.stat().st_size, "lexguide": lex, "llama_cpp": peer}
+        rows.append((key, path, lexes, peer))
+        data[key] = {"file_bytes": path.stat().st_size, "lexguide": lexes, "llama_cpp": peer}
         # the table so far after every run, so a long run leaves what it has measured
         last = i + 1 == len(runs)
         text = _report(rows, prompts, n_gen, args.threads, notes, runs[i + 1:])

@@ -2,23 +2,28 @@
 // -mavx512bw -mavx512vl -mavx512dq -mavx512vnni (and AVX2/FMA/F16C); matmul.cc calls it only
 // when isa() >= Isa::Avx512 (cpu.h). Types without a kernel here (nullptr) take the AVX2 one.
 //
-// Integer sums are exact and equal the scalar reference's (dot_scalar.cc); the float results
-// differ from it only by float32 rounding order, as the AVX2 kernels' do:
+// The integer block sums of quants are exact and equal the scalar reference's (dot_scalar.cc);
+// the results differ from it by float32 rounding only (order of sums; the k-quants' min and
+// offset terms as float products), within the tolerance the AVX2 kernels keep:
 //
-// - K-quants (Q4_K, Q5_K, Q6_K). A tile is one weight row × up to 8 activation rows. Per
-//   super-block the weight row is unpacked once into four zmm of unsigned quants (64 elements
-//   each), two zmm of int16 sub-block scales and the int16 factors of the 16 activation bsums
-//   (mins; Q6_K's −32 offset as 32 · scale). Per activation row: four vpdpbusd (u8 quant × s8
-//   activation, sums of 4 products, |sum| ≤ 4·63·127 < 2^15), two vpackssdw (exact: no
-//   saturation at these bounds), two vpdpwssd against the scales → 16 int32 lanes of the
-//   scaled block sum; one cvt + FMA with d·y.d. The min/offset term Σ corr·bsums is one
-//   vpmaddwd, converted and subtracted with dmin·y.d (Q6_K: 32·d·y.d) into the same
-//   accumulator. 32 zmm registers hold the unpacked block, 8 accumulators and the temporaries.
-// - Q8_0, Q4_0: two 32-element blocks per zmm. Q8_0 quants are biased to unsigned (q + 128, an
-//   offset of 128 like Q4_0's 8), so every type is one vpdpbusd per block pair:
-//   Σ (q + o)·y − o·Σy, with Σy the activation block's exact isum. Per activation row and block
-//   pair the activation quants, y.d and y.d·o·isum/8 (in each block's 8 lanes) are built once
-//   and shared by the tile's weight rows; per output: acc += d_w · (y.d · S − y.d·o·isum/8).
+// - K-quants (Q4_K, Q5_K, Q6_K). A tile is up to 4 weight rows × up to 8 activation rows
+//   (one weight row at a time for one activation row: decode streams rows in address order).
+//   Per super-block each weight row is unpacked once into four zmm of unsigned quants (64
+//   elements each), two zmm of int16 sub-block scales and the 16 float factors of the
+//   activation bsums (the mins times dmin; Q6_K's −32 offset as 32·d times its scales: exact).
+//   Per output: four vpdpbusd (u8 quant × s8 activation, sums of 4 products, |sum| ≤ 4·63·127
+//   < 2^15), two vpackssdw (exact: no saturation at these bounds), two vpdpwssd against the
+//   scales → 16 int32 lanes of the scaled block sum (exact); one cvt + FMA with d·y.d, and one
+//   FMA of the bsum factors with the activation's bsums · y.d (converted once per activation
+//   row and super-block for the whole tile). The tile's accumulators live in L1 (their loads
+//   and stores take the load/store ports, not the vector ALUs), so each activation block is
+//   read from cache once per tile.
+// - Q8_0, Q4_0: two 32-element blocks per zmm; tiles of 4 weight rows × up to 4 activation
+//   rows in registers (one weight row for one activation row). Quants are biased to unsigned
+//   (Q4_0's nibbles are q + 8; Q8_0: q + 128). Per activation row and block pair its quants,
+//   y.d of each block in 8 lanes and −o·Σy per lane (a vpdpbusd of o against y, negated) are
+//   built once for the tile; per output S = vpdpbusd(−o·Σy, q + o, y) = Σ q·y per lane
+//   (exact), acc += d_w · (y.d · S).
 //
 // Every output of a tile has one accumulator updated by the same operations whatever the tile
 // shape, so a row's result never depends on the other rows of a product.
@@ -171,49 +176,89 @@ struct Unpack6_K {
   }
 };
 
-// One activation row (Q8_K block y) against an unpacked super-block: acc += the block's
-// contribution (16 lanes, summed at the end).
-inline __m512 k_pair(const KBlock& k, const ActQ8K& y, __m512 acc) {
+// The scaled integer sum of one activation row (Q8_K block y) against an unpacked
+// super-block: 16 int32 lanes whose total is Σ_j scale_j · Σ q·y (exact).
+inline __m512i k_sum(const KBlock& k, const ActQ8K& y) {
   const __m512i z = _mm512_setzero_si512();
   const __m512i s0 = _mm512_dpbusd_epi32(z, k.q[0], load64(y.qs));
   const __m512i s1 = _mm512_dpbusd_epi32(z, k.q[1], load64(y.qs + 64));
   const __m512i s2 = _mm512_dpbusd_epi32(z, k.q[2], load64(y.qs + 128));
   const __m512i s3 = _mm512_dpbusd_epi32(z, k.q[3], load64(y.qs + 192));
-  __m512i sumi = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(s0, s1), k.scale[0]);
-  sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(s2, s3), k.scale[1]);
-  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(k.d * y.d), acc);
-  const __m256i c = _mm256_madd_epi16(load32(y.bsums), k.corr);
-  return _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(c)),
-                          _mm512_set1_ps(k.dc * y.d), acc);
+  const __m512i sumi = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(s0, s1), k.scale[0]);
+  return _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(s2, s3), k.scale[1]);
 }
 
-template <class U, int NA>
-void k_row(const uint8_t* w, const uint8_t* act, size_t act_stride, int64_t n_blocks,
-           float* out, size_t out_stride, int64_t ahead) {
+// 16 int16 → 16 floats (exact).
+inline __m512 i16_to_ps(__m256i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(v)); }
+
+// A tile of R weight rows × NA activation rows. Per super-block, each activation row's bsums
+// are converted once to floats times y.d (shared by the R rows); each weight row is unpacked
+// once, its corr factors as floats times dc (exact), and every output (r, a) takes
+// acc += cvt(k_sum) · (d · y.d) − (dc · corr) · (y.d · bsums), lane by lane (16 lanes, summed at
+// the end). The R × NA accumulators live in a stack buffer (L1): the activation blocks of a
+// super-block are read from cache once per tile, and the loads and stores of the accumulators
+// use the load/store ports, not the vector ALUs the products need.
+template <class U, int R, int NA>
+void k_tile(const uint8_t* const* w, const uint8_t* act, size_t act_stride, int64_t n_blocks,
+            float* out, size_t out_stride, int64_t ahead) {
   using Block = typename U::Block;
-  const Block* wb = reinterpret_cast<const Block*>(w);
-  __m512 acc[NA];
-  unroll<NA>([&](auto a) { acc[a] = _mm512_setzero_ps(); });
+  alignas(64) float acc[R][NA][16];
+  alignas(64) float bsy[NA][16];
+  for (int r = 0; r < R; ++r) {
+    unroll<NA>([&](auto a) { _mm512_store_ps(acc[r][a], _mm512_setzero_ps()); });
+  }
   for (int64_t i = 0; i < n_blocks; ++i) {
-    if (ahead) prefetch(reinterpret_cast<const uint8_t*>(wb + i) + ahead, sizeof(Block));
-    KBlock k;
-    U::unpack(wb[i], k);
     unroll<NA>([&](auto a) {
-      acc[a] = k_pair(k, reinterpret_cast<const ActQ8K*>(act + a * act_stride)[i], acc[a]);
+      const ActQ8K& y = reinterpret_cast<const ActQ8K*>(act + a * act_stride)[i];
+      _mm512_store_ps(bsy[a], _mm512_mul_ps(i16_to_ps(load32(y.bsums)), _mm512_set1_ps(y.d)));
+    });
+    for (int r = 0; r < R; ++r) {
+      const Block& b = reinterpret_cast<const Block*>(w[r])[i];
+      if (ahead) prefetch(reinterpret_cast<const uint8_t*>(&b) + ahead, sizeof(Block));
+      KBlock k;
+      U::unpack(b, k);
+      const __m512 kd = _mm512_set1_ps(k.d);
+      const __m512 corr = _mm512_mul_ps(i16_to_ps(k.corr), _mm512_set1_ps(k.dc));
+      unroll<NA>([&](auto a) {
+        const ActQ8K& y = reinterpret_cast<const ActQ8K*>(act + a * act_stride)[i];
+        const __m512 s = _mm512_cvtepi32_ps(k_sum(k, y));
+        __m512 v = _mm512_load_ps(acc[r][a]);
+        v = _mm512_fmadd_ps(s, _mm512_mul_ps(kd, _mm512_set1_ps(y.d)), v);
+        v = _mm512_fnmadd_ps(corr, _mm512_load_ps(bsy[a]), v);
+        _mm512_store_ps(acc[r][a], v);
+      });
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    unroll<NA>([&](auto a) {
+      out[a * out_stride + r] = _mm512_reduce_add_ps(_mm512_load_ps(acc[r][a]));
     });
   }
-  unroll<NA>([&](auto a) { out[a * out_stride] = _mm512_reduce_add_ps(acc[a]); });
 }
 
 template <class U>
 struct KQuant {
   static constexpr int64_t kBlockBytes = sizeof(typename U::Block);
+  // One activation row (decode): weight rows one at a time, each streamed in address order;
+  // more: all n_w rows in one tile.
   template <int NA>
   static void rows(const uint8_t* const* w, int n_w, const uint8_t* act, size_t s, int64_t nb,
                    float* out, size_t os, int64_t ahead) {
-    for (int r = 0; r < n_w; ++r) k_row<U, NA>(w[r], act, s, nb, out + r, os, ahead);
+    if (NA == 1 || n_w == 1) {
+      for (int r = 0; r < n_w; ++r) k_tile<U, 1, NA>(w + r, act, s, nb, out + r, os, ahead);
+      return;
+    }
+    if constexpr (NA > 1) {
+      switch (n_w) {
+        case 2: return k_tile<U, 2, NA>(w, act, s, nb, out, os, ahead);
+        case 3: return k_tile<U, 3, NA>(w, act, s, nb, out, os, ahead);
+        default: return k_tile<U, 4, NA>(w, act, s, nb, out, os, ahead);
+      }
+    }
   }
 };
+
+static_assert(kMaxW == 4, "KQuant tiles take up to 4 weight rows");
 
 // ------------------------------------------------------------------------ 32-element types
 
