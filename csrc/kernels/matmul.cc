@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/dot.h"
+#include "kernels/gemm_amx.h"
 #include "kernels/quantize_act.h"
 #include "common/thread_pool.h"
 
@@ -30,6 +31,7 @@ DotFn pick(const TypeTraits* type, Isa level, Isa* used = nullptr) {
 }  // namespace
 
 const char* kernel_name(const TypeTraits* type, bool simd) {
+  if (simd && isa() >= Isa::Amx && amx_supports(type->type)) return isa_name(Isa::Amx);
   Isa used;
   pick(type, simd ? isa() : Isa::Scalar, &used);
   return isa_name(used);
@@ -82,6 +84,29 @@ void matmul(const MatmulArgs& a) {
   DotFn dots[kMaxParts];
   for (int p = 0; p < a.n_parts; ++p) dots[p] = pick(a.parts[p].type, level);
 
+  // AMX (gemm_amx.h): the supported types at level Amx, on tiles from amx_min_rows(type)
+  // activation rows (their activations re-laid once per format), on VNNI block sums below;
+  // both give the scalar reference's bits, so a row's result never depends on the batch.
+  bool amx[kMaxParts] = {};
+  bool amx_tiles[kMaxParts] = {};
+  const uint8_t* packed[3] = {nullptr, nullptr, nullptr};
+  std::vector<uint8_t> packed_buf[3];
+  for (int p = 0; p < a.n_parts; ++p) {
+    const TypeTraits* ty = a.parts[p].type;
+    amx[p] = level >= Isa::Amx && amx_supports(ty->type);
+    amx_tiles[p] = amx[p] && a.T >= amx_min_rows(ty->type);
+    const int k = int(ty->act);
+    if (!amx_tiles[p] || packed[k]) continue;
+    packed_buf[k].resize(amx_packed_bytes(ty->act, a.T, a.n_in));
+    uint8_t* buf = packed_buf[k].data();
+    const uint8_t* src = act[k];
+    const size_t stride = act_stride[k];
+    pool.run((a.T + kAmxTile - 1) / kAmxTile, a.n_threads, [&](int64_t tile) {
+      amx_pack_tile(ty->act, src, stride, a.T, a.n_in, tile, buf);
+    });
+    packed[k] = buf;
+  }
+
   auto task = [&](int64_t k) {
     const Task& tk = tasks[size_t(k)];
     const MatPart& part = a.parts[tk.part];
@@ -91,6 +116,20 @@ void matmul(const MatmulArgs& a) {
     const size_t as = act_stride[kind];
     const int64_t n_blocks = a.n_in / part.type->block;
     const size_t row_bytes = size_t(n_blocks) * size_t(part.type->block_bytes);
+    if (amx[tk.part]) {
+      const uint8_t* rows[kAmxRows];
+      for (int64_t i = tk.lo; i < tk.hi; i += kAmxRows) {
+        const int n_w = int(std::min<int64_t>(kAmxRows, tk.hi - i));
+        for (int j = 0; j < n_w; ++j) rows[j] = part.w + size_t(a.rows ? a.rows[i + j] : i + j) * row_bytes;
+        float* o = a.out + tk.col + (i - tk.lo);
+        if (amx_tiles[tk.part]) {
+          amx_rows(part.type, rows, n_w, packed[kind], a.T, a.n_in, o, size_t(a.out_stride));
+        } else {
+          amx_small_rows(part.type, rows, n_w, av, as, a.T, a.n_in, o, size_t(a.out_stride));
+        }
+      }
+      return;
+    }
     const uint8_t* wr[kMaxW];
     for (int64_t t0 = 0; t0 < a.T; t0 += kTBlock) {
       const int64_t t1 = std::min(a.T, t0 + kTBlock);

@@ -1,0 +1,676 @@
+// AMX-INT8 products (gemm_amx.h). Compiled with -mamx-tile -mamx-int8 and AVX-512 (F, BW, VL,
+// DQ, VNNI), and -ffp-contract=off: the float operations are exactly the scalar reference's.
+//
+// Tiles: 0..3 accumulators (16×16 int32, weight rows × activation rows), 4..5 weight quants
+// (16 rows × K bytes, u8), 6..7 activation quants (K/4 rows × 16 columns of 4 bytes, s8), with
+// K the elements of one scale group (Q4_0, Q8_0: 32; Q6_K: 16) or, for Q4_K and Q5_K, whose
+// scales are folded into the weight operand (rows_split), 64.
+//
+// GCC 12 reports the _mm512_undefined_*() inside its own intrinsics as uninitialised (GCC bug
+// 105593): those warnings say nothing about this file.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "kernels/gemm_amx.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "kernels/unpack.h"
+
+namespace lexguide::kernels {
+
+namespace {
+
+// Activation rows per pass over a weight block (its unpacked quants are reused for all of them).
+constexpr int kTBlockAmx = 128;
+constexpr int kMaxTiles = kTBlockAmx / kAmxTile;
+// Scale groups per unit (block or super-block): at most 16 (Q6_K).
+constexpr int kMaxSubs = 16;
+
+struct TileConfig {
+  uint8_t palette;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+static_assert(sizeof(TileConfig) == 64, "ldtilecfg reads 64 bytes");
+
+void configure(int k) {
+  TileConfig c;
+  std::memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int i = 0; i < 4; ++i) { c.rows[i] = 16; c.colsb[i] = 64; }
+  for (int i = 4; i < 6; ++i) { c.rows[i] = 16; c.colsb[i] = uint16_t(k); }
+  for (int i = 6; i < 8; ++i) { c.rows[i] = uint8_t(k / 4); c.colsb[i] = 64; }
+  _tile_loadconfig(&c);
+}
+
+// The packed activation layout: per tile of 16 rows, per unit (a weight block's elements:
+// 32 for Q8, 256 for Q8K), unit·16 bytes of quants (row g: quants 4g .. 4g + 3 of each of the
+// 16 rows), 16 float d, then Q8: 16 int32 Σq; Q8K: 8 × 16 int32 pairs (bsums[2p], bsums[2p+1])
+// as int16 halves (the operands of VNNI's int16 dot products).
+struct ActLayout {
+  int unit;
+  size_t qbytes, unit_bytes;
+  explicit ActLayout(ActKind kind)
+      : unit(kind == ActKind::Q8K ? kQKK : kQK),
+        qbytes(size_t(unit) * kAmxTile),
+        unit_bytes(qbytes + 64 + (kind == ActKind::Q8K ? 8 * 64 : 64)) {}
+};
+
+// One unit of up to 32 unpacked weight rows: quants (row stride 256), and per row the float
+// scales and the integer factors of the tile products and of the block sums.
+struct WeightUnit {
+  alignas(64) uint8_t q[kAmxRows][kQKK];
+  alignas(64) int32_t sc[kAmxRows][kMaxSubs];  // per scale group
+  alignas(64) int32_t pm[kAmxRows][8];         // int16 pairs against the bsum pairs
+  float d[kAmxRows], dmin[kAmxRows];
+};
+
+struct Scratch {
+  WeightUnit w;
+  alignas(64) int32_t c[kMaxSubs][4][256];          // tile results per scale group
+  alignas(64) float acc[kAmxRows][kTBlockAmx];      // running sums per weight row
+};
+
+Scratch& scratch() {
+  thread_local std::unique_ptr<Scratch> s;
+  if (!s) s.reset(new Scratch());  // zeroed: tile rows past a call's weight rows are read
+  return *s;
+}
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline void store32(void* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
+// --- weight unpacking: one block of one row into WeightUnit row m ---
+
+void unpack_q4_0_row(const uint8_t* blk, WeightUnit& u, int m) {
+  const BlockQ4_0& b = *reinterpret_cast<const BlockQ4_0*>(blk);
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(u.q[m]), _mm_and_si128(raw, low4));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(u.q[m] + 16), _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+  u.d[m] = f16_to_f32(b.d);
+}
+
+void unpack_q8_0_row(const uint8_t* blk, WeightUnit& u, int m) {
+  const BlockQ8_0& b = *reinterpret_cast<const BlockQ8_0*>(blk);
+  store32(u.q[m], _mm256_xor_si256(load32(b.qs), _mm256_set1_epi8(char(0x80))));  // q + 128
+  u.d[m] = f16_to_f32(b.d);
+}
+
+template <bool Five>
+void unpack_q45_k_row(const uint8_t* blk, WeightUnit& u, int m) {
+  const BlockQ4_K& head = *reinterpret_cast<const BlockQ4_K*>(blk);  // d, dmin, scales
+  const uint8_t* qs = Five ? reinterpret_cast<const BlockQ5_K*>(blk)->qs : head.qs;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  __m256i qh = _mm256_setzero_si256();
+  if constexpr (Five) qh = load32(reinterpret_cast<const BlockQ5_K*>(blk)->qh);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i raw = load32(qs + 32 * j);
+    __m256i lo = _mm256_and_si256(raw, low4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+    if constexpr (Five) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
+    }
+    store32(u.q[m] + 64 * j, lo);
+    store32(u.q[m] + 64 * j + 32, hi);
+  }
+  uint8_t sc[8], mn[8];
+  k4_scale_min(head.scales, sc, mn);
+  for (int j = 0; j < 8; ++j) {
+    u.sc[m][j] = sc[j];
+    u.pm[m][j] = int32_t(uint32_t(mn[j]) | uint32_t(mn[j]) << 16);
+  }
+  u.d[m] = f16_to_f32(head.d);
+  u.dmin[m] = f16_to_f32(head.dmin);
+}
+
+void unpack_q6_k_row(const uint8_t* blk, WeightUnit& u, int m) {
+  const BlockQ6_K& b = *reinterpret_cast<const BlockQ6_K*>(blk);
+  const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {  // elements 128h + 32k + l, unsigned 0..63
+    const __m256i A = load32(b.ql + 64 * h), B = load32(b.ql + 64 * h + 32);
+    const __m256i H = load32(b.qh + 32 * h);
+    const __m256i lows[4] = {_mm256_and_si256(A, low4), _mm256_and_si256(B, low4),
+                             _mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
+                             _mm256_and_si256(_mm256_srli_epi16(B, 4), low4)};
+    for (int k = 0; k < 4; ++k) {
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(H, 2 * k), two);
+      store32(u.q[m] + 128 * h + 32 * k, _mm256_or_si256(lows[k], _mm256_slli_epi16(hi, 4)));
+    }
+  }
+  for (int k = 0; k < 16; ++k) u.sc[m][k] = b.scales[k];
+  for (int p = 0; p < 8; ++p) {
+    u.pm[m][p] = int32_t(uint32_t(uint16_t(int16_t(b.scales[2 * p]))) |
+                         uint32_t(uint16_t(int16_t(b.scales[2 * p + 1]))) << 16);
+  }
+  u.d[m] = f16_to_f32(b.d);
+}
+
+enum class Kind { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K };
+
+struct TypeInfo {
+  Kind kind;
+  int k;      // elements per tile product (one scale group)
+  int subs;   // scale groups per unit
+  void (*unpack)(const uint8_t*, WeightUnit&, int);
+};
+
+bool type_info(GgmlType t, TypeInfo* info) {
+  switch (t) {
+    case GgmlType::Q4_0: *info = {Kind::Q4_0, 32, 1, unpack_q4_0_row}; return true;
+    case GgmlType::Q8_0: *info = {Kind::Q8_0, 32, 1, unpack_q8_0_row}; return true;
+    case GgmlType::Q4_K: *info = {Kind::Q4_K, 32, 8, unpack_q45_k_row<false>}; return true;
+    case GgmlType::Q5_K: *info = {Kind::Q5_K, 32, 8, unpack_q45_k_row<true>}; return true;
+    case GgmlType::Q6_K: *info = {Kind::Q6_K, 16, 16, unpack_q6_k_row}; return true;
+    default: return false;
+  }
+}
+
+// The tile products of one unit: for each scale group s, MT weight tiles × NT activation tiles
+// into c[s][mi·NT + ni].
+template <int MT, int NT>
+void products(const TypeInfo& ti, const WeightUnit& u, const uint8_t* const* act, Scratch& sc) {
+  const int k = ti.k;
+  for (int s = 0; s < ti.subs; ++s) {
+    _tile_loadd(4, u.q[0] + s * k, kQKK);
+    if constexpr (MT == 2) _tile_loadd(5, u.q[16] + s * k, kQKK);
+    _tile_loadd(6, act[0] + size_t(s) * size_t(k / 4) * 64, 64);
+    if constexpr (NT == 2) _tile_loadd(7, act[1] + size_t(s) * size_t(k / 4) * 64, 64);
+    _tile_zero(0);
+    _tile_dpbusd(0, 4, 6);
+    _tile_stored(0, sc.c[s][0], 64);
+    if constexpr (NT == 2) {
+      _tile_zero(1);
+      _tile_dpbusd(1, 4, 7);
+      _tile_stored(1, sc.c[s][1], 64);
+    }
+    if constexpr (MT == 2) {
+      _tile_zero(2);
+      _tile_dpbusd(2, 5, 6);
+      _tile_stored(2, sc.c[s][NT], 64);
+      if constexpr (NT == 2) {
+        _tile_zero(3);
+        _tile_dpbusd(3, 5, 7);
+        _tile_stored(3, sc.c[s][NT + 1], 64);
+      }
+    }
+  }
+}
+
+// Adds each weight row's block results to acc[row][col0 ..  col0 + 16) from the tile results
+// c[s][idx] of weight rows m0 .. m0 + 16 and the activation unit at a (one tile of 16 rows).
+void finish(const TypeInfo& ti, const ActLayout& al, const WeightUnit& u, Scratch& sc, int idx,
+            int m0, int n_m, const uint8_t* a, int col0) {
+  const __m512 yd = _mm512_loadu_ps(reinterpret_cast<const float*>(a + al.qbytes));
+  const int32_t* extra = reinterpret_cast<const int32_t*>(a + al.qbytes + 64);
+  if (ti.kind == Kind::Q4_0 || ti.kind == Kind::Q8_0) {
+    // scalar: d · y.d · float(Σ q·y − offset·Σy), offset 8 (Q4_0) or 128 (Q8_0, stored +128)
+    const __m512i isum = _mm512_loadu_si512(extra);
+    const __m512i off = ti.kind == Kind::Q4_0 ? _mm512_slli_epi32(isum, 3) : _mm512_slli_epi32(isum, 7);
+    for (int m = 0; m < n_m; ++m) {
+      const int row = m0 + m;
+      const __m512i c = _mm512_sub_epi32(_mm512_load_si512(sc.c[0][idx] + 16 * m), off);
+      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(u.d[row]), yd), _mm512_cvtepi32_ps(c));
+      float* acc = sc.acc[row] + col0;
+      _mm512_storeu_ps(acc, _mm512_add_ps(_mm512_loadu_ps(acc), v));
+    }
+    return;
+  }
+  __m512i pairs[8];
+  for (int p = 0; p < 8; ++p) pairs[p] = _mm512_loadu_si512(extra + 16 * p);
+  for (int m = 0; m < n_m; ++m) {
+    const int row = m0 + m;
+    __m512i sumi = _mm512_setzero_si512();
+    for (int s = 0; s < ti.subs; ++s) {
+      const __m512i c = _mm512_load_si512(sc.c[s][idx] + 16 * m);
+      sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(c, _mm512_set1_epi32(u.sc[row][s])));
+    }
+    // Σ factor · bsum: the mins (Q4_K, Q5_K) or the −32 offset's Σ scale · bsum (Q6_K)
+    __m512i bs = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) bs = _mm512_dpwssd_epi32(bs, pairs[p], _mm512_set1_epi32(u.pm[row][p]));
+    __m512 v;
+    if (ti.kind == Kind::Q6_K) {  // scalar: y.d · d · float(Σ sc · (q − 32)·y)
+      sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(bs, 5));
+      v = _mm512_mul_ps(_mm512_mul_ps(yd, _mm512_set1_ps(u.d[row])), _mm512_cvtepi32_ps(sumi));
+    } else {  // scalar: y.d · (d · float(sumi) − dmin · float(summ))
+      const __m512 t = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(u.d[row]), _mm512_cvtepi32_ps(sumi)),
+                                     _mm512_mul_ps(_mm512_set1_ps(u.dmin[row]), _mm512_cvtepi32_ps(bs)));
+      v = _mm512_mul_ps(yd, t);
+    }
+    float* acc = sc.acc[row] + col0;
+    _mm512_storeu_ps(acc, _mm512_add_ps(_mm512_loadu_ps(acc), v));
+  }
+}
+
+
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Few activation rows: the same block values from VNNI dot products of each weight row's
+// block, unpacked in registers, with the activation rows as quantize_act stores them (no tiles,
+// no packing), and the scalar float expression per block.
+
+// A k-quant super-block of one weight row in registers: q[c] the u8 quants of elements
+// 64c .. 64c + 63 in order, scv[c] the int32 scale of each lane's 4 elements, pm the int16
+// factors of the 16 bsums (mins, or Q6_K's scales for its −32 offset), d and dmin.
+struct KRegs {
+  __m512i q[4], scv[4];
+  __m256i pm;
+  float d, dmin;
+};
+
+template <Kind K>
+inline void kregs(const uint8_t* blk, KRegs& r) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  if constexpr (K == Kind::Q6_K) {
+    const BlockQ6_K& b = *reinterpret_cast<const BlockQ6_K*>(blk);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+    __m256i g[8];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i A = load32(b.ql + 64 * h), B = load32(b.ql + 64 * h + 32);
+      const __m256i H = load32(b.qh + 32 * h);
+      const __m256i lows[4] = {_mm256_and_si256(A, low4), _mm256_and_si256(B, low4),
+                               _mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
+                               _mm256_and_si256(_mm256_srli_epi16(B, 4), low4)};
+      for (int k = 0; k < 4; ++k) {
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(H, 2 * k), two);
+        g[4 * h + k] = _mm256_or_si256(lows[k], _mm256_slli_epi16(hi, 4));
+      }
+    }
+    const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m512i s32 = _mm512_cvtepi8_epi32(s8);
+    for (int c = 0; c < 4; ++c) {
+      r.q[c] = _mm512_inserti64x4(_mm512_castsi256_si512(g[2 * c]), g[2 * c + 1], 1);
+      r.scv[c] = _mm512_permutexvar_epi32(_mm512_add_epi32(_mm512_set1_epi32(4 * c), _mm512_srli_epi32(lane, 2)), s32);
+    }
+    r.pm = _mm256_cvtepi8_epi16(s8);
+    r.d = f16_to_f32(b.d);
+    r.dmin = 0.0f;
+  } else {
+    constexpr bool five = K == Kind::Q5_K;
+    const BlockQ4_K& head = *reinterpret_cast<const BlockQ4_K*>(blk);
+    const uint8_t* qs = five ? reinterpret_cast<const BlockQ5_K*>(blk)->qs : head.qs;
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    // raw bytes 32j .. 32j + 31: sub-blocks 2j (low nibbles), 2j + 1 (high)
+    const __m512i lo_idx = _mm512_setr_epi64(0, 1, 2, 3, 8, 9, 10, 11);
+    const __m512i hi_idx = _mm512_setr_epi64(4, 5, 6, 7, 12, 13, 14, 15);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i raw = _mm512_loadu_si512(qs + 64 * h);
+      const __m512i lo = _mm512_and_si512(raw, low4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+      r.q[2 * h] = _mm512_permutex2var_epi64(lo, lo_idx, hi);
+      r.q[2 * h + 1] = _mm512_permutex2var_epi64(lo, hi_idx, hi);
+    }
+    if constexpr (five) {  // bit j of qh[l]: the fifth bit of element 32j + l
+      const __m512i qh = _mm512_broadcast_i64x4(load32(reinterpret_cast<const BlockQ5_K*>(blk)->qh));
+      const __m512i one = _mm512_set1_epi8(1);
+      for (int c = 0; c < 4; ++c) {
+        const __m512i sh = _mm512_setr_epi64(2 * c, 2 * c, 2 * c, 2 * c, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1);
+        const __m512i bit = _mm512_and_si512(_mm512_srlv_epi64(qh, sh), one);
+        r.q[c] = _mm512_or_si512(r.q[c], _mm512_slli_epi16(bit, 4));
+      }
+    }
+    // k4_scale_min in registers (bytes written one by one and reloaded as a vector would
+    // stall on store forwarding): sc = a & 63 | (c & 15 | (a >> 6) << 4), mn = b & 63 | ...
+    uint32_t a, b4, c4;
+    std::memcpy(&a, head.scales, 4);
+    std::memcpy(&b4, head.scales + 4, 4);
+    std::memcpy(&c4, head.scales + 8, 4);
+    const uint64_t sc8 = uint64_t(a & 0x3F3F3F3Fu) |
+                         uint64_t((c4 & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u)) << 32;
+    const uint64_t mn8v = uint64_t(b4 & 0x3F3F3F3Fu) |
+                          uint64_t(((c4 >> 4) & 0x0F0F0F0Fu) | ((b4 >> 2) & 0x30303030u)) << 32;
+    const __m512i s32 = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(sc8)));
+    for (int c = 0; c < 4; ++c) {
+      r.scv[c] = _mm512_permutexvar_epi32(_mm512_add_epi32(_mm512_set1_epi32(2 * c), _mm512_srli_epi32(lane, 3)), s32);
+    }
+    const __m128i mn8 = _mm_cvtsi64_si128(int64_t(mn8v));
+    r.pm = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+    r.d = f16_to_f32(head.d);
+    r.dmin = f16_to_f32(head.dmin);
+  }
+}
+
+template <Kind K>
+void small_kquant(const uint8_t* const* w, int n_w, size_t bb, const uint8_t* act,
+                  size_t act_stride, int64_t T, int64_t n_units, Scratch& sc) {
+  for (int m = 0; m < n_w; ++m) {
+    float* acc = sc.acc[m];
+    for (int64_t un = 0; un < n_units; ++un) {
+      KRegs r;
+      kregs<K>(w[m] + size_t(un) * bb, r);
+      for (int64_t t = 0; t < T; ++t) {
+        const ActQ8K& y = reinterpret_cast<const ActQ8K*>(act + size_t(t) * act_stride)[un];
+        __m512i s = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+          const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r.q[c], _mm512_loadu_si512(y.qs + 64 * c));
+          s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, r.scv[c]));
+        }
+        int32_t sumi = _mm512_reduce_add_epi32(s);
+        const int32_t bs = hsum_epi32(_mm256_madd_epi16(load32(y.bsums), r.pm));
+        float v;
+        if constexpr (K == Kind::Q6_K) {  // scalar: y.d · d · float(Σ sc · (q − 32)·y)
+          sumi -= 32 * bs;
+          v = y.d * r.d * float(sumi);
+        } else {  // scalar: y.d · (d · float(sumi) − dmin · float(summ))
+          v = y.d * (r.d * float(sumi) - r.dmin * float(bs));
+        }
+        acc[t] += v;
+      }
+    }
+  }
+}
+
+// Q4_0 / Q8_0: 8 blocks of a weight row at a time, their 8 integer sums in one vector (NB < 8:
+// the row's last blocks, the other lanes zero).
+template <Kind K, int NB>
+inline void small_q32_blocks(const uint8_t* wrow, size_t bb, const uint8_t* act,
+                             size_t act_stride, int64_t T, int64_t u0, float* acc) {
+  constexpr int shift = K == Kind::Q4_0 ? 3 : 7;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256i q[8];
+  uint16_t dh[8] = {0};
+  for (int i = 0; i < 8; ++i) {
+    if (i >= NB) { q[i] = _mm256_setzero_si256(); continue; }
+    const uint8_t* blk = wrow + size_t(u0 + i) * bb;
+    if constexpr (K == Kind::Q4_0) {
+      const BlockQ4_0& b = *reinterpret_cast<const BlockQ4_0*>(blk);
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+      q[i] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
+      dh[i] = b.d;
+    } else {
+      const BlockQ8_0& b = *reinterpret_cast<const BlockQ8_0*>(blk);
+      q[i] = _mm256_xor_si256(load32(b.qs), _mm256_set1_epi8(char(0x80)));  // q + 128
+      dh[i] = b.d;
+    }
+  }
+  // the 8 float16 d in registers (exact conversions)
+  const __m256 d = _mm256_cvtph_ps(_mm_setr_epi16(short(dh[0]), short(dh[1]), short(dh[2]), short(dh[3]),
+                                                  short(dh[4]), short(dh[5]), short(dh[6]), short(dh[7])));
+  const __m256i stride = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                            _mm256_set1_epi32(int(sizeof(ActQ8))));
+  const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(NB), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int64_t t = 0; t < T; ++t) {
+    const ActQ8* y = reinterpret_cast<const ActQ8*>(act + size_t(t) * act_stride) + u0;
+    __m256i p[8];
+    for (int i = 0; i < 8; ++i) {
+      p[i] = i < NB ? _mm256_dpbusd_epi32(_mm256_setzero_si256(), q[i], load32(y[i].qs)) : _mm256_setzero_si256();
+    }
+    const __m256i isum = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(&y->isum),
+                                                     stride, valid, 1);
+    const __m256 yd = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &y->d, stride, _mm256_castsi256_ps(valid), 1);
+    // lane i: Σ of the 8 lanes of p[i] (exact)
+    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+    const __m256i h0123 = _mm256_hadd_epi32(h01, h23), h4567 = _mm256_hadd_epi32(h45, h67);
+    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
+    const __m256i c = _mm256_sub_epi32(sums, _mm256_slli_epi32(isum, shift));
+    // scalar: d · y.d · float(c), summed in block order
+    const __m256 v = _mm256_mul_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(c));
+    alignas(32) float vs[8];
+    _mm256_store_ps(vs, v);
+    float a = acc[t];
+    for (int i = 0; i < NB; ++i) a += vs[i];
+    acc[t] = a;
+  }
+}
+
+template <Kind K>
+void small_q32(const uint8_t* const* w, int n_w, size_t bb, const uint8_t* act,
+               size_t act_stride, int64_t T, int64_t n_units, Scratch& sc) {
+  for (int m = 0; m < n_w; ++m) {
+    int64_t u0 = 0;
+    for (; u0 + 8 <= n_units; u0 += 8) small_q32_blocks<K, 8>(w[m], bb, act, act_stride, T, u0, sc.acc[m]);
+    switch (n_units - u0) {
+      case 1: small_q32_blocks<K, 1>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
+      case 2: small_q32_blocks<K, 2>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
+      case 3: small_q32_blocks<K, 3>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
+      case 4: small_q32_blocks<K, 4>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
+      case 5: small_q32_blocks<K, 5>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
+      case 6: small_q32_blocks<K, 6>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
+      case 7: small_q32_blocks<K, 7>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
+      default: break;
+    }
+  }
+}
+
+// Q4_K / Q5_K on tiles: the 6-bit sub-block scale sc = 8·sh + sl (sh, sl ≤ 7) is folded into
+// the weight operand, two u8 rows per weight row: q·sl in rows 0..15, q·sh in rows 16..31 of
+// WeightUnit (q ≤ 31, so q·7 ≤ 217 fits a byte; one vpmullw multiplies both bytes of a 16-bit
+// lane without a carry between them). A whole super-block then accumulates in the tiles
+// (4 products of 64 elements) and Σ sc·(q·y) = lo + 8·hi exactly, one tile store per
+// super-block instead of one per sub-block.
+template <Kind K>
+void unpack_q45_split(const uint8_t* blk, WeightUnit& u, int m) {
+  KRegs r;
+  kregs<K>(blk, r);
+  const __m512i seven = _mm512_set1_epi32(7);
+  for (int c = 0; c < 4; ++c) {
+    const __m512i sl = _mm512_and_si512(r.scv[c], seven), sh = _mm512_srli_epi32(r.scv[c], 3);
+    const __m512i ml = _mm512_or_si512(sl, _mm512_slli_epi32(sl, 16));
+    const __m512i mh = _mm512_or_si512(sh, _mm512_slli_epi32(sh, 16));
+    _mm512_store_si512(u.q[m] + 64 * c, _mm512_mullo_epi16(r.q[c], ml));
+    _mm512_store_si512(u.q[16 + m] + 64 * c, _mm512_mullo_epi16(r.q[c], mh));
+  }
+  _mm256_store_si256(reinterpret_cast<__m256i*>(u.pm[m]), r.pm);
+  u.d[m] = r.d;
+  u.dmin[m] = r.dmin;
+}
+
+// lo (tiles 0, 1) and hi (tiles 2, 3) sums of one super-block for NT activation tiles, stored
+// at c[0][0 .. 2·NT).
+template <int NT>
+void products_split(const WeightUnit& u, const uint8_t* const* act, Scratch& sc) {
+  _tile_zero(0);
+  _tile_zero(2);
+  if constexpr (NT == 2) {
+    _tile_zero(1);
+    _tile_zero(3);
+  }
+  for (int s = 0; s < 4; ++s) {
+    _tile_loadd(4, u.q[0] + 64 * s, kQKK);
+    _tile_loadd(5, u.q[16] + 64 * s, kQKK);
+    _tile_loadd(6, act[0] + size_t(s) * 16 * 64, 64);
+    _tile_dpbusd(0, 4, 6);
+    _tile_dpbusd(2, 5, 6);
+    if constexpr (NT == 2) {
+      _tile_loadd(7, act[1] + size_t(s) * 16 * 64, 64);
+      _tile_dpbusd(1, 4, 7);
+      _tile_dpbusd(3, 5, 7);
+    }
+  }
+  _tile_stored(0, sc.c[0][0], 64);
+  _tile_stored(2, sc.c[0][NT], 64);
+  if constexpr (NT == 2) {
+    _tile_stored(1, sc.c[0][1], 64);
+    _tile_stored(3, sc.c[0][NT + 1], 64);
+  }
+}
+
+void finish_split(const ActLayout& al, const WeightUnit& u, Scratch& sc, int ni, int nt, int acc0,
+                  int n_m, const uint8_t* a, int col0) {
+  const __m512 yd = _mm512_loadu_ps(reinterpret_cast<const float*>(a + al.qbytes));
+  const int32_t* extra = reinterpret_cast<const int32_t*>(a + al.qbytes + 64);
+  __m512i pairs[8];
+  for (int p = 0; p < 8; ++p) pairs[p] = _mm512_loadu_si512(extra + 16 * p);
+  for (int m = 0; m < n_m; ++m) {
+    const __m512i lo = _mm512_load_si512(sc.c[0][ni] + 16 * m);
+    const __m512i hi = _mm512_load_si512(sc.c[0][nt + ni] + 16 * m);
+    const __m512i sumi = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 3));
+    __m512i bs = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) bs = _mm512_dpwssd_epi32(bs, pairs[p], _mm512_set1_epi32(u.pm[m][p]));
+    // scalar: y.d · (d · float(sumi) − dmin · float(summ))
+    const __m512 t = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(u.d[m]), _mm512_cvtepi32_ps(sumi)),
+                                   _mm512_mul_ps(_mm512_set1_ps(u.dmin[m]), _mm512_cvtepi32_ps(bs)));
+    float* acc = sc.acc[acc0 + m] + col0;
+    _mm512_storeu_ps(acc, _mm512_add_ps(_mm512_loadu_ps(acc), _mm512_mul_ps(yd, t)));
+  }
+}
+
+template <Kind K>
+void rows_split(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* packed,
+                int64_t T, int64_t n_in, float* out, size_t out_stride, Scratch& sc) {
+  const ActLayout al(type->act);
+  const int64_t n_units = n_in / al.unit;
+  const size_t bb = size_t(type->block_bytes);
+  WeightUnit& u = sc.w;
+  configure(64);
+  for (int64_t t0 = 0; t0 < T; t0 += kTBlockAmx) {
+    const int64_t nt_rows = std::min<int64_t>(kTBlockAmx, T - t0);
+    const int n_tiles = int((nt_rows + kAmxTile - 1) / kAmxTile);
+    const int64_t tile0 = t0 / kAmxTile;
+    for (int m = 0; m < n_w; ++m) std::memset(sc.acc[m], 0, sizeof(float) * 16 * size_t(n_tiles));
+    for (int64_t un = 0; un < n_units; ++un) {
+      for (int h = 0; 16 * h < n_w; ++h) {
+        const int n_h = std::min(16, n_w - 16 * h);
+        for (int m = 0; m < n_h; ++m) unpack_q45_split<K>(w[16 * h + m] + size_t(un) * bb, u, m);
+        for (int j = 0; j < n_tiles; j += 2) {
+          const int nt = std::min(2, n_tiles - j);
+          const uint8_t* a[2];
+          for (int i = 0; i < nt; ++i) {
+            a[i] = packed + (size_t(tile0 + j + i) * size_t(n_units) + size_t(un)) * al.unit_bytes;
+          }
+          if (nt == 2) products_split<2>(u, a, sc); else products_split<1>(u, a, sc);
+          for (int ni = 0; ni < nt; ++ni) finish_split(al, u, sc, ni, nt, 16 * h, n_h, a[ni], 16 * (j + ni));
+        }
+      }
+    }
+    for (int64_t t = 0; t < nt_rows; ++t) {
+      float* o = out + size_t(t0 + t) * out_stride;
+      for (int m = 0; m < n_w; ++m) o[m] = sc.acc[m][t];
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+size_t amx_packed_bytes(ActKind kind, int64_t T, int64_t n_in) {
+  const ActLayout al(kind);
+  const int64_t tiles = (T + kAmxTile - 1) / kAmxTile;
+  return size_t(tiles) * size_t(n_in / al.unit) * al.unit_bytes;
+}
+
+void amx_pack_tile(ActKind kind, const uint8_t* act, size_t act_stride, int64_t T, int64_t n_in,
+                   int64_t tile, uint8_t* packed) {
+  const ActLayout al(kind);
+  const int64_t n_units = n_in / al.unit;
+  uint8_t* base = packed + size_t(tile) * size_t(n_units) * al.unit_bytes;
+  std::memset(base, 0, size_t(n_units) * al.unit_bytes);
+  const int groups = al.unit / 4;
+  for (int n = 0; n < kAmxTile; ++n) {
+    const int64_t t = tile * kAmxTile + n;
+    if (t >= T) break;
+    const uint8_t* row = act + size_t(t) * act_stride;
+    for (int64_t un = 0; un < n_units; ++un) {
+      uint8_t* dst = base + size_t(un) * al.unit_bytes;
+      float* d = reinterpret_cast<float*>(dst + al.qbytes);
+      int32_t* extra = reinterpret_cast<int32_t*>(dst + al.qbytes + 64);
+      const int8_t* qs;
+      if (kind == ActKind::Q8K) {
+        const ActQ8K& y = reinterpret_cast<const ActQ8K*>(row)[un];
+        qs = y.qs;
+        d[n] = y.d;
+        for (int p = 0; p < 8; ++p) {
+          extra[16 * p + n] = int32_t(uint32_t(uint16_t(y.bsums[2 * p])) |
+                                      uint32_t(uint16_t(y.bsums[2 * p + 1])) << 16);
+        }
+      } else {
+        const ActQ8& y = reinterpret_cast<const ActQ8*>(row)[un];
+        qs = y.qs;
+        d[n] = y.d;
+        extra[n] = y.isum;
+      }
+      for (int g = 0; g < groups; ++g) std::memcpy(dst + 64 * g + 4 * n, qs + 4 * g, 4);
+    }
+  }
+}
+
+void amx_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* packed,
+              int64_t T, int64_t n_in, float* out, size_t out_stride) {
+  TypeInfo ti;
+  if (!type_info(type->type, &ti) || n_w < 1 || n_w > kAmxRows || T < 1) return;
+  if (ti.kind == Kind::Q4_K) return rows_split<Kind::Q4_K>(type, w, n_w, packed, T, n_in, out, out_stride, scratch());
+  if (ti.kind == Kind::Q5_K) return rows_split<Kind::Q5_K>(type, w, n_w, packed, T, n_in, out, out_stride, scratch());
+  const ActLayout al(type->act);
+  const int64_t n_units = n_in / al.unit;
+  const size_t bb = size_t(type->block_bytes);
+  Scratch& sc = scratch();
+  WeightUnit& u = sc.w;
+  // rows past n_w in a used weight tile: zero quants and scales (their outputs are not stored)
+  const int mt = n_w > 16 ? 2 : 1;
+  for (int m = n_w; m < 16 * mt; ++m) {
+    std::memset(u.q[m], 0, sizeof u.q[m]);
+    std::memset(u.sc[m], 0, sizeof u.sc[m]);
+    std::memset(u.pm[m], 0, sizeof u.pm[m]);
+    u.d[m] = u.dmin[m] = 0.0f;
+  }
+  configure(ti.k);
+  for (int64_t t0 = 0; t0 < T; t0 += kTBlockAmx) {
+    const int64_t nt_rows = std::min<int64_t>(kTBlockAmx, T - t0);
+    const int n_tiles = int((nt_rows + kAmxTile - 1) / kAmxTile);
+    const int64_t tile0 = t0 / kAmxTile;
+    for (int m = 0; m < 16 * mt; ++m) std::memset(sc.acc[m], 0, sizeof(float) * 16 * size_t(n_tiles));
+    for (int64_t un = 0; un < n_units; ++un) {
+      for (int m = 0; m < n_w; ++m) ti.unpack(w[m] + size_t(un) * bb, u, m);
+      for (int j = 0; j < n_tiles; j += 2) {
+        const int nt = std::min(2, n_tiles - j);
+        const uint8_t* a[2];
+        for (int i = 0; i < nt; ++i) {
+          a[i] = packed + (size_t(tile0 + j + i) * size_t(n_units) + size_t(un)) * al.unit_bytes;
+        }
+        if (mt == 2) {
+          if (nt == 2) products<2, 2>(ti, u, a, sc); else products<2, 1>(ti, u, a, sc);
+        } else {
+          if (nt == 2) products<1, 2>(ti, u, a, sc); else products<1, 1>(ti, u, a, sc);
+        }
+        for (int mi = 0; mi < mt; ++mi) {
+          const int n_m = std::min(16, n_w - 16 * mi);
+          for (int ni = 0; ni < nt; ++ni) {
+            finish(ti, al, u, sc, mi * nt + ni, 16 * mi, n_m, a[ni], 16 * (j + ni));
+          }
+        }
+      }
+    }
+    for (int64_t t = 0; t < nt_rows; ++t) {
+      float* o = out + size_t(t0 + t) * out_stride;
+      for (int m = 0; m < n_w; ++m) o[m] = sc.acc[m][t];
+    }
+  }
+  _tile_release();
+}
+
+void amx_small_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* act,
+                    size_t act_stride, int64_t T, int64_t n_in, float* out, size_t out_stride) {
+  TypeInfo ti;
+  if (!type_info(type->type, &ti) || n_w < 1 || n_w > kAmxRows || T < 1 || T > kTBlockAmx) return;
+  const int64_t n_units = n_in / (type->act == ActKind::Q8K ? kQKK : kQK);
+  const size_t bb = size_t(type->block_bytes);
+  Scratch& sc = scratch();
+  for (int m = 0; m < n_w; ++m) std::memset(sc.acc[m], 0, sizeof(float) * size_t(T));
+  switch (ti.kind) {
+    case Kind::Q4_0: small_q32<Kind::Q4_0>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
+    case Kind::Q8_0: small_q32<Kind::Q8_0>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
+    case Kind::Q4_K: small_kquant<Kind::Q4_K>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
+    case Kind::Q5_K: small_kquant<Kind::Q5_K>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
+    case Kind::Q6_K: small_kquant<Kind::Q6_K>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    float* o = out + size_t(t) * out_stride;
+    for (int m = 0; m < n_w; ++m) o[m] = sc.acc[m][t];
+  }
+}
+
+}  // namespace lexguide::kernels

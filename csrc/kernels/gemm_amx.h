@@ -1,0 +1,73 @@
+// Multi-row products on Intel AMX-INT8 tiles (TDPBUSD: a 16×K u8 tile times a K×16 s8 tile
+// into 16×16 int32), for the weight types of the common llama.cpp mixes.
+//
+// Weights stay the GGUF's ggml blocks: per super-block (k-quants) or block (Q4_0, Q8_0), the
+// quants of up to kAmxRows weight rows are unpacked to unsigned bytes (Q4_0 and the k-quants
+// without their offsets, Q8_0 shifted by +128) into a per-thread buffer that serves as the u8
+// tiles, once per block of activation rows. Activations are the quantized rows matmul already
+// makes (quantize_act.h), re-laid once per product into the s8 tile layout: per tile of 16
+// rows, each group of 4 consecutive quants of a row is one 32-bit column of a tile row
+// (amx_pack_tile). For Q4_0, Q8_0 and Q6_K one tile product covers one scale group (32
+// elements; Q6_K 16) and its int32 results are scaled per weight row in integers
+// (Σ scale · dot, exact); Q4_K and Q5_K fold each 6-bit scale 8·sh + sl into two u8 weight
+// rows (q·sl, q·sh) and accumulate a whole super-block in the tiles. The offsets and mins
+// enter through the activation's integer block sums (VNNI int16 dot products), and each block's
+// float expression is the scalar reference's (dot_scalar.cc) with the same operations in the
+// same order (the file is compiled with -ffp-contract=off). Every output is therefore bit-equal
+// to the scalar reference, whatever rows share a call or a tile.
+//
+// Only call the functions below when isa() >= Isa::Amx (cpu.h): the tile instructions fault
+// without the kernel's permission, and the file is compiled for AVX-512.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/blocks.h"
+
+namespace lexguide::kernels {
+
+// Weight rows per amx_rows call (two 16-row tiles).
+constexpr int kAmxRows = 32;
+// Activation rows per packed tile.
+constexpr int kAmxTile = 16;
+
+// Whether the AMX GEMM computes products of a weight type (inline: safe on any CPU).
+inline bool amx_supports(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Activation rows from which amx_rows (tiles) is faster than amx_small_rows (VNNI block sums),
+// measured on 1- to 16-row products of 4096 × 2048 matrices on one core of this project's
+// AMX machine (the two are within ~15% of each other there; Q6_K's 16-element scale groups
+// halve the work per tile product).
+inline int64_t amx_min_rows(GgmlType type) { return type == GgmlType::Q6_K ? 16 : 8; }
+
+// Bytes of T activation rows of n_in elements (kind Q8 or Q8K) in the tile layout.
+size_t amx_packed_bytes(ActKind kind, int64_t T, int64_t n_in);
+// Lay out activation tile `tile` (rows 16·tile .. 16·tile + 15 of the T quantized rows at act,
+// act_stride apart; rows ≥ T are zeros) into packed (amx_packed_bytes long).
+void amx_pack_tile(ActKind kind, const uint8_t* act, size_t act_stride, int64_t T, int64_t n_in,
+                   int64_t tile, uint8_t* packed);
+// out[t·out_stride + r] = Σ_blocks dot(w[r] block, activation row t block) for the n_w
+// (1 .. kAmxRows) weight rows w[r] of a supported type and all T packed activation rows.
+// Configures the calling thread's tiles and releases them before returning.
+void amx_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* packed,
+              int64_t T, int64_t n_in, float* out, size_t out_stride);
+// The same outputs, bit for bit, for T ≤ kAmxSmallMaxT activation rows read as quantize_act
+// stores them (act_stride apart), without tiles: AVX-512 VNNI block sums per weight row and
+// activation row (decode and small batches, where a 16-row tile would be mostly padding).
+constexpr int64_t kAmxSmallMaxT = 128;
+void amx_small_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* act,
+                    size_t act_stride, int64_t T, int64_t n_in, float* out, size_t out_stride);
+
+}  // namespace lexguide::kernels
