@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -228,62 +230,50 @@ LEXGUIDE_ATTN_TARGET inline __m256 hsum8x8(const __m256* x) {
   return _mm256_add_ps(_mm256_shuffle_ps(c0, c1, 0x88), _mm256_shuffle_ps(c0, c1, 0xDD));
 }
 
-// softmax_scalar in AVX2 registers: the same expf (expf8 where a whole group of 8 is in its
-// range, else ggml_expf per lane), the same group sums added in the same order.
-LEXGUIDE_ATTN_TARGET void softmax_avx2(float* sc, int64_t start, int64_t n, float top, bool half) {
-  const __m256 topv = _mm256_set1_ps(top), lim = _mm256_set1_ps(-87.0f);
-  // e = exp(sc − top) of the group of cells whose first has index j0 (relative to start; cells
-  // outside 0 .. n − 1 are zeros), written back into sc
-  auto group = [&](int64_t j0) LEXGUIDE_ATTN_TARGET {
-    if (j0 >= 0 && j0 + 8 <= n) {
-      const __m256 v = _mm256_sub_ps(_mm256_loadu_ps(sc + j0), topv);
-      __m256 e;
-      if (_mm256_movemask_ps(_mm256_cmp_ps(v, lim, _CMP_GE_OQ)) == 0xff) {
-        e = expf8(v);
-      } else {
-        float x[8];
-        _mm256_storeu_ps(x, v);
-        for (int l = 0; l < 8; ++l) x[l] = ggml_expf(x[l]);
-        e = _mm256_loadu_ps(x);
-      }
-      _mm256_storeu_ps(sc + j0, e);
-      return e;
-    }
-    float v[8];
-    bool fast = true;
-    for (int l = 0; l < 8; ++l) {
-      const int64_t j = j0 + l;
-      v[l] = j >= 0 && j < n ? sc[j] - top : 0.0f;
-      fast = fast && v[l] >= -87.0f;
-    }
-    if (fast) {
-      _mm256_storeu_ps(v, expf8(_mm256_loadu_ps(v)));
+// e = exp(sc − top) of the group of 8 cells whose first has index j0 (relative to the softmax's
+// first cell; cells outside 0 .. n − 1 are zeros), written back into sc: expf8 when the whole
+// group is in its range, else ggml_expf per lane (the same values where both apply).
+LEXGUIDE_ATTN_TARGET inline __m256 exp_group_avx2(float* sc, int64_t j0, int64_t n, float top) {
+  if (j0 >= 0 && j0 + 8 <= n) {
+    const __m256 v = _mm256_sub_ps(_mm256_loadu_ps(sc + j0), _mm256_set1_ps(top));
+    __m256 e;
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(-87.0f), _CMP_GE_OQ)) == 0xff) {
+      e = expf8(v);
     } else {
-      for (int l = 0; l < 8; ++l) v[l] = ggml_expf(v[l]);
+      float x[8];
+      _mm256_storeu_ps(x, v);
+      for (int l = 0; l < 8; ++l) x[l] = ggml_expf(x[l]);
+      e = _mm256_loadu_ps(x);
     }
-    for (int l = 0; l < 8; ++l) {
-      const int64_t j = j0 + l;
-      if (j < 0 || j >= n) {
-        v[l] = 0.0f;
-      } else {
-        sc[j] = v[l];
-      }
-    }
-    return _mm256_loadu_ps(v);
-  };
-  double sum = 0.0;
-  int64_t j0 = -(start & 7);
-  for (; j0 + 64 <= n; j0 += 64) {  // eight groups, their sums by hsum8x8
-    __m256 e[8];
-    for (int g = 0; g < 8; ++g) e[g] = group(j0 + 8 * g);
-    float s[8];
-    _mm256_storeu_ps(s, hsum8x8(e));
-    for (int g = 0; g < 8; ++g) sum += double(s[g]);
+    _mm256_storeu_ps(sc + j0, e);
+    return e;
   }
-  for (; j0 < n; j0 += 8) sum += double(hsum8_avx2(group(j0)));
-  const float invs = float(1.0 / sum);
+  float v[8];
+  bool fast = true;
+  for (int l = 0; l < 8; ++l) {
+    const int64_t j = j0 + l;
+    v[l] = j >= 0 && j < n ? sc[j] - top : 0.0f;
+    fast = fast && v[l] >= -87.0f;
+  }
+  if (fast) {
+    _mm256_storeu_ps(v, expf8(_mm256_loadu_ps(v)));
+  } else {
+    for (int l = 0; l < 8; ++l) v[l] = ggml_expf(v[l]);
+  }
+  for (int l = 0; l < 8; ++l) {
+    const int64_t j = j0 + l;
+    if (j < 0 || j >= n) {
+      v[l] = 0.0f;
+    } else {
+      sc[j] = v[l];
+    }
+  }
+  return _mm256_loadu_ps(v);
+}
+
+// sc[j] ← sc[j]·inv for j ≥ j0, rounded to float16 when half
+LEXGUIDE_ATTN_TARGET void normalize_avx2(float* sc, int64_t j, int64_t n, float invs, bool half) {
   const __m256 inv = _mm256_set1_ps(invs);
-  int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(sc + j), inv);
     if (half) {
@@ -299,24 +289,31 @@ LEXGUIDE_ATTN_TARGET void softmax_avx2(float* sc, int64_t start, int64_t n, floa
   }
 }
 
-// sc[j] ← sc[j]·scale for j < n; returns their maximum (NaNs left out, as std::max leaves them)
-LEXGUIDE_ATTN_TARGET float scale_max_avx2(float* sc, int64_t n, float scale) {
-  const __m256 s = _mm256_set1_ps(scale);
+// softmax_scalar in AVX2 registers: the same expf, the same group sums added in the same order.
+LEXGUIDE_ATTN_TARGET void softmax_avx2(float* sc, int64_t start, int64_t n, float top, bool half) {
+  double sum = 0.0;
+  int64_t j0 = -(start & 7);
+  for (; j0 + 64 <= n; j0 += 64) {  // eight groups, their sums by hsum8x8
+    __m256 e[8];
+    for (int g = 0; g < 8; ++g) e[g] = exp_group_avx2(sc, j0 + 8 * g, n, top);
+    float s8[8];
+    _mm256_storeu_ps(s8, hsum8x8(e));
+    for (int g = 0; g < 8; ++g) sum += double(s8[g]);
+  }
+  for (; j0 < n; j0 += 8) sum += double(hsum8_avx2(exp_group_avx2(sc, j0, n, top)));
+  normalize_avx2(sc, 0, n, float(1.0 / sum), half);
+}
+
+// max(sc[0 .. n − 1]) (NaNs left out, as std::max leaves them)
+LEXGUIDE_ATTN_TARGET float max_avx2(const float* sc, int64_t n) {
   __m256 m = _mm256_set1_ps(-INFINITY);
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(sc + j), s);
-    _mm256_storeu_ps(sc + j, x);
-    m = _mm256_max_ps(x, m);  // the second operand when x is NaN
-  }
+  for (; j + 8 <= n; j += 8) m = _mm256_max_ps(_mm256_loadu_ps(sc + j), m);  // m when NaN
   float lanes[8];
   _mm256_storeu_ps(lanes, m);
   float top = -INFINITY;
   for (int l = 0; l < 8; ++l) top = std::max(top, lanes[l]);
-  for (; j < n; ++j) {
-    sc[j] *= scale;
-    top = std::max(top, sc[j]);
-  }
+  for (; j < n; ++j) top = std::max(top, sc[j]);
   return top;
 }
 #endif
@@ -420,10 +417,11 @@ LEXGUIDE_ATTN_TARGET void convert_rows_avx2(const uint8_t* rows, size_t rb, int6
   }
 }
 
-// S[t·ld + j] = q_t·k_j for the np pairs' q rows (qt, hdp apart) and nk keys (kf, hdp apart):
+// S[t·ld + j] = (q_t·k_j)·scale for the np pairs' q rows (qt, hdp apart) and nk keys (kf, hdp apart):
 // two pairs × four keys in registers, their eight sums added by hsum8x8.
 LEXGUIDE_ATTN_TARGET void qk_avx2(const float* qt, int np, const float* kf, int64_t nk, int hdp,
-                                  float* S, size_t ld) {
+                                  float scale, float* S, size_t ld) {
+  const __m256 sv = _mm256_set1_ps(scale);
   const size_t H = size_t(hdp);
   int t = 0;
   for (; t + 2 <= np; t += 2) {
@@ -449,13 +447,13 @@ LEXGUIDE_ATTN_TARGET void qk_avx2(const float* qt, int np, const float* kf, int6
         acc[6] = _mm256_fmadd_ps(x1, y2, acc[6]);
         acc[7] = _mm256_fmadd_ps(x1, y3, acc[7]);
       }
-      const __m256 r = hsum8x8(acc);
+      const __m256 r = _mm256_mul_ps(hsum8x8(acc), sv);
       _mm_storeu_ps(s0 + j, _mm256_castps256_ps128(r));
       _mm_storeu_ps(s1 + j, _mm256_extractf128_ps(r, 1));
     }
     for (; j < nk; ++j) {
-      s0[j] = dot_f32_avx2(q0, kf + size_t(j) * H, hdp);
-      s1[j] = dot_f32_avx2(q1, kf + size_t(j) * H, hdp);
+      s0[j] = dot_f32_avx2(q0, kf + size_t(j) * H, hdp) * scale;
+      s1[j] = dot_f32_avx2(q1, kf + size_t(j) * H, hdp) * scale;
     }
   }
   for (; t < np; ++t) {  // an odd last pair: eight keys at a time
@@ -470,9 +468,9 @@ LEXGUIDE_ATTN_TARGET void qk_avx2(const float* qt, int np, const float* kf, int6
         const __m256 x0 = _mm256_loadu_ps(q0 + i);
         for (int u = 0; u < 8; ++u) acc[u] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(k0 + u * H + i), acc[u]);
       }
-      _mm256_storeu_ps(s0 + j, hsum8x8(acc));
+      _mm256_storeu_ps(s0 + j, _mm256_mul_ps(hsum8x8(acc), sv));
     }
-    for (; j < nk; ++j) s0[j] = dot_f32_avx2(q0, kf + size_t(j) * H, hdp);
+    for (; j < nk; ++j) s0[j] = dot_f32_avx2(q0, kf + size_t(j) * H, hdp) * scale;
   }
 }
 
@@ -543,9 +541,237 @@ LEXGUIDE_ATTN_TARGET void pv_cell_avx2(const float* W, size_t ld, int64_t w0, co
   }
 }
 
-// One tile (see above): rows r0 .. r1 − 1 of sequence s × the query heads of KV head kv.
+// ---- AVX-512 kernels of the tiled path (isa() ≥ Avx512) -------------------------------------
+// The same chains as the AVX2 ones in wider registers: a zmm holds two keys' 8-lane q·k
+// accumulators (two independent chains), or 16 output elements of one V-product lane.
+// (GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_*, which
+// -Wmaybe-uninitialized reports inside them.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define LEXGUIDE_ATTN_TARGET512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+// Keys j < n as floats for qk_avx512: key pairs (2m, 2m + 1) interleaved by 8-element slices
+// ([key 2m, slice s | key 2m + 1, slice s] at (m·hdp/8 + s)·16), n rounded up to 8 with zero
+// keys, the padding of each key zero.
 template <CacheType C>
-LEXGUIDE_ATTN_TARGET void attend_tile_avx2(const AttnArgs& a, const AttnSeq& s, int kv,
+LEXGUIDE_ATTN_TARGET512 void convert_keys_avx512(const uint8_t* rows, size_t rb, int64_t n, int hd,
+                                                 int hdp, float* dst) {
+  const int hd8 = hd & ~7, slices = hdp / 8;
+  const int64_t n8 = (n + 7) & ~int64_t(7);
+  for (int64_t j = 0; j < n8; ++j) {
+    float* o = dst + (size_t(j / 2) * size_t(slices) * 16) + size_t(j & 1) * 8;
+    if (j >= n) {
+      for (int s = 0; s < slices; ++s) _mm256_storeu_ps(o + size_t(s) * 16, _mm256_setzero_ps());
+      continue;
+    }
+    const uint8_t* r = rows + size_t(j) * rb;
+    int i = 0;
+    for (; i < hd8; i += 8) _mm256_storeu_ps(o + size_t(i / 8) * 16, load8<C>(r, i));
+    if (i < hdp) {
+      float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int e = 0; i + e < hd; ++e) tail[e] = load1<C>(r, i + e);
+      _mm256_storeu_ps(o + size_t(i / 8) * 16, _mm256_loadu_ps(tail));
+    }
+  }
+}
+
+// hsum8 of the eight keys' accumulators of one pair (z[m] = keys 2m | 2m + 1): lane k of the
+// result is hsum8 of key k, the same additions as hsum8x8.
+LEXGUIDE_ATTN_TARGET512 inline __m256 hsum8x8_zmm(const __m512* z) {
+  // per key the halves' sum (lane l + lane l + 4): [key 0 | key 1 | key 2 | key 3] of 4 each
+  const __m512 b0 = _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x88), _mm512_shuffle_f32x4(z[0], z[1], 0xDD));
+  const __m512 b1 = _mm512_add_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x88), _mm512_shuffle_f32x4(z[2], z[3], 0xDD));
+  // per 128-bit chunk q: [(0+4)+(2+6), (1+5)+(3+7)] of key q, then of key q + 4
+  const __m512 c = _mm512_add_ps(_mm512_shuffle_ps(b0, b1, 0x44), _mm512_shuffle_ps(b0, b1, 0xEE));
+  // their sum: key q in element 0 of chunk q, key q + 4 in element 2
+  const __m512 d = _mm512_add_ps(c, _mm512_shuffle_ps(c, c, 0xB1));
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(idx, d));
+}
+
+// expf8 on 16 lanes: the same operations, lane by lane
+LEXGUIDE_ATTN_TARGET512 inline __m512 expf16(__m512 x) {
+  const __m512 r = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+  const __m512 n = _mm512_sub_ps(z, r);
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 k = _mm512_castsi512_ps(_mm512_add_epi32(
+      _mm512_slli_epi32(_mm512_castps_si512(z), 23), _mm512_castps_si512(_mm512_set1_ps(1.0f))));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 hi = _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f));
+  const __m512 lo = _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f));
+  const __m512 j = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, u, lo), u,
+                                   _mm512_mul_ps(_mm512_set1_ps(0x1.ffffecp-1f), b));
+  return _mm512_fmadd_ps(j, k, k);
+}
+
+// softmax_avx2 with 16 cells per register where whole groups of 8 lie inside the row: expf16
+// when all 16 are in its range, else ggml_expf per lane (equal to expf8 where both apply); the
+// group sums by hsum8x8_zmm, added in the same order.
+LEXGUIDE_ATTN_TARGET512 void softmax_avx512(float* sc, int64_t start, int64_t n, float top,
+                                            bool half) {
+  const __m512 topv = _mm512_set1_ps(top), lim = _mm512_set1_ps(-87.0f);
+  double sum = 0.0;
+  int64_t j0 = -(start & 7);
+  if (j0 < 0) {
+    sum += double(hsum8_avx2(exp_group_avx2(sc, j0, n, top)));
+    j0 += 8;
+  }
+  for (; j0 + 64 <= n; j0 += 64) {
+    __m512 e[4];
+    for (int m = 0; m < 4; ++m) {
+      float* x = sc + j0 + 16 * m;
+      const __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x), topv);
+      if (_mm512_cmp_ps_mask(v, lim, _CMP_GE_OQ) == 0xffff) {
+        e[m] = expf16(v);
+        _mm512_storeu_ps(x, e[m]);
+      } else {
+        _mm512_storeu_ps(x, v);
+        for (int l = 0; l < 16; ++l) x[l] = ggml_expf(x[l]);
+        e[m] = _mm512_loadu_ps(x);
+      }
+    }
+    float s8[8];
+    _mm256_storeu_ps(s8, hsum8x8_zmm(e));
+    for (int g = 0; g < 8; ++g) sum += double(s8[g]);
+  }
+  for (; j0 < n; j0 += 8) sum += double(hsum8_avx2(exp_group_avx2(sc, j0, n, top)));
+  const float invs = float(1.0 / sum);
+  const __m512 inv = _mm512_set1_ps(invs);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(sc + j), inv);
+    if (half) {
+      const __m256i h = _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm512_storeu_ps(sc + j, _mm512_cvtph_ps(h));
+    } else {
+      _mm512_storeu_ps(sc + j, p);
+    }
+  }
+  normalize_avx2(sc, j, n, invs, half);
+}
+
+// qk_avx2 with keys from convert_keys_avx512 (nk of them, the layout rounded up to 8): four
+// pairs × eight keys in 16 zmm accumulators.
+LEXGUIDE_ATTN_TARGET512 void qk_avx512(const float* qt, int np, const float* kf, int64_t nk,
+                                       int hdp, float scale, float* S, size_t ld) {
+  const __m256 sv = _mm256_set1_ps(scale);
+  const size_t H = size_t(hdp), slices = H / 8;
+  const size_t group = slices * 16 * 4;  // floats of eight keys
+  for (int64_t j = 0; j < nk; j += 8) {
+    const float* k0 = kf + size_t(j / 8) * group;
+    const int valid = int(std::min<int64_t>(8, nk - j));
+    const __mmask8 keep = __mmask8((1u << valid) - 1);
+    int t = 0;
+    for (; t + 4 <= np; t += 4) {
+      __m512 acc[4][4];
+      for (int u = 0; u < 4; ++u)
+        for (int m = 0; m < 4; ++m) acc[u][m] = _mm512_setzero_ps();
+      for (size_t s = 0; s < slices; ++s) {
+        const float* k = k0 + s * 16;
+        const __m512 y0 = _mm512_loadu_ps(k), y1 = _mm512_loadu_ps(k + slices * 16);
+        const __m512 y2 = _mm512_loadu_ps(k + 2 * slices * 16), y3 = _mm512_loadu_ps(k + 3 * slices * 16);
+        for (int u = 0; u < 4; ++u) {
+          const __m512 x = _mm512_broadcast_f32x8(_mm256_loadu_ps(qt + size_t(t + u) * H + s * 8));
+          acc[u][0] = _mm512_fmadd_ps(x, y0, acc[u][0]);
+          acc[u][1] = _mm512_fmadd_ps(x, y1, acc[u][1]);
+          acc[u][2] = _mm512_fmadd_ps(x, y2, acc[u][2]);
+          acc[u][3] = _mm512_fmadd_ps(x, y3, acc[u][3]);
+        }
+      }
+      for (int u = 0; u < 4; ++u) {
+        _mm256_mask_storeu_ps(S + size_t(t + u) * ld + size_t(j), keep, _mm256_mul_ps(hsum8x8_zmm(acc[u]), sv));
+      }
+    }
+    for (; t < np; ++t) {
+      __m512 acc[4];
+      for (int m = 0; m < 4; ++m) acc[m] = _mm512_setzero_ps();
+      for (size_t s = 0; s < slices; ++s) {
+        const float* k = k0 + s * 16;
+        const __m512 x = _mm512_broadcast_f32x8(_mm256_loadu_ps(qt + size_t(t) * H + s * 8));
+        for (int m = 0; m < 4; ++m) acc[m] = _mm512_fmadd_ps(x, _mm512_loadu_ps(k + m * slices * 16), acc[m]);
+      }
+      _mm256_mask_storeu_ps(S + size_t(t) * ld + size_t(j), keep, _mm256_mul_ps(hsum8x8_zmm(acc), sv));
+    }
+  }
+}
+
+// pv_block_avx2's chains, D zmm (16 elements each) of the head from element d, the last with
+// the mask `last` (a head size that is not a multiple of 16).
+template <int PB, int D>
+LEXGUIDE_ATTN_TARGET512 inline void pv_chunk_avx512(const float* W, size_t ld, int64_t w0,
+                                                    const float* vf, int64_t v0, int64_t c0,
+                                                    int64_t c1, size_t H, size_t d, __mmask16 last,
+                                                    float* L) {
+  for (int l = 0; l < 8; ++l) {
+    int64_t c = c0 + ((int64_t(l) - c0) & 7);
+    if (c >= c1) continue;
+    __m512 acc[PB][D];
+    for (int t = 0; t < PB; ++t) {
+      const float* st = L + (size_t(t) * 8 + size_t(l)) * H + d;
+      for (int k = 0; k < D; ++k) {
+        acc[t][k] = k + 1 < D ? _mm512_loadu_ps(st + 16 * k) : _mm512_maskz_loadu_ps(last, st + 16 * k);
+      }
+    }
+    for (; c < c1; c += 8) {
+      const float* v = vf + size_t(c - v0) * H + d;
+      __m512 x[D];
+      for (int k = 0; k < D; ++k) x[k] = k + 1 < D ? _mm512_loadu_ps(v + 16 * k) : _mm512_maskz_loadu_ps(last, v + 16 * k);
+      for (int t = 0; t < PB; ++t) {
+        const __m512 w = _mm512_set1_ps(W[size_t(t) * ld + size_t(c - w0)]);
+        for (int k = 0; k < D; ++k) acc[t][k] = _mm512_fmadd_ps(w, x[k], acc[t][k]);
+      }
+    }
+    for (int t = 0; t < PB; ++t) {
+      float* st = L + (size_t(t) * 8 + size_t(l)) * H + d;
+      for (int k = 0; k < D; ++k) {
+        if (k + 1 < D) {
+          _mm512_storeu_ps(st + 16 * k, acc[t][k]);
+        } else {
+          _mm512_mask_storeu_ps(st + 16 * k, last, acc[t][k]);
+        }
+      }
+    }
+  }
+}
+
+template <int PB>
+LEXGUIDE_ATTN_TARGET512 void pv_block_avx512(const float* W, size_t ld, int64_t w0, const float* vf,
+                                             int64_t v0, int64_t c0, int64_t c1, int hdp, float* L) {
+  const size_t H = size_t(hdp);
+  size_t d = 0;
+  for (; d + 64 <= H; d += 64) pv_chunk_avx512<PB, 4>(W, ld, w0, vf, v0, c0, c1, H, d, 0xffff, L);
+  const size_t rest = H - d;  // 0 .. 56, a multiple of 8
+  if (rest == 0) return;
+  const __mmask16 last = rest % 16 ? __mmask16(0xff) : __mmask16(0xffff);
+  switch ((rest + 15) / 16) {
+    case 1: return pv_chunk_avx512<PB, 1>(W, ld, w0, vf, v0, c0, c1, H, d, last, L);
+    case 2: return pv_chunk_avx512<PB, 2>(W, ld, w0, vf, v0, c0, c1, H, d, last, L);
+    case 3: return pv_chunk_avx512<PB, 3>(W, ld, w0, vf, v0, c0, c1, H, d, last, L);
+    default: return pv_chunk_avx512<PB, 4>(W, ld, w0, vf, v0, c0, c1, H, d, last, L);
+  }
+}
+
+#pragma GCC diagnostic pop
+
+// f(std::integral_constant<int, PB>, t) for the pairs t .. t + PB − 1 of P: PB = N while N
+// remain, then once with the rest.
+template <int N, class F>
+inline void pv_blocks(int P, F&& f) {
+  int t = 0;
+  for (; t + N <= P; t += N) f(std::integral_constant<int, N>(), t);
+  if constexpr (N > 1) {
+    if (P - t == N - 1) return f(std::integral_constant<int, N - 1>(), t);
+    if (P - t > 0) return pv_blocks<N - 1>(P - t, [&](auto pb, int u) { f(pb, t + u); });
+  }
+}
+
+// One tile (see above): rows r0 .. r1 − 1 of sequence s × the query heads of KV head kv; the
+// scores and the V products with the AVX-512 kernels when Z.
+template <CacheType C, bool Z>
+LEXGUIDE_ATTN_TARGET void attend_tile(const AttnArgs& a, const AttnSeq& s, int kv,
                                            int64_t r0, int64_t r1) {
   const int hd = a.hd, hdp = (hd + 7) & ~7, G = a.n_q / a.n_kv;
   const size_t H = size_t(hdp);
@@ -580,15 +806,24 @@ LEXGUIDE_ATTN_TARGET void attend_tile_avx2(const AttnArgs& a, const AttnSeq& s, 
   blk.resize(size_t(std::max(kKeyBlock, vblock)) * H);
   for (int64_t c = u0; c < u1; c += kKeyBlock) {
     const int64_t nb = std::min(kKeyBlock, u1 - c);
-    convert_rows_avx2<C>(keys + size_t(c) * rb, rb, nb, hd, hdp, blk.data());
-    qk_avx2(qt.data(), P, blk.data(), nb, hdp, S.data() + size_t(c - u0), ld);
+    if constexpr (Z) {
+      convert_keys_avx512<C>(keys + size_t(c) * rb, rb, nb, hd, hdp, blk.data());
+      qk_avx512(qt.data(), P, blk.data(), nb, hdp, a.scale, S.data() + size_t(c - u0), ld);
+    } else {
+      convert_rows_avx2<C>(keys + size_t(c) * rb, rb, nb, hd, hdp, blk.data());
+      qk_avx2(qt.data(), P, blk.data(), nb, hdp, a.scale, S.data() + size_t(c - u0), ld);
+    }
   }
 
   // 2. each pair's softmax over the cells its row sees
   for (int t = 0; t < P; ++t) {
     const int64_t p = pa + t / G, start = first(p), n = p + 1 - start;
     float* sc = S.data() + size_t(t) * ld + size_t(start - u0);
-    softmax_avx2(sc, start, n, scale_max_avx2(sc, n, a.scale), half);
+    if constexpr (Z) {
+      softmax_avx512(sc, start, n, max_avx2(sc, n), half);
+    } else {
+      softmax_avx2(sc, start, n, max_avx2(sc, n), half);
+    }
   }
 
   // 3. the products with V: cells every row sees (cs .. ce) in blocks for all pairs; before
@@ -608,18 +843,16 @@ LEXGUIDE_ATTN_TARGET void attend_tile_avx2(const AttnArgs& a, const AttnSeq& s, 
     for (int64_t c = cs; c <= ce; c += vblock) {
       const int64_t nb = std::min(vblock, ce + 1 - c);
       convert_rows_avx2<C>(vals + size_t(c) * rb, rb, nb, hd, hdp, blk.data());
-      int t = 0;
-      for (; t + 4 <= P; t += 4) {
-        pv_block_avx2<4>(W + size_t(t) * ld, ld, u0, blk.data(), c, c, c + nb, hdp,
-                         L.data() + size_t(t) * 8 * H);
-      }
-      float* Lt = L.data() + size_t(t) * 8 * H;
-      const float* Wt = W + size_t(t) * ld;
-      switch (P - t) {
-        case 3: pv_block_avx2<3>(Wt, ld, u0, blk.data(), c, c, c + nb, hdp, Lt); break;
-        case 2: pv_block_avx2<2>(Wt, ld, u0, blk.data(), c, c, c + nb, hdp, Lt); break;
-        case 1: pv_block_avx2<1>(Wt, ld, u0, blk.data(), c, c, c + nb, hdp, Lt); break;
-        default: break;
+      if constexpr (Z) {
+        pv_blocks<6>(P, [&](auto pb, int t) {
+          pv_block_avx512<decltype(pb)::value>(W + size_t(t) * ld, ld, u0, blk.data(), c, c, c + nb,
+                                               hdp, L.data() + size_t(t) * 8 * H);
+        });
+      } else {
+        pv_blocks<4>(P, [&](auto pb, int t) {
+          pv_block_avx2<decltype(pb)::value>(W + size_t(t) * ld, ld, u0, blk.data(), c, c, c + nb,
+                                             hdp, L.data() + size_t(t) * 8 * H);
+        });
       }
     }
     for (int64_t c = ce + 1; c < u1; ++c) edge(c);
@@ -693,37 +926,52 @@ void attention(const AttnArgs& a) {
   ThreadPool& pool = shared_pool();
   const int64_t threads = a.n_threads <= 0 ? pool.size() : std::min(a.n_threads, pool.size());
 #ifdef LEXGUIDE_ATTN_AVX2
-  if (isa() >= Isa::Avx2) {
-    // Tiles of (rows of a sequence) × (the query heads of one KV head), about 32 pairs each
+  const Isa level = isa();
+  if (level >= Isa::Avx2) {
+    const bool z = level >= Isa::Avx512;
+    // Tiles of (rows of a sequence) × (the query heads of one KV head), about 48 pairs each
     // (fewer rows when the scores would pass 4 MB, and no more rows than the window, so that
-    // most cells are seen by every row of a tile), ordered by their cost, the costliest first:
-    // later rows see more positions, and the pool hands out tasks in order.
+    // most cells are seen by every row of a tile). The pool hands tasks out in order: the
+    // sequences costliest first, then per KV head (consecutive tiles read the same keys and
+    // values) its row blocks from the last (later rows see more positions) to the first.
     const int G = a.n_q / a.n_kv;
-    struct Tile { int64_t cost; int seq, kv; int64_t r0, r1; };
-    std::vector<Tile> tiles;
+    struct Tile { int seq, kv; int64_t r0, r1; };
+    std::vector<std::pair<int64_t, int>> order;  // (cost, sequence)
     for (int si = 0; si < a.n_seqs; ++si) {
+      const AttnSeq& s = a.seqs[si];
+      const int64_t seen = a.window ? std::min<int64_t>(a.window, s.pos0 + s.n_rows) : s.pos0 + s.n_rows;
+      order.push_back({s.n_rows * seen, si});
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::vector<Tile> tiles;
+    for (const auto& [cost, si] : order) {
       const AttnSeq& s = a.seqs[si];
       const int64_t end = s.pos0 + s.n_rows;
       const int64_t seen = a.window ? std::min<int64_t>(a.window, end) : end;
-      int64_t rows = std::max<int64_t>(1, 32 / G);
+      int64_t rows = std::max<int64_t>(1, 48 / G);
       rows = std::min<int64_t>(rows, std::max<int64_t>(1, (int64_t(1) << 20) / (G * (seen + rows))));
       if (a.window) rows = std::min<int64_t>(rows, a.window);
-      for (int64_t r0 = 0; r0 < s.n_rows; r0 += rows) {
-        const int64_t r1 = std::min(s.n_rows, r0 + rows);
-        const int64_t p1 = s.pos0 + r1;
-        const int64_t cost = (r1 - r0) * (a.window ? std::min<int64_t>(a.window, p1) : p1);
-        for (int kv = 0; kv < a.n_kv; ++kv) tiles.push_back({cost, si, kv, r0, r1});
+      const int64_t blocks = (s.n_rows + rows - 1) / rows;
+      for (int kv = 0; kv < a.n_kv; ++kv) {
+        for (int64_t b = blocks - 1; b >= 0; --b) {
+          tiles.push_back({si, kv, b * rows, std::min(s.n_rows, (b + 1) * rows)});
+        }
       }
     }
-    std::stable_sort(tiles.begin(), tiles.end(),
-                     [](const Tile& x, const Tile& y) { return x.cost > y.cost; });
     auto task = [&](int64_t k) {
       const Tile& t = tiles[size_t(k)];
       const AttnSeq& s = a.seqs[t.seq];
       switch (a.cache) {
-        case CacheType::F32: return attend_tile_avx2<CacheType::F32>(a, s, t.kv, t.r0, t.r1);
-        case CacheType::F16: return attend_tile_avx2<CacheType::F16>(a, s, t.kv, t.r0, t.r1);
-        case CacheType::Q8_0: return attend_tile_avx2<CacheType::Q8_0>(a, s, t.kv, t.r0, t.r1);
+        case CacheType::F32:
+          return z ? attend_tile<CacheType::F32, true>(a, s, t.kv, t.r0, t.r1)
+                   : attend_tile<CacheType::F32, false>(a, s, t.kv, t.r0, t.r1);
+        case CacheType::F16:
+          return z ? attend_tile<CacheType::F16, true>(a, s, t.kv, t.r0, t.r1)
+                   : attend_tile<CacheType::F16, false>(a, s, t.kv, t.r0, t.r1);
+        case CacheType::Q8_0:
+          return z ? attend_tile<CacheType::Q8_0, true>(a, s, t.kv, t.r0, t.r1)
+                   : attend_tile<CacheType::Q8_0, false>(a, s, t.kv, t.r0, t.r1);
       }
     };
     pool.run(int64_t(tiles.size()), a.n_threads, task);

@@ -25,13 +25,14 @@
 // same bits for every cache type; results do not depend on how the work is split over threads
 // or which sequences share the call.
 // Work: the portable path (isa() Scalar, the reference) computes one (row, query head) at a
-// time. The SIMD path tiles over independent outputs: a tile is some rows of a sequence × the
-// query heads sharing one KV head (grouped-query attention), about 32 (row, head) pairs; each
-// key and value row the tile sees is read from the cache and converted to float once, then
-// used for every pair. Every output keeps its own summation order (each score one 8-lane FMA
-// chain; the product with V one chain per lane over that lane's cells in order), so tiling
-// changes no bit. Tiles go to the pool by (sequence, KV head, row block), the costliest (later
-// rows see more positions) first.
+// time. The SIMD paths (AVX2; AVX-512 for the products and the softmax at level Avx512) tile
+// over independent outputs: a tile is some rows of a sequence × the query heads sharing one KV
+// head (grouped-query attention), about 48 (row, head) pairs; each key and value row the tile
+// sees is read from the cache and converted to float once, then used for every pair. Every
+// output keeps its own summation order (each score one 8-lane FMA chain; the product with V
+// one chain per lane over that lane's cells in order; a zmm holds two such chains side by
+// side), so tiling changes no bit. Tiles go to the pool by (sequence, KV head, row block),
+// each KV head's row blocks from the last (later rows see more positions) to the first.
 #pragma once
 
 #include <cstddef>
