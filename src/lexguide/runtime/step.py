@@ -177,7 +177,13 @@ class Decoding:
         """Consume the sampled ``token`` and the tokens forced after it; the pieces to show,
         the last with ``finish`` set when the sequence ended. Raises :class:`MatcherError`
         when the grammar rejects a token or reaches a dead end."""
-        self._consume(token, "sampled")
+        if self.matcher is not None:
+            tm = time.perf_counter()
+            try:
+                self.matcher.consume(token)
+            except TokenRejected as e:
+                raise MatcherError(f"the grammar rejected sampled token {token}: {e}") from e
+            self.matcher_s += time.perf_counter() - tm
         if self.eog[token]:
             return [self.end("stop")]
         if self.think is not None:
@@ -241,16 +247,6 @@ class Decoding:
         self.matcher_s += time.perf_counter() - tm
         self.n_forced += len(forced)
         return forced
-
-    def _consume(self, token: int, what: str) -> None:
-        if self.matcher is None:
-            return
-        tm = time.perf_counter()
-        try:
-            self.matcher.consume(token)
-        except TokenRejected as e:
-            raise MatcherError(f"the grammar rejected {what} token {token}: {e}") from e
-        self.matcher_s += time.perf_counter() - tm
 
     def _emit(self, tokens: list[int], forced: bool) -> Piece:
         """Account ``tokens`` and decode their text; a stop string ends the sequence."""
