@@ -15,6 +15,7 @@ with its reason.
 from __future__ import annotations
 
 import contextlib
+import os
 
 import gguf.quants as gq
 import numpy as np
@@ -138,13 +139,14 @@ def test_matmul_matches_float64_reference(t, T, path):
 
 
 @pytest.mark.parametrize("path", ["avx2", "avx512"])
+@pytest.mark.parametrize("n_out", [17, 18, 19])
 @pytest.mark.parametrize("n_blocks", [1, 5, 8])
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 6, 7, 8, 9, 17])
 @pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)
-def test_simd_agrees_with_scalar(t, T, n_blocks, path):
-    """Each SIMD level against the scalar kernels, every tile shape (1..8 activation rows and
-    more, 19 weight rows: tiles of 4, 2 and 1), odd and even block counts."""
-    n_out = 19
+def test_simd_agrees_with_scalar(t, T, n_blocks, n_out, path):
+    """Each SIMD level against the scalar kernels, every tile shape: 1..8 activation rows and
+    more; 17, 18, 19 weight rows, split in chunks of 8 over 2 threads, end in tiles of 1, 2
+    and 3 weight rows beside tiles of 4; odd and even block counts."""
     raw, x, n_in = case(t, T, n_out, n_blocks, seed=7)
     b = K.matmul(x, raw, t, n_out, n_in, simd=False)
     with kernel_path(path) as simd:
@@ -168,6 +170,24 @@ def test_every_type_has_a_kernel_at_each_level(t):
             assert K.kernel_name(t, simd=False) == "scalar"
     if not K.has_avx2():
         pytest.skip("this CPU has no AVX2: only the scalar kernels run")
+
+
+def test_isa_cap_from_the_environment():
+    """LEXGUIDE_KERNELS caps the kernels from import on; an unknown value is ignored with a
+    warning (the native core itself reads no environment)."""
+    import subprocess
+    import sys
+
+    code = ("import warnings; warnings.simplefilter('always');"
+            "from lexguide.runtime import kernels as K; print(K.isa())")
+    for value, want in [("scalar", "scalar"), ("avx2", min(["avx2", K.cpu_isa()],
+                                                               key=K.ISAS.index)),
+                        ("sse9", K.cpu_isa())]:
+        env = {**os.environ, "LEXGUIDE_KERNELS": value}
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, check=True)
+        assert proc.stdout.strip() == want, (value, proc.stdout, proc.stderr)
+        assert ("LEXGUIDE_KERNELS ignored" in proc.stderr) == (value == "sse9")
 
 
 def test_isa_cap_picks_the_kernels():
