@@ -1,6 +1,6 @@
 """``Model.generate`` and the server's scheduler run one generation step
 (``lexguide.runtime.step.Decoding``): for the same prompt, seed and constraint both give the
-same output, greedy and sampled, the scheduler decoding the requests together in batched
+same tokens, greedy and sampled, the scheduler decoding the requests together in batched
 forwards; and the step's own checks (stop strings, budgets, forced tokens) on a scripted
 matcher, without a model.
 """
@@ -42,13 +42,15 @@ def model(smollm2_file):
 
 def _served(model, bodies: list[dict]) -> list[tuple]:
     """Every request submitted at once to an in-process scheduler (batched forwards);
-    (text, token count, finish reason) per request."""
+    (text, the tokens' bytes, finish reason) per request (the bytes from the log
+    probabilities' entries, one per token)."""
     out = []
     for ev in _run_jobs(model, bodies, parallel=len(bodies)):
         assert ev[-1][0] == "finish", ev
         r = ev[-1][1]
         assert "".join(e[2] for e in ev if e[0] == "delta") == r.text
-        out.append((r.text, r.n_tokens, r.finish_reason))
+        assert len(r.logprobs) == r.n_tokens
+        out.append((r.text, [e.bytes for e in r.logprobs], r.finish_reason))
     return out
 
 
@@ -56,7 +58,7 @@ def test_generate_and_scheduler_give_the_same_outputs(model):
     ids = model.tokenizer.encode(PROMPT)
     bodies = []
     for fields, constraint in CASES:
-        body = {"prompt": ids, **fields}
+        body = {"prompt": ids, "logprobs": 0, **fields}
         if "json_schema" in constraint:
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": "p", "schema": constraint["json_schema"]}}
@@ -65,10 +67,11 @@ def test_generate_and_scheduler_give_the_same_outputs(model):
         bodies.append(body)
     served = _served(model, bodies)
     alone = []
+    table = model._token_bytes
     for fields, constraint in CASES:
         out = model.generate(ids, **fields, **constraint)
         assert out.text == model.tokenizer.decode(out.token_ids) or "stop" in fields
-        alone.append((out.text, len(out.token_ids), out.finish_reason))
+        alone.append((out.text, [table[t] for t in out.token_ids], out.finish_reason))
     assert served == alone
     # the cases mean something: a stop string hit, a grammar completed, a budget ran out
     assert served[0][2] == "stop" and served[2][2] == "stop" and served[5][2] == "length"
