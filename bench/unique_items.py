@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Mask cost of ``uniqueItems`` arrays of strings (kept distinct by the matcher) against the
-same schemas without ``uniqueItems``, on the SmolLM2 vocabulary.
+"""Mask cost of ``uniqueItems`` arrays kept distinct by the matcher (strings, integers,
+numbers, objects, any values, arrays of arrays) against the same schemas without
+``uniqueItems``, on the SmolLM2 vocabulary.
 
 Each schema is walked along one fixed valid instance (its tokens from the SmolLM2 tokenizer):
 per step ``compute_mask`` then ``consume``. Run 1 is cold (new parse states); the reported
@@ -43,6 +44,15 @@ def _schemas(unique: bool) -> dict[str, dict]:
         "object, two arrays": {"type": "object", "properties": {"tags": tags, "globs": tags},
                                "required": ["tags", "globs"], "additionalProperties": False},
         "arrays of arrays": {"type": "array", "items": tags},
+        "integers": {"type": "array", "items": {"type": "integer"}, "uniqueItems": unique},
+        "numbers": {"type": "array", "items": {"type": "number"}, "uniqueItems": unique},
+        "objects": {"type": "array", "uniqueItems": unique, "items": {
+            "type": "object", "properties": {"id": {"type": "integer"},
+                                             "name": {"type": "string"}},
+            "required": ["id", "name"]}},
+        "any values": {"type": "array", "items": {}, "uniqueItems": unique},
+        "integer arrays of arrays": {"type": "array", "uniqueItems": unique, "items": {
+            "type": "array", "items": {"type": "integer"}, "uniqueItems": unique}},
     }
 
 
@@ -53,8 +63,24 @@ def _instance(name: str, n: int) -> str:
         return [WORDS[i % len(WORDS)] + salt + (f" {i // len(WORDS)}" if i >= len(WORDS) else "")
                 for i in range(k)]
 
+    # numbers: 0..n/2, then 1000*i + 777 (an earlier item is a prefix: the close after it
+    # would be a duplicate)
+    ints = [*range(n // 2), *(1000 * i + 777 for i in range(n - n // 2))]
     if name.startswith("tags"):
         value = words(n, "")
+    elif name == "integers":
+        value = ints
+    elif name == "numbers":
+        value = [i / 4 for i in ints]
+    elif name == "objects":
+        value = [{"id": i % 10, "name": w} for i, w in enumerate(words(n, ""))]
+    elif name == "any values":
+        pick = (lambda i: i, lambda i: i / 4, lambda i: WORDS[i % len(WORDS)] + str(i),
+                lambda i: {"k": i % 7, "v": [i]}, lambda i: [i, i % 3])
+        value = [pick[i % len(pick)](ints[i]) for i in range(n)]
+        value[:3] = [True, False, None]
+    elif name == "integer arrays of arrays":
+        value = [[j, 100 + i] for i in range(n // 10) for j in range(10)]
     elif name == "object, two arrays":
         value = {"tags": words(n // 2, ""), "globs": [f"src/**/{w}.py" for w in words(n // 2, "")]}
     else:

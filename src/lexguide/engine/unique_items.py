@@ -1,4 +1,5 @@
-"""``uniqueItems`` of string items, enforced by the matcher instead of the grammar.
+"""``uniqueItems`` enforced by the matcher instead of the grammar: string items, and items of
+any JSON values.
 
 A grammar cannot remember the strings already written, so the JSON Schema compiler builds such
 an array as an ordinary array and marks its item lexeme ``unique_item``
@@ -25,13 +26,36 @@ When a string could be an item of a marked array in one parse and something else
 (a union of a ``uniqueItems`` array with an array that allows duplicates), it is held to
 uniqueness: stricter than the schema there, never looser.
 
+Items of any JSON values (objects, numbers, arrays, unions with literals; the item schemas of
+:func:`lexguide.jsonschema.unique.tracked_items_problem`) are not one lexeme, so the compiler
+marks the array's opening bracket instead: a lexeme named
+:data:`~lexguide.jsonschema.unique.UNIQUE_ARRAY_NAME`, also ``unique_item``. A ``[`` opens such
+an array when, after it, the parser's set expects the marked bracket and the lexer is inside
+it. From there the bytes are JSON and the matcher follows them itself (:class:`Arrays`: a stack
+of :class:`Frame`, one per open marked array, so arrays of arrays keep a set each; whether the
+text is inside a string or an escape): an item starts at its first byte; a string item ends at
+its closing quote, an object or array item at its matching bracket, a number or literal at the
+delimiter after it (``,``, ``]`` or whitespace: the token that would close a duplicate number
+is the one carrying that delimiter). Its value is kept as :func:`value_key` (JSON equality:
+``1`` = ``1.0`` = ``1e0`` compared exactly at any exponent, objects regardless of member order,
+strings after unescaping, ``true`` never ``1``). A ``[`` inside an item asks the parser again,
+for a nested marked array. The admitted item schemas give every open item infinitely many
+values beyond it, except a ``true``/``false``/``null`` (fixed by its first letter) and a number
+whose digits so far are zeros (``0``, ``-0``, ``0.0e``; zero when the lexer cannot add another
+digit): the matcher masks the tokens that leave such an item when its value is recorded
+(:meth:`UniqueItems._arrays_dead`), so no allowed token leads to a dead end.
+
 Cost: nothing for grammars without marked lexemes (the matcher does not create a tracker). Else
-per consumed token, a scan of its bytes plus one parser query per ``"`` outside an item. Per
-mask, nothing while no value is recorded and no item is open (unless a vocabulary token holds
-four ``"``); inside an item, one dictionary probe per recorded value that extends the item so
-far, plus a scan of the few allowed tokens whose close the probe does not decide (three
-``"``, or a backslash before the first); between items, a scan of the allowed tokens holding
-two ``"`` or more (:meth:`UniqueItems.duplicate_ids`).
+per consumed token, a scan of its bytes plus one parser query per ``"`` outside an item (and per
+``[`` outside a string, for marked brackets; inside a marked array, a Python scan of every
+byte). Per mask, nothing while no value is recorded and no item is open (unless a vocabulary
+token holds four ``"``); inside an item, one dictionary probe per recorded value that extends
+the item so far, plus a scan of the few allowed tokens whose close the probe does not decide
+(three ``"``, or a backslash before the first); between items, a scan of the allowed tokens
+holding two ``"`` or more (:meth:`UniqueItems.duplicate_ids`). Inside a marked array, a scan of
+the allowed tokens that hold a byte able to end an item where the text is
+(:class:`JsonTokenClasses`, :meth:`UniqueItems._array_bad_ids`); outside one, of the allowed
+tokens holding a ``[`` and two more item ends (none in most vocabularies).
 """
 
 from __future__ import annotations
@@ -43,11 +67,12 @@ from typing import NamedTuple
 import numpy as np
 
 from lexguide.engine.lexparser import LexParser, ParseState
-from lexguide.jsonschema.unique import MAX_BOUNDED_ITEMS
+from lexguide.jsonschema.unique import MAX_BOUNDED_ITEMS, UNIQUE_ARRAY_NAME
 
-__all__ = ["EMPTY", "UniqueItems", "UniqueState", "decode_item"]
+__all__ = ["EMPTY", "UniqueItems", "UniqueState", "decode_item", "value_key"]
 
 _QUOTE, _CLOSE, _A = 0x22, 0x5D, 0x61
+_OPEN, _BRACE, _END_BRACE, _COMMA, _BACKSLASH = 0x5B, 0x7B, 0x7D, 0x2C, 0x5C
 #: completions counted up to this many (:data:`lexguide.jsonschema.unique.MAX_BOUNDED_ITEMS`)
 PLENTY = MAX_BOUNDED_ITEMS
 #: the longest completion of an item with fewer than PLENTY: the rest of a character (at most
@@ -56,14 +81,34 @@ _TAIL = 12
 _WHITESPACE = frozenset(b" \t\n\r")
 
 
+class Frame(NamedTuple):
+    """One open array whose items are kept distinct as JSON values (a marked ``[``)."""
+
+    values: frozenset  # equality keys (:func:`value_key`) of its completed items
+    item: bytes | None  # raw bytes of the item being read, from its first byte; None between
+    level: int  # brackets open inside it: 0 between items or inside a scalar or string item
+
+
+class Arrays(NamedTuple):
+    """The open marked arrays, innermost last, and where the text is lexically."""
+
+    frames: tuple[Frame, ...] = ()
+    in_str: bool = False  # inside a JSON string (only tracked while a frame is open)
+    esc: bool = False  # after a backslash inside it
+
+
+NO_ARRAYS = Arrays()
+
+
 class UniqueState(NamedTuple):
-    """What the matcher remembers of the marked array being written. Immutable: one per
+    """What the matcher remembers of the marked arrays being written. Immutable: one per
     consumed token, so rollback and clone cost nothing more."""
 
     values: frozenset[str]  # decoded values of its completed items
     item: bytes | None  # raw bytes of the item being read, from its opening quote; None outside
     after_item: bool  # an item just ended: whitespace, then "," or "]"
     raws: frozenset[bytes] = frozenset()  # the completed items as written (quotes included)
+    arrays: Arrays = NO_ARRAYS  # arrays of any items (a marked opening bracket)
 
 
 EMPTY = UniqueState(frozenset(), None, False)
@@ -75,6 +120,57 @@ def decode_item(raw: bytes) -> str:
     return json.loads(raw.decode("utf-8", errors="surrogatepass"))
 
 
+_ZERO = ("n", False, "", 0)
+_LITERAL_KEYS = frozenset((True, False, None))
+
+
+def _number(text: str) -> tuple:
+    """The key of a JSON number: ``("n", negative, significant digits, exponent)`` with no
+    leading or trailing zero digit (zero: no digits, not negative). Exact at any exponent."""
+    mantissa, _, exp = text.lower().partition("e")
+    negative = mantissa.startswith("-")
+    whole, _, frac = mantissa.lstrip("-").partition(".")
+    digits = (whole + frac).lstrip("0")
+    if not digits:
+        return _ZERO
+    significant = digits.rstrip("0")
+    return ("n", negative, significant,
+            (_integer(exp) if exp else 0) - len(frac) + len(digits) - len(significant))
+
+
+def _integer(text: str) -> int:
+    """``int(text)`` for a decimal of any length (``int`` refuses more than a few thousand
+    digits)."""
+    digits = text.lstrip("+-")
+    if len(digits) <= 1000:
+        return int(text)
+    half = len(digits) // 2
+    value = _integer(digits[:-half]) * 10 ** half + _integer(digits[-half:])
+    return -value if text.startswith("-") else value
+
+
+_DECODER = json.JSONDecoder(parse_float=_number, parse_int=_number)
+
+
+def _key(v):
+    if isinstance(v, list):
+        return ("a", tuple(_key(x) for x in v))
+    if isinstance(v, dict):
+        return ("o", frozenset((k, _key(x)) for k, x in v.items()))
+    return v  # str, bool, None, or a number's key already
+
+
+def value_key(raw: bytes):
+    """A hashable key of the complete JSON value ``raw`` under JSON equality: numbers by exact
+    value (``1``, ``1.0`` and ``1e0`` are one key; never a bool's), strings after unescaping,
+    arrays by their items in order, objects by their members regardless of order (a repeated
+    key keeps its last value, as a JSON parser reads it)."""
+    return _key(_DECODER.decode(raw.decode("utf-8", errors="surrogatepass")))
+
+
+_LITERALS = {0x74: True, 0x66: False, 0x6E: None}  # t, f, n
+
+
 def _escaped(raw: bytes) -> bool:
     """Whether a byte after ``raw`` (an open string) is escaped: an odd run of backslashes."""
     return (len(raw) - len(raw.rstrip(b"\\"))) % 2 == 1
@@ -84,15 +180,19 @@ class UniqueItems:
     """The marked lexemes of one grammar and the scan over bytes. Shared; its caches (per
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
-    __slots__ = ("_comps", "_counts", "_items", "_lp", "bounded")
+    __slots__ = ("_brackets", "_comps", "_counts", "_items", "_lp", "_nonzero", "bounded")
 
     def __init__(self, lp: LexParser, item_lexemes: frozenset[int], bounded: bool = False) -> None:
         self._lp = lp
-        self._items = item_lexemes
+        names = [lx.name for lx in lp.ir.lexemes]
+        #: marked opening brackets of arrays of any items; the rest are string item lexemes
+        self._brackets = frozenset(i for i in item_lexemes if names[i] == UNIQUE_ARRAY_NAME)
+        self._items = item_lexemes - self._brackets
         #: some marked item has a bounded length: an open item may run out of fresh values
         self.bounded = bounded
         self._counts: dict[int, int] = {}
         self._comps: dict[int, list[bytes]] = {}
+        self._nonzero: dict[int, bool] = {}
 
     def starts_item(self, after_quote: ParseState) -> bool:
         """Whether the ``"`` that led to ``after_quote`` opens a marked item."""
@@ -102,8 +202,24 @@ class UniqueItems:
     def feed(self, st: UniqueState, state: ParseState, data: bytes) -> UniqueState | None:
         """``st`` after the bytes ``data``, read from parse state ``state`` (``data`` must be
         allowed there). None when ``data`` closes an item equal to an earlier item of its
-        array. Pure; one parser query per ``"`` outside an item."""
-        values, item, after, raws = st
+        array. Pure; one parser query per ``"`` outside a string item and per ``[`` outside
+        a string."""
+        if self._items:
+            got = self._feed_strings(st, state, data)
+            if got is None:
+                return None
+            st = got
+        if self._brackets:
+            arrays = self._feed_arrays(st.arrays, state, data)
+            if arrays is None:
+                return None
+            st = st._replace(arrays=arrays)
+        return st
+
+    def _feed_strings(self, st: UniqueState, state: ParseState,
+                      data: bytes) -> UniqueState | None:
+        """:meth:`feed` for the string items (marked item lexemes)."""
+        values, item, after, raws, arrays = st
         lp = self._lp
         done = 0  # ``state`` is the parse state after data[:done]
         for i, b in enumerate(data):
@@ -122,7 +238,7 @@ class UniqueItems:
                 after = False
                 nxt = lp.advance_bytes(state, data[done : i + 1])
                 if nxt is None:  # not a prefix of the grammar: nothing more to track
-                    return UniqueState(values, None, False, raws)
+                    return UniqueState(values, None, False, raws, arrays)
                 state, done = nxt, i + 1
                 if self.starts_item(nxt):
                     item = b'"'
@@ -130,12 +246,147 @@ class UniqueItems:
                 if after and b == _CLOSE:
                     values, raws = frozenset(), frozenset()
                 after = False
-        return UniqueState(values, item, after, raws)
+        return UniqueState(values, item, after, raws, arrays)
+
+    # -- arrays of any items -------------------------------------------------------------------
+    def opens_array(self, after_open: ParseState) -> bool:
+        """Whether the ``[`` that led to ``after_open`` opens a marked array."""
+        lp = self._lp
+        return after_open.pending and not self._brackets.isdisjoint(
+            lp.parser.expected(after_open.set_id)) and any(
+            not self._brackets.isdisjoint(lp.locals_of(g))
+            for g in lp.lexer.alive_lexemes(after_open.lexer_state))
+
+    def _feed_arrays(self, a: Arrays, state: ParseState | None, data: bytes) -> Arrays | None:
+        """The marked arrays after ``data``: a JSON scan inside them (strings, bracket depth,
+        item boundaries), one parser query per ``[`` outside a string. None when ``data``
+        closes an item equal to an earlier item of its array."""
+        in_str, esc = a.in_str, a.esc
+        # per open frame: [values, item bytes before this token's, level, start of the item's
+        # bytes in ``data`` (-1: no item open)]
+        frames = [[f.values, f.item, f.level, 0 if f.item is not None else -1]
+                  for f in a.frames]
+        lp = self._lp
+        done = 0  # ``state`` is the parse state after data[:done] (None: no longer followed)
+        n = len(data)
+        i = 0
+        while i < n:
+            if not frames:
+                i = data.find(b"[", i)
+                if i < 0:
+                    break
+                if state is not None:
+                    state = lp.advance_bytes(state, data[done: i + 1])
+                    done = i + 1
+                    if state is not None and self.opens_array(state):
+                        frames.append([frozenset(), None, 0, -1])
+                        in_str = esc = False
+                i += 1
+                continue
+            b = data[i]
+            f = frames[-1]
+            if in_str:
+                if esc:
+                    esc = False
+                elif b == _BACKSLASH:
+                    esc = True
+                elif b == _QUOTE:
+                    in_str = False
+                    if f[2] == 0 and f[3] >= 0 and not _close(f, data, i + 1):
+                        return None
+            elif b in _WHITESPACE or b == _COMMA:
+                if f[2] == 0 and f[3] >= 0 and not _close(f, data, i):
+                    return None
+            elif b == _OPEN or b == _BRACE:
+                if f[2] == 0 and f[3] < 0:
+                    f[1], f[3] = b"", i
+                for g in frames:
+                    g[2] += 1
+                if b == _OPEN and state is not None:
+                    state = lp.advance_bytes(state, data[done: i + 1])
+                    done = i + 1
+                    if state is not None and self.opens_array(state):
+                        frames.append([frozenset(), None, 0, -1])
+            elif b == _CLOSE or b == _END_BRACE:
+                if f[2] == 0:  # the end of the innermost array
+                    if f[3] >= 0 and not _close(f, data, i):
+                        return None
+                    frames.pop()
+                for g in frames:
+                    g[2] -= 1
+                    if g[2] == 0 and not _close(g, data, i + 1):
+                        return None
+            else:
+                if b == _QUOTE:
+                    in_str = True
+                if f[2] == 0 and f[3] < 0:
+                    f[1], f[3] = b"", i
+            i += 1
+        if not frames:
+            return NO_ARRAYS
+        return Arrays(tuple(Frame(v, None if start < 0 else item + data[start:], level)
+                            for v, item, level, start in frames), in_str, esc)
+
+    def _arrays_dead(self, a: Arrays, after: ParseState | None,
+                     before: ParseState | None = None, data: bytes = b"") -> bool:
+        """Whether the innermost marked array's open item can only become a recorded value:
+        a ``true``, ``false`` or ``null`` already written, or a number whose digits so far
+        are zeros when ``0`` is written and the lexer (``after``: the parse state) can add no
+        non-zero digit before the exponent. The item schemas admitted
+        (:func:`lexguide.jsonschema.unique.tracked_items_problem`) leave every other open
+        item infinitely many values. ``after`` may be None when ``before`` and ``data`` say
+        how to reach it (computed only when needed)."""
+        if not a.frames or a.in_str:
+            return False
+        values, item, level = a.frames[-1]
+        if item is None or level or not values:
+            return False
+        first = item[0]
+        if first in _LITERALS:
+            return _LITERALS[first] in values
+        if _ZERO not in values or not _zero_mantissa(item):
+            return False
+        if b"e" in item.lower():
+            return True
+        if after is None and before is not None:
+            after = self._lp.advance_bytes(before, data)
+        if after is None or not after.pending:
+            return True
+        return not self._nonzero_reachable(after.lexer_state)
+
+    def _nonzero_reachable(self, lstate: int) -> bool:
+        """Whether the lexer, from ``lstate`` inside a number whose mantissa is zero so far,
+        can read a digit 1-9 before any exponent and then end the number. Memoised."""
+        got = self._nonzero.get(lstate)
+        if got is not None:
+            return got
+        lexer = self._lp.lexer
+        seen = {(lstate, False)}
+        todo = [(lstate, False)]
+        got = False
+        while todo and not got:
+            ls, nonzero = todo.pop()
+            if nonzero and lexer.accepting(ls):
+                got = True
+                break
+            for c in b"0123456789.eE+-":
+                nxt = lexer.next(ls, c)
+                if nxt == 0 or (not nonzero and c in b"eE"):
+                    continue  # an exponent after a zero mantissa keeps the value zero
+                node = (nxt, nonzero or 0x31 <= c <= 0x39)
+                if node not in seen:
+                    seen.add(node)
+                    todo.append(node)
+        self._nonzero[lstate] = got
+        return got
 
     def may_mask(self, st: UniqueState, quotes: QuoteTokens) -> bool:
         """Whether some token could close an item equal to an earlier one from ``st``, or
         (bounded items) lead into an item whose every completion is a recorded value."""
-        return _quotes_needed(st) <= quotes.most or (self.bounded and bool(st.values))
+        if self._brackets and (st.arrays.frames or quotes.json_classes.opens_two):
+            return True
+        return bool(self._items) and (
+            _quotes_needed(st) <= quotes.most or (self.bounded and bool(st.values)))
 
     # -- bounded items: look-ahead -------------------------------------------------------------
     def completions_count(self, lstate: int) -> int:
@@ -201,6 +452,8 @@ class UniqueItems:
         if got is not None and self.bounded and got.item is not None and \
                 self.is_dead(got.values, got.item, after.lexer_state):
             return None
+        if got is not None and self._brackets and self._arrays_dead(got.arrays, after):
+            return None
         return got
 
     def dead_ids(self, st: UniqueState, state: ParseState, mask: np.ndarray, engine) -> list[int]:
@@ -255,7 +508,61 @@ class UniqueItems:
         ``"`` is plain (no backslash, whole UTF-8) and that holds at most two ``"`` closes the
         item with the value ``p + head``: those tokens are found by looking up, for each
         recorded value ``p + h``, the tokens of head ``h`` (one dictionary probe per value).
-        Every other token that can close an item here is scanned by :meth:`feed`."""
+        Every other token that can close an item here is scanned by :meth:`feed`.
+
+        Arrays of any items (a marked ``[``): :meth:`_array_bad_ids`."""
+        bad = self._string_duplicate_ids(st, state, mask, quotes) if self._items else []
+        if self._brackets:
+            bad += self._array_bad_ids(st, state, mask, quotes)
+        return bad
+
+    def _array_bad_ids(self, st: UniqueState, state: ParseState, mask: np.ndarray,
+                       quotes: QuoteTokens) -> list[int]:
+        """Tokens allowed by ``mask`` that close an item of a marked array equal to an
+        earlier one, or leave its open item able to become only a recorded value
+        (:meth:`_arrays_dead`). Only the tokens that hold a byte able to do so where the text
+        is are scanned (:class:`JsonTokenClasses`): inside a string a ``"``, plus a closing
+        bracket (or a ``[``) when the item is a container; inside a container item a closing
+        bracket or a ``[``; between items or in a scalar item ``"``, ``,``, brackets,
+        whitespace after other bytes (or any whitespace, a scalar being open), and the bytes
+        of numbers and literals once a ``0`` or a literal is recorded."""
+        a = st.arrays
+        cls = quotes.json_classes
+        if not a.frames:
+            words = cls.opens_two_words
+        else:
+            values, item, level = a.frames[-1]
+            if a.in_str:
+                words = cls.quote if level == 0 else cls.quote & cls.nested
+            elif level:
+                words = cls.nested
+            else:
+                words = cls.comma | cls.nested | cls.quote2 | (
+                    cls.space if item is not None else cls.inner_space)
+                if not values.isdisjoint(_LITERAL_KEYS):
+                    words = words | cls.literal
+                if _ZERO in values:
+                    if item is None:
+                        words = words | cls.zero_start
+                    elif _zero_mantissa(item):
+                        words = words | cls.number
+        ids = _ids_of(mask & words)
+        if not len(ids):
+            return []
+        token_bytes = quotes.token_bytes
+        bad = []
+        for t in ids.tolist():
+            data = token_bytes[t]
+            got = self._feed_arrays(a, state, data)
+            if got is None:
+                bad.append(t)
+            elif got.frames and self._arrays_dead(got, None, state, data):
+                bad.append(t)
+        return bad
+
+    def _string_duplicate_ids(self, st: UniqueState, state: ParseState, mask: np.ndarray,
+                              quotes: QuoteTokens) -> list[int]:
+        """:meth:`duplicate_ids` for the string items."""
         need = _quotes_needed(st)
         if need > quotes.most:
             return []
@@ -278,6 +585,34 @@ class UniqueItems:
         token_bytes = quotes.token_bytes
         return bad + [t for t in scan[_allowed(mask, scan)].tolist()
                       if self.feed(st, state, token_bytes[t]) is None]
+
+
+def _zero_mantissa(item: bytes) -> bool:
+    """Whether the open number ``item`` has no digit 1-9 before its exponent (if any)."""
+    return not any(0x31 <= c <= 0x39 for c in item.lower().partition(b"e")[0])
+
+
+def _close(frame: list, data: bytes, end: int) -> bool:
+    """Record the item of ``frame`` (a frame of :meth:`UniqueItems._feed_arrays`) ending at
+    ``data[end]``; False when its value is recorded already."""
+    key = value_key(frame[1] + data[frame[3]:end])
+    if key in frame[0]:
+        return False
+    frame[0] = frame[0] | {key}
+    frame[1], frame[3] = None, -1
+    return True
+
+
+_LANES = np.arange(32, dtype=np.int64)
+
+
+def _ids_of(words: np.ndarray) -> np.ndarray:
+    """The token ids whose bits are set in the mask words ``words`` (cost: the nonzero words)."""
+    nz = np.flatnonzero(words)
+    if not len(nz):
+        return nz
+    bits = (words[nz, None] >> _LANES.astype(np.uint32)) & 1
+    return (nz[:, None] * 32 + _LANES)[bits.astype(bool)]
 
 
 def _is_prefix(sorted_raws: list[bytes], item: bytes) -> bool:
@@ -317,7 +652,8 @@ class QuoteTokens:
     most two ``"`` and a plain head (no backslash, whole UTF-8) to those tokens; ``other_ids``
     are the rest. Built once per tokenizer (one pass over the vocabulary)."""
 
-    __slots__ = ("_by_bytes", "counts", "heads", "ids", "most", "other_ids", "token_bytes")
+    __slots__ = ("_by_bytes", "_classes", "counts", "heads", "ids", "most", "other_ids",
+                 "special_ids", "token_bytes")
 
     def __init__(self, token_bytes: tuple[bytes, ...], special_ids: frozenset[int]) -> None:
         ids = [i for i, tb in enumerate(token_bytes) if b'"' in tb and i not in special_ids]
@@ -341,6 +677,16 @@ class QuoteTokens:
                 self.heads.setdefault(text, []).append(i)
         self.other_ids = np.asarray(other, dtype=np.int64)
         self._by_bytes: dict[bytes, list[int]] | None = None
+        self.special_ids = special_ids
+        self._classes: JsonTokenClasses | None = None
+
+    @property
+    def json_classes(self) -> JsonTokenClasses:
+        """The vocabulary's tokens by the JSON bytes they hold (built on first use)."""
+        got = self._classes
+        if got is None:
+            got = self._classes = JsonTokenClasses(self.token_bytes, self.special_ids)
+        return got
 
     @property
     def by_bytes(self) -> dict[bytes, list[int]]:
@@ -353,3 +699,60 @@ class QuoteTokens:
                     got.setdefault(tb, []).append(i)
             self._by_bytes = got
         return got
+
+
+_NUMBER_BYTES = frozenset(b"0123456789.eE+-")
+_LITERAL_BYTES = frozenset(b"truefalsn")
+
+
+class JsonTokenClasses:
+    """Token bitmasks (``uint32`` words, as a mask) by the bytes a token holds, for
+    :meth:`UniqueItems._array_bad_ids`: ``quote`` (a ``"``), ``quote2`` (two), ``nested`` (a
+    bracket other than ``{``), ``comma``, ``inner_space`` (whitespace after another byte),
+    ``space`` (whitespace), ``literal`` (starts ``t``, ``f`` or ``n`` after whitespace, or is
+    all literal letters), ``zero_start`` (starts ``0`` or ``-`` after whitespace), ``number``
+    (all number bytes): with the delimiters, the tokens that can leave an item that can only
+    become a recorded literal or zero; ``opens_two`` counts the tokens with a ``[`` followed by two
+    bytes that can end an item (the only ones that can hold a whole marked array with two
+    items). Special tokens are in none. Built once per tokenizer (one pass over the
+    vocabulary)."""
+
+    __slots__ = ("comma", "inner_space", "literal", "nested", "number", "opens_two",
+                 "opens_two_words", "quote", "quote2", "space", "zero_start")
+
+    def __init__(self, token_bytes: tuple[bytes, ...], special_ids: frozenset[int]) -> None:
+        n = len(token_bytes)
+        names = [name for name in self.__slots__ if not name.startswith("opens_two")]
+        flags = {name: np.zeros(n, dtype=bool) for name in names}
+        opens = []
+        ends = frozenset(b'",]}') | _WHITESPACE
+        for i, tb in enumerate(token_bytes):
+            if not tb or i in special_ids:
+                continue
+            held = set(tb)
+            quotes = tb.count(b'"')
+            flags["quote"][i] = quotes >= 1
+            flags["quote2"][i] = quotes >= 2
+            flags["nested"][i] = _CLOSE in held or _END_BRACE in held or _OPEN in held
+            flags["comma"][i] = _COMMA in held
+            body = tb.lstrip(b" \t\n\r")
+            flags["space"][i] = len(body) < len(tb) or not held.isdisjoint(_WHITESPACE)
+            flags["inner_space"][i] = bool(body) and not set(body).isdisjoint(_WHITESPACE)
+            flags["literal"][i] = bool(body) and (body[0] in b"tfn" or held <= _LITERAL_BYTES)
+            flags["zero_start"][i] = bool(body) and body[0] in b"-0"
+            flags["number"][i] = held <= _NUMBER_BYTES
+            at = tb.find(b"[")
+            if at >= 0 and sum(c in ends or c == _COMMA for c in tb[at + 1:]) >= 2:
+                opens.append(i)
+        for name, bits in flags.items():
+            setattr(self, name, _pack(bits))
+        self.opens_two = len(opens)
+        self.opens_two_words = _pack(np.isin(np.arange(n), opens))
+
+
+def _pack(bits: np.ndarray) -> np.ndarray:
+    """bool per token -> mask words (bit ``t & 31`` of word ``t >> 5``)."""
+    n_words = (len(bits) + 31) // 32
+    padded = np.zeros(n_words * 32, dtype=bool)
+    padded[:len(bits)] = bits
+    return np.packbits(padded, bitorder="little").view("<u4").astype(np.uint32)

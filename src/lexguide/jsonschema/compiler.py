@@ -51,12 +51,16 @@ from lexguide.jsonschema.schema import (
     Unsat,
 )
 from lexguide.jsonschema.unique import (
+    UNIQUE_ARRAY_NAME,
+    deref,
     distinct_subsets,
     finite_values,
     matcher_items_problem,
+    tracked_items_problem,
+    union_problem,
     unique_items_problem,
 )
-from lexguide.limits import MAX_NESTING_DEPTH, Nesting
+from lexguide.limits import Nesting
 from lexguide.regex import nodes as rx
 
 __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
@@ -92,6 +96,13 @@ class LayoutOptions:
 class _Marked(NamedTuple):
     """The item lexeme (marked ``unique_item``) of a ``uniqueItems`` array the matcher keeps
     distinct."""
+
+    symbol: int
+
+
+class _Tracked(NamedTuple):
+    """The opening bracket lexeme (marked ``unique_item``) of a ``uniqueItems`` array whose
+    items, any JSON values, the matcher keeps distinct."""
 
     symbol: int
 
@@ -227,6 +238,7 @@ class SchemaCompiler:
         if isinstance(s, StringSchema):
             return self.lex(self.string(s, self.layout.escapes), "string")
         if isinstance(s, AnyOfSchema):
+            s = self.unique_union(s)
             live = [sym for sym in (self.compile(o, lay) for o in s.options) if sym != self.dead]
             return b.alt([[sym] for sym in live], "anyOf") if live else self.dead
         if isinstance(s, RefSchema):
@@ -334,11 +346,15 @@ class SchemaCompiler:
         if hi == 0:
             return b.seq(empty, "array")
         marked = None  # the item lexeme, when the matcher keeps the items distinct
+        opener = lay.arr_open
         if s.unique:
             got = self.unique_array(s, lay)
             if isinstance(got, int):
                 return got
-            marked = got
+            if isinstance(got, _Tracked):
+                opener = got.symbol
+            else:
+                marked = got
         if s.contains is not None:
             if s.prefix:
                 raise SchemaError("contains together with prefixItems is not supported",
@@ -380,33 +396,38 @@ class SchemaCompiler:
                     alts.append([])
                 rest = b.alt(alts, "array_rest")
             body = b.seq([prefix[0], rest], "array_items")
-        alts = [[lay.arr_open, body, lay.arr_close]]
+        alts = [[opener, body, lay.arr_close]]
         if lo == 0:
             alts.append(empty)
         return b.alt(alts, "array")
 
-    def unique_array(self, s: ArraySchema, lay: _Layout) -> int | _Marked | None:
+    def unique_array(self, s: ArraySchema, lay: _Layout) -> int | _Marked | _Tracked | None:
         """``uniqueItems`` by construction (:mod:`lexguide.jsonschema.unique`): the array's
         symbol; or a :class:`_Marked` item lexeme for an ordinary array whose items the matcher
-        keeps distinct (strings); None when it cannot be and ``lenient`` (noted). Raises
-        SchemaError when it cannot be otherwise."""
+        keeps distinct (strings), or a :class:`_Tracked` opening bracket (other items); None
+        when it cannot be and ``lenient`` (noted). Raises SchemaError when it cannot be
+        otherwise."""
         values = finite_values(s.items, self.schemas.resolve)
         problem = unique_items_problem(s, values)
         at = f"{s.pointer}/uniqueItems"
-        if problem is not None and isinstance(values, str):
+        if problem is not None and (isinstance(values, str) or s.prefix):
             by_matcher = matcher_items_problem(s, self.schemas.resolve,
                                                self.layout.escapes.general)
-            items = s.items
-            for _ in range(MAX_NESTING_DEPTH):
-                if not isinstance(items, RefSchema):
-                    break
-                items = self.schemas.resolve(items.key)
+            items = deref(s.items, self.schemas.resolve)
             if by_matcher is None and isinstance(items, StringSchema):
                 name = UNIQUE_ITEM_NAME if items.max_length is None else UNIQUE_BOUNDED_ITEM_NAME
                 return _Marked(self.b.lexeme(self.string(items, self.layout.escapes), name,
                                              lexeme_class=self.cls, unique_item=True))
-            if isinstance(items, StringSchema) and by_matcher is not None:
-                problem = by_matcher  # why the matcher cannot take these strings
+            tracked = tracked_items_problem(s, self.schemas.resolve)
+            if tracked is None:
+                opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
+                return _Tracked(self.b.lexeme(opener, UNIQUE_ARRAY_NAME, lexeme_class=self.cls,
+                                              unique_item=True))
+            if isinstance(items, StringSchema) and by_matcher:
+                problem = by_matcher
+            elif not (isinstance(items, NumberSchema) and items.maximum is not None
+                      and items.minimum is not None):
+                problem = tracked  # else the size of the integer range is the reason
         if problem is not None:
             if self.lenient:
                 self.schemas.note(at, "uniqueItems", f"not enforced: {problem} (lenient)")
@@ -414,7 +435,9 @@ class SchemaCompiler:
             raise SchemaError(
                 f"uniqueItems cannot be enforced: {problem}. It is enforced for items with a "
                 "small finite set of values (enum, const, boolean, null, small integer "
-                "ranges) and for strings without maxLength, pattern or format; lenient=True "
+                "ranges), strings without pattern or format, numbers without maximum or "
+                "multipleOf, objects open to more members, arrays without maxItems, and unions "
+                "of these; lenient=True "
                 "(CLI --lenient) compiles the array without it and lists it on Grammar.notes",
                 pointer=at, keyword="uniqueItems")
         assert not isinstance(values, str)
@@ -438,6 +461,27 @@ class SchemaCompiler:
         if s.min_items == 0:
             alts.append(list(lay.arr_empty))
         return b.alt(alts, "array") if alts else self.dead
+
+    def unique_union(self, s: AnyOfSchema) -> AnyOfSchema:
+        """``s``, or, when one of its options is a ``uniqueItems`` array the matcher cannot
+        keep apart from another option's array (:func:`~lexguide.jsonschema.unique.union_problem`)
+        and ``lenient``, ``s`` with that array allowing duplicates (noted). Raises SchemaError
+        when it is not lenient."""
+        got = union_problem(s.options, self.schemas.resolve)
+        if got is None:
+            return s
+        i, problem = got
+        array = deref(s.options[i], self.schemas.resolve)
+        assert isinstance(array, ArraySchema)
+        at = f"{array.pointer}/uniqueItems"
+        if not self.lenient:
+            raise SchemaError(f"uniqueItems cannot be enforced: {problem}; lenient=True (CLI "
+                              "--lenient) compiles the array without it and lists it on "
+                              "Grammar.notes", pointer=at, keyword="uniqueItems")
+        self.schemas.note(at, "uniqueItems", f"not enforced: {problem} (lenient)")
+        options = list(s.options)
+        options[i] = replace(array, unique=False)
+        return self.unique_union(AnyOfSchema(tuple(options)))
 
     def array_contains(self, s: ArraySchema, lay: _Layout) -> int:
         """Items counted by ``contains``: state (items so far, matching items so far), capped."""

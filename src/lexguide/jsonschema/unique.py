@@ -42,8 +42,32 @@ itself be a duplicate; when the budget-narrowed mask less the masked tokens is e
 matcher falls back to the plain mask less them (never empty, by the above), so the output can
 overrun the budget by the characters a distinct item needs, and never stops in a dead end.
 
-Anything else is not enforceable here: :func:`unique_items_problem` says why, and the
-compiler raises a :class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``.
+Any other items are enforced by the matcher as whole JSON values
+(:func:`tracked_items_problem`): the array is an ordinary array whose opening bracket is a
+lexeme marked ``unique_item`` (named :data:`UNIQUE_ARRAY_NAME`), and the matcher follows the
+JSON inside it, keeps the values of its items under JSON equality and masks the tokens that
+would complete an equal item (:mod:`lexguide.engine.unique_items`). That cannot lead into a dead
+end when every open prefix of an item has infinitely many values beyond it, which holds, by
+induction over the schema, for:
+
+* ``{}`` (any value), strings without ``maxLength``, ``pattern`` or ``format``, objects that
+  can always take one more member (``additionalProperties`` not false, no
+  ``patternProperties``, ``propertyNames`` or ``maxProperties``: a fresh key gives a fresh
+  value, whatever the declared members), arrays without ``maxItems`` or ``contains`` (one more
+  item; a nested ``uniqueItems`` array needs items of this list), and unions of these;
+* numbers without ``maximum``, ``multipleOf`` or a negative ``minimum`` (more digits give more
+  values), except prefixes whose digits are all zeros (``0``, ``-0``, ``0e``, all zero);
+* ``true``, ``false`` and ``null`` beside the above (their first letter fixes the value).
+
+The matcher masks the tokens that leave an item of the last two kinds whose only value is
+recorded, so an allowed token never leads to an item without a fresh completion. A union
+holding only values of the last kind is finite and built by the grammar (above).
+``prefixItems`` are covered when each position is of this list, or booleans and null with more
+values than items before it.
+
+Anything else is not enforceable here: :func:`unique_items_problem` and
+:func:`tracked_items_problem` say why, and the compiler raises a
+:class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``.
 """
 
 from __future__ import annotations
@@ -56,6 +80,7 @@ from math import comb
 
 from lexguide.jsonschema.schema import (
     AnyOfSchema,
+    AnySchema,
     ArraySchema,
     BoolSchema,
     NullSchema,
@@ -68,16 +93,28 @@ from lexguide.jsonschema.schema import (
 )
 from lexguide.limits import MAX_NESTING_DEPTH
 
-__all__ = ["MAX_BOUNDED_ITEMS", "MAX_FINITE_VALUES", "MAX_UNIQUE_RULES", "distinct_subsets",
-           "finite_values",
-           "matcher_items_problem", "unique_items_problem", "unique_rule_count"]
+__all__ = ["MAX_BOUNDED_ITEMS", "MAX_FINITE_VALUES", "MAX_UNIQUE_RULES", "UNIQUE_ARRAY_NAME",
+           "deref", "distinct_subsets", "finite_values", "matcher_items_problem", "tracked",
+           "tracked_items_problem", "union_problem", "unique_items_problem", "unique_rule_count"]
 
+#: the name of the opening bracket lexeme (marked ``unique_item``) of a ``uniqueItems`` array
+#: whose items the matcher keeps distinct as whole JSON values (not a Lark or GBNF rule name)
+UNIQUE_ARRAY_NAME = "[<uniqueItems>"
 #: Largest integer range (``maximum - minimum + 1``) read as a finite set of values.
 MAX_FINITE_VALUES = 256
 #: Largest number of grammar rules spent on one ``uniqueItems`` array.
 MAX_UNIQUE_RULES = 50_000
 
 Key = tuple  # ("null",) | ("bool", b) | ("num", Decimal) | ("str", s)
+
+
+def deref(s: Schema, resolve: Callable[[str], Schema]) -> Schema:
+    """``s`` with references followed (at most :data:`MAX_NESTING_DEPTH` of them)."""
+    for _ in range(MAX_NESTING_DEPTH):
+        if not isinstance(s, RefSchema):
+            break
+        s = resolve(s.key)
+    return s
 
 
 def finite_values(s: Schema, resolve: Callable[[str], Schema],
@@ -174,11 +211,7 @@ def matcher_items_problem(s: ArraySchema, resolve: Callable[[str], Schema],
         return "uniqueItems with prefixItems is not supported"
     if s.contains is not None:
         return "uniqueItems with contains is not supported"
-    items = s.items
-    for _ in range(MAX_NESTING_DEPTH):
-        if not isinstance(items, RefSchema):
-            break
-        items = resolve(items.key)
+    items = deref(s.items, resolve)
     if not isinstance(items, StringSchema):
         return f"the items are {_kind(items)}, which only strings are kept distinct as"
     if items.const is not None:
@@ -199,6 +232,125 @@ def matcher_items_problem(s: ArraySchema, resolve: Callable[[str], Schema],
     if any(want or kind != "const" for want, kind, _ in items.rx_filters):
         return "the items are strings excluding a pattern or format (maybe a finite language)"
     return None
+
+
+def tracked_items_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> str | None:
+    """Why the matcher cannot keep the items of ``s`` distinct as whole JSON values (None: it
+    can; see "Any other items" in the module docstring). Pure."""
+    if s.contains is not None:
+        return "uniqueItems with contains is not supported"
+    for i, p in enumerate(s.prefix):
+        values = finite_values(p, resolve)
+        if isinstance(values, str):
+            got = _open_problem(p, resolve, 0)
+            if got is not None:
+                return f"prefixItems/{i}: {got}"
+        elif any(key[0] not in ("bool", "null") for key, _ in values):
+            return (f"prefixItems/{i} is a finite set of values other than true, false and "
+                    "null")
+        elif len(values) <= i:
+            return (f"prefixItems/{i} has {len(values)} values, which the {i} items before it "
+                    "could use up")
+    if s.prefix and not isinstance(s.items, Unsat) and \
+            not isinstance(finite_values(s.items, resolve), str):
+        return "the items after prefixItems are a finite set of values"
+    return _open_problem(s.items, resolve, 0)
+
+
+def union_problem(options: tuple[Schema, ...],
+                  resolve: Callable[[str], Schema]) -> tuple[int, str] | None:
+    """``(index, why)`` of an option of a union that is a ``uniqueItems`` array the matcher
+    keeps distinct by its opening bracket while another option can open an array whose items
+    may run out (the matcher cannot tell the two arrays apart at their ``[``, so it holds both
+    to uniqueness: with items that can run out, that could be a dead end). None when there is
+    no such option. Pure."""
+    arrays = [o if isinstance(o, (ArraySchema, AnySchema)) else None
+              for o in (deref(o, resolve) for o in options)]
+    if sum(a is not None for a in arrays) < 2:
+        return None
+    for i, a in enumerate(arrays):
+        if not (isinstance(a, ArraySchema) and a.unique and tracked(a, resolve)):
+            continue
+        for j, other in enumerate(arrays):
+            if j == i or other is None or isinstance(other, AnySchema):
+                continue
+            if other.max_items == 0 or (other.unique and tracked(other, resolve)):
+                continue
+            if tracked_items_problem(other, resolve) is not None or \
+                    not isinstance(finite_values(other.items, resolve), str):
+                return i, ("it is a union with another array schema whose items could be used "
+                           f"up (anyOf option {j}), which the matcher would hold to uniqueness "
+                           "too")
+    return None
+
+
+def tracked(s: ArraySchema, resolve: Callable[[str], Schema]) -> bool:
+    """Whether the compiler keeps the items of the ``uniqueItems`` array ``s`` distinct by
+    marking its opening bracket."""
+    values = finite_values(s.items, resolve)
+    if unique_items_problem(s, values) is None or (not isinstance(values, str) and not s.prefix):
+        return False
+    items = deref(s.items, resolve)
+    if isinstance(items, StringSchema) and matcher_items_problem(s, resolve) is None:
+        return False
+    return tracked_items_problem(s, resolve) is None
+
+
+def _open_problem(s: Schema, resolve: Callable[[str], Schema], depth: int) -> str | None:
+    """Why some prefix of a value of ``s`` may have finitely many completions (None: every
+    prefix has infinitely many values beyond it, except a ``true``/``false``/``null`` or a
+    number whose digits so far are zeros, which the matcher decides itself)."""
+    if depth > MAX_NESTING_DEPTH:
+        return "the items' references are nested too deeply"
+    if isinstance(s, RefSchema):
+        return _open_problem(resolve(s.key), resolve, depth + 1)
+    if isinstance(s, (AnySchema, Unsat)):
+        return None
+    if isinstance(s, (BoolSchema, NullSchema)):
+        return None
+    if isinstance(s, AnyOfSchema):
+        for o in s.options:
+            got = _open_problem(o, resolve, depth + 1)
+            if got is not None:
+                return got
+        return None
+    if isinstance(s, NumberSchema):
+        if s.maximum is not None or (s.minimum is not None and s.minimum < 0):
+            return ("the items are numbers with a maximum or a negative minimum (a prefix such "
+                    "as the digits of the maximum has finitely many completions)")
+        if s.multiple_of is not None or s.not_multiples or s.non_integer:
+            return "the items are numbers with multipleOf or a not"
+        return None
+    if isinstance(s, StringSchema):
+        if s.const is not None:
+            return "the items are a string const among other values"
+        if s.max_length is not None:
+            return "the items are strings with maxLength among other values"
+        if s.patterns or s.formats or any(want or kind != "const"
+                                          for want, kind, _ in s.rx_filters):
+            return "the items are strings with a pattern or format (maybe a finite language)"
+        return None
+    if isinstance(s, ArraySchema):
+        if s.max_items is not None:
+            return "the items are arrays with maxItems (a finite language could be used up)"
+        if s.contains is not None:
+            return "the items are arrays with contains"
+        if isinstance(s.items, Unsat):
+            return "the items are arrays of a fixed length"
+        if s.unique:
+            inner = finite_values(s.items, resolve)
+            if not isinstance(inner, str):
+                return "the items are uniqueItems arrays of a finite set of values"
+            return _open_problem(s.items, resolve, depth + 1)
+        return None
+    if isinstance(s, ObjectSchema):
+        if isinstance(s.additional, Unsat) or s.pattern_properties or s.some_members \
+                or s.max_properties is not None or not isinstance(s.property_names, AnySchema):
+            return ("the items are objects that cannot always take one more member "
+                    "(additionalProperties, patternProperties, propertyNames or maxProperties "
+                    "restrict them: a finite language could be used up)")
+        return None
+    return f"the items are {_kind(s)}"
 
 
 def unique_items_problem(s: ArraySchema, values: list | str) -> str | None:
