@@ -18,8 +18,8 @@
 //   row and super-block for the whole tile). The tile's accumulators live in L1 (their loads
 //   and stores take the load/store ports, not the vector ALUs), so each activation block is
 //   read from cache once per tile.
-// - Q8_0, Q4_0: two 32-element blocks per zmm; tiles of 4 weight rows × up to 4 activation
-//   rows in registers (one weight row for one activation row). Quants are biased to unsigned
+// - Q8_0, Q4_0: two 32-element blocks per zmm; tiles of 4 weight rows × up to 8 activation
+//   rows (one weight row for one activation row). Quants are biased to unsigned
 //   (Q4_0's nibbles are q + 8; Q8_0: q + 128). Per activation row and block pair its quants,
 //   y.d of each block in 8 lanes and −o·Σy per lane (a vpdpbusd of o against y, negated) are
 //   built once for the tile; per output S = vpdpbusd(−o·Σy, q + o, y) = Σ q·y per lane
@@ -299,12 +299,34 @@ inline __m512 pair_scales(const Block& b0, const Block& b1, bool two) {
 // scales are unpacked first; then per activation row its quants y, scales dy and the offset
 // term −o·Σy per lane (an int32 vpdpbusd of o against y, negated) are built once and serve the
 // R outputs: S = vpdpbusd(−o·Σy, q + o, y) = Σ q·y exactly per lane, acc += d_w · (dy · S).
+// The accumulators of a tile: in registers up to 16 of them, else in a stack buffer (L1), their
+// loads and stores on the load/store ports. Either way the same arithmetic per output.
+template <int R, int NA, bool InMemory = (R * NA > 16)>
+struct Accumulators {
+  __m512 v[R][NA];
+  Accumulators() {
+    unroll<R>([&](auto r) { unroll<NA>([&](auto a) { v[r][a] = _mm512_setzero_ps(); }); });
+  }
+  __m512 get(int r, int a) const { return v[r][a]; }
+  void set(int r, int a, __m512 x) { v[r][a] = x; }
+};
+template <int R, int NA>
+struct Accumulators<R, NA, true> {
+  alignas(64) float v[R][NA][16];
+  Accumulators() {
+    for (int r = 0; r < R; ++r) {
+      for (int a = 0; a < NA; ++a) _mm512_store_ps(v[r][a], _mm512_setzero_ps());
+    }
+  }
+  __m512 get(int r, int a) const { return _mm512_load_ps(v[r][a]); }
+  void set(int r, int a, __m512 x) { _mm512_store_ps(v[r][a], x); }
+};
+
 template <class U, int R, int NA>
 void run32(const uint8_t* const* w, const uint8_t* act, size_t act_stride, int64_t n_blocks,
            float* out, size_t out_stride, int64_t ahead) {
   using Block = typename U::Block;
-  __m512 acc[R][NA];
-  unroll<R>([&](auto r) { unroll<NA>([&](auto a) { acc[r][a] = _mm512_setzero_ps(); }); });
+  Accumulators<R, NA> acc;
   const __m512i zero = _mm512_setzero_si512(), offset = _mm512_set1_epi8(char(U::kOffset));
   for (int64_t i = 0; i < n_blocks; i += 2) {
     const bool two = i + 1 < n_blocks;
@@ -326,12 +348,12 @@ void run32(const uint8_t* const* w, const uint8_t* act, size_t act_stride, int64
       const __m512i corr = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, offset, y));
       unroll<R>([&](auto r) {
         const __m512 s = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, q[r], y));
-        acc[r][a] = _mm512_fmadd_ps(dw[r], _mm512_mul_ps(dy, s), acc[r][a]);
+        acc.set(r, a, _mm512_fmadd_ps(dw[r], _mm512_mul_ps(dy, s), acc.get(r, a)));
       });
     });
   }
   unroll<R>([&](auto r) {
-    unroll<NA>([&](auto a) { out[a * out_stride + r] = _mm512_reduce_add_ps(acc[r][a]); });
+    unroll<NA>([&](auto a) { out[a * out_stride + r] = _mm512_reduce_add_ps(acc.get(r, a)); });
   });
 }
 
@@ -339,8 +361,9 @@ template <class U>
 struct Dot32 {
   static constexpr int64_t kBlockBytes = sizeof(typename U::Block);
   // Tiles: one weight row streamed in address order for one activation row (decode), else
-  // 4 weight rows × up to 4 activation rows (16 accumulators, the 4 rows' quants and scales,
-  // one activation row's operands: no spills).
+  // 4 weight rows × up to 8 activation rows (up to 4 rows: 16 accumulators in registers beside
+  // the 4 rows' quants and scales and one activation row's operands, no spills; more: the
+  // accumulators in L1).
   template <int NA>
   static void rows(const uint8_t* const* w, int n_w, const uint8_t* act, size_t s, int64_t nb,
                    float* out, size_t os, int64_t ahead) {
@@ -392,8 +415,8 @@ static_assert(kMaxAct == 8, "the dispatch above handles up to 8 activation rows"
 
 DotFn avx512_dot(GgmlType type) {
   switch (type) {
-    case GgmlType::Q4_0: return dot<Dot32<Unpack4_0>, 4>;
-    case GgmlType::Q8_0: return dot<Dot32<Unpack8_0>, 4>;
+    case GgmlType::Q4_0: return dot<Dot32<Unpack4_0>, 8>;
+    case GgmlType::Q8_0: return dot<Dot32<Unpack8_0>, 8>;
     case GgmlType::Q4_K: return dot<KQuant<Unpack45_K<false>>, 8>;
     case GgmlType::Q5_K: return dot<KQuant<Unpack45_K<true>>, 8>;
     case GgmlType::Q6_K: return dot<KQuant<Unpack6_K>, 8>;
