@@ -10,14 +10,12 @@ Skipped where the CPU or the OS gives no AMX.
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 
 from lexguide.gguf.constants import GGMLType
 from lexguide.runtime import kernels as K
-from test_kernels import activation_reference, case, dequantized, random_weight
+from test_kernels import activation_reference, case, dequantized, isa_cap, random_weight
 from test_runtime_tiny import build
 
 T_ = GGMLType
@@ -27,14 +25,7 @@ pytestmark = pytest.mark.skipif(K.cpu_isa() != "amx",
                                 reason=f"no AMX-INT8 on this CPU/OS (best: {K.cpu_isa()})")
 
 
-@contextlib.contextmanager
-def cap(name: str):
-    before = K.isa()
-    K.set_isa(name)
-    try:
-        yield
-    finally:
-        K.set_isa(None if before == K.cpu_isa() else before)
+cap = isa_cap
 
 
 def amx(x, raw, t, n_out, n_in, **kw):

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "kernels/unpack.h"
 
@@ -75,6 +76,8 @@ struct Scratch {
   WeightUnit w;
   alignas(64) int32_t c[kMaxSubs][4][256];          // tile results per scale group
   alignas(64) float acc[kAmxRows][kTBlockAmx];      // running sums per weight row
+  std::vector<float> yd;                            // Q4_0/Q8_0 VNNI rows: y.d per block
+  std::vector<int32_t> off;                         // and offset · Σq
 };
 
 Scratch& scratch() {
@@ -103,56 +106,6 @@ void unpack_q8_0_row(const uint8_t* blk, WeightUnit& u, int m) {
   u.d[m] = f16_to_f32(b.d);
 }
 
-template <bool Five>
-void unpack_q45_k_row(const uint8_t* blk, WeightUnit& u, int m) {
-  const BlockQ4_K& head = *reinterpret_cast<const BlockQ4_K*>(blk);  // d, dmin, scales
-  const uint8_t* qs = Five ? reinterpret_cast<const BlockQ5_K*>(blk)->qs : head.qs;
-  const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-  __m256i qh = _mm256_setzero_si256();
-  if constexpr (Five) qh = load32(reinterpret_cast<const BlockQ5_K*>(blk)->qh);
-  for (int j = 0; j < 4; ++j) {
-    const __m256i raw = load32(qs + 32 * j);
-    __m256i lo = _mm256_and_si256(raw, low4);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-    if constexpr (Five) {
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
-    }
-    store32(u.q[m] + 64 * j, lo);
-    store32(u.q[m] + 64 * j + 32, hi);
-  }
-  uint8_t sc[8], mn[8];
-  k4_scale_min(head.scales, sc, mn);
-  for (int j = 0; j < 8; ++j) {
-    u.sc[m][j] = sc[j];
-    u.pm[m][j] = int32_t(uint32_t(mn[j]) | uint32_t(mn[j]) << 16);
-  }
-  u.d[m] = f16_to_f32(head.d);
-  u.dmin[m] = f16_to_f32(head.dmin);
-}
-
-void unpack_q6_k_row(const uint8_t* blk, WeightUnit& u, int m) {
-  const BlockQ6_K& b = *reinterpret_cast<const BlockQ6_K*>(blk);
-  const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
-  for (int h = 0; h < 2; ++h) {  // elements 128h + 32k + l, unsigned 0..63
-    const __m256i A = load32(b.ql + 64 * h), B = load32(b.ql + 64 * h + 32);
-    const __m256i H = load32(b.qh + 32 * h);
-    const __m256i lows[4] = {_mm256_and_si256(A, low4), _mm256_and_si256(B, low4),
-                             _mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
-                             _mm256_and_si256(_mm256_srli_epi16(B, 4), low4)};
-    for (int k = 0; k < 4; ++k) {
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(H, 2 * k), two);
-      store32(u.q[m] + 128 * h + 32 * k, _mm256_or_si256(lows[k], _mm256_slli_epi16(hi, 4)));
-    }
-  }
-  for (int k = 0; k < 16; ++k) u.sc[m][k] = b.scales[k];
-  for (int p = 0; p < 8; ++p) {
-    u.pm[m][p] = int32_t(uint32_t(uint16_t(int16_t(b.scales[2 * p]))) |
-                         uint32_t(uint16_t(int16_t(b.scales[2 * p + 1]))) << 16);
-  }
-  u.d[m] = f16_to_f32(b.d);
-}
-
 enum class Kind { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K };
 
 struct TypeInfo {
@@ -166,9 +119,10 @@ bool type_info(GgmlType t, TypeInfo* info) {
   switch (t) {
     case GgmlType::Q4_0: *info = {Kind::Q4_0, 32, 1, unpack_q4_0_row}; return true;
     case GgmlType::Q8_0: *info = {Kind::Q8_0, 32, 1, unpack_q8_0_row}; return true;
-    case GgmlType::Q4_K: *info = {Kind::Q4_K, 32, 8, unpack_q45_k_row<false>}; return true;
-    case GgmlType::Q5_K: *info = {Kind::Q5_K, 32, 8, unpack_q45_k_row<true>}; return true;
-    case GgmlType::Q6_K: *info = {Kind::Q6_K, 16, 16, unpack_q6_k_row}; return true;
+    // Q4_K, Q5_K: rows_split; Q6_K: unpack_q6_k_row (both below, after kregs)
+    case GgmlType::Q4_K: *info = {Kind::Q4_K, 64, 4, nullptr}; return true;
+    case GgmlType::Q5_K: *info = {Kind::Q5_K, 64, 4, nullptr}; return true;
+    case GgmlType::Q6_K: *info = {Kind::Q6_K, 16, 16, nullptr}; return true;
     default: return false;
   }
 }
@@ -257,6 +211,14 @@ inline int32_t hsum_epi32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+// Weight rows stream from memory once per product when the activation rows are few (decode):
+// each block read is paired with a prefetch of the bytes kPrefetchAhead further on (the rows of
+// a call are usually consecutive; a prefetch past the matrix or of other rows is harmless).
+constexpr size_t kPrefetchAhead = 4096;
+inline void prefetch_ahead(const uint8_t* p, size_t n) {
+  for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + o), _MM_HINT_T0);
+}
+
 // Few activation rows: the same block values from VNNI dot products of each weight row's
 // block, unpacked in registers, with the activation rows as quantize_act stores them (no tiles,
 // no packing), and the scalar float expression per block.
@@ -342,14 +304,27 @@ inline void kregs(const uint8_t* blk, KRegs& r) {
   }
 }
 
+// Q6_K on tiles: the unsigned quants of 16 scale groups and their scales.
+void unpack_q6_k_row(const uint8_t* blk, WeightUnit& u, int m) {
+  KRegs r;
+  kregs<Kind::Q6_K>(blk, r);
+  for (int c = 0; c < 4; ++c) _mm512_store_si512(u.q[m] + 64 * c, r.q[c]);
+  const int8_t* scales = reinterpret_cast<const BlockQ6_K*>(blk)->scales;
+  _mm512_store_si512(u.sc[m], _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(u.pm[m]), r.pm);
+  u.d[m] = r.d;
+}
+
 template <Kind K>
 void small_kquant(const uint8_t* const* w, int n_w, size_t bb, const uint8_t* act,
                   size_t act_stride, int64_t T, int64_t n_units, Scratch& sc) {
   for (int m = 0; m < n_w; ++m) {
     float* acc = sc.acc[m];
     for (int64_t un = 0; un < n_units; ++un) {
+      const uint8_t* blk = w[m] + size_t(un) * bb;
+      prefetch_ahead(blk, bb);
       KRegs r;
-      kregs<K>(w[m] + size_t(un) * bb, r);
+      kregs<K>(blk, r);
       for (int64_t t = 0; t < T; ++t) {
         const ActQ8K& y = reinterpret_cast<const ActQ8K*>(act + size_t(t) * act_stride)[un];
         __m512i s = _mm512_setzero_si512();
@@ -372,78 +347,118 @@ void small_kquant(const uint8_t* const* w, int n_w, size_t bb, const uint8_t* ac
   }
 }
 
-// Q4_0 / Q8_0: 8 blocks of a weight row at a time, their 8 integer sums in one vector (NB < 8:
-// the row's last blocks, the other lanes zero).
-template <Kind K, int NB>
-inline void small_q32_blocks(const uint8_t* wrow, size_t bb, const uint8_t* act,
-                             size_t act_stride, int64_t T, int64_t u0, float* acc) {
-  constexpr int shift = K == Kind::Q4_0 ? 3 : 7;
+// Q4_0 / Q8_0: R weight rows × 8 blocks at a time; per activation row and block, its d and
+// offset·Σq (laid out once per call, yo) are loaded as vectors. The 8 integer sums of a row's
+// blocks are one vector; the R rows' float sums in block order are R independent chains.
+// Lane i (< 8) of the result: the sum of the 8 int32 lanes of block i, where v[k] holds blocks
+// 2k (lanes 0..7) and 2k + 1 (lanes 8..15). Three rounds of pairing even with odd lanes.
+inline __m256i block_sums(const __m512i* v) {
+  const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  auto pair = [&](__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, b), _mm512_permutex2var_epi32(a, od, b));
+  };
+  const __m512i w = pair(pair(v[0], v[1]), pair(v[2], v[3]));  // blocks 0..7, 2 lanes each
+  return _mm512_castsi512_si256(pair(w, w));
+}
+
+template <Kind K, int R, int NB>
+inline void small_q32_blocks(const uint8_t* const* w, size_t bb, const uint8_t* act,
+                             size_t act_stride, int64_t T, int64_t u0, const float* yd_all,
+                             const int32_t* off_all, int64_t n_units, float* const* acc) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256i q[8];
-  uint16_t dh[8] = {0};
-  for (int i = 0; i < 8; ++i) {
-    if (i >= NB) { q[i] = _mm256_setzero_si256(); continue; }
-    const uint8_t* blk = wrow + size_t(u0 + i) * bb;
-    if constexpr (K == Kind::Q4_0) {
-      const BlockQ4_0& b = *reinterpret_cast<const BlockQ4_0*>(blk);
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-      q[i] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
-      dh[i] = b.d;
-    } else {
-      const BlockQ8_0& b = *reinterpret_cast<const BlockQ8_0*>(blk);
-      q[i] = _mm256_xor_si256(load32(b.qs), _mm256_set1_epi8(char(0x80)));  // q + 128
-      dh[i] = b.d;
+  __m512i q[R][4];  // blocks 2k, 2k + 1 of each row
+  __m256 d[R];
+  for (int r = 0; r < R; ++r) {
+    alignas(16) uint16_t dh[8] = {0};
+    __m256i qb[8];
+    for (int i = 0; i < 8; ++i) {
+      if (i >= NB) { qb[i] = _mm256_setzero_si256(); continue; }
+      const uint8_t* blk = w[r] + size_t(u0 + i) * bb;
+      if (i % 2 == 0) prefetch_ahead(blk, 2 * bb);
+      if constexpr (K == Kind::Q4_0) {
+        const BlockQ4_0& b = *reinterpret_cast<const BlockQ4_0*>(blk);
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+        qb[i] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
+        dh[i] = b.d;
+      } else {
+        const BlockQ8_0& b = *reinterpret_cast<const BlockQ8_0*>(blk);
+        qb[i] = _mm256_xor_si256(load32(b.qs), _mm256_set1_epi8(char(0x80)));  // q + 128
+        dh[i] = b.d;
+      }
     }
+    for (int k = 0; k < 4; ++k) q[r][k] = _mm512_inserti64x4(_mm512_castsi256_si512(qb[2 * k]), qb[2 * k + 1], 1);
+    d[r] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));  // exact
   }
-  // the 8 float16 d in registers (exact conversions)
-  const __m256 d = _mm256_cvtph_ps(_mm_setr_epi16(short(dh[0]), short(dh[1]), short(dh[2]), short(dh[3]),
-                                                  short(dh[4]), short(dh[5]), short(dh[6]), short(dh[7])));
-  const __m256i stride = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                            _mm256_set1_epi32(int(sizeof(ActQ8))));
-  const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(NB), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   for (int64_t t = 0; t < T; ++t) {
     const ActQ8* y = reinterpret_cast<const ActQ8*>(act + size_t(t) * act_stride) + u0;
-    __m256i p[8];
-    for (int i = 0; i < 8; ++i) {
-      p[i] = i < NB ? _mm256_dpbusd_epi32(_mm256_setzero_si256(), q[i], load32(y[i].qs)) : _mm256_setzero_si256();
+    const __m256 yd = _mm256_loadu_ps(yd_all + t * (n_units + 8) + u0);
+    const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off_all + t * (n_units + 8) + u0));
+    __m512i ya[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i lo = 2 * k < NB ? load32(y[2 * k].qs) : _mm256_setzero_si256();
+      const __m256i hi = 2 * k + 1 < NB ? load32(y[2 * k + 1].qs) : _mm256_setzero_si256();
+      ya[k] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     }
-    const __m256i isum = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(&y->isum),
-                                                     stride, valid, 1);
-    const __m256 yd = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &y->d, stride, _mm256_castsi256_ps(valid), 1);
-    // lane i: Σ of the 8 lanes of p[i] (exact)
-    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
-    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
-    const __m256i h0123 = _mm256_hadd_epi32(h01, h23), h4567 = _mm256_hadd_epi32(h45, h67);
-    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
-                                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
-    const __m256i c = _mm256_sub_epi32(sums, _mm256_slli_epi32(isum, shift));
-    // scalar: d · y.d · float(c), summed in block order
-    const __m256 v = _mm256_mul_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(c));
-    alignas(32) float vs[8];
-    _mm256_store_ps(vs, v);
-    float a = acc[t];
-    for (int i = 0; i < NB; ++i) a += vs[i];
-    acc[t] = a;
+    alignas(32) float vs[R][8];
+    for (int r = 0; r < R; ++r) {
+      __m512i p[4];
+      for (int k = 0; k < 4; ++k) p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[r][k], ya[k]);
+      const __m256i c = _mm256_sub_epi32(block_sums(p), off);
+      // scalar: d · y.d · float(c), summed in block order
+      _mm256_store_ps(vs[r], _mm256_mul_ps(_mm256_mul_ps(d[r], yd), _mm256_cvtepi32_ps(c)));
+    }
+    float a[R];
+    for (int r = 0; r < R; ++r) a[r] = acc[r][t];
+    for (int i = 0; i < NB; ++i) {
+      for (int r = 0; r < R; ++r) a[r] += vs[r][i];
+    }
+    for (int r = 0; r < R; ++r) acc[r][t] = a[r];
+  }
+}
+
+template <Kind K, int R>
+void small_q32_rows(const uint8_t* const* w, size_t bb, const uint8_t* act, size_t act_stride,
+                    int64_t T, int64_t n_units, const float* yd, const int32_t* off, float* const* acc) {
+  int64_t u0 = 0;
+  for (; u0 + 8 <= n_units; u0 += 8) small_q32_blocks<K, R, 8>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc);
+  switch (n_units - u0) {
+    case 1: small_q32_blocks<K, R, 1>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
+    case 2: small_q32_blocks<K, R, 2>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
+    case 3: small_q32_blocks<K, R, 3>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
+    case 4: small_q32_blocks<K, R, 4>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
+    case 5: small_q32_blocks<K, R, 5>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
+    case 6: small_q32_blocks<K, R, 6>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
+    case 7: small_q32_blocks<K, R, 7>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
+    default: break;
   }
 }
 
 template <Kind K>
 void small_q32(const uint8_t* const* w, int n_w, size_t bb, const uint8_t* act,
                size_t act_stride, int64_t T, int64_t n_units, Scratch& sc) {
-  for (int m = 0; m < n_w; ++m) {
-    int64_t u0 = 0;
-    for (; u0 + 8 <= n_units; u0 += 8) small_q32_blocks<K, 8>(w[m], bb, act, act_stride, T, u0, sc.acc[m]);
-    switch (n_units - u0) {
-      case 1: small_q32_blocks<K, 1>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
-      case 2: small_q32_blocks<K, 2>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
-      case 3: small_q32_blocks<K, 3>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
-      case 4: small_q32_blocks<K, 4>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
-      case 5: small_q32_blocks<K, 5>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
-      case 6: small_q32_blocks<K, 6>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
-      case 7: small_q32_blocks<K, 7>(w[m], bb, act, act_stride, T, u0, sc.acc[m]); break;
-      default: break;
-    }
+  // per activation row: y.d and offset·Σq of each block, 8 zero lanes past the last
+  constexpr int shift = K == Kind::Q4_0 ? 3 : 7;
+  const size_t len = size_t(T) * size_t(n_units + 8);
+  if (sc.yd.size() < len) {
+    sc.yd.resize(len);
+    sc.off.resize(len);
   }
+  for (int64_t t = 0; t < T; ++t) {
+    const ActQ8* y = reinterpret_cast<const ActQ8*>(act + size_t(t) * act_stride);
+    float* yd = sc.yd.data() + t * (n_units + 8);
+    int32_t* off = sc.off.data() + t * (n_units + 8);
+    for (int64_t u = 0; u < n_units; ++u) {
+      yd[u] = y[u].d;
+      off[u] = int32_t(uint32_t(y[u].isum) << shift);
+    }
+    for (int u = 0; u < 8; ++u) { yd[n_units + u] = 0.0f; off[n_units + u] = 0; }
+  }
+  float* acc[kAmxRows];
+  for (int m = 0; m < n_w; ++m) acc[m] = sc.acc[m];
+  int m = 0;
+  for (; m + 4 <= n_w; m += 4) small_q32_rows<K, 4>(w + m, bb, act, act_stride, T, n_units, sc.yd.data(), sc.off.data(), acc + m);
+  for (; m < n_w; ++m) small_q32_rows<K, 1>(w + m, bb, act, act_stride, T, n_units, sc.yd.data(), sc.off.data(), acc + m);
 }
 
 // Q4_K / Q5_K on tiles: the 6-bit sub-block scale sc = 8·sh + sl (sh, sl ≤ 7) is folded into
@@ -604,6 +619,7 @@ void amx_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const ui
   if (!type_info(type->type, &ti) || n_w < 1 || n_w > kAmxRows || T < 1) return;
   if (ti.kind == Kind::Q4_K) return rows_split<Kind::Q4_K>(type, w, n_w, packed, T, n_in, out, out_stride, scratch());
   if (ti.kind == Kind::Q5_K) return rows_split<Kind::Q5_K>(type, w, n_w, packed, T, n_in, out, out_stride, scratch());
+  if (ti.kind == Kind::Q6_K) ti.unpack = unpack_q6_k_row;
   const ActLayout al(type->act);
   const int64_t n_units = n_in / al.unit;
   const size_t bb = size_t(type->block_bytes);
