@@ -3,8 +3,8 @@
 //
 // Tiles: 0..3 accumulators (16×16 int32, weight rows × activation rows), 4..5 weight quants
 // (16 rows × K bytes, u8), 6..7 activation quants (K/4 rows × 16 columns of 4 bytes, s8), with
-// K the elements of one scale group (Q4_0, Q8_0: 32; Q6_K: 16) or, for Q4_K and Q5_K, whose
-// scales are folded into the weight operand (rows_split), 64.
+// K = 32 (Q4_0, Q8_0: one block) or 64 (the k-quants, whose scales are folded into the weight
+// operand: rows_folded; Q6_K uses tile 4 as a fifth accumulator).
 //
 // GCC 12 reports the _mm512_undefined_*() inside its own intrinsics as uninitialised (GCC bug
 // 105593): those warnings say nothing about this file.
@@ -28,8 +28,6 @@ namespace {
 // Activation rows per pass over a weight block (its unpacked quants are reused for all of them).
 constexpr int kTBlockAmx = 128;
 constexpr int kMaxTiles = kTBlockAmx / kAmxTile;
-// Scale groups per unit (block or super-block): at most 16 (Q6_K).
-constexpr int kMaxSubs = 16;
 
 struct TileConfig {
   uint8_t palette;
@@ -67,15 +65,15 @@ struct ActLayout {
 // scales and the integer factors of the tile products and of the block sums.
 struct WeightUnit {
   alignas(64) uint8_t q[kAmxRows][kQKK];
-  alignas(64) int32_t sc[kAmxRows][kMaxSubs];  // per scale group
   alignas(64) int32_t pm[kAmxRows][8];         // int16 pairs against the bsum pairs
   float d[kAmxRows], dmin[kAmxRows];
 };
 
 struct Scratch {
   WeightUnit w;
-  alignas(64) int32_t c[kMaxSubs][4][256];          // tile results per scale group
+  alignas(64) int32_t c[2][4][256];                 // tile results (16 × 16 int32 each)
   alignas(64) float acc[kAmxRows][kTBlockAmx];      // running sums per weight row
+  alignas(64) uint8_t q6[5][16][kQKK];              // Q6_K on tiles: digit rows, then q
   std::vector<float> yd;                            // Q4_0/Q8_0 VNNI rows: y.d per block
   std::vector<int32_t> off;                         // and offset · Σq
 };
@@ -108,101 +106,62 @@ void unpack_q8_0_row(const uint8_t* blk, WeightUnit& u, int m) {
 
 enum class Kind { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K };
 
-struct TypeInfo {
-  Kind kind;
-  int k;      // elements per tile product (one scale group)
-  int subs;   // scale groups per unit
-  void (*unpack)(const uint8_t*, WeightUnit&, int);
-};
-
-bool type_info(GgmlType t, TypeInfo* info) {
+bool kind_of(GgmlType t, Kind* kind) {
   switch (t) {
-    case GgmlType::Q4_0: *info = {Kind::Q4_0, 32, 1, unpack_q4_0_row}; return true;
-    case GgmlType::Q8_0: *info = {Kind::Q8_0, 32, 1, unpack_q8_0_row}; return true;
-    // Q4_K, Q5_K: rows_split; Q6_K: unpack_q6_k_row (both below, after kregs)
-    case GgmlType::Q4_K: *info = {Kind::Q4_K, 64, 4, nullptr}; return true;
-    case GgmlType::Q5_K: *info = {Kind::Q5_K, 64, 4, nullptr}; return true;
-    case GgmlType::Q6_K: *info = {Kind::Q6_K, 16, 16, nullptr}; return true;
+    case GgmlType::Q4_0: *kind = Kind::Q4_0; return true;
+    case GgmlType::Q8_0: *kind = Kind::Q8_0; return true;
+    case GgmlType::Q4_K: *kind = Kind::Q4_K; return true;
+    case GgmlType::Q5_K: *kind = Kind::Q5_K; return true;
+    case GgmlType::Q6_K: *kind = Kind::Q6_K; return true;
     default: return false;
   }
 }
 
-// The tile products of one unit: for each scale group s, MT weight tiles × NT activation tiles
-// into c[s][mi·NT + ni].
+// Q4_0 / Q8_0 on tiles: the products of one block (K = 32), MT weight tiles × NT activation
+// tiles into c[0][mi·NT + ni].
 template <int MT, int NT>
-void products(const TypeInfo& ti, const WeightUnit& u, const uint8_t* const* act, Scratch& sc) {
-  const int k = ti.k;
-  for (int s = 0; s < ti.subs; ++s) {
-    _tile_loadd(4, u.q[0] + s * k, kQKK);
-    if constexpr (MT == 2) _tile_loadd(5, u.q[16] + s * k, kQKK);
-    _tile_loadd(6, act[0] + size_t(s) * size_t(k / 4) * 64, 64);
-    if constexpr (NT == 2) _tile_loadd(7, act[1] + size_t(s) * size_t(k / 4) * 64, 64);
-    _tile_zero(0);
-    _tile_dpbusd(0, 4, 6);
-    _tile_stored(0, sc.c[s][0], 64);
+void products(const WeightUnit& u, const uint8_t* const* act, Scratch& sc) {
+  _tile_loadd(4, u.q[0], kQKK);
+  if constexpr (MT == 2) _tile_loadd(5, u.q[16], kQKK);
+  _tile_loadd(6, act[0], 64);
+  if constexpr (NT == 2) _tile_loadd(7, act[1], 64);
+  _tile_zero(0);
+  _tile_dpbusd(0, 4, 6);
+  _tile_stored(0, sc.c[0][0], 64);
+  if constexpr (NT == 2) {
+    _tile_zero(1);
+    _tile_dpbusd(1, 4, 7);
+    _tile_stored(1, sc.c[0][1], 64);
+  }
+  if constexpr (MT == 2) {
+    _tile_zero(2);
+    _tile_dpbusd(2, 5, 6);
+    _tile_stored(2, sc.c[0][NT], 64);
     if constexpr (NT == 2) {
-      _tile_zero(1);
-      _tile_dpbusd(1, 4, 7);
-      _tile_stored(1, sc.c[s][1], 64);
-    }
-    if constexpr (MT == 2) {
-      _tile_zero(2);
-      _tile_dpbusd(2, 5, 6);
-      _tile_stored(2, sc.c[s][NT], 64);
-      if constexpr (NT == 2) {
-        _tile_zero(3);
-        _tile_dpbusd(3, 5, 7);
-        _tile_stored(3, sc.c[s][NT + 1], 64);
-      }
+      _tile_zero(3);
+      _tile_dpbusd(3, 5, 7);
+      _tile_stored(3, sc.c[0][NT + 1], 64);
     }
   }
 }
 
-// Adds each weight row's block results to acc[row][col0 ..  col0 + 16) from the tile results
-// c[s][idx] of weight rows m0 .. m0 + 16 and the activation unit at a (one tile of 16 rows).
-void finish(const TypeInfo& ti, const ActLayout& al, const WeightUnit& u, Scratch& sc, int idx,
-            int m0, int n_m, const uint8_t* a, int col0) {
+// Adds each weight row's block result to acc[row][col0 .. col0 + 16) from the tile results
+// c[0][idx] of weight rows m0 .. m0 + 16 and the activation unit at a (one tile of 16 rows).
+void finish(Kind kind, const ActLayout& al, const WeightUnit& u, Scratch& sc, int idx, int m0,
+            int n_m, const uint8_t* a, int col0) {
   const __m512 yd = _mm512_loadu_ps(reinterpret_cast<const float*>(a + al.qbytes));
   const int32_t* extra = reinterpret_cast<const int32_t*>(a + al.qbytes + 64);
-  if (ti.kind == Kind::Q4_0 || ti.kind == Kind::Q8_0) {
-    // scalar: d · y.d · float(Σ q·y − offset·Σy), offset 8 (Q4_0) or 128 (Q8_0, stored +128)
-    const __m512i isum = _mm512_loadu_si512(extra);
-    const __m512i off = ti.kind == Kind::Q4_0 ? _mm512_slli_epi32(isum, 3) : _mm512_slli_epi32(isum, 7);
-    for (int m = 0; m < n_m; ++m) {
-      const int row = m0 + m;
-      const __m512i c = _mm512_sub_epi32(_mm512_load_si512(sc.c[0][idx] + 16 * m), off);
-      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(u.d[row]), yd), _mm512_cvtepi32_ps(c));
-      float* acc = sc.acc[row] + col0;
-      _mm512_storeu_ps(acc, _mm512_add_ps(_mm512_loadu_ps(acc), v));
-    }
-    return;
-  }
-  __m512i pairs[8];
-  for (int p = 0; p < 8; ++p) pairs[p] = _mm512_loadu_si512(extra + 16 * p);
+  // scalar: d · y.d · float(Σ q·y − offset·Σy), offset 8 (Q4_0) or 128 (Q8_0, stored +128)
+  const __m512i isum = _mm512_loadu_si512(extra);
+  const __m512i off = kind == Kind::Q4_0 ? _mm512_slli_epi32(isum, 3) : _mm512_slli_epi32(isum, 7);
   for (int m = 0; m < n_m; ++m) {
     const int row = m0 + m;
-    __m512i sumi = _mm512_setzero_si512();
-    for (int s = 0; s < ti.subs; ++s) {
-      const __m512i c = _mm512_load_si512(sc.c[s][idx] + 16 * m);
-      sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(c, _mm512_set1_epi32(u.sc[row][s])));
-    }
-    // Σ factor · bsum: the mins (Q4_K, Q5_K) or the −32 offset's Σ scale · bsum (Q6_K)
-    __m512i bs = _mm512_setzero_si512();
-    for (int p = 0; p < 8; ++p) bs = _mm512_dpwssd_epi32(bs, pairs[p], _mm512_set1_epi32(u.pm[row][p]));
-    __m512 v;
-    if (ti.kind == Kind::Q6_K) {  // scalar: y.d · d · float(Σ sc · (q − 32)·y)
-      sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(bs, 5));
-      v = _mm512_mul_ps(_mm512_mul_ps(yd, _mm512_set1_ps(u.d[row])), _mm512_cvtepi32_ps(sumi));
-    } else {  // scalar: y.d · (d · float(sumi) − dmin · float(summ))
-      const __m512 t = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(u.d[row]), _mm512_cvtepi32_ps(sumi)),
-                                     _mm512_mul_ps(_mm512_set1_ps(u.dmin[row]), _mm512_cvtepi32_ps(bs)));
-      v = _mm512_mul_ps(yd, t);
-    }
+    const __m512i c = _mm512_sub_epi32(_mm512_load_si512(sc.c[0][idx] + 16 * m), off);
+    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(u.d[row]), yd), _mm512_cvtepi32_ps(c));
     float* acc = sc.acc[row] + col0;
     _mm512_storeu_ps(acc, _mm512_add_ps(_mm512_loadu_ps(acc), v));
   }
 }
-
 
 inline int32_t hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -302,17 +261,6 @@ inline void kregs(const uint8_t* blk, KRegs& r) {
     r.d = f16_to_f32(head.d);
     r.dmin = f16_to_f32(head.dmin);
   }
-}
-
-// Q6_K on tiles: the unsigned quants of 16 scale groups and their scales.
-void unpack_q6_k_row(const uint8_t* blk, WeightUnit& u, int m) {
-  KRegs r;
-  kregs<Kind::Q6_K>(blk, r);
-  for (int c = 0; c < 4; ++c) _mm512_store_si512(u.q[m] + 64 * c, r.q[c]);
-  const int8_t* scales = reinterpret_cast<const BlockQ6_K*>(blk)->scales;
-  _mm512_store_si512(u.sc[m], _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(u.pm[m]), r.pm);
-  u.d[m] = r.d;
 }
 
 template <Kind K>
@@ -534,13 +482,93 @@ void finish_split(const ActLayout& al, const WeightUnit& u, Scratch& sc, int ni,
   }
 }
 
-template <Kind K>
-void rows_split(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* packed,
-                int64_t T, int64_t n_in, float* out, size_t out_stride, Scratch& sc) {
+// Q6_K on tiles: its signed 8-bit scale s per 16 elements is folded into the weight operand as
+// the base-4 digits of s + 128 (0 .. 255): rows q·d_i (q ≤ 63, d_i ≤ 3: ≤ 189) for i = 0..3 and
+// q itself, so Σ q·s·y = Σ_i 4^i·(Σ q·d_i·y) − 128·Σ q·y exactly, a whole super-block
+// accumulated in five tiles and stored once.
+void unpack_q6_split(const uint8_t* blk, Scratch& sc, int m) {
+  KRegs r;
+  kregs<Kind::Q6_K>(blk, r);
+  const int8_t* scales = reinterpret_cast<const BlockQ6_K*>(blk)->scales;
+  const __m128i biased = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)),
+                                       _mm_set1_epi8(char(0x80)));  // s + 128
+  const __m512i all = _mm512_broadcast_i32x4(biased);
+  const __m512i three = _mm512_set1_epi16(3);
+  for (int c = 0; c < 4; ++c) {
+    // bytes of 128-bit lane k: the biased scale of group 4c + k (elements 64c + 16k ..)
+    const __m512i idx = _mm512_set_epi32(0x01010101 * (4 * c + 3), 0x01010101 * (4 * c + 3), 0x01010101 * (4 * c + 3), 0x01010101 * (4 * c + 3),
+                                         0x01010101 * (4 * c + 2), 0x01010101 * (4 * c + 2), 0x01010101 * (4 * c + 2), 0x01010101 * (4 * c + 2),
+                                         0x01010101 * (4 * c + 1), 0x01010101 * (4 * c + 1), 0x01010101 * (4 * c + 1), 0x01010101 * (4 * c + 1),
+                                         0x01010101 * (4 * c), 0x01010101 * (4 * c), 0x01010101 * (4 * c), 0x01010101 * (4 * c));
+    const __m512i g = _mm512_shuffle_epi8(all, idx);
+    for (int i = 0; i < 4; ++i) {
+      const __m512i digit = _mm512_and_si512(_mm512_srli_epi16(g, 2 * i), three);  // per 16-bit lane
+      _mm512_store_si512(sc.q6[i][m] + 64 * c, _mm512_mullo_epi16(r.q[c], digit));
+    }
+    _mm512_store_si512(sc.q6[4][m] + 64 * c, r.q[c]);
+  }
+  _mm256_store_si256(reinterpret_cast<__m256i*>(sc.w.pm[m]), r.pm);
+  sc.w.d[m] = r.d;
+}
+
+void products_q6(const uint8_t* act, Scratch& sc) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_zero(4);
+  for (int s = 0; s < 4; ++s) {
+    _tile_loadd(6, act + size_t(s) * 16 * 64, 64);
+    _tile_loadd(5, sc.q6[0][0] + 64 * s, kQKK);
+    _tile_dpbusd(0, 5, 6);
+    _tile_loadd(5, sc.q6[1][0] + 64 * s, kQKK);
+    _tile_dpbusd(1, 5, 6);
+    _tile_loadd(5, sc.q6[2][0] + 64 * s, kQKK);
+    _tile_dpbusd(2, 5, 6);
+    _tile_loadd(5, sc.q6[3][0] + 64 * s, kQKK);
+    _tile_dpbusd(3, 5, 6);
+    _tile_loadd(5, sc.q6[4][0] + 64 * s, kQKK);
+    _tile_dpbusd(4, 5, 6);
+  }
+  _tile_stored(0, sc.c[0][0], 64);
+  _tile_stored(1, sc.c[0][1], 64);
+  _tile_stored(2, sc.c[0][2], 64);
+  _tile_stored(3, sc.c[0][3], 64);
+  _tile_stored(4, sc.c[1][0], 64);
+}
+
+void finish_q6(const ActLayout& al, Scratch& sc, int acc0, int n_m, const uint8_t* a, int col0) {
+  const __m512 yd = _mm512_loadu_ps(reinterpret_cast<const float*>(a + al.qbytes));
+  const int32_t* extra = reinterpret_cast<const int32_t*>(a + al.qbytes + 64);
+  __m512i pairs[8];
+  for (int p = 0; p < 8; ++p) pairs[p] = _mm512_loadu_si512(extra + 16 * p);
+  for (int m = 0; m < n_m; ++m) {
+    const int32_t* c = sc.c[0][0] + 16 * m;
+    __m512i sum = _mm512_load_si512(sc.c[0][3] + 16 * m);
+    sum = _mm512_add_epi32(_mm512_slli_epi32(sum, 2), _mm512_load_si512(sc.c[0][2] + 16 * m));
+    sum = _mm512_add_epi32(_mm512_slli_epi32(sum, 2), _mm512_load_si512(sc.c[0][1] + 16 * m));
+    sum = _mm512_add_epi32(_mm512_slli_epi32(sum, 2), _mm512_load_si512(c));
+    sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(_mm512_load_si512(sc.c[1][0] + 16 * m), 7));
+    __m512i bs = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) bs = _mm512_dpwssd_epi32(bs, pairs[p], _mm512_set1_epi32(sc.w.pm[m][p]));
+    // scalar: y.d · d · float(Σ sc · (q − 32)·y)
+    const __m512i sumi = _mm512_sub_epi32(sum, _mm512_slli_epi32(bs, 5));
+    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(yd, _mm512_set1_ps(sc.w.d[m])), _mm512_cvtepi32_ps(sumi));
+    float* acc = sc.acc[acc0 + m] + col0;
+    _mm512_storeu_ps(acc, _mm512_add_ps(_mm512_loadu_ps(acc), v));
+  }
+}
+
+// The k-quants on tiles (scales folded into the weight operand, K = 64): per super-block, the
+// weight rows in passes of 16, unpacked by unpack(block, scratch, row), then tiles(activation
+// tiles, count, first accumulator row, rows) for every activation tile of a block of rows.
+template <class Unpack, class Tiles>
+void rows_folded(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* packed,
+                 int64_t T, int64_t n_in, float* out, size_t out_stride, Scratch& sc,
+                 Unpack unpack, Tiles tiles) {
   const ActLayout al(type->act);
   const int64_t n_units = n_in / al.unit;
   const size_t bb = size_t(type->block_bytes);
-  WeightUnit& u = sc.w;
   configure(64);
   for (int64_t t0 = 0; t0 < T; t0 += kTBlockAmx) {
     const int64_t nt_rows = std::min<int64_t>(kTBlockAmx, T - t0);
@@ -548,18 +576,14 @@ void rows_split(const TypeTraits* type, const uint8_t* const* w, int n_w, const 
     const int64_t tile0 = t0 / kAmxTile;
     for (int m = 0; m < n_w; ++m) std::memset(sc.acc[m], 0, sizeof(float) * 16 * size_t(n_tiles));
     for (int64_t un = 0; un < n_units; ++un) {
+      const uint8_t* a[kMaxTiles];
+      for (int j = 0; j < n_tiles; ++j) {
+        a[j] = packed + (size_t(tile0 + j) * size_t(n_units) + size_t(un)) * al.unit_bytes;
+      }
       for (int h = 0; 16 * h < n_w; ++h) {
         const int n_h = std::min(16, n_w - 16 * h);
-        for (int m = 0; m < n_h; ++m) unpack_q45_split<K>(w[16 * h + m] + size_t(un) * bb, u, m);
-        for (int j = 0; j < n_tiles; j += 2) {
-          const int nt = std::min(2, n_tiles - j);
-          const uint8_t* a[2];
-          for (int i = 0; i < nt; ++i) {
-            a[i] = packed + (size_t(tile0 + j + i) * size_t(n_units) + size_t(un)) * al.unit_bytes;
-          }
-          if (nt == 2) products_split<2>(u, a, sc); else products_split<1>(u, a, sc);
-          for (int ni = 0; ni < nt; ++ni) finish_split(al, u, sc, ni, nt, 16 * h, n_h, a[ni], 16 * (j + ni));
-        }
+        for (int m = 0; m < n_h; ++m) unpack(w[16 * h + m] + size_t(un) * bb, sc, m);
+        tiles(a, n_tiles, 16 * h, n_h);
       }
     }
     for (int64_t t = 0; t < nt_rows; ++t) {
@@ -568,6 +592,33 @@ void rows_split(const TypeTraits* type, const uint8_t* const* w, int n_w, const 
     }
   }
   _tile_release();
+}
+
+template <Kind K>
+void rows_q45(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* packed,
+              int64_t T, int64_t n_in, float* out, size_t out_stride, Scratch& sc) {
+  const ActLayout al(type->act);
+  rows_folded(type, w, n_w, packed, T, n_in, out, out_stride, sc,
+              [](const uint8_t* blk, Scratch& s, int m) { unpack_q45_split<K>(blk, s.w, m); },
+              [&](const uint8_t* const* a, int n_tiles, int acc0, int n_h) {
+                for (int j = 0; j < n_tiles; j += 2) {
+                  const int nt = std::min(2, n_tiles - j);
+                  if (nt == 2) products_split<2>(sc.w, a + j, sc); else products_split<1>(sc.w, a + j, sc);
+                  for (int ni = 0; ni < nt; ++ni) finish_split(al, sc.w, sc, ni, nt, acc0, n_h, a[j + ni], 16 * (j + ni));
+                }
+              });
+}
+
+void rows_q6(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* packed,
+             int64_t T, int64_t n_in, float* out, size_t out_stride, Scratch& sc) {
+  const ActLayout al(type->act);
+  rows_folded(type, w, n_w, packed, T, n_in, out, out_stride, sc, unpack_q6_split,
+              [&](const uint8_t* const* a, int n_tiles, int acc0, int n_h) {
+                for (int j = 0; j < n_tiles; ++j) {
+                  products_q6(a[j], sc);
+                  finish_q6(al, sc, acc0, n_h, a[j], 16 * j);
+                }
+              });
 }
 
 }  // namespace
@@ -615,32 +666,27 @@ void amx_pack_tile(ActKind kind, const uint8_t* act, size_t act_stride, int64_t 
 
 void amx_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* packed,
               int64_t T, int64_t n_in, float* out, size_t out_stride) {
-  TypeInfo ti;
-  if (!type_info(type->type, &ti) || n_w < 1 || n_w > kAmxRows || T < 1) return;
-  if (ti.kind == Kind::Q4_K) return rows_split<Kind::Q4_K>(type, w, n_w, packed, T, n_in, out, out_stride, scratch());
-  if (ti.kind == Kind::Q5_K) return rows_split<Kind::Q5_K>(type, w, n_w, packed, T, n_in, out, out_stride, scratch());
-  if (ti.kind == Kind::Q6_K) ti.unpack = unpack_q6_k_row;
+  Kind kind;
+  if (!kind_of(type->type, &kind) || n_w < 1 || n_w > kAmxRows || T < 1) return;
+  Scratch& sc = scratch();
+  if (kind == Kind::Q4_K) return rows_q45<Kind::Q4_K>(type, w, n_w, packed, T, n_in, out, out_stride, sc);
+  if (kind == Kind::Q5_K) return rows_q45<Kind::Q5_K>(type, w, n_w, packed, T, n_in, out, out_stride, sc);
+  if (kind == Kind::Q6_K) return rows_q6(type, w, n_w, packed, T, n_in, out, out_stride, sc);
+  // Q4_0, Q8_0: one block per tile product
+  const auto unpack = kind == Kind::Q4_0 ? unpack_q4_0_row : unpack_q8_0_row;
   const ActLayout al(type->act);
   const int64_t n_units = n_in / al.unit;
   const size_t bb = size_t(type->block_bytes);
-  Scratch& sc = scratch();
   WeightUnit& u = sc.w;
-  // rows past n_w in a used weight tile: zero quants and scales (their outputs are not stored)
   const int mt = n_w > 16 ? 2 : 1;
-  for (int m = n_w; m < 16 * mt; ++m) {
-    std::memset(u.q[m], 0, sizeof u.q[m]);
-    std::memset(u.sc[m], 0, sizeof u.sc[m]);
-    std::memset(u.pm[m], 0, sizeof u.pm[m]);
-    u.d[m] = u.dmin[m] = 0.0f;
-  }
-  configure(ti.k);
+  configure(kQK);
   for (int64_t t0 = 0; t0 < T; t0 += kTBlockAmx) {
     const int64_t nt_rows = std::min<int64_t>(kTBlockAmx, T - t0);
     const int n_tiles = int((nt_rows + kAmxTile - 1) / kAmxTile);
     const int64_t tile0 = t0 / kAmxTile;
-    for (int m = 0; m < 16 * mt; ++m) std::memset(sc.acc[m], 0, sizeof(float) * 16 * size_t(n_tiles));
+    for (int m = 0; m < n_w; ++m) std::memset(sc.acc[m], 0, sizeof(float) * 16 * size_t(n_tiles));
     for (int64_t un = 0; un < n_units; ++un) {
-      for (int m = 0; m < n_w; ++m) ti.unpack(w[m] + size_t(un) * bb, u, m);
+      for (int m = 0; m < n_w; ++m) unpack(w[m] + size_t(un) * bb, u, m);
       for (int j = 0; j < n_tiles; j += 2) {
         const int nt = std::min(2, n_tiles - j);
         const uint8_t* a[2];
@@ -648,15 +694,13 @@ void amx_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const ui
           a[i] = packed + (size_t(tile0 + j + i) * size_t(n_units) + size_t(un)) * al.unit_bytes;
         }
         if (mt == 2) {
-          if (nt == 2) products<2, 2>(ti, u, a, sc); else products<2, 1>(ti, u, a, sc);
+          if (nt == 2) products<2, 2>(u, a, sc); else products<2, 1>(u, a, sc);
         } else {
-          if (nt == 2) products<1, 2>(ti, u, a, sc); else products<1, 1>(ti, u, a, sc);
+          if (nt == 2) products<1, 2>(u, a, sc); else products<1, 1>(u, a, sc);
         }
         for (int mi = 0; mi < mt; ++mi) {
           const int n_m = std::min(16, n_w - 16 * mi);
-          for (int ni = 0; ni < nt; ++ni) {
-            finish(ti, al, u, sc, mi * nt + ni, 16 * mi, n_m, a[ni], 16 * (j + ni));
-          }
+          for (int ni = 0; ni < nt; ++ni) finish(kind, al, u, sc, mi * nt + ni, 16 * mi, n_m, a[ni], 16 * (j + ni));
         }
       }
     }
@@ -670,13 +714,13 @@ void amx_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const ui
 
 void amx_small_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* act,
                     size_t act_stride, int64_t T, int64_t n_in, float* out, size_t out_stride) {
-  TypeInfo ti;
-  if (!type_info(type->type, &ti) || n_w < 1 || n_w > kAmxRows || T < 1 || T > kTBlockAmx) return;
+  Kind kind;
+  if (!kind_of(type->type, &kind) || n_w < 1 || n_w > kAmxRows || T < 1 || T > kTBlockAmx) return;
   const int64_t n_units = n_in / (type->act == ActKind::Q8K ? kQKK : kQK);
   const size_t bb = size_t(type->block_bytes);
   Scratch& sc = scratch();
   for (int m = 0; m < n_w; ++m) std::memset(sc.acc[m], 0, sizeof(float) * size_t(T));
-  switch (ti.kind) {
+  switch (kind) {
     case Kind::Q4_0: small_q32<Kind::Q4_0>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
     case Kind::Q8_0: small_q32<Kind::Q8_0>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
     case Kind::Q4_K: small_kquant<Kind::Q4_K>(w, n_w, bb, act, act_stride, T, n_units, sc); break;

@@ -7,10 +7,10 @@
 // tiles, once per block of activation rows. Activations are the quantized rows matmul already
 // makes (quantize_act.h), re-laid once per product into the s8 tile layout: per tile of 16
 // rows, each group of 4 consecutive quants of a row is one 32-bit column of a tile row
-// (amx_pack_tile). For Q4_0, Q8_0 and Q6_K one tile product covers one scale group (32
-// elements; Q6_K 16) and its int32 results are scaled per weight row in integers
-// (Σ scale · dot, exact); Q4_K and Q5_K fold each 6-bit scale 8·sh + sl into two u8 weight
-// rows (q·sl, q·sh) and accumulate a whole super-block in the tiles. The offsets and mins
+// (amx_pack_tile). Q4_0 and Q8_0: one tile product per 32-element block. The k-quants fold
+// their sub-block scales into the weight operand so that a whole super-block accumulates in
+// the tiles: Q4_K and Q5_K as two u8 rows per weight row (q·sl, q·sh for the 6-bit scale
+// 8·sh + sl), Q6_K as five (q times each base-4 digit of scale + 128, and q). The offsets and mins
 // enter through the activation's integer block sums (VNNI int16 dot products), and each block's
 // float expression is the scalar reference's (dot_scalar.cc) with the same operations in the
 // same order (the file is compiled with -ffp-contract=off). Every output is therefore bit-equal
@@ -46,11 +46,10 @@ inline bool amx_supports(GgmlType type) {
   }
 }
 
-// Activation rows from which amx_rows (tiles) is faster than amx_small_rows (VNNI block sums),
-// measured on 1- to 16-row products of 4096 × 2048 matrices on one core of this project's
-// AMX machine (the two are within ~15% of each other there; Q6_K's 16-element scale groups
-// halve the work per tile product).
-inline int64_t amx_min_rows(GgmlType type) { return type == GgmlType::Q6_K ? 16 : 8; }
+// Activation rows from which amx_rows (tiles) runs instead of amx_small_rows (VNNI block
+// sums): the crossover measured on 2- to 16-row products of 4096-row matrices on one core of
+// an AMX machine was 4 to 8 rows for every type.
+inline int64_t amx_min_rows(GgmlType) { return 8; }
 
 // Bytes of T activation rows of n_in elements (kind Q8 or Q8K) in the tile layout.
 size_t amx_packed_bytes(ActKind kind, int64_t T, int64_t n_in);
