@@ -53,6 +53,8 @@ NESTED = unique(unique({"type": "integer", "minimum": 0}))
     {"type": "array"}, {"type": "array", "items": {"type": "boolean"}, "minItems": 1},
     unique({"type": "string"}), {"type": ["string", "integer", "boolean", "null"]},
     {"anyOf": [{"type": "object"}, {"type": "number"}]}, {"$ref": "#/$defs/o"},
+    {"type": "string", "pattern": "^[a-z][a-z0-9-]*$"}, {"type": "string", "format": "uri"},
+    {"type": "string", "pattern": "\\.py$"}, {"type": "string", "pattern": "^v[0-9]+$"},
 ])
 def test_any_items_compile_with_a_marked_bracket(items):
     g = Grammar.from_json_schema({"$defs": {"o": {"type": "object"}}, **unique(items)})
@@ -69,7 +71,9 @@ def test_any_items_compile_with_a_marked_bracket(items):
     ({"type": "integer", "minimum": -5}, "negative minimum"),
     ({"type": "number", "multipleOf": 0.5}, "multipleOf"),
     ({"type": "array", "maxItems": 3}, "maxItems"),
-    ({"type": "string", "pattern": "^[a-z]+$"}, "pattern"),
+    ({"type": "string", "pattern": "^[a-z]{1,3}$"}, "pattern or format"),
+    ({"type": "string", "format": "date"}, "pattern or format"),
+    ({"anyOf": [{"type": "object"}, {"type": "string", "pattern": "^(ab|c)$"}]}, "pattern"),
     ({"anyOf": [{"type": "object"}, {"enum": ["a", 1]}]}, "const"),
     (unique({"type": "boolean"}), "finite set"),
 ])
@@ -248,7 +252,7 @@ VOCAB = [b"[", b"]", b",", b"1", b"0", b".", b"e", b"-", b"1,", b"0]", b" ", b"{
          b'"', b"x", b"\\u0078", b'x"', b""]
 V_INFO = TokenizerInfo.from_token_bytes(VOCAB, [len(VOCAB) - 1])
 TAILS = [b"2", b"]", b"}", b",", b'"c":2}', b".2", b'2"', b"ue", b"{", b"[2]", b":2}", b",2]",
-         b"2}}", b"}]"]
+         b"2}}", b"}]", b'"2"']
 
 
 @pytest.mark.parametrize("schema, steer", [
@@ -260,6 +264,8 @@ TAILS = [b"2", b"]", b"}", b",", b'"c":2}', b".2", b'2"', b"ue", b"{", b"[2]", b
     (unique({"type": "object"}), (b"[", b"{", b'"a":1}', b"{}", b",", b"true")),
     (ANY, (b"{}", b"[]", b"true", b",", b"1,", b"1.0,", b'"x"', b'"', b"\\u0078", b'x"')),
     (unique(unique({"type": "integer"})), (b"[", b"[]", b"1,", b"0]", b"1", b",")),
+    (unique({"type": "string", "pattern": "^[x2]+$"}), (b"[", b'"x"', b'"', b"x", b'x"', b",",
+                                                         b"\\u0078")),
 ])
 def test_masks_equal_brute_force(schema, steer):
     assert sum(_walk_against_brute_force(schema, seed, 16, TAILS, steer, VOCAB, 3)
@@ -335,6 +341,8 @@ WALK_SCHEMAS = [
     {**INTS, "minItems": 4}, {**NUMBERS, "minItems": 3}, {**ANY, "minItems": 5},
     {**OBJECTS, "minItems": 3, "maxItems": 6}, {**MIXED, "minItems": 6}, {**NESTED, "minItems": 3},
     unique({"type": ["boolean", "null", "integer"]}, minItems=5),
+    unique({"type": "string", "pattern": "^[a-c][a-c0-9]*$"}, minItems=8),
+    unique({"anyOf": [{"type": "string", "format": "uri"}, {"type": "boolean"}]}, minItems=4),
     {"anyOf": [unique({"type": "object"}, minItems=2),
                {"type": "array", "items": {"type": "integer"}, "minItems": 3}]},
     {"type": "object", "properties": {"ids": unique({"type": "integer", "minimum": 0},

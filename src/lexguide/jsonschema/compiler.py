@@ -305,6 +305,10 @@ class SchemaCompiler:
             self.schemas.note(s.pointer, "maxLength", f"{e} (length limits ignored: lenient)")
             return self.string(replace(s, min_length=0, max_length=None), esc)
 
+    def string_rx(self, s: StringSchema) -> int:
+        """The regex of ``s``'s JSON strings under the layout's escapes."""
+        return self.string(s, self.layout.escapes)
+
     def any_value(self, lay: _Layout) -> int:
         """Any JSON value (recursive rules, one set per layout depth)."""
         got = self._any.get(lay.depth)
@@ -418,12 +422,13 @@ class SchemaCompiler:
                 name = UNIQUE_ITEM_NAME if items.max_length is None else UNIQUE_BOUNDED_ITEM_NAME
                 return _Marked(self.b.lexeme(self.string(items, self.layout.escapes), name,
                                              lexeme_class=self.cls, unique_item=True))
-            tracked = tracked_items_problem(s, self.schemas.resolve)
+            tracked = tracked_items_problem(s, self.schemas.resolve, self.string_rx)
             if tracked is None:
                 opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
                 return _Tracked(self.b.lexeme(opener, UNIQUE_ARRAY_NAME, lexeme_class=self.cls,
                                               unique_item=True))
-            if isinstance(items, StringSchema) and by_matcher:
+            if isinstance(items, StringSchema) and by_matcher and (
+                    items.max_length is not None or not (items.patterns or items.formats)):
                 problem = by_matcher
             elif not (isinstance(items, NumberSchema) and items.maximum is not None
                       and items.minimum is not None):
@@ -435,10 +440,10 @@ class SchemaCompiler:
             raise SchemaError(
                 f"uniqueItems cannot be enforced: {problem}. It is enforced for items with a "
                 "small finite set of values (enum, const, boolean, null, small integer "
-                "ranges), strings without pattern or format, numbers without maximum or "
-                "multipleOf, objects open to more members, arrays without maxItems, and unions "
-                "of these; lenient=True "
-                "(CLI --lenient) compiles the array without it and lists it on Grammar.notes",
+                "ranges), strings (a pattern or format must leave every prefix unbounded), "
+                "numbers without maximum or multipleOf, objects open to more members, arrays "
+                "without maxItems, and unions of these; lenient=True (CLI --lenient) compiles "
+                "the array without it and lists it on Grammar.notes",
                 pointer=at, keyword="uniqueItems")
         assert not isinstance(values, str)
         b, child = self.b, lay.child
@@ -467,7 +472,7 @@ class SchemaCompiler:
         keep apart from another option's array (:func:`~lexguide.jsonschema.unique.union_problem`)
         and ``lenient``, ``s`` with that array allowing duplicates (noted). Raises SchemaError
         when it is not lenient."""
-        got = union_problem(s.options, self.schemas.resolve)
+        got = union_problem(s.options, self.schemas.resolve, self.string_rx)
         if got is None:
             return s
         i, problem = got

@@ -50,7 +50,9 @@ would complete an equal item (:mod:`lexguide.engine.unique_items`). That cannot 
 end when every open prefix of an item has infinitely many values beyond it, which holds, by
 induction over the schema, for:
 
-* ``{}`` (any value), strings without ``maxLength``, ``pattern`` or ``format``, objects that
+* ``{}`` (any value), strings without ``maxLength`` (with a ``pattern`` or ``format`` only when
+  every prefix of their regex reaches a cycle, :func:`regex_open`: ``^[a-z][a-z0-9-]*$`` or
+  ``uri``, not ``date`` or ``^[a-z]{1,3}$``), objects that
   can always take one more member (``additionalProperties`` not false, no
   ``patternProperties``, ``propertyNames`` or ``maxProperties``: a fresh key gives a fresh
   value, whatever the declared members), arrays without ``maxItems`` or ``contains`` (one more
@@ -92,10 +94,13 @@ from lexguide.jsonschema.schema import (
     Unsat,
 )
 from lexguide.limits import MAX_NESTING_DEPTH
+from lexguide.regex import nodes as rx
+from lexguide.regex.native import empty_among
 
-__all__ = ["MAX_BOUNDED_ITEMS", "MAX_FINITE_VALUES", "MAX_UNIQUE_RULES", "UNIQUE_ARRAY_NAME",
-           "deref", "distinct_subsets", "finite_values", "matcher_items_problem", "tracked",
-           "tracked_items_problem", "union_problem", "unique_items_problem", "unique_rule_count"]
+__all__ = ["MAX_BOUNDED_ITEMS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES", "MAX_UNIQUE_RULES",
+           "UNIQUE_ARRAY_NAME", "deref", "distinct_subsets", "finite_values",
+           "matcher_items_problem", "regex_open", "tracked", "tracked_items_problem",
+           "union_problem", "unique_items_problem", "unique_rule_count"]
 
 #: the name of the opening bracket lexeme (marked ``unique_item``) of a ``uniqueItems`` array
 #: whose items the matcher keeps distinct as whole JSON values (not a Lark or GBNF rule name)
@@ -234,15 +239,19 @@ def matcher_items_problem(s: ArraySchema, resolve: Callable[[str], Schema],
     return None
 
 
-def tracked_items_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> str | None:
+def tracked_items_problem(s: ArraySchema, resolve: Callable[[str], Schema],
+                          string_rx: Callable[[StringSchema], int] | None = None) -> str | None:
     """Why the matcher cannot keep the items of ``s`` distinct as whole JSON values (None: it
-    can; see "Any other items" in the module docstring). Pure."""
+    can; see "Any other items" in the module docstring). ``string_rx``: the regex of a string
+    schema's JSON strings (quotes included), to admit strings with a pattern or format whose
+    every prefix has infinitely many completions (:func:`regex_open`); without it they are
+    refused. Pure."""
     if s.contains is not None:
         return "uniqueItems with contains is not supported"
     for i, p in enumerate(s.prefix):
         values = finite_values(p, resolve)
         if isinstance(values, str):
-            got = _open_problem(p, resolve, 0)
+            got = _open_problem(p, resolve, 0, string_rx)
             if got is not None:
                 return f"prefixItems/{i}: {got}"
         elif any(key[0] not in ("bool", "null") for key, _ in values):
@@ -254,11 +263,12 @@ def tracked_items_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> s
     if s.prefix and not isinstance(s.items, Unsat) and \
             not isinstance(finite_values(s.items, resolve), str):
         return "the items after prefixItems are a finite set of values"
-    return _open_problem(s.items, resolve, 0)
+    return _open_problem(s.items, resolve, 0, string_rx)
 
 
-def union_problem(options: tuple[Schema, ...],
-                  resolve: Callable[[str], Schema]) -> tuple[int, str] | None:
+def union_problem(options: tuple[Schema, ...], resolve: Callable[[str], Schema],
+                  string_rx: Callable[[StringSchema], int] | None = None
+                  ) -> tuple[int, str] | None:
     """``(index, why)`` of an option of a union that is a ``uniqueItems`` array the matcher
     keeps distinct by its opening bracket while another option can open an array whose items
     may run out (the matcher cannot tell the two arrays apart at their ``[``, so it holds both
@@ -269,14 +279,14 @@ def union_problem(options: tuple[Schema, ...],
     if sum(a is not None for a in arrays) < 2:
         return None
     for i, a in enumerate(arrays):
-        if not (isinstance(a, ArraySchema) and a.unique and tracked(a, resolve)):
+        if not (isinstance(a, ArraySchema) and a.unique and tracked(a, resolve, string_rx)):
             continue
         for j, other in enumerate(arrays):
             if j == i or other is None or isinstance(other, AnySchema):
                 continue
-            if other.max_items == 0 or (other.unique and tracked(other, resolve)):
+            if other.max_items == 0 or (other.unique and tracked(other, resolve, string_rx)):
                 continue
-            if tracked_items_problem(other, resolve) is not None or \
+            if tracked_items_problem(other, resolve, string_rx) is not None or \
                     not isinstance(finite_values(other.items, resolve), str):
                 return i, ("it is a union with another array schema whose items could be used "
                            f"up (anyOf option {j}), which the matcher would hold to uniqueness "
@@ -284,7 +294,8 @@ def union_problem(options: tuple[Schema, ...],
     return None
 
 
-def tracked(s: ArraySchema, resolve: Callable[[str], Schema]) -> bool:
+def tracked(s: ArraySchema, resolve: Callable[[str], Schema],
+            string_rx: Callable[[StringSchema], int] | None = None) -> bool:
     """Whether the compiler keeps the items of the ``uniqueItems`` array ``s`` distinct by
     marking its opening bracket."""
     values = finite_values(s.items, resolve)
@@ -293,24 +304,71 @@ def tracked(s: ArraySchema, resolve: Callable[[str], Schema]) -> bool:
     items = deref(s.items, resolve)
     if isinstance(items, StringSchema) and matcher_items_problem(s, resolve) is None:
         return False
-    return tracked_items_problem(s, resolve) is None
+    return tracked_items_problem(s, resolve, string_rx) is None
 
 
-def _open_problem(s: Schema, resolve: Callable[[str], Schema], depth: int) -> str | None:
+#: derivative states :func:`regex_open` explores before it gives up (answers False)
+MAX_OPEN_STATES = 2_000
+_OPEN_CACHE: dict[int, bool] = {}
+rx.on_rotate(_OPEN_CACHE.clear)  # its keys are regex nodes
+
+
+def regex_open(x: int) -> bool:
+    """Whether every prefix of a string of the regex ``x`` that is not yet a whole string has
+    infinitely many completions: every non-empty derivative state, except those matching only
+    the empty string, reaches a cycle. False also when more than :data:`MAX_OPEN_STATES`
+    states are reachable. Memoised per node."""
+    got = _OPEN_CACHE.get(x)
+    if got is None:
+        got = _OPEN_CACHE[x] = _regex_open(x)
+    return got
+
+
+def _regex_open(x: int) -> bool:
+    succ: dict[int, set[int]] = {}
+    order, known = [x], {x}
+    while len(succ) < len(order):
+        y = order[len(succ)]
+        nxt = {rx.derivative(y, b) for b in set(rx.byte_partition(y)[1])} - {rx.NOTHING}
+        if any(rx.has_boolean(z) for z in nxt):
+            kids = list(nxt)
+            nxt = {z for z, empty in zip(kids, empty_among(kids)) if not empty}
+        succ[y] = nxt
+        for z in nxt - known:
+            known.add(z)
+            order.append(z)
+            if len(order) > MAX_OPEN_STATES:
+                return False
+    reach: dict[int, set[int]] = {}
+    for y in order:  # states reachable in one step or more
+        seen: set[int] = set()
+        todo = list(succ[y])
+        while todo:
+            z = todo.pop()
+            if z not in seen:
+                seen.add(z)
+                todo.extend(succ[z])
+        reach[y] = seen
+    cyclic = {y for y in order if y in reach[y]}
+    return all(not succ[y] or y in cyclic or not cyclic.isdisjoint(reach[y]) for y in order)
+
+
+def _open_problem(s: Schema, resolve: Callable[[str], Schema], depth: int,
+                  string_rx: Callable[[StringSchema], int] | None) -> str | None:
     """Why some prefix of a value of ``s`` may have finitely many completions (None: every
     prefix has infinitely many values beyond it, except a ``true``/``false``/``null`` or a
     number whose digits so far are zeros, which the matcher decides itself)."""
     if depth > MAX_NESTING_DEPTH:
         return "the items' references are nested too deeply"
     if isinstance(s, RefSchema):
-        return _open_problem(resolve(s.key), resolve, depth + 1)
+        return _open_problem(resolve(s.key), resolve, depth + 1, string_rx)
     if isinstance(s, (AnySchema, Unsat)):
         return None
     if isinstance(s, (BoolSchema, NullSchema)):
         return None
     if isinstance(s, AnyOfSchema):
         for o in s.options:
-            got = _open_problem(o, resolve, depth + 1)
+            got = _open_problem(o, resolve, depth + 1, string_rx)
             if got is not None:
                 return got
         return None
@@ -328,7 +386,9 @@ def _open_problem(s: Schema, resolve: Callable[[str], Schema], depth: int) -> st
             return "the items are strings with maxLength among other values"
         if s.patterns or s.formats or any(want or kind != "const"
                                           for want, kind, _ in s.rx_filters):
-            return "the items are strings with a pattern or format (maybe a finite language)"
+            if string_rx is None or not regex_open(string_rx(s)):
+                return ("the items are strings with a pattern or format that a finite set of "
+                        "strings could use up (some prefix has finitely many completions)")
         return None
     if isinstance(s, ArraySchema):
         if s.max_items is not None:
@@ -341,7 +401,7 @@ def _open_problem(s: Schema, resolve: Callable[[str], Schema], depth: int) -> st
             inner = finite_values(s.items, resolve)
             if not isinstance(inner, str):
                 return "the items are uniqueItems arrays of a finite set of values"
-            return _open_problem(s.items, resolve, depth + 1)
+            return _open_problem(s.items, resolve, depth + 1, string_rx)
         return None
     if isinstance(s, ObjectSchema):
         if isinstance(s.additional, Unsat) or s.pattern_properties or s.some_members \
