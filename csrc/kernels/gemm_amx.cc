@@ -314,29 +314,35 @@ template <Kind K, int R, int NB>
 inline void small_q32_blocks(const uint8_t* const* w, size_t bb, const uint8_t* act,
                              size_t act_stride, int64_t T, int64_t u0, const float* yd_all,
                              const int32_t* off_all, int64_t n_units, float* const* acc) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m512i q[R][4];  // blocks 2k, 2k + 1 of each row
+  __m512i q[R][4];  // blocks 2k, 2k + 1 of each row, as the activation pairs below
   __m256 d[R];
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m256i offs = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(bb)));
+  const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(NB), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   for (int r = 0; r < R; ++r) {
-    alignas(16) uint16_t dh[8] = {0};
-    __m256i qb[8];
-    for (int i = 0; i < 8; ++i) {
-      if (i >= NB) { qb[i] = _mm256_setzero_si256(); continue; }
-      const uint8_t* blk = w[r] + size_t(u0 + i) * bb;
-      if (i % 2 == 0) prefetch_ahead(blk, 2 * bb);
+    const uint8_t* b0 = w[r] + size_t(u0) * bb;
+    prefetch_ahead(b0, 8 * bb);
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t* lo = b0 + size_t(2 * k) * bb + 2;  // quants: after the float16 d
+      const uint8_t* hi = lo + bb;
+      const bool has_lo = 2 * k < NB, has_hi = 2 * k + 1 < NB;
       if constexpr (K == Kind::Q4_0) {
-        const BlockQ4_0& b = *reinterpret_cast<const BlockQ4_0*>(blk);
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-        qb[i] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
-        dh[i] = b.d;
+        // [qs(2k) | qs(2k+1)] → [low(2k), high(2k), low(2k+1), high(2k+1)] nibbles
+        const __m128i a = has_lo ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo)) : _mm_setzero_si128();
+        const __m128i b = has_hi ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)) : _mm_setzero_si128();
+        const __m256i pair = _mm256_set_m128i(b, a);
+        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(pair), _mm256_srli_epi16(pair, 4), 1);
+        q[r][k] = _mm512_and_si512(_mm512_shuffle_i64x2(both, both, 0xD8), low4);
       } else {
-        const BlockQ8_0& b = *reinterpret_cast<const BlockQ8_0*>(blk);
-        qb[i] = _mm256_xor_si256(load32(b.qs), _mm256_set1_epi8(char(0x80)));  // q + 128
-        dh[i] = b.d;
+        const __m256i a = has_lo ? load32(lo) : _mm256_set1_epi8(char(0x80));
+        const __m256i b = has_hi ? load32(hi) : _mm256_set1_epi8(char(0x80));
+        q[r][k] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1),
+                                   _mm512_set1_epi8(char(0x80)));  // q + 128
       }
     }
-    for (int k = 0; k < 4; ++k) q[r][k] = _mm512_inserti64x4(_mm512_castsi256_si512(qb[2 * k]), qb[2 * k + 1], 1);
-    d[r] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));  // exact
+    // the 8 float16 d (the first 2 bytes of each block), converted exactly
+    const __m256i dw = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(b0), offs, valid, 1);
+    d[r] = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dw));
   }
   for (int64_t t = 0; t < T; ++t) {
     const ActQ8* y = reinterpret_cast<const ActQ8*>(act + size_t(t) * act_stride) + u0;
