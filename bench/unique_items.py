@@ -50,6 +50,10 @@ def _schemas(unique: bool) -> dict[str, dict]:
             "type": "object", "properties": {"id": {"type": "integer"},
                                              "name": {"type": "string"}},
             "required": ["id", "name"]}},
+        "closed objects": {"type": "array", "uniqueItems": unique, "items": {
+            "type": "object", "properties": {"id": {"type": "integer"},
+                                             "name": {"type": "string"}},
+            "required": ["id", "name"], "additionalProperties": False}},
         "any values": {"type": "array", "items": {}, "uniqueItems": unique},
         "integer arrays of arrays": {"type": "array", "uniqueItems": unique, "items": {
             "type": "array", "items": {"type": "integer"}, "uniqueItems": unique}},
@@ -72,7 +76,7 @@ def _instance(name: str, n: int) -> str:
         value = ints
     elif name == "numbers":
         value = [i / 4 for i in ints]
-    elif name == "objects":
+    elif name in ("objects", "closed objects"):
         value = [{"id": i % 10, "name": w} for i, w in enumerate(words(n, ""))]
     elif name == "any values":
         pick = (lambda i: i, lambda i: i / 4, lambda i: WORDS[i % len(WORDS)] + str(i),

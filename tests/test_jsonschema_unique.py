@@ -61,7 +61,7 @@ def test_unique_items_through_allof_and_refs():
     ({"type": "integer", "maximum": 9}, "maximum"),
     ({"type": "integer", "minimum": 0, "maximum": 1000}, "integer range of 1001 values"),
     ({"type": "integer", "minimum": 0, "maximum": 40}, "rules"),
-    ({"type": "object", "additionalProperties": False}, "one more member"),
+    ({"type": "object", "additionalProperties": False}, "last declared property"),
 ])
 def test_not_enforceable_is_a_clear_error_and_lenient_notes_it(items, why):
     schema = {"type": "object", "properties": {

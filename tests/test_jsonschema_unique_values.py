@@ -28,7 +28,7 @@ from lexguide.engine import Matcher, TokenizerInfo, fill_masks
 from lexguide.engine.grammar import Grammar
 from lexguide.engine.unique_items import value_key
 from lexguide.errors import SchemaError, TokenRejected
-from lexguide.jsonschema.unique import UNIQUE_ARRAY_NAME
+from lexguide.jsonschema.unique import UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME
 
 
 def unique(items: dict, **kw) -> dict:
@@ -41,6 +41,10 @@ INTS = unique({"type": "integer"})
 NUMBERS = unique({"type": "number"})
 OBJECTS = unique({"type": "object", "properties": {"a": {"type": "integer"},
                                                    "b": {"type": "integer"}}})
+#: no additional members: the value is fixed once "b" (last, required) ends
+CLOSED_ITEM = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+               "required": ["b"], "additionalProperties": False}
+CLOSED = unique(CLOSED_ITEM)
 MIXED = unique({"type": ["boolean", "null", "integer", "string"]})
 NESTED = unique(unique({"type": "integer", "minimum": 0}))
 
@@ -55,16 +59,21 @@ NESTED = unique(unique({"type": "integer", "minimum": 0}))
     {"anyOf": [{"type": "object"}, {"type": "number"}]}, {"$ref": "#/$defs/o"},
     {"type": "string", "pattern": "^[a-z][a-z0-9-]*$"}, {"type": "string", "format": "uri"},
     {"type": "string", "pattern": "\\.py$"}, {"type": "string", "pattern": "^v[0-9]+$"},
+    CLOSED_ITEM,
 ])
 def test_any_items_compile_with_a_marked_bracket(items):
     g = Grammar.from_json_schema({"$defs": {"o": {"type": "object"}}, **unique(items)})
     names = [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes]
-    assert UNIQUE_ARRAY_NAME in names
+    assert UNIQUE_ARRAY_NAME in names or UNIQUE_CLOSED_ARRAY_NAME in names
     assert Matcher(g, TokenizerInfo.from_token_bytes([b"[", b""], [1]))._unique is not None
 
 
 @pytest.mark.parametrize("items, why", [
-    ({"type": "object", "additionalProperties": False}, "one more member"),
+    ({"type": "object", "additionalProperties": False}, "last declared property"),
+    ({"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
+      "required": ["s", "n"], "additionalProperties": False}, "last declared property"),
+    ({"type": "object", "properties": {"s": {"type": "string"}}, "additionalProperties": False},
+     "last declared property"),  # optional: {} is one value
     ({"type": "object", "properties": {"a": {}}, "maxProperties": 2}, "one more member"),
     ({"type": "object", "patternProperties": {"^a": {}}}, "patternProperties"),
     ({"type": "integer", "maximum": 1000}, "maximum"),
@@ -252,7 +261,7 @@ VOCAB = [b"[", b"]", b",", b"1", b"0", b".", b"e", b"-", b"1,", b"0]", b" ", b"{
          b'"', b"x", b"\\u0078", b'x"', b""]
 V_INFO = TokenizerInfo.from_token_bytes(VOCAB, [len(VOCAB) - 1])
 TAILS = [b"2", b"]", b"}", b",", b'"c":2}', b".2", b'2"', b"ue", b"{", b"[2]", b":2}", b",2]",
-         b"2}}", b"}]", b'"2"']
+         b"2}}", b"}]", b'"2"', b'"b":"2"}', b'b":"2"}', b',"b":"2"}']
 
 
 @pytest.mark.parametrize("schema, steer", [
@@ -266,6 +275,7 @@ TAILS = [b"2", b"]", b"}", b",", b'"c":2}', b".2", b'2"', b"ue", b"{", b"[2]", b
     (unique(unique({"type": "integer"})), (b"[", b"[]", b"1,", b"0]", b"1", b",")),
     (unique({"type": "string", "pattern": "^[x2]+$"}), (b"[", b'"x"', b'"', b"x", b'x"', b",",
                                                          b"\\u0078")),
+    (CLOSED, (b"[", b"{", b'"b":', b'"x"', b"}", b",")),
 ])
 def test_masks_equal_brute_force(schema, steer):
     assert sum(_walk_against_brute_force(schema, seed, 16, TAILS, steer, VOCAB, 3)
@@ -302,6 +312,20 @@ def test_a_zero_or_a_literal_written_is_masked_at_its_first_byte():
     n.consume_tokens([ids[b"["], ids[b"0"], ids[b","], ids[b"0"]])
     got = _allowed(n.compute_mask(), len(VOCAB))
     assert ids[b"."] in got and ids[b"e"] not in got and ids[b","] not in got  # 0e.. is 0
+
+
+def test_an_object_without_more_members_is_fixed_at_the_end_of_its_last_member():
+    ids = {tb: i for i, tb in enumerate(VOCAB)}
+    m = Matcher(Grammar.from_json_schema(CLOSED), V_INFO)
+    m.consume_tokens([ids[b"["], ids[b"{"], ids[b'"b":'], ids[b'"x"'], ids[b"}"], ids[b","],
+                      ids[b"{"], ids[b'"b":'], ids[b'"'], ids[b"x"]])
+    got = _allowed(m.compute_mask(), len(VOCAB))
+    assert ids[b'"'] not in got and ids[b'x"'] in got  # after "x" only "}" could follow
+    with pytest.raises(TokenRejected, match="uniqueItems"):
+        m.consume(ids[b'"'])
+    m.rollback(3)
+    m.consume_tokens([ids[b'"a":'], ids[b"1,"], ids[b'"b":']])
+    assert ids[b'"x"'] in _allowed(m.compute_mask(), len(VOCAB))  # {"a":1,"b":"x"} is new
 
 
 def test_rollback_clone_reset_and_fill_masks():
@@ -342,6 +366,9 @@ WALK_SCHEMAS = [
     {**OBJECTS, "minItems": 3, "maxItems": 6}, {**MIXED, "minItems": 6}, {**NESTED, "minItems": 3},
     unique({"type": ["boolean", "null", "integer"]}, minItems=5),
     unique({"type": "string", "pattern": "^[a-c][a-c0-9]*$"}, minItems=8),
+    {**CLOSED, "minItems": 6},
+    unique({"type": "object", "additionalProperties": False, "required": ["k", "v"],
+            "properties": {"k": {"enum": ["x", "y"]}, "v": {"type": "array"}}}, minItems=4),
     unique({"anyOf": [{"type": "string", "format": "uri"}, {"type": "boolean"}]}, minItems=4),
     {"anyOf": [unique({"type": "object"}, minItems=2),
                {"type": "array", "items": {"type": "integer"}, "minItems": 3}]},
@@ -369,6 +396,40 @@ def test_random_walks_never_stop_in_a_dead_end(i, whitespace):
             n_checked += 1
             assert verdict, out
     assert n_done >= 10 and n_checked >= 5
+
+
+BYTES = [bytes([b]) for b in range(256)] + [b""]  # one token per byte: any layout can be walked
+B_INFO = TokenizerInfo.from_token_bytes(BYTES, [256])
+
+
+def _byte_walk(g: Grammar, rng: random.Random, prefer: bytes) -> bytes | None:
+    m = Matcher(g, B_INFO)
+    out = b""
+    while True:
+        allowed = sorted(_allowed(m.compute_mask(), len(BYTES)))
+        assert allowed, f"dead end after {out!r}"
+        if 256 in allowed and (len(allowed) == 1 or rng.random() < 0.3):
+            return out
+        if len(out) > 400:
+            return None
+        choices = [t for t in allowed if t != 256]
+        preferred = [t for t in choices if bytes([t]) in prefer]
+        t = rng.choice(preferred if preferred and rng.random() < 0.9 else choices)
+        m.consume(t)
+        out += bytes([t])
+
+
+@pytest.mark.parametrize("layout", [{"indent": 2}, {"whitespace": "flexible"}, {}])
+@pytest.mark.parametrize("schema", [{**CLOSED, "minItems": 5}, {**OBJECTS, "minItems": 4},
+                                    {**INTS, "minItems": 5}])
+def test_byte_walks_in_every_layout_never_stop_in_a_dead_end(schema, layout):
+    g = Grammar.from_json_schema(schema, **layout)
+    rng = random.Random(5)
+    done = [out for out in (_byte_walk(g, rng, b'{}[],:"abx01 \n') for _ in range(12))
+            if out is not None]
+    assert len(done) >= 6
+    for out in done:
+        assert _valid(schema, out) is not False, out
 
 
 @pytest.mark.parametrize("items, prompt", [

@@ -42,8 +42,11 @@ strings after unescaping, ``true`` never ``1``). A ``[`` inside an item asks the
 for a nested marked array. The admitted item schemas give every open item infinitely many
 values beyond it, except a ``true``/``false``/``null`` (fixed by its first letter) and a number
 whose digits so far are zeros (``0``, ``-0``, ``0.0e``; zero when the lexer cannot add another
-digit): the matcher masks the tokens that leave such an item when its value is recorded
-(:meth:`UniqueItems._arrays_dead`), so no allowed token leads to a dead end.
+digit), and an object without additional members once only whitespace and ``}`` can follow
+(its last member ended; the bracket is then named
+:data:`~lexguide.jsonschema.unique.UNIQUE_CLOSED_ARRAY_NAME`): the matcher masks the tokens
+that leave such an item when its value is recorded (:meth:`UniqueItems._arrays_dead`), so no
+allowed token leads to a dead end.
 
 Cost: nothing for grammars without marked lexemes (the matcher does not create a tracker). Else
 per consumed token, a scan of its bytes plus one parser query per ``"`` outside an item (and per
@@ -67,7 +70,11 @@ from typing import NamedTuple
 import numpy as np
 
 from lexguide.engine.lexparser import LexParser, ParseState
-from lexguide.jsonschema.unique import MAX_BOUNDED_ITEMS, UNIQUE_ARRAY_NAME
+from lexguide.jsonschema.unique import (
+    MAX_BOUNDED_ITEMS,
+    UNIQUE_ARRAY_NAME,
+    UNIQUE_CLOSED_ARRAY_NAME,
+)
 
 __all__ = ["EMPTY", "UniqueItems", "UniqueState", "decode_item", "value_key"]
 
@@ -180,14 +187,19 @@ class UniqueItems:
     """The marked lexemes of one grammar and the scan over bytes. Shared; its caches (per
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
-    __slots__ = ("_brackets", "_comps", "_counts", "_items", "_lp", "_nonzero", "bounded")
+    __slots__ = ("_brackets", "_closed", "_comps", "_counts", "_items", "_lp", "_nonzero",
+                 "bounded")
 
     def __init__(self, lp: LexParser, item_lexemes: frozenset[int], bounded: bool = False) -> None:
         self._lp = lp
         names = [lx.name for lx in lp.ir.lexemes]
         #: marked opening brackets of arrays of any items; the rest are string item lexemes
-        self._brackets = frozenset(i for i in item_lexemes if names[i] == UNIQUE_ARRAY_NAME)
+        self._brackets = frozenset(i for i in item_lexemes
+                                   if names[i] in (UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME))
         self._items = item_lexemes - self._brackets
+        #: some item can be an object without additional members: its value is fixed when
+        #: only ``}`` can follow (:meth:`_arrays_dead`)
+        self._closed = any(names[i] == UNIQUE_CLOSED_ARRAY_NAME for i in self._brackets)
         #: some marked item has a bounded length: an open item may run out of fresh values
         self.bounded = bounded
         self._counts: dict[int, int] = {}
@@ -339,9 +351,21 @@ class UniqueItems:
         if not a.frames or a.in_str:
             return False
         values, item, level = a.frames[-1]
-        if item is None or level or not values:
+        if item is None or not values:
             return False
         first = item[0]
+        if level:
+            if level != 1 or first != _BRACE or not self._closed or \
+                    item.rstrip(b" \t\n\r")[-1:] not in (b'"', b"}", b"]"):
+                return False  # no member value (a string or a container) just ended
+            try:  # the object if it ended here: recorded, and nothing else can follow?
+                if value_key(item + b"}") not in values:
+                    return False
+            except ValueError:  # it cannot end here (after a key, a comma, ...)
+                return False
+            if after is None and before is not None:
+                after = self._lp.advance_bytes(before, data)
+            return after is not None and self._only_closes(after)
         if first in _LITERALS:
             return _LITERALS[first] in values
         if _ZERO not in values or not _zero_mantissa(item):
@@ -353,6 +377,27 @@ class UniqueItems:
         if after is None or not after.pending:
             return True
         return not self._nonzero_reachable(after.lexer_state)
+
+    def _only_closes(self, state: ParseState) -> bool:
+        """Whether nothing but whitespace, then ``}``, can follow ``state`` (an indented layout
+        spells the whitespace itself; at most 256 states of it are followed)."""
+        lp = self._lp
+        seen, todo, closes = {state}, [state], False
+        while todo:
+            st = todo.pop()
+            allowed = lp.allowed_bytes(st)
+            spaces = [b for b in _WHITESPACE if allowed[b]]
+            if int(allowed.sum()) != len(spaces) + bool(allowed[_END_BRACE]):
+                return False
+            closes = closes or bool(allowed[_END_BRACE])
+            for b in spaces:
+                nxt = lp.advance_byte(st, b)
+                if nxt is not None and nxt not in seen:
+                    if len(seen) > 256:
+                        return False
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return closes
 
     def _nonzero_reachable(self, lstate: int) -> bool:
         """Whether the lexer, from ``lstate`` inside a number whose mantissa is zero so far,
@@ -532,10 +577,12 @@ class UniqueItems:
             words = cls.opens_two_words
         else:
             values, item, level = a.frames[-1]
+            # an object without additional members is fixed at the end of its last member
+            closing = self._closed and level == 1 and item is not None and item[0] == _BRACE
             if a.in_str:
-                words = cls.quote if level == 0 else cls.quote & cls.nested
+                words = cls.quote if level == 0 or closing else cls.quote & cls.nested
             elif level:
-                words = cls.nested
+                words = cls.nested | cls.quote if closing else cls.nested
             else:
                 words = cls.comma | cls.nested | cls.quote2 | (
                     cls.space if item is not None else cls.inner_space)

@@ -52,6 +52,8 @@ from lexguide.jsonschema.schema import (
 )
 from lexguide.jsonschema.unique import (
     UNIQUE_ARRAY_NAME,
+    UNIQUE_CLOSED_ARRAY_NAME,
+    closed_objects,
     deref,
     distinct_subsets,
     finite_values,
@@ -425,8 +427,11 @@ class SchemaCompiler:
             tracked = tracked_items_problem(s, self.schemas.resolve, self.string_rx)
             if tracked is None:
                 opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
-                return _Tracked(self.b.lexeme(opener, UNIQUE_ARRAY_NAME, lexeme_class=self.cls,
-                                              unique_item=True))
+                closed = any(closed_objects(p, self.schemas.resolve)
+                             for p in (*s.prefix, s.items))
+                return _Tracked(self.b.lexeme(
+                    opener, UNIQUE_CLOSED_ARRAY_NAME if closed else UNIQUE_ARRAY_NAME,
+                    lexeme_class=self.cls, unique_item=True))
             if isinstance(items, StringSchema) and by_matcher and (
                     items.max_length is not None or not (items.patterns or items.formats)):
                 problem = by_matcher

@@ -59,10 +59,16 @@ induction over the schema, for:
   item; a nested ``uniqueItems`` array needs items of this list), and unions of these;
 * numbers without ``maximum``, ``multipleOf`` or a negative ``minimum`` (more digits give more
   values), except prefixes whose digits are all zeros (``0``, ``-0``, ``0e``, all zero);
-* ``true``, ``false`` and ``null`` beside the above (their first letter fixes the value).
+* ``true``, ``false`` and ``null`` beside the above (their first letter fixes the value);
+* objects without additional members (``additionalProperties: false``) whose last declared
+  property is required, with a string or container value of the first kind
+  (:func:`_closed_problem`): before that member ends the object has infinitely many values,
+  after it only ``}`` can follow, so the object is fixed when that member ends.
 
-The matcher masks the tokens that leave an item of the last two kinds whose only value is
-recorded, so an allowed token never leads to an item without a fresh completion. A union
+The matcher masks the tokens that leave an item of the last three kinds whose only value is
+recorded (for such objects: after which only whitespace and ``}`` can follow, the array's
+bracket lexeme being named :data:`UNIQUE_CLOSED_ARRAY_NAME`), so an allowed token never leads
+to an item without a fresh completion. A union
 holding only values of the last kind is finite and built by the grammar (above).
 ``prefixItems`` are covered when each position is of this list, or booleans and null with more
 values than items before it.
@@ -98,13 +104,15 @@ from lexguide.regex import nodes as rx
 from lexguide.regex.native import empty_among
 
 __all__ = ["MAX_BOUNDED_ITEMS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES", "MAX_UNIQUE_RULES",
-           "UNIQUE_ARRAY_NAME", "deref", "distinct_subsets", "finite_values",
+           "UNIQUE_ARRAY_NAME", "UNIQUE_CLOSED_ARRAY_NAME", "deref", "distinct_subsets", "finite_values",
            "matcher_items_problem", "regex_open", "tracked", "tracked_items_problem",
            "union_problem", "unique_items_problem", "unique_rule_count"]
 
 #: the name of the opening bracket lexeme (marked ``unique_item``) of a ``uniqueItems`` array
 #: whose items the matcher keeps distinct as whole JSON values (not a Lark or GBNF rule name)
 UNIQUE_ARRAY_NAME = "[<uniqueItems>"
+#: the same, when an item can be an object without additional members (:func:`closed_objects`)
+UNIQUE_CLOSED_ARRAY_NAME = "[<uniqueItems, closed objects>"
 #: Largest integer range (``maximum - minimum + 1``) read as a finite set of values.
 MAX_FINITE_VALUES = 256
 #: Largest number of grammar rules spent on one ``uniqueItems`` array.
@@ -404,13 +412,47 @@ def _open_problem(s: Schema, resolve: Callable[[str], Schema], depth: int,
             return _open_problem(s.items, resolve, depth + 1, string_rx)
         return None
     if isinstance(s, ObjectSchema):
-        if isinstance(s.additional, Unsat) or s.pattern_properties or s.some_members \
-                or s.max_properties is not None or not isinstance(s.property_names, AnySchema):
+        if s.pattern_properties or s.some_members or s.max_properties is not None \
+                or not isinstance(s.property_names, AnySchema):
             return ("the items are objects that cannot always take one more member "
-                    "(additionalProperties, patternProperties, propertyNames or maxProperties "
-                    "restrict them: a finite language could be used up)")
+                    "(patternProperties, propertyNames or maxProperties restrict them: a "
+                    "finite language could be used up)")
+        if isinstance(s.additional, Unsat):
+            return _closed_problem(s, resolve, depth, string_rx)
         return None
     return f"the items are {_kind(s)}"
+
+
+def closed_objects(s: Schema, resolve: Callable[[str], Schema], depth: int = 0) -> bool:
+    """Whether an item of ``s`` can be an object without additional members (its value is
+    fixed once its last member's value is: the matcher checks that close)."""
+    s = deref(s, resolve)
+    if isinstance(s, ObjectSchema):
+        return isinstance(s.additional, Unsat)
+    if isinstance(s, AnyOfSchema) and depth < MAX_NESTING_DEPTH:
+        return any(closed_objects(o, resolve, depth + 1) for o in s.options)
+    return False
+
+
+def _closed_problem(s: ObjectSchema, resolve: Callable[[str], Schema], depth: int,
+                    string_rx: Callable[[StringSchema], int] | None) -> str | None:
+    """Why an object item without additional members may run out of values (None: its last
+    member is required and every prefix of its value, a string or a container, has infinitely
+    many completions; before that member ends the object has infinitely many values, after it
+    only ``}`` can follow, and the matcher masks the token that ends that member when the
+    object so fixed is recorded)."""
+    why = ("the items are objects without additional members whose last declared property is "
+           "not required with a string, object or array value every prefix of which has "
+           "infinitely many completions (a finite language could be used up)")
+    if not s.properties or s.properties[-1][0] not in s.required or \
+            any(r not in dict(s.properties) for r in s.required):
+        return why
+    last = deref(s.properties[-1][1], resolve)
+    if isinstance(last, ObjectSchema) and isinstance(last.additional, Unsat):
+        return why  # its own last member fixes it, inside this object: not checked there
+    if not isinstance(last, (StringSchema, ObjectSchema, ArraySchema)):
+        return why
+    return None if _open_problem(last, resolve, depth + 1, string_rx) is None else why
 
 
 def unique_items_problem(s: ArraySchema, values: list | str) -> str | None:
