@@ -367,6 +367,10 @@ WALK_SCHEMAS = [
     unique({"type": ["boolean", "null", "integer"]}, minItems=5),
     unique({"type": "string", "pattern": "^[a-c][a-c0-9]*$"}, minItems=8),
     {**CLOSED, "minItems": 6},
+    {"type": "object", "required": ["tags", "rows"], "properties": {  # both trackers at once
+        "tags": unique({"type": "string"}, minItems=3),
+        "rows": unique({"type": "object", "properties": {"tags": unique({"type": "string"})}},
+                       minItems=3)}},
     unique({"type": "object", "additionalProperties": False, "required": ["k", "v"],
             "properties": {"k": {"enum": ["x", "y"]}, "v": {"type": "array"}}}, minItems=4),
     unique({"anyOf": [{"type": "string", "format": "uri"}, {"type": "boolean"}]}, minItems=4),
@@ -437,6 +441,7 @@ def test_byte_walks_in_every_layout_never_stop_in_a_dead_end(schema, layout):
     ({"type": "object"}, "A JSON list of the same thing written three times: "),
     ({"type": "integer"}, "A JSON array of the first six prime numbers: "),
     ({"type": "number"}, "A JSON array of six prices: "),
+    (CLOSED_ITEM, "A JSON list of the same thing written three times: "),
 ])
 def test_smollm2_generates_distinct_items(smollm2_file, items, prompt):
     import lexguide
