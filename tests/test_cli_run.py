@@ -21,7 +21,8 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_schema_errors_come_before_the_model_loads(capsys):
     rc, _, err = run(capsys, "-p", "x", "-j",
-                     '{"type":"array","items":{"type":"object"},"uniqueItems":true}')
+                     '{"type":"array","items":{"type":"object","maxProperties":2},'
+                     '"uniqueItems":true}')
     assert rc == 1 and "/uniqueItems" in err and "--lenient" in err
     assert "nonexistent" not in err
 
