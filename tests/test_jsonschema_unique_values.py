@@ -328,6 +328,17 @@ def test_an_object_without_more_members_is_fixed_at_the_end_of_its_last_member()
     assert ids[b'"x"'] in _allowed(m.compute_mask(), len(VOCAB))  # {"a":1,"b":"x"} is new
 
 
+def test_two_equal_items_inside_one_token_are_masked():
+    vocab = [b"[1,1]", b"[1,2]", b"[1,1.0,", b"[", b"1", b",", b"]", b"x[0,0", b""]
+    info = TokenizerInfo.from_token_bytes(vocab, [len(vocab) - 1])
+    m = Matcher(Grammar.from_json_schema(INTS), info)
+    assert _allowed(m.compute_mask(), len(vocab)) == {1, 3}
+    with pytest.raises(TokenRejected):
+        m.consume(0)
+    g = Grammar.from_json_schema({"type": "object", "properties": {"t": INTS}})
+    assert not g.validate('{"t":[1,1]}') and g.validate('{"t":[1,2]}')
+
+
 def test_rollback_clone_reset_and_fill_masks():
     g = Grammar.from_json_schema(OBJECTS)
     ids = {tb: i for i, tb in enumerate(VOCAB)}

@@ -759,10 +759,10 @@ class JsonTokenClasses:
     ``space`` (whitespace), ``literal`` (starts ``t``, ``f`` or ``n`` after whitespace, or is
     all literal letters), ``zero_start`` (starts ``0`` or ``-`` after whitespace), ``number``
     (all number bytes): with the delimiters, the tokens that can leave an item that can only
-    become a recorded literal or zero; ``opens_two`` counts the tokens with a ``[`` followed by two
-    bytes that can end an item (the only ones that can hold a whole marked array with two
-    items). Special tokens are in none. Built once per tokenizer (one pass over the
-    vocabulary)."""
+    become a recorded literal or zero; ``opens_two`` counts the tokens that may hold a ``[`` and
+    two whole items after it (:func:`_holds_two_items`; the only ones that can close a
+    duplicate outside a marked array, none in most vocabularies). Special tokens are in none.
+    Built once per tokenizer (one pass over the vocabulary)."""
 
     __slots__ = ("comma", "inner_space", "literal", "nested", "number", "opens_two",
                  "opens_two_words", "quote", "quote2", "space", "zero_start")
@@ -772,7 +772,6 @@ class JsonTokenClasses:
         names = [name for name in self.__slots__ if not name.startswith("opens_two")]
         flags = {name: np.zeros(n, dtype=bool) for name in names}
         opens = []
-        ends = frozenset(b'",]}') | _WHITESPACE
         for i, tb in enumerate(token_bytes):
             if not tb or i in special_ids:
                 continue
@@ -788,13 +787,31 @@ class JsonTokenClasses:
             flags["literal"][i] = bool(body) and (body[0] in b"tfn" or held <= _LITERAL_BYTES)
             flags["zero_start"][i] = bool(body) and body[0] in b"-0"
             flags["number"][i] = held <= _NUMBER_BYTES
-            at = tb.find(b"[")
-            if at >= 0 and sum(c in ends or c == _COMMA for c in tb[at + 1:]) >= 2:
+            if _OPEN in held and _holds_two_items(tb):
                 opens.append(i)
         for name, bits in flags.items():
             setattr(self, name, _pack(bits))
         self.opens_two = len(opens)
         self.opens_two_words = _pack(np.isin(np.arange(n), opens))
+
+
+_VALUE_STARTS = frozenset(b'-0123456789tfn"[{')
+
+
+def _holds_two_items(tb: bytes) -> bool:
+    """Whether ``tb`` may hold a ``[`` then two whole items (the first ended by a ``,``, the
+    second started and ended): a superset, by the bytes alone."""
+    at = tb.find(b"[")
+    while at >= 0:
+        parts = tb[at + 1:].split(b",")
+        if len(parts) >= 2:
+            first, second = (p.lstrip(b" \t\n\r") for p in parts[:2])
+            if first[:1] and first[0] in _VALUE_STARTS and second[:1] and \
+                    second[0] in _VALUE_STARTS and (len(parts) > 2 or not set(
+                        second[1:]).isdisjoint(b']}"' + bytes(_WHITESPACE))):
+                return True
+        at = tb.find(b"[", at + 1)
+    return False
 
 
 def _pack(bits: np.ndarray) -> np.ndarray:
