@@ -59,7 +59,9 @@ NESTED = unique(unique({"type": "integer", "minimum": 0}))
     {"anyOf": [{"type": "object"}, {"type": "number"}]}, {"$ref": "#/$defs/o"},
     {"type": "string", "pattern": "^[a-z][a-z0-9-]*$"}, {"type": "string", "format": "uri"},
     {"type": "string", "pattern": "\\.py$"}, {"type": "string", "pattern": "^v[0-9]+$"},
-    CLOSED_ITEM,
+    CLOSED_ITEM, {**CLOSED_ITEM, "required": []}, {"type": "object", "properties": {
+        "on": {"type": "boolean"}, "tags": {"type": "array", "items": {"type": "string"}}},
+        "additionalProperties": False},
 ])
 def test_any_items_compile_with_a_marked_bracket(items):
     g = Grammar.from_json_schema({"$defs": {"o": {"type": "object"}}, **unique(items)})
@@ -72,8 +74,8 @@ def test_any_items_compile_with_a_marked_bracket(items):
     ({"type": "object", "additionalProperties": False}, "last declared property"),
     ({"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
       "required": ["s", "n"], "additionalProperties": False}, "last declared property"),
-    ({"type": "object", "properties": {"s": {"type": "string"}}, "additionalProperties": False},
-     "last declared property"),  # optional: {} is one value
+    ({"type": "object", "properties": {"s": {"type": "string"}, "x": False},
+      "additionalProperties": False}, "last declared property"),  # "x" cannot be written
     ({"type": "object", "properties": {"a": {}}, "maxProperties": 2}, "one more member"),
     ({"type": "object", "patternProperties": {"^a": {}}}, "patternProperties"),
     ({"type": "integer", "maximum": 1000}, "maximum"),
@@ -276,6 +278,7 @@ TAILS = [b"2", b"]", b"}", b",", b'"c":2}', b".2", b'2"', b"ue", b"{", b"[2]", b
     (unique({"type": "string", "pattern": "^[x2]+$"}), (b"[", b'"x"', b'"', b"x", b'x"', b",",
                                                          b"\\u0078")),
     (CLOSED, (b"[", b"{", b'"b":', b'"x"', b"}", b",")),
+    (unique({**CLOSED_ITEM, "required": []}), (b"[", b"{}", b"{", b'"b":', b'"x"', b"}", b",")),
 ])
 def test_masks_equal_brute_force(schema, steer):
     assert sum(_walk_against_brute_force(schema, seed, 16, TAILS, steer, VOCAB, 3)
@@ -378,6 +381,7 @@ WALK_SCHEMAS = [
     unique({"type": ["boolean", "null", "integer"]}, minItems=5),
     unique({"type": "string", "pattern": "^[a-c][a-c0-9]*$"}, minItems=8),
     {**CLOSED, "minItems": 6},
+    unique({**CLOSED_ITEM, "required": []}, minItems=6),
     {"type": "object", "required": ["tags", "rows"], "properties": {  # both trackers at once
         "tags": unique({"type": "string"}, minItems=3),
         "rows": unique({"type": "object", "properties": {"tags": unique({"type": "string"})}},
@@ -436,7 +440,13 @@ def _byte_walk(g: Grammar, rng: random.Random, prefer: bytes) -> bytes | None:
 
 @pytest.mark.parametrize("layout", [{"indent": 2}, {"whitespace": "flexible"}, {}])
 @pytest.mark.parametrize("schema", [{**CLOSED, "minItems": 5}, {**OBJECTS, "minItems": 4},
-                                    {**INTS, "minItems": 5}])
+                                    unique({**CLOSED_ITEM, "required": []}, minItems=5),
+                                    {**INTS, "minItems": 5}, {**NESTED, "minItems": 4},
+                                    {**ANY, "minItems": 5}, unique({  # a marked array inside
+                                        "type": "object", "additionalProperties": False,
+                                        "properties": {"k": {"type": "integer"},
+                                                       "v": unique({"type": "integer"})}},
+                                        minItems=5)])
 def test_byte_walks_in_every_layout_never_stop_in_a_dead_end(schema, layout):
     g = Grammar.from_json_schema(schema, **layout)
     rng = random.Random(5)

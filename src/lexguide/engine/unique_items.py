@@ -342,30 +342,40 @@ class UniqueItems:
     def _arrays_dead(self, a: Arrays, after: ParseState | None,
                      before: ParseState | None = None, data: bytes = b"") -> bool:
         """Whether the innermost marked array's open item can only become a recorded value:
-        a ``true``, ``false`` or ``null`` already written, or a number whose digits so far
-        are zeros when ``0`` is written and the lexer (``after``: the parse state) can add no
-        non-zero digit before the exponent. The item schemas admitted
+        a ``true``, ``false`` or ``null`` already written, a number whose digits so far are
+        zeros when ``0`` is written and the lexer (``after``: the parse state) can add no
+        non-zero digit before the exponent, or a container that only its closing brackets can
+        follow (the innermost marked array's item, or the item around that array when it has
+        none open). The item schemas admitted
         (:func:`lexguide.jsonschema.unique.tracked_items_problem`) leave every other open
         item infinitely many values. ``after`` may be None when ``before`` and ``data`` say
         how to reach it (computed only when needed)."""
-        if not a.frames or a.in_str:
+        frames = a.frames
+        if not frames or a.in_str:
             return False
-        values, item, level = a.frames[-1]
+        values, item, level = frames[-1]
+        if item is None and level == 0 and len(frames) > 1:
+            values, item, level = frames[-2]  # its "]" would help end the item around it
         if item is None or not values:
             return False
         first = item[0]
         if level:
-            if level != 1 or first != _BRACE or not self._closed or \
-                    item.rstrip(b" \t\n\r")[-1:] not in (b'"', b"}", b"]"):
-                return False  # no member value (a string or a container) just ended
-            try:  # the object if it ended here: recorded, and nothing else can follow?
-                if value_key(item + b"}") not in values:
+            # a container that only its closing brackets can follow: after whitespace that
+            # commits to them (an indented layout spells the whitespace before "}" or "]"
+            # itself), or an object without additional members whose last member just ended
+            body = item.rstrip(b" \t\n\r")
+            if len(body) == len(item) and not (
+                    self._closed and first == _BRACE and body[-1:] in (b'"', b"}", b"]")):
+                return False
+            closers = _closers(body)
+            try:  # the container if it ended here: recorded?
+                if value_key(body + closers) not in values:
                     return False
             except ValueError:  # it cannot end here (after a key, a comma, ...)
                 return False
             if after is None and before is not None:
                 after = self._lp.advance_bytes(before, data)
-            return after is not None and self._only_closes(after)
+            return after is not None and self._only_closes(after, closers)
         if first in _LITERALS:
             return _LITERALS[first] in values
         if _ZERO not in values or not _zero_mantissa(item):
@@ -378,26 +388,35 @@ class UniqueItems:
             return True
         return not self._nonzero_reachable(after.lexer_state)
 
-    def _only_closes(self, state: ParseState) -> bool:
-        """Whether nothing but whitespace, then ``}``, can follow ``state`` (an indented layout
-        spells the whitespace itself; at most 256 states of it are followed)."""
+    def _only_closes(self, state: ParseState, closers: bytes) -> bool:
+        """Whether nothing but whitespace and the bytes ``closers``, in order, can follow
+        ``state`` up to the last of them (an indented layout spells the whitespace itself; at
+        most 256 states of whitespace are followed per closer)."""
         lp = self._lp
-        seen, todo, closes = {state}, [state], False
-        while todo:
-            st = todo.pop()
-            allowed = lp.allowed_bytes(st)
-            spaces = [b for b in _WHITESPACE if allowed[b]]
-            if int(allowed.sum()) != len(spaces) + bool(allowed[_END_BRACE]):
+        states = {state}
+        for closer in closers:
+            seen, todo, nxt_states = set(states), list(states), set()
+            while todo:
+                st = todo.pop()
+                allowed = lp.allowed_bytes(st)
+                spaces = [b for b in _WHITESPACE if allowed[b]]
+                if int(allowed.sum()) != len(spaces) + bool(allowed[closer]):
+                    return False
+                if allowed[closer]:
+                    got = lp.advance_byte(st, closer)
+                    if got is not None:
+                        nxt_states.add(got)
+                for b in spaces:
+                    nxt = lp.advance_byte(st, b)
+                    if nxt is not None and nxt not in seen:
+                        if len(seen) > 256:
+                            return False
+                        seen.add(nxt)
+                        todo.append(nxt)
+            if not nxt_states:
                 return False
-            closes = closes or bool(allowed[_END_BRACE])
-            for b in spaces:
-                nxt = lp.advance_byte(st, b)
-                if nxt is not None and nxt not in seen:
-                    if len(seen) > 256:
-                        return False
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return closes
+            states = nxt_states
+        return True
 
     def _nonzero_reachable(self, lstate: int) -> bool:
         """Whether the lexer, from ``lstate`` inside a number whose mantissa is zero so far,
@@ -578,14 +597,19 @@ class UniqueItems:
         else:
             values, item, level = a.frames[-1]
             # an object without additional members is fixed at the end of its last member
-            closing = self._closed and level == 1 and item is not None and item[0] == _BRACE
+            closing = self._closed and level >= 1 and item is not None and item[0] == _BRACE
             if a.in_str:
-                words = cls.quote if level == 0 or closing else cls.quote & cls.nested
+                words = cls.quote if level == 0 or closing else \
+                    cls.quote & (cls.nested | cls.trailing_space)
             elif level:
-                words = cls.nested | cls.quote if closing else cls.nested
+                words = cls.nested | cls.trailing_space
+                if closing:
+                    words = words | cls.quote
             else:
                 words = cls.comma | cls.nested | cls.quote2 | (
                     cls.space if item is not None else cls.inner_space)
+                if item is None and len(a.frames) > 1:
+                    words = words | cls.trailing_space  # before a "]" that helps end an item
                 if not values.isdisjoint(_LITERAL_KEYS):
                     words = words | cls.literal
                 if _ZERO in values:
@@ -632,6 +656,28 @@ class UniqueItems:
         token_bytes = quotes.token_bytes
         return bad + [t for t in scan[_allowed(mask, scan)].tolist()
                       if self.feed(st, state, token_bytes[t]) is None]
+
+
+def _closers(raw: bytes) -> bytes:
+    """The closing brackets, innermost first, of the brackets ``raw`` leaves open (a JSON
+    text outside strings at its end)."""
+    stack = []
+    in_str = esc = False
+    for b in raw:
+        if in_str:
+            if esc:
+                esc = False
+            elif b == _BACKSLASH:
+                esc = True
+            elif b == _QUOTE:
+                in_str = False
+        elif b == _QUOTE:
+            in_str = True
+        elif b == _BRACE or b == _OPEN:
+            stack.append(_END_BRACE if b == _BRACE else _CLOSE)
+        elif (b == _END_BRACE or b == _CLOSE) and stack:
+            stack.pop()
+    return bytes(reversed(stack))
 
 
 def _zero_mantissa(item: bytes) -> bool:
@@ -756,7 +802,8 @@ class JsonTokenClasses:
     """Token bitmasks (``uint32`` words, as a mask) by the bytes a token holds, for
     :meth:`UniqueItems._array_bad_ids`: ``quote`` (a ``"``), ``quote2`` (two), ``nested`` (a
     bracket other than ``{``), ``comma``, ``inner_space`` (whitespace after another byte),
-    ``space`` (whitespace), ``literal`` (starts ``t``, ``f`` or ``n`` after whitespace, or is
+    ``space`` (whitespace), ``trailing_space`` (ends with whitespace: in an indented layout
+    the whitespace before a closing bracket commits to it), ``literal`` (starts ``t``, ``f`` or ``n`` after whitespace, or is
     all literal letters), ``zero_start`` (starts ``0`` or ``-`` after whitespace), ``number``
     (all number bytes): with the delimiters, the tokens that can leave an item that can only
     become a recorded literal or zero; ``opens_two`` counts the tokens that may hold a ``[`` and
@@ -765,7 +812,7 @@ class JsonTokenClasses:
     Built once per tokenizer (one pass over the vocabulary)."""
 
     __slots__ = ("comma", "inner_space", "literal", "nested", "number", "opens_two",
-                 "opens_two_words", "quote", "quote2", "space", "zero_start")
+                 "opens_two_words", "quote", "quote2", "space", "trailing_space", "zero_start")
 
     def __init__(self, token_bytes: tuple[bytes, ...], special_ids: frozenset[int]) -> None:
         n = len(token_bytes)
@@ -784,6 +831,7 @@ class JsonTokenClasses:
             body = tb.lstrip(b" \t\n\r")
             flags["space"][i] = len(body) < len(tb) or not held.isdisjoint(_WHITESPACE)
             flags["inner_space"][i] = bool(body) and not set(body).isdisjoint(_WHITESPACE)
+            flags["trailing_space"][i] = tb[-1] in _WHITESPACE
             flags["literal"][i] = bool(body) and (body[0] in b"tfn" or held <= _LITERAL_BYTES)
             flags["zero_start"][i] = bool(body) and body[0] in b"-0"
             flags["number"][i] = held <= _NUMBER_BYTES

@@ -61,7 +61,7 @@ induction over the schema, for:
   values), except prefixes whose digits are all zeros (``0``, ``-0``, ``0e``, all zero);
 * ``true``, ``false`` and ``null`` beside the above (their first letter fixes the value);
 * objects without additional members (``additionalProperties: false``) whose last declared
-  property is required, with a string or container value of the first kind
+  property has a string or container value of the first kind
   (:func:`_closed_problem`): before that member ends the object has infinitely many values,
   after it only ``}`` can follow, so the object is fixed when that member ends.
 
@@ -436,16 +436,16 @@ def closed_objects(s: Schema, resolve: Callable[[str], Schema], depth: int = 0) 
 
 def _closed_problem(s: ObjectSchema, resolve: Callable[[str], Schema], depth: int,
                     string_rx: Callable[[StringSchema], int] | None) -> str | None:
-    """Why an object item without additional members may run out of values (None: its last
-    member is required and every prefix of its value, a string or a container, has infinitely
-    many completions; before that member ends the object has infinitely many values, after it
-    only ``}`` can follow, and the matcher masks the token that ends that member when the
-    object so fixed is recorded)."""
-    why = ("the items are objects without additional members whose last declared property is "
-           "not required with a string, object or array value every prefix of which has "
+    """Why an object item without additional members may run out of values (None: every
+    prefix of its last member's value, a string or a container, has infinitely many
+    completions; until that member ends the object has infinitely many values (that member
+    can still come), after it only ``}`` can follow, and the matcher masks the token that ends
+    that member when the object so fixed is recorded; an object closed without it ends at
+    its ``}``, checked as any item)."""
+    why = ("the items are objects without additional members whose last declared property "
+           "does not have a string, object or array value every prefix of which has "
            "infinitely many completions (a finite language could be used up)")
-    if not s.properties or s.properties[-1][0] not in s.required or \
-            any(r not in dict(s.properties) for r in s.required):
+    if not s.properties or any(r not in dict(s.properties) for r in s.required):
         return why
     last = deref(s.properties[-1][1], resolve)
     if isinstance(last, ObjectSchema) and isinstance(last.additional, Unsat):
