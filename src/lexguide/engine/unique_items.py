@@ -64,6 +64,7 @@ tokens holding a ``[`` and two more item ends (none in most vocabularies).
 from __future__ import annotations
 
 import json
+import re
 from bisect import bisect_left
 from typing import NamedTuple
 
@@ -658,22 +659,15 @@ class UniqueItems:
                       if self.feed(st, state, token_bytes[t]) is None]
 
 
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
 def _closers(raw: bytes) -> bytes:
     """The closing brackets, innermost first, of the brackets ``raw`` leaves open (a JSON
     text outside strings at its end)."""
     stack = []
-    in_str = esc = False
-    for b in raw:
-        if in_str:
-            if esc:
-                esc = False
-            elif b == _BACKSLASH:
-                esc = True
-            elif b == _QUOTE:
-                in_str = False
-        elif b == _QUOTE:
-            in_str = True
-        elif b == _BRACE or b == _OPEN:
+    for b in _STRING.sub(b"", raw):
+        if b == _BRACE or b == _OPEN:
             stack.append(_END_BRACE if b == _BRACE else _CLOSE)
         elif (b == _END_BRACE or b == _CLOSE) and stack:
             stack.pop()
