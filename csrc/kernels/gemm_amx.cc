@@ -74,6 +74,7 @@ struct Scratch {
   alignas(64) int32_t c[2][4][256];                 // tile results (16 × 16 int32 each)
   alignas(64) float acc[kAmxRows][kTBlockAmx];      // running sums per weight row
   alignas(64) uint8_t q6[5][16][kQKK];              // Q6_K on tiles: digit rows, then q
+  size_t ahead = 0;                                 // VNNI rows: prefetch distance, or 0
   std::vector<float> yd;                            // Q4_0/Q8_0 VNNI rows: y.d per block
   std::vector<int32_t> off;                         // and offset · Σq
 };
@@ -171,11 +172,13 @@ inline int32_t hsum_epi32(__m256i v) {
 }
 
 // Weight rows stream from memory once per product when the activation rows are few (decode):
-// each block read is paired with a prefetch of the bytes kPrefetchAhead further on (the rows of
-// a call are usually consecutive; a prefetch past the matrix or of other rows is harmless).
-constexpr size_t kPrefetchAhead = 4096;
-inline void prefetch_ahead(const uint8_t* p, size_t n) {
-  for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + o), _MM_HINT_T0);
+// when a call's rows are consecutive in memory, each block read is paired with a prefetch of the
+// same block kPrefetchRows rows further on (past the rows read alongside it), as the AVX2 and
+// AVX-512 kernels do; a selection of rows is not prefetched (ahead = 0).
+constexpr size_t kPrefetchRows = 8;
+inline void prefetch_ahead(const uint8_t* p, size_t n, size_t ahead) {
+  if (!ahead) return;
+  for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + ahead + o), _MM_HINT_T0);
 }
 
 // Few activation rows: the same block values from VNNI dot products of each weight row's
@@ -270,7 +273,7 @@ void small_kquant(const uint8_t* const* w, int n_w, size_t bb, const uint8_t* ac
     float* acc = sc.acc[m];
     for (int64_t un = 0; un < n_units; ++un) {
       const uint8_t* blk = w[m] + size_t(un) * bb;
-      prefetch_ahead(blk, bb);
+      prefetch_ahead(blk, bb, sc.ahead);
       KRegs r;
       kregs<K>(blk, r);
       for (int64_t t = 0; t < T; ++t) {
@@ -313,7 +316,8 @@ inline __m256i block_sums(const __m512i* v) {
 template <Kind K, int R, int NB>
 inline void small_q32_blocks(const uint8_t* const* w, size_t bb, const uint8_t* act,
                              size_t act_stride, int64_t T, int64_t u0, const float* yd_all,
-                             const int32_t* off_all, int64_t n_units, float* const* acc) {
+                             const int32_t* off_all, int64_t n_units, float* const* acc,
+                             size_t ahead) {
   __m512i q[R][4];  // blocks 2k, 2k + 1 of each row, as the activation pairs below
   __m256 d[R];
   const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -321,7 +325,7 @@ inline void small_q32_blocks(const uint8_t* const* w, size_t bb, const uint8_t* 
   const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(NB), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   for (int r = 0; r < R; ++r) {
     const uint8_t* b0 = w[r] + size_t(u0) * bb;
-    prefetch_ahead(b0, 8 * bb);
+    prefetch_ahead(b0, 8 * bb, ahead);
     for (int k = 0; k < 4; ++k) {
       const uint8_t* lo = b0 + size_t(2 * k) * bb + 2;  // quants: after the float16 d
       const uint8_t* hi = lo + bb;
@@ -373,17 +377,18 @@ inline void small_q32_blocks(const uint8_t* const* w, size_t bb, const uint8_t* 
 
 template <Kind K, int R>
 void small_q32_rows(const uint8_t* const* w, size_t bb, const uint8_t* act, size_t act_stride,
-                    int64_t T, int64_t n_units, const float* yd, const int32_t* off, float* const* acc) {
+                    int64_t T, int64_t n_units, const float* yd, const int32_t* off, float* const* acc,
+                    size_t ahead) {
   int64_t u0 = 0;
-  for (; u0 + 8 <= n_units; u0 += 8) small_q32_blocks<K, R, 8>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc);
+  for (; u0 + 8 <= n_units; u0 += 8) small_q32_blocks<K, R, 8>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc, ahead);
   switch (n_units - u0) {
-    case 1: small_q32_blocks<K, R, 1>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
-    case 2: small_q32_blocks<K, R, 2>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
-    case 3: small_q32_blocks<K, R, 3>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
-    case 4: small_q32_blocks<K, R, 4>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
-    case 5: small_q32_blocks<K, R, 5>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
-    case 6: small_q32_blocks<K, R, 6>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
-    case 7: small_q32_blocks<K, R, 7>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc); break;
+    case 1: small_q32_blocks<K, R, 1>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc, ahead); break;
+    case 2: small_q32_blocks<K, R, 2>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc, ahead); break;
+    case 3: small_q32_blocks<K, R, 3>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc, ahead); break;
+    case 4: small_q32_blocks<K, R, 4>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc, ahead); break;
+    case 5: small_q32_blocks<K, R, 5>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc, ahead); break;
+    case 6: small_q32_blocks<K, R, 6>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc, ahead); break;
+    case 7: small_q32_blocks<K, R, 7>(w, bb, act, act_stride, T, u0, yd, off, n_units, acc, ahead); break;
     default: break;
   }
 }
@@ -411,8 +416,8 @@ void small_q32(const uint8_t* const* w, int n_w, size_t bb, const uint8_t* act,
   float* acc[kAmxRows];
   for (int m = 0; m < n_w; ++m) acc[m] = sc.acc[m];
   int m = 0;
-  for (; m + 4 <= n_w; m += 4) small_q32_rows<K, 4>(w + m, bb, act, act_stride, T, n_units, sc.yd.data(), sc.off.data(), acc + m);
-  for (; m < n_w; ++m) small_q32_rows<K, 1>(w + m, bb, act, act_stride, T, n_units, sc.yd.data(), sc.off.data(), acc + m);
+  for (; m + 4 <= n_w; m += 4) small_q32_rows<K, 4>(w + m, bb, act, act_stride, T, n_units, sc.yd.data(), sc.off.data(), acc + m, sc.ahead);
+  for (; m < n_w; ++m) small_q32_rows<K, 1>(w + m, bb, act, act_stride, T, n_units, sc.yd.data(), sc.off.data(), acc + m, sc.ahead);
 }
 
 // Q4_K / Q5_K on tiles: the 6-bit sub-block scale sc = 8·sh + sl (sh, sl ≤ 7) is folded into
@@ -726,6 +731,10 @@ void amx_small_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, co
   const size_t bb = size_t(type->block_bytes);
   Scratch& sc = scratch();
   for (int m = 0; m < n_w; ++m) std::memset(sc.acc[m], 0, sizeof(float) * size_t(T));
+  const size_t row_bytes = size_t(n_units) * bb;
+  bool consecutive = true;
+  for (int m = 1; m < n_w; ++m) consecutive = consecutive && w[m] == w[0] + size_t(m) * row_bytes;
+  sc.ahead = consecutive ? kPrefetchRows * row_bytes : 0;
   switch (kind) {
     case Kind::Q4_0: small_q32<Kind::Q4_0>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
     case Kind::Q8_0: small_q32<Kind::Q8_0>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
