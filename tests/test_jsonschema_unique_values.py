@@ -331,6 +331,19 @@ def test_an_object_without_more_members_is_fixed_at_the_end_of_its_last_member()
     assert ids[b'"x"'] in _allowed(m.compute_mask(), len(VOCAB))  # {"a":1,"b":"x"} is new
 
 
+def test_masks_outside_marked_arrays_stay_in_the_core():
+    g = Grammar.from_json_schema({"type": "object", "properties": {"a": {"type": "string"},
+                                                                   "b": INTS}})
+    ids = {tb: i for i, tb in enumerate(VOCAB)}
+    m = Matcher(g, V_INFO)
+    seen = []
+    for tb in (b"{", b'"a":', b'"x"', b",", b'"b":', b"[", b"1,", b"0]", b"}"):
+        m.consume(ids[tb])
+        seen.append(m._masked_in_python())
+    # no vocabulary token can hold a whole marked array: only masks inside one need Python
+    assert seen == [False, False, False, False, False, True, True, False, False]
+
+
 def test_two_equal_items_inside_one_token_are_masked():
     vocab = [b"[1,1]", b"[1,2]", b"[1,1.0,", b"[", b"1", b",", b"]", b"x[0,0", b""]
     info = TokenizerInfo.from_token_bytes(vocab, [len(vocab) - 1])
