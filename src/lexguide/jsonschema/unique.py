@@ -52,11 +52,11 @@ induction over the schema, for:
 
 * ``{}`` (any value), strings without ``maxLength`` (with a ``pattern`` or ``format`` only when
   every prefix of their regex reaches a cycle, :func:`regex_open`: ``^[a-z][a-z0-9-]*$`` or
-  ``uri``, not ``date`` or ``^[a-z]{1,3}$``), objects that
-  can always take one more member (``additionalProperties`` not false, no
-  ``patternProperties``, ``propertyNames`` or ``maxProperties``: a fresh key gives a fresh
-  value, whatever the declared members), arrays without ``maxItems`` or ``contains`` (one more
-  item; a nested ``uniqueItems`` array needs items of this list), and unions of these;
+  ``uri``, not ``date`` or ``^[a-z]{1,3}$``), objects that can always take one more member
+  (``additionalProperties`` not false, no ``patternProperties``, ``propertyNames`` or
+  ``maxProperties``: a fresh key gives a fresh value, whatever the declared members), arrays
+  without ``maxItems`` or ``contains`` (one more item; a nested ``uniqueItems`` array needs
+  items of this list), and unions of these;
 * numbers without ``maximum``, ``multipleOf`` or a negative ``minimum`` (more digits give more
   values), except prefixes whose digits are all zeros (``0``, ``-0``, ``0e``, all zero);
 * ``true``, ``false`` and ``null`` beside the above (their first letter fixes the value);
@@ -67,11 +67,13 @@ induction over the schema, for:
 
 The matcher masks the tokens that leave an item of the last three kinds whose only value is
 recorded (for such objects: after which only whitespace and ``}`` can follow, the array's
-bracket lexeme being named :data:`UNIQUE_CLOSED_ARRAY_NAME`), so an allowed token never leads
-to an item without a fresh completion. A union
-holding only values of the last kind is finite and built by the grammar (above).
-``prefixItems`` are covered when each position is of this list, or booleans and null with more
-values than items before it.
+bracket lexeme being named :data:`UNIQUE_CLOSED_ARRAY_NAME`), and, for any container, the
+tokens after which only whitespace and its closing brackets can follow (in the indented layout
+the newline before a closing bracket belongs to it, so it already fixes the container); so an
+allowed token never leads to an item without a fresh completion. A union holding only
+``true``, ``false`` and ``null`` is finite and built by the grammar (above). ``prefixItems``
+are covered when each position is of this list, or booleans and null with more values than
+items before it.
 
 Anything else is not enforceable here: :func:`unique_items_problem` and
 :func:`tracked_items_problem` say why, and the compiler raises a
