@@ -42,11 +42,12 @@ strings after unescaping, ``true`` never ``1``). A ``[`` inside an item asks the
 for a nested marked array. The admitted item schemas give every open item infinitely many
 values beyond it, except a ``true``/``false``/``null`` (fixed by its first letter) and a number
 whose digits so far are zeros (``0``, ``-0``, ``0.0e``; zero when the lexer cannot add another
-digit), and an object without additional members once only whitespace and ``}`` can follow
-(its last member ended; the bracket is then named
-:data:`~lexguide.jsonschema.unique.UNIQUE_CLOSED_ARRAY_NAME`): the matcher masks the tokens
-that leave such an item when its value is recorded (:meth:`UniqueItems._arrays_dead`), so no
-allowed token leads to a dead end.
+digit), and a container once only whitespace and its closing brackets can follow (an object
+without additional members whose last member ended, the bracket then being named
+:data:`~lexguide.jsonschema.unique.UNIQUE_CLOSED_ARRAY_NAME`; or any container after the newline
+that an indented layout puts into its closing lexeme): the matcher masks the tokens that leave
+such an item when its value is recorded (:meth:`UniqueItems._arrays_dead`), so no allowed token
+leads to a dead end.
 
 Cost: nothing for grammars without marked lexemes (the matcher does not create a tracker). Else
 per consumed token, a scan of its bytes plus one parser query per ``"`` outside an item (and per
@@ -58,7 +59,8 @@ the item so far, plus a scan of the few allowed tokens whose close the probe doe
 holding two ``"`` or more (:meth:`UniqueItems.duplicate_ids`). Inside a marked array, a scan of
 the allowed tokens that hold a byte able to end an item where the text is
 (:class:`JsonTokenClasses`, :meth:`UniqueItems._array_bad_ids`); outside one, of the allowed
-tokens holding a ``[`` and two more item ends (none in most vocabularies).
+tokens that may hold a ``[`` and two whole items (none in most vocabularies: then masks outside
+marked arrays stay on the core's path).
 """
 
 from __future__ import annotations
