@@ -600,7 +600,8 @@ class UniqueItems:
         else:
             values, item, level = a.frames[-1]
             # an object without additional members is fixed at the end of its last member
-            closing = self._closed and level >= 1 and item is not None and item[0] == _BRACE
+            closing = self._closed and level >= 1 and item is not None and item[0] == _BRACE \
+                and not (a.in_str and _in_key(item))
             if a.in_str:
                 words = cls.quote if level == 0 or closing else \
                     cls.quote & (cls.nested | cls.trailing_space)
@@ -674,6 +675,18 @@ def _closers(raw: bytes) -> bytes:
         elif (b == _END_BRACE or b == _CLOSE) and stack:
             stack.pop()
     return bytes(reversed(stack))
+
+
+def _in_key(raw: bytes) -> bool:
+    """Whether the string ``raw`` ends inside (a JSON text inside a string) is not a member's
+    value (a key, or an array's item): no ``:`` before its opening quote."""
+    at = len(raw)
+    while True:
+        at = raw.rfind(b'"', 0, at)
+        if at < 0:
+            return False
+        if not _escaped(raw[:at]):
+            return raw[:at].rstrip(b" \t\n\r")[-1:] != b":"
 
 
 def _zero_mantissa(item: bytes) -> bool:
