@@ -317,6 +317,13 @@ def test_a_zero_or_a_literal_written_is_masked_at_its_first_byte():
     assert ids[b"."] in got and ids[b"e"] not in got and ids[b","] not in got  # 0e.. is 0
 
 
+def test_arrays_of_open_and_of_closed_objects_keep_their_own_brackets():
+    g = Grammar.from_json_schema({"type": "object", "properties": {
+        "o": unique({"type": "object"}), "c": CLOSED, "d": CLOSED}})
+    names = [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes]
+    assert sorted(names) == sorted([UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME])
+
+
 def test_an_object_without_more_members_is_fixed_at_the_end_of_its_last_member():
     ids = {tb: i for i, tb in enumerate(VOCAB)}
     m = Matcher(Grammar.from_json_schema(CLOSED), V_INFO)
@@ -395,6 +402,8 @@ WALK_SCHEMAS = [
     unique({"type": "string", "pattern": "^[a-c][a-c0-9]*$"}, minItems=8),
     {**CLOSED, "minItems": 6},
     unique({**CLOSED_ITEM, "required": []}, minItems=6),
+    {"type": "object", "required": ["o", "c"], "properties": {  # an open array first
+        "o": unique({"type": "object"}), "c": {**CLOSED, "minItems": 6}}},
     {"type": "object", "required": ["tags", "rows"], "properties": {  # both trackers at once
         "tags": unique({"type": "string"}, minItems=3),
         "rows": unique({"type": "object", "properties": {"tags": unique({"type": "string"})}},

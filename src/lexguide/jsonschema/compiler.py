@@ -69,6 +69,7 @@ __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 
 WHITESPACE_RX = rx.plus(rx.byteset(b" \t\n\r"))
 QUOTE = rx.literal(b'"')
+_ANY_BYTES = rx.star(rx.byte_range(0, 255))
 # distinct sets of patternProperties that keys of one object can match (each needs a rule)
 MAX_PATTERN_REGIONS = 64
 # regex node ids are hash-consed, so this cache is valid across grammars until the store is cut
@@ -427,11 +428,14 @@ class SchemaCompiler:
             tracked = tracked_items_problem(s, self.schemas.resolve, self.string_rx)
             if tracked is None:
                 opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
-                closed = any(closed_objects(p, self.schemas.resolve)
-                             for p in (*s.prefix, s.items))
-                return _Tracked(self.b.lexeme(
-                    opener, UNIQUE_CLOSED_ARRAY_NAME if closed else UNIQUE_ARRAY_NAME,
-                    lexeme_class=self.cls, unique_item=True))
+                if any(closed_objects(p, self.schemas.resolve) for p in (*s.prefix, s.items)):
+                    # the same bytes as another node, so that it is a lexeme of its own (the
+                    # builder shares a lexeme between equal regexes, whatever their names)
+                    return _Tracked(self.b.lexeme(
+                        rx.intersect(opener, _ANY_BYTES), UNIQUE_CLOSED_ARRAY_NAME,
+                        lexeme_class=self.cls, unique_item=True))
+                return _Tracked(self.b.lexeme(opener, UNIQUE_ARRAY_NAME, lexeme_class=self.cls,
+                                              unique_item=True))
             if isinstance(items, StringSchema) and by_matcher and (
                     items.max_length is not None or not (items.patterns or items.formats)):
                 problem = by_matcher
