@@ -28,7 +28,11 @@ from lexguide.engine import Matcher, TokenizerInfo, fill_masks
 from lexguide.engine.grammar import Grammar
 from lexguide.engine.unique_items import value_key
 from lexguide.errors import SchemaError, TokenRejected
-from lexguide.jsonschema.unique import UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME
+from lexguide.jsonschema.unique import (
+    UNIQUE_ARRAY_NAME,
+    UNIQUE_CLOSED_ARRAY_NAME,
+    UNIQUE_STRINGS_ARRAY_NAME,
+)
 
 
 def unique(items: dict, **kw) -> dict:
@@ -45,6 +49,9 @@ OBJECTS = unique({"type": "object", "properties": {"a": {"type": "integer"},
 CLOSED_ITEM = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
                "required": ["b"], "additionalProperties": False}
 CLOSED = unique(CLOSED_ITEM)
+#: more strings than the grammar enumerates (12): kept distinct by the matcher
+FINITE = unique({"enum": ["x", "xx", "xxx", "2", "x2", "2x", "22", "x22", "2xx", "222", "xxxx",
+                          "x2x", "2x2"]})
 MIXED = unique({"type": ["boolean", "null", "integer", "string"]})
 NESTED = unique(unique({"type": "integer", "minimum": 0}))
 
@@ -127,6 +134,31 @@ def test_a_union_with_an_array_whose_items_can_run_out_is_an_error():
     g = Grammar.from_json_schema({"anyOf": [unique({"type": "object"}),
                                             {"type": "array", "items": {"type": "integer"}}]})
     assert not g.validate("[{},{}]") and g.validate("[1,2]") and not g.validate("[1,1]")
+
+
+def test_a_finite_set_of_strings_too_large_for_the_grammar():
+    g = Grammar.from_json_schema(FINITE)
+    assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [UNIQUE_STRINGS_ARRAY_NAME]
+    assert g.validate('["x","xx","2"]') and not g.validate('["x","xx","x"]')
+    with pytest.raises(SchemaError, match="minItems 14"):
+        Grammar.from_json_schema({**FINITE, "minItems": 14})
+    with pytest.raises(SchemaError, match="several ways"):
+        Grammar.from_json_schema({**FINITE, "x-guidance": GENERAL})
+    # all 13 written: no "," can follow; "x" then "x", "xx", "xxx", "xxxx", "x2", ... all
+    # written: the prefix "x is a dead end
+    values = FINITE["items"]["enum"]
+
+    def write(items: list[str]) -> Matcher:  # one byte a token
+        m = Matcher(g, B_INFO)
+        m.consume_tokens(json.dumps(items, separators=(",", ":")).encode()[:-1])
+        return m
+
+    got = _allowed(write(values).compute_mask(), len(BYTES))
+    assert ord("]") in got and ord(",") not in got  # every string is written
+    m = write([v for v in values if v.startswith("x")])
+    m.consume_tokens(b',"')
+    got = _allowed(m.compute_mask(), len(BYTES))
+    assert ord("x") not in got and ord("2") in got  # every string "x... is written
 
 
 def test_grammars_without_uniqueness_mark_nothing():
@@ -263,7 +295,7 @@ VOCAB = [b"[", b"]", b",", b"1", b"0", b".", b"e", b"-", b"1,", b"0]", b" ", b"{
          b'"', b"x", b"\\u0078", b'x"', b""]
 V_INFO = TokenizerInfo.from_token_bytes(VOCAB, [len(VOCAB) - 1])
 TAILS = [b"2", b"]", b"}", b",", b'"c":2}', b".2", b'2"', b"ue", b"{", b"[2]", b":2}", b",2]",
-         b"2}}", b"}]", b'"2"', b'"b":"2"}', b'b":"2"}', b',"b":"2"}']
+         b"2}}", b"}]", b'"2"', b'"b":"2"}', b'b":"2"}', b',"b":"2"}', b'"', b'x"']
 
 
 @pytest.mark.parametrize("schema, steer", [
@@ -278,6 +310,7 @@ TAILS = [b"2", b"]", b"}", b",", b'"c":2}', b".2", b'2"', b"ue", b"{", b"[2]", b
     (unique({"type": "string", "pattern": "^[x2]+$"}), (b"[", b'"x"', b'"', b"x", b'x"', b",",
                                                          b"\\u0078")),
     (CLOSED, (b"[", b"{", b'"b":', b'"x"', b"}", b",")),
+    (FINITE, (b"[", b'"x"', b'"', b"x", b'x"', b",")),
     (unique({**CLOSED_ITEM, "required": []}), (b"[", b"{}", b"{", b'"b":', b'"x"', b"}", b",")),
 ])
 def test_masks_equal_brute_force(schema, steer):
@@ -464,7 +497,8 @@ def _byte_walk(g: Grammar, rng: random.Random, prefer: bytes) -> bytes | None:
 @pytest.mark.parametrize("schema", [{**CLOSED, "minItems": 5}, {**OBJECTS, "minItems": 4},
                                     unique({**CLOSED_ITEM, "required": []}, minItems=5),
                                     {**INTS, "minItems": 5}, {**NESTED, "minItems": 4},
-                                    {**ANY, "minItems": 5}, unique({  # a marked array inside
+                                    {**ANY, "minItems": 5}, {**FINITE, "minItems": 13},
+                                    {**FINITE, "minItems": 2}, unique({  # a marked array inside
                                         "type": "object", "additionalProperties": False,
                                         "properties": {"k": {"type": "integer"},
                                                        "v": unique({"type": "integer"})}},

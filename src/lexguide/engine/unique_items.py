@@ -47,7 +47,12 @@ without additional members whose last member ended, the bracket then being named
 :data:`~lexguide.jsonschema.unique.UNIQUE_CLOSED_ARRAY_NAME`; or any container after the newline
 that an indented layout puts into its closing lexeme): the matcher masks the tokens that leave
 such an item when its value is recorded (:meth:`UniqueItems._arrays_dead`), so no allowed token
-leads to a dead end.
+leads to a dead end. Items from a finite set of strings (the bracket named
+:data:`~lexguide.jsonschema.unique.UNIQUE_STRINGS_ARRAY_NAME`) can run out: the matcher lists
+the strings an open item can still become from the lexer state (:meth:`UniqueItems._tails_of`)
+and masks the tokens after which all are recorded, and a ``,`` after which every string an item
+can start is (:meth:`UniqueItems._strings_dead`); inside such an array every allowed token is
+scanned (the grammar allows few).
 
 Cost: nothing for grammars without marked lexemes (the matcher does not create a tracker). Else
 per consumed token, a scan of its bytes plus one parser query per ``"`` outside an item (and per
@@ -75,8 +80,10 @@ import numpy as np
 from lexguide.engine.lexparser import LexParser, ParseState
 from lexguide.jsonschema.unique import (
     MAX_BOUNDED_ITEMS,
+    MAX_FINITE_STRINGS,
     UNIQUE_ARRAY_NAME,
     UNIQUE_CLOSED_ARRAY_NAME,
+    UNIQUE_STRINGS_ARRAY_NAME,
 )
 
 __all__ = ["EMPTY", "UniqueItems", "UniqueState", "decode_item", "value_key"]
@@ -97,6 +104,7 @@ class Frame(NamedTuple):
     values: frozenset  # equality keys (:func:`value_key`) of its completed items
     item: bytes | None  # raw bytes of the item being read, from its first byte; None between
     level: int  # brackets open inside it: 0 between items or inside a scalar or string item
+    need: bool = False  # a "," was read at level 0 and no item started since
 
 
 class Arrays(NamedTuple):
@@ -190,19 +198,23 @@ class UniqueItems:
     """The marked lexemes of one grammar and the scan over bytes. Shared; its caches (per
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
-    __slots__ = ("_brackets", "_closed", "_comps", "_counts", "_items", "_lp", "_nonzero",
-                 "bounded")
+    __slots__ = ("_brackets", "_closed", "_comps", "_counts", "_finite", "_items", "_lp",
+                 "_nonzero", "_tails", "bounded")
 
     def __init__(self, lp: LexParser, item_lexemes: frozenset[int], bounded: bool = False) -> None:
         self._lp = lp
         names = [lx.name for lx in lp.ir.lexemes]
         #: marked opening brackets of arrays of any items; the rest are string item lexemes
-        self._brackets = frozenset(i for i in item_lexemes
-                                   if names[i] in (UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME))
+        self._brackets = frozenset(i for i in item_lexemes if names[i] in (
+            UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME, UNIQUE_STRINGS_ARRAY_NAME))
         self._items = item_lexemes - self._brackets
         #: some item can be an object without additional members: its value is fixed when
         #: only ``}`` can follow (:meth:`_arrays_dead`)
         self._closed = any(names[i] == UNIQUE_CLOSED_ARRAY_NAME for i in self._brackets)
+        #: some items come from a finite set of strings: a string item or a "," can leave
+        #: only recorded strings (:meth:`_strings_dead`)
+        self._finite = any(names[i] == UNIQUE_STRINGS_ARRAY_NAME for i in self._brackets)
+        self._tails: dict[int, tuple[bytes, ...] | None] = {}
         #: some marked item has a bounded length: an open item may run out of fresh values
         self.bounded = bounded
         self._counts: dict[int, int] = {}
@@ -279,7 +291,7 @@ class UniqueItems:
         in_str, esc = a.in_str, a.esc
         # per open frame: [values, item bytes before this token's, level, start of the item's
         # bytes in ``data`` (-1: no item open)]
-        frames = [[f.values, f.item, f.level, 0 if f.item is not None else -1]
+        frames = [[f.values, f.item, f.level, 0 if f.item is not None else -1, f.need]
                   for f in a.frames]
         lp = self._lp
         done = 0  # ``state`` is the parse state after data[:done] (None: no longer followed)
@@ -294,7 +306,7 @@ class UniqueItems:
                     state = lp.advance_bytes(state, data[done: i + 1])
                     done = i + 1
                     if state is not None and self.opens_array(state):
-                        frames.append([frozenset(), None, 0, -1])
+                        frames.append([frozenset(), None, 0, -1, False])
                         in_str = esc = False
                 i += 1
                 continue
@@ -312,16 +324,18 @@ class UniqueItems:
             elif b in _WHITESPACE or b == _COMMA:
                 if f[2] == 0 and f[3] >= 0 and not _close(f, data, i):
                     return None
+                if b == _COMMA and f[2] == 0:
+                    f[4] = True
             elif b == _OPEN or b == _BRACE:
                 if f[2] == 0 and f[3] < 0:
-                    f[1], f[3] = b"", i
+                    f[1], f[3], f[4] = b"", i, False
                 for g in frames:
                     g[2] += 1
                 if b == _OPEN and state is not None:
                     state = lp.advance_bytes(state, data[done: i + 1])
                     done = i + 1
                     if state is not None and self.opens_array(state):
-                        frames.append([frozenset(), None, 0, -1])
+                        frames.append([frozenset(), None, 0, -1, False])
             elif b == _CLOSE or b == _END_BRACE:
                 if f[2] == 0:  # the end of the innermost array
                     if f[3] >= 0 and not _close(f, data, i):
@@ -335,12 +349,12 @@ class UniqueItems:
                 if b == _QUOTE:
                     in_str = True
                 if f[2] == 0 and f[3] < 0:
-                    f[1], f[3] = b"", i
+                    f[1], f[3], f[4] = b"", i, False
             i += 1
         if not frames:
             return NO_ARRAYS
-        return Arrays(tuple(Frame(v, None if start < 0 else item + data[start:], level)
-                            for v, item, level, start in frames), in_str, esc)
+        return Arrays(tuple(Frame(v, None if start < 0 else item + data[start:], level, need)
+                            for v, item, level, start, need in frames), in_str, esc)
 
     def _arrays_dead(self, a: Arrays, after: ParseState | None,
                      before: ParseState | None = None, data: bytes = b"") -> bool:
@@ -354,11 +368,13 @@ class UniqueItems:
         item infinitely many values. ``after`` may be None when ``before`` and ``data`` say
         how to reach it (computed only when needed)."""
         frames = a.frames
+        if self._finite and frames and self._strings_dead(a, after, before, data):
+            return True
         if not frames or a.in_str:
             return False
-        values, item, level = frames[-1]
+        values, item, level, _ = frames[-1]
         if item is None and level == 0 and len(frames) > 1:
-            values, item, level = frames[-2]  # its "]" would help end the item around it
+            values, item, level, _ = frames[-2]  # its "]" would help end the item around it
         if item is None or not values:
             return False
         first = item[0]
@@ -390,6 +406,72 @@ class UniqueItems:
         if after is None or not after.pending:
             return True
         return not self._nonzero_reachable(after.lexer_state)
+
+    def _strings_dead(self, a: Arrays, after: ParseState | None, before: ParseState | None,
+                      data: bytes) -> bool:
+        """Whether the innermost marked array, of a finite set of strings, is left with an
+        item or a required item that can only be a recorded string: an open string item all
+        of whose completions (read off the lexer) are recorded, or a ``,`` after which every
+        string an item can start is recorded."""
+        values, item, level, need = a.frames[-1]
+        if level or not values or not (a.in_str and item is not None or item is None and need):
+            return False
+        if after is None and before is not None:
+            after = self._lp.advance_bytes(before, data)
+        if after is None:
+            return False
+        if item is not None:
+            return self._only_recorded(values, item, after.lexer_state)
+        lp = self._lp  # the states where an item can start: through whitespace
+        seen, todo = {after}, [after]
+        while todo:
+            st = todo.pop()
+            got = lp.advance_byte(st, _QUOTE)
+            if got is not None and not self._only_recorded(values, b'"', got.lexer_state):
+                return False
+            for b in _WHITESPACE:
+                nxt = lp.advance_byte(st, b)
+                if nxt is not None and nxt not in seen and len(seen) < 256:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return True
+
+    def _only_recorded(self, values: frozenset, item: bytes, lstate: int) -> bool:
+        """Whether every completion of the open string ``item`` from lexer state ``lstate`` is
+        one of ``values`` (False when there are more completions than values)."""
+        tails = self._tails_of(lstate)
+        if tails is None or len(tails) > len(values):
+            return False
+        try:
+            return all(value_key(item + t) in values for t in tails)
+        except ValueError:
+            return False
+
+    def _tails_of(self, lstate: int, busy: set[int] | None = None) -> tuple[bytes, ...] | None:
+        """The byte strings that take the lexer from ``lstate`` to the end of its lexeme, or
+        None when there are more than :data:`~lexguide.jsonschema.unique.MAX_FINITE_STRINGS`
+        (or infinitely many: a cycle). Memoised per lexer state."""
+        if lstate in self._tails:
+            return self._tails[lstate]
+        busy = set() if busy is None else busy
+        if lstate in busy:
+            return None  # a cycle: infinitely many
+        busy.add(lstate)
+        lexer = self._lp.lexer
+        out: list[bytes] | None = [b""] if lexer.accepting(lstate) else []
+        for b in range(256):
+            nxt = lexer.next(lstate, b)
+            if nxt == 0:
+                continue
+            sub = self._tails_of(nxt, busy)
+            if sub is None or len(out) + len(sub) > MAX_FINITE_STRINGS:
+                out = None
+                break
+            out.extend(bytes((b,)) + t for t in sub)
+        busy.discard(lstate)
+        got = None if out is None else tuple(out)
+        self._tails[lstate] = got
+        return got
 
     def _only_closes(self, state: ParseState, closers: bytes) -> bool:
         """Whether nothing but whitespace and the bytes ``closers``, in order, can follow
@@ -598,11 +680,13 @@ class UniqueItems:
         if not a.frames:
             words = cls.opens_two_words
         else:
-            values, item, level = a.frames[-1]
+            values, item, level, _ = a.frames[-1]
             # an object without additional members is fixed at the end of its last member
             closing = self._closed and level >= 1 and item is not None and item[0] == _BRACE \
                 and not (a.in_str and _in_key(item))
-            if a.in_str:
+            if self._finite and level == 0:  # a finite set of strings: few tokens allowed
+                words = np.full_like(mask, 0xFFFFFFFF)
+            elif a.in_str:
                 words = cls.quote if level == 0 or closing else \
                     cls.quote & (cls.nested | cls.trailing_space)
             elif level:

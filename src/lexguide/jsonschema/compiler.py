@@ -53,9 +53,11 @@ from lexguide.jsonschema.schema import (
 from lexguide.jsonschema.unique import (
     UNIQUE_ARRAY_NAME,
     UNIQUE_CLOSED_ARRAY_NAME,
+    UNIQUE_STRINGS_ARRAY_NAME,
     closed_objects,
     deref,
     distinct_subsets,
+    finite_strings_problem,
     finite_values,
     matcher_items_problem,
     tracked_items_problem,
@@ -70,6 +72,7 @@ __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 WHITESPACE_RX = rx.plus(rx.byteset(b" \t\n\r"))
 QUOTE = rx.literal(b'"')
 _ANY_BYTES = rx.star(rx.byte_range(0, 255))
+_SOME_BYTES = rx.alt(_ANY_BYTES, rx.literal(b"\0"))  # all bytes again, as another node
 # distinct sets of patternProperties that keys of one object can match (each needs a rule)
 MAX_PATTERN_REGIONS = 64
 # regex node ids are hash-consed, so this cache is valid across grammars until the store is cut
@@ -442,6 +445,15 @@ class SchemaCompiler:
             elif not (isinstance(items, NumberSchema) and items.maximum is not None
                       and items.minimum is not None):
                 problem = tracked  # else the size of the integer range is the reason
+        if problem is not None and not isinstance(values, str) and not s.prefix and \
+                all(key[0] == "str" for key, _ in values):
+            strings = finite_strings_problem(s, values, self.layout.escapes.general)
+            if strings is None:
+                opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
+                return _Tracked(self.b.lexeme(  # a node of its own: see the closed objects'
+                    rx.intersect(opener, _SOME_BYTES), UNIQUE_STRINGS_ARRAY_NAME,
+                    lexeme_class=self.cls, unique_item=True))
+            problem = strings
         if problem is not None:
             if self.lenient:
                 self.schemas.note(at, "uniqueItems", f"not enforced: {problem} (lenient)")

@@ -75,6 +75,13 @@ allowed token never leads to an item without a fresh completion. A union holding
 are covered when each position is of this list, or booleans and null with more values than
 items before it.
 
+A finite set of strings too large for the grammar (an ``enum`` of more than about 12 strings
+without a small ``maxItems``; at most :data:`MAX_FINITE_STRINGS`, one spelling each, and
+``minItems`` no more than their number: :func:`finite_strings_problem`) is kept distinct the
+same way, its bracket named :data:`UNIQUE_STRINGS_ARRAY_NAME`: the matcher reads the strings an
+open item can still become off the lexer (memoised per lexer state) and masks the tokens after
+which all of them are recorded, and the ``,`` after which every string an item can start is.
+
 Anything else is not enforceable here: :func:`unique_items_problem` and
 :func:`tracked_items_problem` say why, and the compiler raises a
 :class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``.
@@ -105,18 +112,26 @@ from lexguide.limits import MAX_NESTING_DEPTH
 from lexguide.regex import nodes as rx
 from lexguide.regex.native import empty_among
 
-__all__ = ["MAX_BOUNDED_ITEMS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES", "MAX_UNIQUE_RULES",
-           "UNIQUE_ARRAY_NAME", "UNIQUE_CLOSED_ARRAY_NAME", "deref", "distinct_subsets", "finite_values",
-           "matcher_items_problem", "regex_open", "tracked", "tracked_items_problem",
-           "union_problem", "unique_items_problem", "unique_rule_count"]
+__all__ = ["MAX_BOUNDED_ITEMS", "MAX_FINITE_STRINGS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES",
+           "MAX_UNIQUE_RULES", "UNIQUE_ARRAY_NAME", "UNIQUE_CLOSED_ARRAY_NAME",
+           "UNIQUE_STRINGS_ARRAY_NAME", "closed_objects", "deref", "distinct_subsets",
+           "finite_strings_problem", "finite_values", "matcher_items_problem", "regex_open",
+           "tracked", "tracked_items_problem", "union_problem", "unique_items_problem",
+           "unique_rule_count"]
 
 #: the name of the opening bracket lexeme (marked ``unique_item``) of a ``uniqueItems`` array
 #: whose items the matcher keeps distinct as whole JSON values (not a Lark or GBNF rule name)
 UNIQUE_ARRAY_NAME = "[<uniqueItems>"
 #: the same, when an item can be an object without additional members (:func:`closed_objects`)
 UNIQUE_CLOSED_ARRAY_NAME = "[<uniqueItems, closed objects>"
+#: the same, for items from a finite set of strings too large for the grammar
+#: (:func:`finite_strings_problem`)
+UNIQUE_STRINGS_ARRAY_NAME = "[<uniqueItems, finite strings>"
 #: Largest integer range (``maximum - minimum + 1``) read as a finite set of values.
 MAX_FINITE_VALUES = 256
+#: Most strings of a finite set of item strings the matcher keeps distinct
+#: (:func:`finite_strings_problem`)
+MAX_FINITE_STRINGS = 4096
 #: Largest number of grammar rules spent on one ``uniqueItems`` array.
 MAX_UNIQUE_RULES = 50_000
 
@@ -455,6 +470,28 @@ def _closed_problem(s: ObjectSchema, resolve: Callable[[str], Schema], depth: in
     if not isinstance(last, (StringSchema, ObjectSchema, ArraySchema)):
         return why
     return None if _open_problem(last, resolve, depth + 1, string_rx) is None else why
+
+
+def finite_strings_problem(s: ArraySchema, values: list | str,
+                           general_escapes: bool = False) -> str | None:
+    """Why the matcher cannot keep distinct the items of ``s``, a finite set of strings
+    ``values`` (from :func:`finite_values`) too large for the grammar (None: it can: inside
+    an item it masks the tokens after which the item can only become a recorded string, and
+    after a ``,`` the tokens after which no unrecorded string is left, so ``minItems`` up to
+    the number of strings is reachable and no allowed token leads to a dead end). Pure."""
+    if isinstance(values, str) or not values or s.prefix or s.contains is not None:
+        return "the items are not a finite set of strings"
+    if any(key[0] != "str" for key, _ in values):
+        return "the items are a finite set of values other than strings only"
+    if general_escapes:
+        return ("the items are a finite set of strings spelled in several ways (general "
+                "unicode escapes)")
+    if len(values) > MAX_FINITE_STRINGS:
+        return (f"the items are {len(values)} strings (at most {MAX_FINITE_STRINGS} are kept "
+                "distinct this way)")
+    if s.min_items > len(values):
+        return f"minItems {s.min_items} needs more than the {len(values)} strings the items allow"
+    return None
 
 
 def unique_items_problem(s: ArraySchema, values: list | str) -> str | None:
