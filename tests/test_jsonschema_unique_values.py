@@ -130,6 +130,8 @@ def test_a_union_with_an_array_whose_items_can_run_out_is_an_error():
     assert e.value.pointer == "/anyOf/0/uniqueItems"
     g = Grammar.from_json_schema(bools, lenient=True)
     assert [n.keyword for n in g.notes] == ["uniqueItems"] and g.validate("[true,true]")
+    with pytest.raises(SchemaError, match="union with another array"):
+        Grammar.from_json_schema({"anyOf": [FINITE, bools["anyOf"][1]]})
     # beside an array of open items it is held to uniqueness: stricter, never a dead end
     g = Grammar.from_json_schema({"anyOf": [unique({"type": "object"}),
                                             {"type": "array", "items": {"type": "integer"}}]})

@@ -896,12 +896,13 @@ class JsonTokenClasses:
     :meth:`UniqueItems._array_bad_ids`: ``quote`` (a ``"``), ``quote2`` (two), ``nested`` (a
     bracket other than ``{``), ``comma``, ``inner_space`` (whitespace after another byte),
     ``space`` (whitespace), ``trailing_space`` (ends with whitespace: in an indented layout
-    the whitespace before a closing bracket commits to it), ``literal`` (starts ``t``, ``f`` or ``n`` after whitespace, or is
-    all literal letters), ``zero_start`` (starts ``0`` or ``-`` after whitespace), ``number``
-    (all number bytes): with the delimiters, the tokens that can leave an item that can only
-    become a recorded literal or zero; ``opens_two`` counts the tokens that may hold a ``[`` and
-    two whole items after it (:func:`_holds_two_items`; the only ones that can close a
-    duplicate outside a marked array, none in most vocabularies). Special tokens are in none.
+    the whitespace before a closing bracket commits to it), ``literal`` (starts ``t``, ``f``
+    or ``n`` after whitespace, or is all literal letters), ``zero_start`` (starts ``0`` or
+    ``-`` after whitespace), ``number`` (all number bytes): with the delimiters, the tokens
+    that can leave an item that can only become a recorded literal or zero; ``opens_two``
+    counts the tokens that may hold a ``[`` and two whole items after it
+    (:func:`_holds_two_items`; the only ones that can close a duplicate outside a marked
+    array, none in most vocabularies). Special tokens are in none.
     Built once per tokenizer (one pass over the vocabulary)."""
 
     __slots__ = ("comma", "inner_space", "literal", "nested", "number", "opens_two",

@@ -324,8 +324,11 @@ def tracked(s: ArraySchema, resolve: Callable[[str], Schema],
     """Whether the compiler keeps the items of the ``uniqueItems`` array ``s`` distinct by
     marking its opening bracket."""
     values = finite_values(s.items, resolve)
-    if unique_items_problem(s, values) is None or (not isinstance(values, str) and not s.prefix):
+    if unique_items_problem(s, values) is None:
         return False
+    if not isinstance(values, str) and not s.prefix:  # a finite set of strings, or nothing
+        return all(key[0] == "str" for key, _ in values) and \
+            finite_strings_problem(s, values) is None
     items = deref(s.items, resolve)
     if isinstance(items, StringSchema) and matcher_items_problem(s, resolve) is None:
         return False
