@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mask cost of ``uniqueItems`` arrays kept distinct by the matcher (strings, integers,
-numbers, objects, any values, arrays of arrays) against the same schemas without
-``uniqueItems``, on the SmolLM2 vocabulary.
+numbers, objects, any values, an enum of 48 strings, arrays of arrays) against the same
+schemas without ``uniqueItems``, on the SmolLM2 vocabulary.
 
 Each schema is walked along one fixed valid instance (its tokens from the SmolLM2 tokenizer):
 per step ``compute_mask`` then ``consume``. Run 1 is cold (new parse states); the reported
@@ -55,6 +55,8 @@ def _schemas(unique: bool) -> dict[str, dict]:
                                              "name": {"type": "string"}},
             "required": ["id", "name"], "additionalProperties": False}},
         "any values": {"type": "array", "items": {}, "uniqueItems": unique},
+        "enum of 48 strings": {"type": "array", "uniqueItems": unique, "items": {
+            "enum": [f"{w}{k}" for k in ("", "-x") for w in WORDS]}},
         "integer arrays of arrays": {"type": "array", "uniqueItems": unique, "items": {
             "type": "array", "items": {"type": "integer"}, "uniqueItems": unique}},
     }
@@ -83,6 +85,8 @@ def _instance(name: str, n: int) -> str:
                 lambda i: {"k": i % 7, "v": [i]}, lambda i: [i, i % 3])
         value = [pick[i % len(pick)](ints[i]) for i in range(n)]
         value[:3] = [True, False, None]
+    elif name == "enum of 48 strings":
+        value = [f"{w}{k}" for k in ("", "-x") for w in WORDS]
     elif name == "integer arrays of arrays":
         value = [[j, 100 + i] for i in range(n // 10) for j in range(10)]
     elif name == "object, two arrays":
