@@ -38,8 +38,10 @@ K_SCALE_FIELDS = {T_.Q2_K: (80, 82), T_.Q3_K: (108,), T_.Q4_K: (0, 2), T_.Q5_K: 
 # the kernel paths: "scalar" (simd=False) and the SIMD levels, each run with the kernels capped
 # at it (skipped where the CPU lacks it)
 PATHS = ["scalar", "avx2", "avx512"]
-# the types with an AVX-512 kernel (the others take the AVX2 one at that level)
+# the types with an AVX-512 kernel (the others take the AVX2 one at that level), and those of
+# them whose results equal the scalar reference's bit for bit
 AVX512_TYPES = [T_.Q4_0, T_.Q8_0, T_.Q4_K, T_.Q5_K, T_.Q6_K]
+AVX512_EXACT = [T_.Q4_K, T_.Q5_K, T_.Q6_K]
 
 
 @contextlib.contextmanager
@@ -154,6 +156,8 @@ def test_simd_agrees_with_scalar(t, T, n_blocks, n_out, path):
     w = dequantized(t, raw, n_out, n_in)
     scale = np.abs(activation_reference(t, x)) @ np.abs(w).T + 1e-30
     assert (np.abs(a - b) / scale).max() <= 1e-5
+    if path == "avx512" and t in AVX512_EXACT:
+        assert np.array_equal(a, b)  # the reference's float expressions, bit for bit
 
 
 @pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)

@@ -2,22 +2,23 @@
 // -mavx512bw -mavx512vl -mavx512dq -mavx512vnni (and AVX2/FMA/F16C); matmul.cc calls it only
 // when isa() >= Isa::Avx512 (cpu.h). Types without a kernel here (nullptr) take the AVX2 one.
 //
-// The integer block sums of quants are exact and equal the scalar reference's (dot_scalar.cc);
-// the results differ from it by float32 rounding only (order of sums; the k-quants' min and
-// offset terms as float products), within the tolerance the AVX2 kernels keep:
+// The integer block sums are exact and equal the scalar reference's (dot_scalar.cc). The
+// k-quant kernels then evaluate the reference's float expression per block and add it to each
+// output in block order, so their results equal the reference's bit for bit (this file is built
+// with -ffp-contract=off); Q4_0/Q8_0 differ from it by float32 rounding order only, within the
+// tolerance the AVX2 kernels keep.
 //
 // - K-quants (Q4_K, Q5_K, Q6_K). A tile is up to 4 weight rows × up to 8 activation rows
 //   (one weight row at a time for one activation row: decode streams rows in address order).
 //   Per super-block each weight row is unpacked once into four zmm of unsigned quants (64
-//   elements each), two zmm of int16 sub-block scales and the 16 float factors of the
-//   activation bsums (the mins times dmin; Q6_K's −32 offset as 32·d times its scales: exact).
-//   Per output: four vpdpbusd (u8 quant × s8 activation, sums of 4 products, |sum| ≤ 4·63·127
-//   < 2^15), two vpackssdw (exact: no saturation at these bounds), two vpdpwssd against the
-//   scales → 16 int32 lanes of the scaled block sum (exact); one cvt + FMA with d·y.d, and one
-//   FMA of the bsum factors with the activation's bsums · y.d (converted once per activation
-//   row and super-block for the whole tile). The tile's accumulators live in L1 (their loads
-//   and stores take the load/store ports, not the vector ALUs), so each activation block is
-//   read from cache once per tile.
+//   elements each), two zmm of int16 sub-block scales and the int16 factors of the 16
+//   activation bsums (the mins; Q6_K: its scales, for the −32 offset). Per output: four
+//   vpdpbusd (u8 quant × s8 activation, sums of 4 products, |sum| ≤ 4·63·127 < 2^15), two
+//   vpackssdw (exact: no saturation at these bounds), two vpdpwssd against the scales → 16
+//   int32 lanes of the scaled sum S, and one vpmaddwd of the bsums → 8 lanes of the min sum M.
+//   The lanes of the tile's 8 activation rows are summed exactly into lane a of one vector
+//   (hadd trees), and the reference's expression — Q4_K/Q5_K y.d·(d·S − dmin·M), Q6_K
+//   (y.d·d)·(S − 32·M) — runs on 8 activation rows at once.
 // - Q8_0, Q4_0: two 32-element blocks per zmm; tiles of 4 weight rows × up to 8 activation
 //   rows (one weight row for one activation row). Quants are biased to unsigned
 //   (Q4_0's nibbles are q + 8; Q8_0: q + 128). Per activation row and block pair its quants,
@@ -146,6 +147,12 @@ struct Unpack45_K {
     k.d = half(b.d);
     k.dc = half(b.dmin);
   }
+  // y.d · (d·S − dmin·M), the reference's expression lane by lane
+  static __m256 combine(__m256i S, __m256i M, const KBlock& k, __m256 yd) {
+    const __m256 ds = _mm256_mul_ps(_mm256_set1_ps(k.d), _mm256_cvtepi32_ps(S));
+    const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(k.dc), _mm256_cvtepi32_ps(M));
+    return _mm256_mul_ps(yd, _mm256_sub_ps(ds, dm));
+  }
 };
 
 // Q6_K: element 128h + 32g + l: low nibble of ql[64h + 32(g % 2) + l] (shifted by 4·(g / 2)),
@@ -174,6 +181,11 @@ struct Unpack6_K {
     k.d = half(b.d);
     k.dc = 32.0f * k.d;  // exact: a power of two
   }
+  // (y.d · d) · (S − 32·M): the reference's sum of (q − 32)·y, scaled as it does
+  static __m256 combine(__m256i S, __m256i M, const KBlock& k, __m256 yd) {
+    const __m256i sumi = _mm256_sub_epi32(S, _mm256_slli_epi32(M, 5));
+    return _mm256_mul_ps(_mm256_mul_ps(yd, _mm256_set1_ps(k.d)), _mm256_cvtepi32_ps(sumi));
+  }
 };
 
 // The scaled integer sum of one activation row (Q8_K block y) against an unpacked
@@ -188,52 +200,57 @@ inline __m512i k_sum(const KBlock& k, const ActQ8K& y) {
   return _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(s2, s3), k.scale[1]);
 }
 
-// 16 int16 → 16 floats (exact).
-inline __m512 i16_to_ps(__m256i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(v)); }
+// Lane a (< N) of the result = the sum of all lanes of v[a] (exact int32 sums); lanes ≥ N: 0.
+inline __m256i fold(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+inline __m256i lane_sums(const __m256i h[8]) {
+  const __m256i q0 = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]), _mm256_hadd_epi32(h[2], h[3]));
+  const __m256i q1 = _mm256_hadd_epi32(_mm256_hadd_epi32(h[4], h[5]), _mm256_hadd_epi32(h[6], h[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
+                          _mm256_permute2x128_si256(q0, q1, 0x31));
+}
 
-// A tile of R weight rows × NA activation rows. Per super-block, each activation row's bsums
-// are converted once to floats times y.d (shared by the R rows); each weight row is unpacked
-// once, its corr factors as floats times dc (exact), and every output (r, a) takes
-// acc += cvt(k_sum) · (d · y.d) − (dc · corr) · (y.d · bsums), lane by lane (16 lanes, summed at
-// the end). The R × NA accumulators live in a stack buffer (L1): the activation blocks of a
-// super-block are read from cache once per tile, and the loads and stores of the accumulators
-// use the load/store ports, not the vector ALUs the products need.
+// A tile of R weight rows × NA activation rows, bit-equal to the scalar reference. Per
+// super-block and weight row (unpacked once), each activation row's scaled quant sum S (the
+// 16 lanes of k_sum) and min/offset sum M = Σ corr·bsums (vpmaddwd) are summed exactly into
+// lane a of two int32 vectors; then, lane by lane, the scalar reference's float expression
+// (Q4_K/Q5_K: y.d · (d·S − dmin·M); Q6_K: (y.d · d) · (S − 32·M)) is added to the row's sum in
+// block order, as the reference does (no contracted FMAs: this file is built with
+// -ffp-contract=off).
 template <class U, int R, int NA>
 void k_tile(const uint8_t* const* w, const uint8_t* act, size_t act_stride, int64_t n_blocks,
             float* out, size_t out_stride, int64_t ahead) {
   using Block = typename U::Block;
-  alignas(64) float acc[R][NA][16];
-  alignas(64) float bsy[NA][16];
-  for (int r = 0; r < R; ++r) {
-    unroll<NA>([&](auto a) { _mm512_store_ps(acc[r][a], _mm512_setzero_ps()); });
-  }
+  __m256 acc[R];
+  unroll<R>([&](auto r) { acc[r] = _mm256_setzero_ps(); });
+  auto y_of = [&](int a, int64_t i) -> const ActQ8K& {
+    return reinterpret_cast<const ActQ8K*>(act + a * act_stride)[i];
+  };
   for (int64_t i = 0; i < n_blocks; ++i) {
-    unroll<NA>([&](auto a) {
-      const ActQ8K& y = reinterpret_cast<const ActQ8K*>(act + a * act_stride)[i];
-      _mm512_store_ps(bsy[a], _mm512_mul_ps(i16_to_ps(load32(y.bsums)), _mm512_set1_ps(y.d)));
-    });
-    for (int r = 0; r < R; ++r) {
+    alignas(32) float ydv[8] = {};
+    unroll<NA>([&](auto a) { ydv[a] = y_of(a, i).d; });
+    const __m256 yd = _mm256_load_ps(ydv);
+    unroll<R>([&](auto r) {
       const Block& b = reinterpret_cast<const Block*>(w[r])[i];
       if (ahead) prefetch(reinterpret_cast<const uint8_t*>(&b) + ahead, sizeof(Block));
       KBlock k;
       U::unpack(b, k);
-      const __m512 kd = _mm512_set1_ps(k.d);
-      const __m512 corr = _mm512_mul_ps(i16_to_ps(k.corr), _mm512_set1_ps(k.dc));
-      unroll<NA>([&](auto a) {
-        const ActQ8K& y = reinterpret_cast<const ActQ8K*>(act + a * act_stride)[i];
-        const __m512 s = _mm512_cvtepi32_ps(k_sum(k, y));
-        __m512 v = _mm512_load_ps(acc[r][a]);
-        v = _mm512_fmadd_ps(s, _mm512_mul_ps(kd, _mm512_set1_ps(y.d)), v);
-        v = _mm512_fnmadd_ps(corr, _mm512_load_ps(bsy[a]), v);
-        _mm512_store_ps(acc[r][a], v);
+      __m256i h[8];
+      unroll<8>([&](auto a) {
+        h[a] = a < NA ? _mm256_madd_epi16(load32(y_of(a, i).bsums), k.corr) : _mm256_setzero_si256();
       });
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    unroll<NA>([&](auto a) {
-      out[a * out_stride + r] = _mm512_reduce_add_ps(_mm512_load_ps(acc[r][a]));
+      const __m256i M = lane_sums(h);
+      unroll<8>([&](auto a) { h[a] = a < NA ? fold(k_sum(k, y_of(a, i))) : _mm256_setzero_si256(); });
+      const __m256i S = lane_sums(h);
+      acc[r] = _mm256_add_ps(acc[r], U::combine(S, M, k, yd));
     });
   }
+  unroll<R>([&](auto r) {
+    alignas(32) float o[8];
+    _mm256_store_ps(o, acc[r]);
+    for (int a = 0; a < NA; ++a) out[a * out_stride + r] = o[a];
+  });
 }
 
 template <class U>
