@@ -3,9 +3,9 @@
 * ``smollm2`` (49,152 tokens, byte-level BPE) and ``gemma3`` (262,144 tokens, SentencePiece) are
   read from the installed model GGUFs with :meth:`lexguide.Tokenizer.from_gguf`; their ``encode``
   is lexguide's own tokenizer.
-* ``llama3`` (128,256 tokens) is read from the data files of the ``quicktok-v1`` package (format in
-  ``shared/models.md``: u32 count, then per entry u16 length, bytes, u32 rank; ``.special``: u32
-  count, then u32 id, u16 length, bytes). Its ``encode`` uses quicktok's BPE when importable (only
+* ``llama3`` (128,256 tokens) is read from the data files of the ``quicktok-v1`` package (a test
+  extra in pyproject.toml; ranked file: u32 count, then per entry u16 length, bytes, u32 rank;
+  ``.special``: u32 count, then u32 id, u16 length, bytes). Its ``encode`` uses quicktok's BPE when importable (only
   to produce the token sequences a benchmark forces), else :class:`VocabError`.
 
 A :class:`Vocab` pickles without its encoder, so spawned benchmark workers receive only the data.
@@ -224,7 +224,7 @@ def load_vocab(name: str) -> Vocab:
 
 def instance_ids(vocab: Vocab, make_instance: Callable[[Any, str], tuple[bool, Any]], schema: Any,
                  key: str) -> tuple[str, list[int]] | None:
-    """One valid instance of ``schema`` (the shared harness's generator ``make_instance``),
+    """One valid instance of ``schema`` (from ``make_instance``, e.g. bench/_instances.py's),
     as compact JSON and in the vocabulary's own encoding; None when there is none, when its
     tokens do not spell it back, or past 1,500 tokens."""
     ok, inst = make_instance(schema, key)

@@ -39,13 +39,14 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpora  # noqa: E402
 import _results  # noqa: E402
 del sys.path[0]
 # this folder holds ``jsonschema.py``: keep it off the import path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-CORPUS = Path(os.environ.get("LEXGUIDE_CORPORA", "/work/shared/corpora")) / "jsonschemabench"
+CORPUS_REL = "jsonschemabench"  # in --corpora / LEXGUIDE_CORPORA (docs/bench.md)
 OUT = Path(__file__).resolve().parent / "results" / "compile.json"
 PHASES = ("compile", "lower", "first_mask", "ttfm")
 
@@ -60,7 +61,7 @@ def pct(xs: list[float], p: float) -> float | None:
 def sample(limit: int, seed: int) -> list[tuple[str, dict]]:
     """``limit`` schemas drawn round-robin from the dev subsets (each subset shuffled by seed)."""
     pools = []
-    for path in sorted(CORPUS.glob("*.jsonl")):
+    for path in sorted(_corpora.require(CORPUS_REL).glob("*.jsonl")):
         lines = path.read_text().splitlines()
         random.Random(f"{seed}:{path.stem}").shuffle(lines)
         pools.append((path.stem, lines))
@@ -76,7 +77,7 @@ def sample(limit: int, seed: int) -> list[tuple[str, dict]]:
 
 
 def hold_corpus() -> list:
-    return [json.loads(line) for p in sorted(CORPUS.glob("*.jsonl"))
+    return [json.loads(line) for p in sorted(_corpora.require(CORPUS_REL).glob("*.jsonl"))
             for line in p.read_text().splitlines()]
 
 
@@ -184,8 +185,12 @@ def main() -> None:
                          "(time.process_time: steadier when other processes share the cores)")
     ap.add_argument("--profile", metavar="FILE", help="cProfile the lexguide loop into FILE")
     ap.add_argument("--out", type=Path, default=OUT)
+    _corpora.add_argument(ap)
     _results.add_argument(ap)
     args = ap.parse_args()
+    if args.corpora:  # the environment carries it to spawned workers too
+        os.environ[_corpora.ENV] = str(args.corpora)
+    _corpora.require(CORPUS_REL)
     limit = 30 if args.quick else args.limit
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))

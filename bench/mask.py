@@ -8,14 +8,15 @@ Measured: grammar compile time, time to first mask (compile + matcher + first ma
 mask time (mean, p50, p99, max) on a cold compiled grammar and again on a second matcher of the
 same grammar ("warm"), lexguide's mask-cache hit rate, and tokenizer preprocessing time.
 
-Method (after shared/reference/bench_peers.py): each engine runs in its own spawned process (a
-crash or hang costs that engine that case only), engines are interleaved per case with a rotating
-order so background load hits all alike, and ratios are taken against the fastest peer of the same
-case in the same run. Grammars: tests/data/grammars/*.lark (JSON-like, arithmetic, C-like; xgrammar
-gets the `.gbnf` twin when there is one), llguidance's rfc.lark (with rfc.xml) and blog schema
-(as Lark `%json`), and the llama.cpp GBNF corpus (lexguide through
-``Grammar.from_gbnf`` and through ``gbnf_to_lark`` → ``from_lark``; llguidance through its own
-``gbnf_to_lark``; xgrammar natively).
+Method: each engine runs in its own spawned process (a crash or hang costs that engine that case
+only), engines are interleaved per case with a rotating order so background load hits all alike,
+and ratios are taken against the fastest peer of the same case in the same run. Grammars: tests/data/grammars/*.lark (JSON-like, arithmetic, C-like; xgrammar
+gets the `.gbnf` twin when there is one), llama.cpp's GBNF grammars (tests/data/llama.cpp/grammars;
+lexguide through ``Grammar.from_gbnf`` and through ``gbnf_to_lark`` → ``from_lark``; llguidance
+through its own ``gbnf_to_lark``; xgrammar natively) and, when the external corpora are given
+(``--corpora`` or ``LEXGUIDE_CORPORA``, docs/bench.md), llguidance's rfc.lark (with rfc.xml) and
+blog schema (as Lark `%json`). The adapters also take JSON Schemas (format ``json``), for
+bench/jsonschema.py.
 
     python bench/mask.py --quick   # both vocabularies, own grammars + 2 GBNF, shortest text, 1 repeat
     python bench/mask.py           # every grammar and sample text, 3 repeats (long: peers time out)
@@ -45,14 +46,14 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _corpora
 import _results
 from _vocab import Vocab, VocabError, load_vocab, peer_token_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAMMAR_DIR = ROOT / "tests" / "data" / "grammars"
-CORPORA = Path(os.environ.get("LEXGUIDE_CORPORA", "/work/shared/corpora"))
-GBNF_DIR = CORPORA / "gbnf"
-LLG_DATA = CORPORA / "llguidance-data" / "sample_parser" / "data"
+GBNF_DIR = ROOT / "tests" / "data" / "llama.cpp" / "grammars"  # vendored (MIT)
+LLG_DATA_REL = "llguidance-data/sample_parser/data"  # in the external corpora, when given
 ENGINES = ("lexguide", "llguidance", "xgrammar")
 PEERS = ("llguidance", "xgrammar")
 QUICK_GBNF = ("gbnf:json", "gbnf:chess")
@@ -72,21 +73,23 @@ class Case:
     samples: list[str]
 
 
-def load_cases(quick: bool, only: set[str] | None) -> list[Case]:
-    """Lark grammars from tests/data/grammars, then the GBNF corpus grammars with our samples."""
+def load_cases(quick: bool, only: set[str] | None, corpora: Path | None = None) -> list[Case]:
+    """Lark grammars from tests/data/grammars, llguidance's samples when the external corpora
+    are given, then llama.cpp's GBNF grammars with our samples."""
     cases = []
+    llg = _corpora.optional(LLG_DATA_REL, corpora)
     for path in sorted(GRAMMAR_DIR.glob("*.lark")):
         samples = json.loads(path.with_suffix(".samples.json").read_text())["valid"]
         twin = path.with_suffix(".gbnf")
         cases.append(Case(path.stem, "lark", path.read_text(),
                           twin.read_text() if twin.exists() else None, samples))
-    if (LLG_DATA / "rfc.lark").exists():  # llguidance's XML-subset grammar, 16 kB of rules
-        cases.append(Case("llg:rfc", "lark", (LLG_DATA / "rfc.lark").read_text(), None,
-                          [(LLG_DATA / "rfc.xml").read_text()]))
-    if (LLG_DATA / "blog.schema.json").exists():  # a JSON schema inside Lark (%json)
-        sample = json.loads((LLG_DATA / "blog.sample.json").read_text())
+    if llg is not None and (llg / "rfc.lark").exists():  # llguidance's XML-subset grammar
+        cases.append(Case("llg:rfc", "lark", (llg / "rfc.lark").read_text(), None,
+                          [(llg / "rfc.xml").read_text()]))
+    if llg is not None and (llg / "blog.schema.json").exists():  # a JSON schema inside Lark
+        sample = json.loads((llg / "blog.sample.json").read_text())
         cases.append(Case("llg:blog", "lark",
-                          "%llguidance {}\nstart: %json " + (LLG_DATA / "blog.schema.json").read_text(),
+                          "%llguidance {}\nstart: %json " + (llg / "blog.schema.json").read_text(),
                           None, [json.dumps(sample, indent=2)]))
     gbnf_samples_path = GRAMMAR_DIR / "gbnf_samples.json"
     if GBNF_DIR.is_dir() and gbnf_samples_path.exists():
@@ -143,7 +146,9 @@ class LexguideAdapter:
     def compile(self, fmt: str, text: str, variant: str) -> Any:
         import lexguide
 
-        if fmt == "lark":
+        if fmt == "json":
+            grammar = lexguide.Grammar.from_json_schema(json.loads(text))
+        elif fmt == "lark":
             grammar = lexguide.Grammar.from_lark(text)
         elif variant == "gbnf_to_lark":
             grammar = lexguide.Grammar.from_lark(lexguide.gbnf_to_lark(text))
@@ -220,8 +225,11 @@ class LLGuidanceAdapter(PeerAdapter):
         llg = self.llg
         from llguidance.gbnf_to_lark import gbnf_to_lark
 
-        lark = text if fmt == "lark" else gbnf_to_lark(text)
-        m = llg.LLMatcher(self.tok, llg.LLMatcher.grammar_from_lark(lark), log_level=0)
+        if fmt == "json":
+            grammar = llg.LLMatcher.grammar_from_json_schema(text)
+        else:
+            grammar = llg.LLMatcher.grammar_from_lark(text if fmt == "lark" else gbnf_to_lark(text))
+        m = llg.LLMatcher(self.tok, grammar, log_level=0)
         if m.is_error():
             raise RuntimeError(m.get_error())
         return (m.deep_copy(), m)
@@ -253,6 +261,8 @@ class XGrammarAdapter(PeerAdapter):
         self.compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
 
     def compile(self, fmt: str, text: str, variant: str) -> Any:
+        if fmt == "json":
+            return self.compiler.compile_json_schema(text)
         if fmt != "gbnf":
             raise Unsupported("xgrammar has no Lark front end and this grammar has no .gbnf twin")
         return self.compiler.compile_grammar(text)
@@ -663,17 +673,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", action="store_true",
                     help="cost per token of compute_mask(remaining) against compute_mask(), "
                          "plain/loose/margin/tight budgets (default vocabs: smollm2 with --quick)")
+    _corpora.add_argument(ap)
     _results.add_argument(ap)
     args = ap.parse_args(argv)
     results = ROOT / "bench" / "results"
     if args.budget:
         from _budget import run_budget
 
+        _corpora.require("jsonschemabench/maskbench", args.corpora)  # its schema cases
         vocabs = args.vocabs if "--vocabs" in (argv or sys.argv) else (
             "smollm2" if args.quick else "smollm2,gemma3")
         return run_budget([v for v in vocabs.split(",") if v], args.quick,
-                          load_cases(True, set(filter(None, args.grammars.split(","))) or None),
-                          CORPORA, args.out or str(results / "mask_budget.json"), args.results)
+                          load_cases(True, set(filter(None, args.grammars.split(","))) or None,
+                                     args.corpora),
+                          _corpora.root(args.corpora), args.out or str(results / "mask_budget.json"), args.results)
     args.out = args.out or str(results / "mask.json")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
@@ -683,7 +696,11 @@ def main(argv: list[str] | None = None) -> int:
     for e in engines:
         if e not in ADAPTERS:
             ap.error(f"unknown engine {e!r}; choose from {', '.join(ADAPTERS)}")
-    cases = load_cases(args.quick, set(filter(None, args.grammars.split(","))) or None)
+    if _corpora.optional(LLG_DATA_REL, args.corpora) is None:
+        print(f"[mask] no external corpora ({_corpora.ENV} / --corpora): llguidance's rfc and "
+              f"blog cases left out", flush=True)
+    cases = load_cases(args.quick, set(filter(None, args.grammars.split(","))) or None,
+                       args.corpora)
     if not cases:
         ap.error("no grammar cases selected")
     report: dict[str, Any] = {"argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Instructions of lexguide's first-use masks, counted by callgrind (repeatable on a noisy host).
 
-The schemas and instances are those of ``bench/jsonschema.py``'s in-process pass (the first
+The schemas and instances are those of ``bench/jsonschema.py``'s mask pass (the first
 ``--limit`` JSONSchemaBench schemas of its seeded order that llguidance also accepts, one
-valid instance each, compact JSON, the vocabulary's own encoding): every schema is compiled
+valid instance each from bench/_instances.py, compact JSON, the vocabulary's own encoding;
+the corpus folder from ``--corpora`` or ``LEXGUIDE_CORPORA``, docs/bench.md): every schema is compiled
 and matched first, then each is forced token by token with a mask per token. Under
 ``--callgrind`` the script runs itself under ``valgrind --tool=callgrind`` collecting only
 inside ``MaskEngine::mask`` (compile, lowering and consume excluded) and prints the total;
@@ -18,7 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import random
 import re
 import subprocess
 import sys
@@ -26,11 +26,11 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
+import _corpora  # noqa: E402
 import _results  # noqa: E402
+from _instances import make_instance  # noqa: E402
 del sys.path[0]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH]  # (see jsonschema.py)
-CORPUS = Path("/work/shared/corpora/jsonschemabench")
-HARNESS = Path("/work/shared/reference/bench_peers.py")
 
 
 def _module(name: str, path: Path):
@@ -41,7 +41,7 @@ def _module(name: str, path: Path):
     return mod
 
 
-def run_masks(vocab_name: str, limit: int, seed: int) -> int:
+def run_masks(vocab_name: str, limit: int, seed: int, corpora: Path | None) -> int:
     """Compile the schemas, then force each instance with a mask per token; masks computed."""
     import llguidance as llg
 
@@ -51,21 +51,18 @@ def run_masks(vocab_name: str, limit: int, seed: int) -> int:
 
     vmod = _module("_vocab", BENCH / "_vocab.py")
     vocab = vmod.load_vocab(vocab_name)
-    peers = _module("bench_peers", HARNESS)
     info = vocab.tokenizer_info()
-    lines = [line for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text().splitlines()]
     jobs = []
-    for line in random.Random(seed).sample(lines, len(lines)):
+    for key, schema in _corpora.jsonschemabench(seed, corpora):
         if len(jobs) >= limit:
             break
-        rec = json.loads(line)
-        got = vmod.instance_ids(vocab, peers.make_instance, rec["schema"], f"{seed}:{rec['id']}")
+        got = vmod.instance_ids(vocab, make_instance, schema, f"{seed}:{key}")
         if got is None:
             continue
         ids = got[1]
         try:
-            matcher = Matcher(Grammar.from_json_schema(rec["schema"]), info)
-            grm = llg.LLMatcher.grammar_from_json_schema(json.dumps(rec["schema"]))
+            matcher = Matcher(Grammar.from_json_schema(schema), info)
+            grm = llg.LLMatcher.grammar_from_json_schema(json.dumps(schema))
             if llg.LLMatcher.validate_grammar(grm):  # an error message: llguidance rejects it
                 continue
         except (LexguideError, ValueError):
@@ -90,15 +87,19 @@ def main() -> int:
                     help="run under callgrind and print the instructions of the masks")
     ap.add_argument("--out", default="/tmp/lexguide-mask-instructions.callgrind",
                     help="callgrind's profile (with --callgrind)")
+    _corpora.add_argument(ap)
     _results.add_argument(ap)
     args = ap.parse_args()
+    _corpora.require("jsonschemabench", args.corpora)
     if not args.callgrind:
-        n = run_masks(args.vocab, args.limit, args.seed)
+        n = run_masks(args.vocab, args.limit, args.seed, args.corpora)
         print(f"{n} masks")
         return 0
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={args.out}", "--collect-atstart=no",
            "--toggle-collect=*MaskEngine::mask*", sys.executable, __file__, "--vocab", args.vocab,
            "--limit", str(args.limit), "--seed", str(args.seed)]
+    if args.corpora:
+        cmd += ["--corpora", str(args.corpora)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     total = re.search(r"Collected : (\d+)", res.stderr)
     masks = re.search(r"(\d+) masks", res.stdout)

