@@ -11,13 +11,16 @@ level this CPU and OS support, one of ``"scalar"`` < ``"avx2"`` (AVX2+FMA+F16C) 
 :func:`set_isa` caps it process-wide and :func:`isa` is the level every kernel uses. Each
 product picks the kernel of the best level ≤ :func:`isa` that has one for its type
 (:func:`kernel_name`); ``simd=False`` per call forces the portable reference kernels. Every
-path agrees with the reference to float32 rounding of the block sums (the integer sums are
-equal). The environment variable ``LEXGUIDE_KERNELS`` (scalar|avx2|avx512|amx), read once
-when this module is imported, sets the initial cap.
+path's integer block sums equal the reference's; the AVX-512 k-quant kernels (Q4_K, Q5_K, Q6_K)
+and the AMX products also evaluate its float expressions in its order and give its bits; the
+other paths agree with it to float32 rounding of the block sums. The environment variable
+``LEXGUIDE_KERNELS`` (scalar|avx2|avx512|amx), read once when this module is imported, sets the
+initial cap.
 
 Work is split over output rows on one process-wide pool of persistent threads (the caller's
 thread included; ``set_threads``); the GIL is released while the kernels run.
 """
+
 from __future__ import annotations
 
 import os
