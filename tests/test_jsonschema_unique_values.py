@@ -49,6 +49,17 @@ OBJECTS = unique({"type": "object", "properties": {"a": {"type": "integer"},
 CLOSED_ITEM = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
                "required": ["b"], "additionalProperties": False}
 CLOSED = unique(CLOSED_ITEM)
+#: no additional members, the last one a number, a boolean, an enum: the matcher walks the rest
+#: of an item once it is finite (the open members written)
+CLOSED_NUMBER_ITEM = {"type": "object", "properties": {"name": {"type": "string"},
+                                                       "age": {"type": "integer"}},
+                      "required": ["name", "age"], "additionalProperties": False}
+CLOSED_FLAG_ITEM = {"type": "object", "properties": {"id": {"type": "string"},
+                                                     "on": {"type": "boolean"}},
+                    "required": ["id", "on"], "additionalProperties": False}
+CLOSED_ENUM_ITEM = {"type": "object", "properties": {
+    "x": {"type": "integer", "minimum": 0}, "n": {"type": "integer", "minimum": 0, "maximum": 2},
+    "k": {"enum": ["a", "b", None]}}, "required": ["x", "k"], "additionalProperties": False}
 #: more strings than the grammar enumerates (12): kept distinct by the matcher
 FINITE = unique({"enum": ["x", "xx", "xxx", "2", "x2", "2x", "22", "x22", "2xx", "222", "xxxx",
                           "x2x", "2x2"]})
@@ -69,6 +80,9 @@ NESTED = unique(unique({"type": "integer", "minimum": 0}))
     CLOSED_ITEM, {**CLOSED_ITEM, "required": []}, {"type": "object", "properties": {
         "on": {"type": "boolean"}, "tags": {"type": "array", "items": {"type": "string"}}},
         "additionalProperties": False},
+    CLOSED_NUMBER_ITEM, CLOSED_FLAG_ITEM, CLOSED_ENUM_ITEM,
+    {"type": "object", "properties": {"s": {"type": "string"}, "x": False},  # "x" cannot be
+     "additionalProperties": False},  # written: "s" is last, the walk sees only "}" after it
 ])
 def test_any_items_compile_with_a_marked_bracket(items):
     g = Grammar.from_json_schema({"$defs": {"o": {"type": "object"}}, **unique(items)})
@@ -79,10 +93,14 @@ def test_any_items_compile_with_a_marked_bracket(items):
 
 @pytest.mark.parametrize("items, why", [
     ({"type": "object", "additionalProperties": False}, "last declared property"),
-    ({"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
-      "required": ["s", "n"], "additionalProperties": False}, "last declared property"),
-    ({"type": "object", "properties": {"s": {"type": "string"}, "x": False},
-      "additionalProperties": False}, "last declared property"),  # "x" cannot be written
+    ({"type": "object", "properties": {"s": {"type": "string"},
+                                       "n": {"type": "integer", "maximum": 1000}},
+      "required": ["s", "n"], "additionalProperties": False}, "neither open nor"),
+    ({"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"enum": [1, 2]}},
+      "additionalProperties": False}, "no member takes infinitely many"),
+    ({"type": "object", "properties": {"s": {"type": "string"}, "a": {"enum": list(range(9))},
+                                       "b": {"enum": list(range(9))}},
+      "additionalProperties": False}, "more than 64 values"),
     ({"type": "object", "properties": {"a": {}}, "maxProperties": 2}, "one more member"),
     ({"type": "object", "patternProperties": {"^a": {}}}, "patternProperties"),
     ({"type": "integer", "maximum": 1000}, "maximum"),

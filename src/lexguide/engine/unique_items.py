@@ -47,7 +47,16 @@ without additional members whose last member ended, the bracket then being named
 :data:`~lexguide.jsonschema.unique.UNIQUE_CLOSED_ARRAY_NAME`; or any container after the newline
 that an indented layout puts into its closing lexeme): the matcher masks the tokens that leave
 such an item when its value is recorded (:meth:`UniqueItems._arrays_dead`), so no allowed token
-leads to a dead end. Items from a finite set of strings (the bracket named
+leads to a dead end. An object item in an array whose bracket is
+:data:`~lexguide.jsonschema.unique.UNIQUE_CLOSED_ARRAY_NAME` (an object without additional
+members can be an item) is decided by a look-ahead instead: :meth:`UniqueItems.closed_exhausted`
+walks the bytes the parser allows from the state a token leads to until the item ends, and
+masks the token when every completion is recorded; a loop that changes the value (inside a
+string, around a member or an item, or a number gaining a digit 1-9) answers "a fresh value
+exists" at once. So the last member may be a number, a boolean or an enum, and a used-up finite
+rest is masked where it becomes finite (the quote that ends an ``id`` written with ``true`` and
+``false`` already, the ``0`` of an ``age`` when that object is recorded). Inside such an item,
+outside a string that can grow, every allowed token is scanned. Items from a finite set of strings (the bracket named
 :data:`~lexguide.jsonschema.unique.UNIQUE_STRINGS_ARRAY_NAME`) can run out: the matcher lists
 the strings an open item can still become from the lexer state (:meth:`UniqueItems._tails_of`)
 and masks the tokens after which all are recorded, and a ``,`` after which every string an item
@@ -95,6 +104,8 @@ PLENTY = MAX_BOUNDED_ITEMS
 #: the longest completion of an item with fewer than PLENTY: the rest of a character (at most
 #: 5 bytes of an escape), one more character (at most 6 bytes) and the closing quote
 _TAIL = 12
+#: nodes :meth:`UniqueItems.closed_exhausted` walks at most
+MAX_WALK = 20_000
 _WHITESPACE = frozenset(b" \t\n\r")
 
 
@@ -199,7 +210,7 @@ class UniqueItems:
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
     __slots__ = ("_brackets", "_closed", "_comps", "_counts", "_finite", "_items", "_lp",
-                 "_nonzero", "_tails", "bounded")
+                 "_nonzero", "_tails", "_walks", "bounded")
 
     def __init__(self, lp: LexParser, item_lexemes: frozenset[int], bounded: bool = False) -> None:
         self._lp = lp
@@ -220,6 +231,7 @@ class UniqueItems:
         self._counts: dict[int, int] = {}
         self._comps: dict[int, list[bytes]] = {}
         self._nonzero: dict[int, bool] = {}
+        self._walks: dict = {}  # closed_exhausted per (parse state, arrays)
 
     def starts_item(self, after_quote: ParseState) -> bool:
         """Whether the ``"`` that led to ``after_quote`` opens a marked item."""
@@ -370,14 +382,19 @@ class UniqueItems:
         frames = a.frames
         if self._finite and frames and self._strings_dead(a, after, before, data):
             return True
-        if not frames or a.in_str:
+        if not frames:
             return False
-        values, item, level, _ = frames[-1]
-        if item is None and level == 0 and len(frames) > 1:
-            values, item, level, _ = frames[-2]  # its "]" would help end the item around it
+        d = _target(a)
+        values, item, level, _ = frames[d]
         if item is None or not values:
             return False
         first = item[0]
+        if self._closed and first == _BRACE:  # an object, maybe without more members
+            if after is None and before is not None:
+                after = self._lp.advance_bytes(before, data)
+            return after is not None and self.closed_exhausted(a, after)
+        if a.in_str:
+            return False
         if level:
             # a container that only its closing brackets can follow: after whitespace that
             # commits to them (an indented layout spells the whitespace before "}" or "]"
@@ -472,6 +489,84 @@ class UniqueItems:
         got = None if out is None else tuple(out)
         self._tails[lstate] = got
         return got
+
+    def closed_exhausted(self, a: Arrays, state: ParseState) -> bool:
+        """Whether every completion of the open item of :func:`_target` (an object), the text
+        being at parse state ``state``, is a value recorded in its array: a depth-first walk
+        of the bytes the parser allows from ``state`` until the item ends (followed through
+        :meth:`_feed_arrays`, which refuses a recorded close), one node per parse state,
+        lexical state and item text without the whitespace outside strings (whitespace
+        loops are walked once). It answers False at the first completion not recorded, or
+        at a loop that changes the value: a loop inside a string (each turn adds a
+        character), outside strings and numbers (each turn adds a member or an item), or in
+        a number adding a digit 1-9 other than in the exponent of a zero mantissa (a loop of
+        zeros only changes the spelling and is not followed). True when the walk ends with
+        every completion recorded: the rest of the item is finite (its open members
+        written; :func:`lexguide.jsonschema.unique._closed_problem` bounds the finite
+        members to :data:`~lexguide.jsonschema.unique.MAX_CLOSED_VALUES` values, so the walk
+        stays within :data:`MAX_WALK` nodes; past them it answers False). Memoised per
+        start."""
+        if a.in_str and not a.esc and self._string_loops(state.lexer_state):
+            return False  # a string that can take one more character, again and again
+        d = _target(a)
+        memo_key = (state, a)
+        got = self._walks.get(memo_key)
+        if got is not None:
+            return got
+        lp = self._lp
+        on_path: dict = {}
+        seen: set = set()
+        budget = [MAX_WALK]
+
+        def walk(st: ParseState, arr: Arrays, canon: bytes) -> bool:  # True: a fresh value
+            budget[0] -= 1
+            if budget[0] < 0:
+                return True
+            where = (st, arr.in_str, arr.esc, tuple(f.level for f in arr.frames),
+                     tuple(f.values for f in arr.frames[d + 1:]), len(arr.frames))
+            if where in on_path:  # a loop
+                loop = canon[on_path[where]:]
+                if not loop:
+                    return False  # whitespace only
+                if arr.in_str:
+                    return True  # each turn adds a character
+                number = _number_tail(canon)
+                if len(number) <= len(loop):
+                    return True  # each turn adds a member or an item
+                fixed = _zero_mantissa(number) and b"e" in number.lower()
+                return not fixed and any(0x31 <= c <= 0x39 for c in loop)
+            node = (where, canon)
+            if node in seen:
+                return False
+            seen.add(node)
+            on_path[where] = len(canon)
+            try:
+                allowed = np.flatnonzero(lp.allowed_bytes(st)).tolist()
+                for b in allowed:
+                    nxt = lp.advance_byte(st, b)
+                    if nxt is None:
+                        continue
+                    arr2 = self._feed_arrays(arr, st, bytes((b,)))
+                    if arr2 is None:
+                        continue  # a recorded close
+                    if len(arr2.frames) <= d or arr2.frames[d].item is None:
+                        return True  # the item ended with a value not recorded
+                    space = not arr.in_str and b in _WHITESPACE
+                    if walk(nxt, arr2, canon if space else canon + bytes((b,))):
+                        return True
+                return False
+            finally:
+                del on_path[where]
+
+        got = not walk(state, a, b"")
+        self._walks[memo_key] = got
+        return got
+
+    def _string_loops(self, lstate: int) -> bool:
+        """Whether the lexer, inside a string at ``lstate``, stays there on a space, an ``a``
+        or a ``0`` (so the string can take any number of them)."""
+        nxt = self._lp.lexer.next
+        return any(nxt(lstate, b) == lstate for b in b" a0")
 
     def _only_closes(self, state: ParseState, closers: bytes) -> bool:
         """Whether nothing but whitespace and the bytes ``closers``, in order, can follow
@@ -684,7 +779,13 @@ class UniqueItems:
             # an object without additional members is fixed at the end of its last member
             closing = self._closed and level >= 1 and item is not None and item[0] == _BRACE \
                 and not (a.in_str and _in_key(item))
+            target = a.frames[_target(a)].item
             if self._finite and level == 0:  # a finite set of strings: few tokens allowed
+                words = np.full_like(mask, 0xFFFFFFFF)
+            elif self._closed and target is not None and target[0] == _BRACE and not (
+                    a.in_str and not a.esc and self._string_loops(state.lexer_state)):
+                # an object, maybe without more members: outside a string of its own any
+                # token may leave only recorded values (closed_exhausted walks them)
                 words = np.full_like(mask, 0xFFFFFFFF)
             elif a.in_str:
                 words = cls.quote if level == 0 or closing else \
@@ -759,6 +860,25 @@ def _closers(raw: bytes) -> bytes:
         elif (b == _END_BRACE or b == _CLOSE) and stack:
             stack.pop()
     return bytes(reversed(stack))
+
+
+def _target(a: Arrays) -> int:
+    """The index of the frame whose open item a dead check is about: the innermost, or the one
+    around it when the innermost array has no item open (its ``]`` would help end that
+    item)."""
+    d = len(a.frames) - 1
+    f = a.frames[d]
+    if f.item is None and f.level == 0 and d > 0:
+        d -= 1
+    return d
+
+
+def _number_tail(canon: bytes) -> bytes:
+    """The number ``canon`` (a JSON text outside strings) ends with, or b""."""
+    n = len(canon)
+    while n and canon[n - 1] in _NUMBER_BYTES:
+        n -= 1
+    return canon[n:]
 
 
 def _in_key(raw: bytes) -> bool:

@@ -63,7 +63,19 @@ induction over the schema, for:
 * objects without additional members (``additionalProperties: false``) whose last declared
   property has a string or container value of the first kind
   (:func:`_closed_problem`): before that member ends the object has infinitely many values,
-  after it only ``}`` can follow, so the object is fixed when that member ends.
+  after it only ``}`` can follow, so the object is fixed when that member ends;
+* objects without additional members whose members are each of the first kind, a number of
+  the second, or a finite set of values (booleans, null, enums, integer ranges; together at
+  most :data:`MAX_CLOSED_VALUES` values), one member at least not finite: e.g. ``{"name":
+  string, "age": integer}`` or ``{"id": string, "enabled": boolean}``. The object has
+  infinitely many values, but once its open members are written its rest can be finite; the
+  matcher then walks that rest from the parse state (a bounded look-ahead:
+  :meth:`lexguide.engine.unique_items.UniqueItems.closed_exhausted`) and masks a token after
+  which every completion is recorded. The walk stops at the first completion not recorded,
+  or at a loop that changes the value (a string gaining a character, a number a digit 1-9
+  other than in a zero's exponent, an open container a member or an item): infinitely many
+  values, more than the recorded ones. What is left for it to enumerate is the finite
+  members' values and their spellings, so it ends within its node bound.
 
 The matcher masks the tokens that leave an item of the last three kinds whose only value is
 recorded (for such objects: after which only whitespace and ``}`` can follow, the array's
@@ -112,7 +124,7 @@ from lexguide.limits import MAX_NESTING_DEPTH
 from lexguide.regex import nodes as rx
 from lexguide.regex.native import empty_among
 
-__all__ = ["MAX_BOUNDED_ITEMS", "MAX_FINITE_STRINGS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES",
+__all__ = ["MAX_BOUNDED_ITEMS", "MAX_CLOSED_VALUES", "MAX_FINITE_STRINGS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES",
            "MAX_UNIQUE_RULES", "UNIQUE_ARRAY_NAME", "UNIQUE_CLOSED_ARRAY_NAME",
            "UNIQUE_STRINGS_ARRAY_NAME", "closed_objects", "deref", "distinct_subsets",
            "finite_strings_problem", "finite_values", "matcher_items_problem", "regex_open",
@@ -454,25 +466,55 @@ def closed_objects(s: Schema, resolve: Callable[[str], Schema], depth: int = 0) 
     return False
 
 
+#: most values the finite members of an object without additional members may take together
+#: when its last member is not of an open kind (the matcher's look-ahead enumerates them)
+MAX_CLOSED_VALUES = 64
+
+
 def _closed_problem(s: ObjectSchema, resolve: Callable[[str], Schema], depth: int,
                     string_rx: Callable[[StringSchema], int] | None) -> str | None:
-    """Why an object item without additional members may run out of values (None: every
-    prefix of its last member's value, a string or a container, has infinitely many
-    completions; until that member ends the object has infinitely many values (that member
-    can still come), after it only ``}`` can follow, and the matcher masks the token that ends
-    that member when the object so fixed is recorded; an object closed without it ends at
-    its ``}``, checked as any item)."""
+    """Why an object item without additional members may run out of values (None: it
+    cannot). Two kinds are admitted:
+
+    * its last declared property (required) has a string or container value every prefix of
+      which has infinitely many completions: until that member ends the object has infinitely
+      many values, after it only ``}`` can follow, and the matcher masks the token that ends
+      that member when the object so fixed is recorded;
+    * every member is of such an open kind or a number of the open kind, or takes a finite set
+      of values (:func:`finite_values`: booleans, null, enums, integer ranges), the finite
+      ones :data:`MAX_CLOSED_VALUES` values together at most, and one member at least is
+      open: the object has infinitely many values, and where the rest of an open item is
+      finite (its open members written) the matcher enumerates it from the parse state
+      (:meth:`lexguide.engine.unique_items.UniqueItems.closed_exhausted`) and masks a token
+      after which every completion is recorded."""
     why = ("the items are objects without additional members whose last declared property "
            "does not have a string, object or array value every prefix of which has "
            "infinitely many completions (a finite language could be used up)")
     if not s.properties or any(r not in dict(s.properties) for r in s.required):
         return why
     last = deref(s.properties[-1][1], resolve)
-    if isinstance(last, ObjectSchema) and isinstance(last.additional, Unsat):
-        return why  # its own last member fixes it, inside this object: not checked there
-    if not isinstance(last, (StringSchema, ObjectSchema, ArraySchema)):
-        return why
-    return None if _open_problem(last, resolve, depth + 1, string_rx) is None else why
+    if not (isinstance(last, ObjectSchema) and isinstance(last.additional, Unsat)) and \
+            isinstance(last, (StringSchema, ObjectSchema, ArraySchema)) and \
+            _open_problem(last, resolve, depth + 1, string_rx) is None:
+        return None
+    n_values, n_open = 1, 0
+    for name, p in s.properties:
+        p = deref(p, resolve)
+        if isinstance(p, ObjectSchema) and isinstance(p.additional, Unsat):
+            return why + f" (member {name!r} is such an object itself)"
+        values = finite_values(p, resolve)
+        if not isinstance(values, str):
+            n_values *= len(values) + (name not in s.required)
+            if n_values > MAX_CLOSED_VALUES:
+                return (why + f"; its finite members take more than {MAX_CLOSED_VALUES} "
+                        "values together")
+        elif isinstance(p, (StringSchema, ObjectSchema, ArraySchema, NumberSchema, AnySchema,
+                            AnyOfSchema)) and \
+                _open_problem(p, resolve, depth + 1, string_rx) is None:
+            n_open += 1
+        else:
+            return why + f" (member {name!r} is neither open nor a small finite set)"
+    return None if n_open else why + " (no member takes infinitely many values)"
 
 
 def finite_strings_problem(s: ArraySchema, values: list | str,
