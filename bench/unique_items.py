@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Mask cost of ``uniqueItems`` arrays kept distinct by the matcher (strings, integers,
-numbers, objects, any values, an enum of 48 strings, arrays of arrays) against the same
+numbers, objects, objects without additional members ending in a string, a number or a
+boolean, any values, an enum of 48 strings, arrays of arrays) against the same
 schemas without ``uniqueItems``, on the SmolLM2 vocabulary.
 
 Each schema is walked along one fixed valid instance (its tokens from the SmolLM2 tokenizer):
@@ -54,6 +55,14 @@ def _schemas(unique: bool) -> dict[str, dict]:
             "type": "object", "properties": {"id": {"type": "integer"},
                                              "name": {"type": "string"}},
             "required": ["id", "name"], "additionalProperties": False}},
+        "closed objects, number last": {"type": "array", "uniqueItems": unique, "items": {
+            "type": "object", "properties": {"name": {"type": "string"},
+                                             "age": {"type": "integer"}},
+            "required": ["name", "age"], "additionalProperties": False}},
+        "closed objects, boolean last": {"type": "array", "uniqueItems": unique, "items": {
+            "type": "object", "properties": {"id": {"type": "string"},
+                                             "enabled": {"type": "boolean"}},
+            "required": ["id", "enabled"], "additionalProperties": False}},
         "any values": {"type": "array", "items": {}, "uniqueItems": unique},
         "enum of 48 strings": {"type": "array", "uniqueItems": unique, "items": {
             "enum": [f"{w}{k}" for k in ("", "-x") for w in WORDS]}},
@@ -80,6 +89,12 @@ def _instance(name: str, n: int) -> str:
         value = [i / 4 for i in ints]
     elif name in ("objects", "closed objects"):
         value = [{"id": i % 10, "name": w} for i, w in enumerate(words(n, ""))]
+    elif name == "closed objects, number last":
+        # names repeat (10 of them): the objects differ by age; "age": 1 then later 10, 11
+        value = [{"name": WORDS[i % 10], "age": i // 10} for i in range(n)]
+    elif name == "closed objects, boolean last":
+        # each id twice, true then false: the quote ending the third "id" of a name is masked
+        value = [{"id": w, "enabled": e} for w in words(n // 2, "") for e in (True, False)]
     elif name == "any values":
         pick = (lambda i: i, lambda i: i / 4, lambda i: WORDS[i % len(WORDS)] + str(i),
                 lambda i: {"k": i % 7, "v": [i]}, lambda i: [i, i % 3])
