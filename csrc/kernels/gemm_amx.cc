@@ -276,21 +276,27 @@ void small_kquant(const uint8_t* const* w, int n_w, size_t bb, const uint8_t* ac
       prefetch_ahead(blk, bb, sc.ahead);
       KRegs r;
       kregs<K>(blk, r);
+      // the scales as int16, in the lane order of packs(dot(chunk 0), dot(chunk 1)) (and 2, 3)
+      const __m512i s01 = _mm512_packs_epi32(r.scv[0], r.scv[1]);
+      const __m512i s23 = _mm512_packs_epi32(r.scv[2], r.scv[3]);
       for (int64_t t = 0; t < T; ++t) {
         const ActQ8K& y = reinterpret_cast<const ActQ8K*>(act + size_t(t) * act_stride)[un];
-        __m512i s = _mm512_setzero_si512();
+        __m512i p[4];
         for (int c = 0; c < 4; ++c) {
-          const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r.q[c], _mm512_loadu_si512(y.qs + 64 * c));
-          s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, r.scv[c]));
+          p[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r.q[c], _mm512_loadu_si512(y.qs + 64 * c));
         }
-        int32_t sumi = _mm512_reduce_add_epi32(s);
-        const int32_t bs = hsum_epi32(_mm256_madd_epi16(load32(y.bsums), r.pm));
+        // each p lane sums 4 products, |Σ| ≤ 4·63·127 < 2^15: packed to int16 exactly
+        __m512i acc16 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(p[0], p[1]), s01);
+        acc16 = _mm512_dpwssd_epi32(acc16, _mm512_packs_epi32(p[2], p[3]), s23);
+        const __m256i bsv = _mm256_madd_epi16(load32(y.bsums), r.pm);
         float v;
         if constexpr (K == Kind::Q6_K) {  // scalar: y.d · d · float(Σ sc · (q − 32)·y)
-          sumi -= 32 * bs;
+          const int32_t sumi = _mm512_reduce_add_epi32(
+              _mm512_sub_epi32(acc16, _mm512_zextsi256_si512(_mm256_slli_epi32(bsv, 5))));
           v = y.d * r.d * float(sumi);
         } else {  // scalar: y.d · (d · float(sumi) − dmin · float(summ))
-          v = y.d * (r.d * float(sumi) - r.dmin * float(bs));
+          const int32_t sumi = _mm512_reduce_add_epi32(acc16);
+          v = y.d * (r.d * float(sumi) - r.dmin * float(hsum_epi32(bsv)));
         }
         acc[t] += v;
       }
