@@ -421,8 +421,10 @@ void small_q32(const uint8_t* const* w, int n_w, size_t bb, const uint8_t* act,
   }
   float* acc[kAmxRows];
   for (int m = 0; m < n_w; ++m) acc[m] = sc.acc[m];
+  // one activation row (decode): weight rows one at a time, each streamed in address order
+  // (interleaved rows stream slower from memory); more: four rows share each activation load
   int m = 0;
-  for (; m + 4 <= n_w; m += 4) small_q32_rows<K, 4>(w + m, bb, act, act_stride, T, n_units, sc.yd.data(), sc.off.data(), acc + m, sc.ahead);
+  for (; T > 1 && m + 4 <= n_w; m += 4) small_q32_rows<K, 4>(w + m, bb, act, act_stride, T, n_units, sc.yd.data(), sc.off.data(), acc + m, sc.ahead);
   for (; m < n_w; ++m) small_q32_rows<K, 1>(w + m, bb, act, act_stride, T, n_units, sc.yd.data(), sc.off.data(), acc + m, sc.ahead);
 }
 
