@@ -1,10 +1,10 @@
 """JSON-Schema-Test-Suite runner shared by ``tests/test_jsonschema_suite.py`` and
 ``bench/jsonschema.py``.
 
-Required tests come from ``shared/corpora/json-schema-test-suite`` (drafts 7 and 2020-12);
-the ``optional/`` tests of the same suite commit (``44401e0c``, MIT, see its LICENSE) are kept
-in ``tests/data/json-schema-test-suite``. Remote references to ``http://localhost:1234/`` are
-given as ``refs={uri: schema}`` from the suite's ``remotes/`` folder (nothing is fetched).
+The suite is vendored in ``tests/data/json-schema-test-suite`` (commit ``44401e0c``, MIT; see
+its LICENSE and README): the required tests and ``optional/`` of drafts 7 and 2020-12, and
+``remotes/``. Remote references to ``http://localhost:1234/`` are given as
+``refs={uri: schema}`` from ``remotes/`` (nothing is fetched).
 ``optional/format/*`` assume format *assertion*: they are compiled with
 ``strict_formats=True``, so a format we do not enforce makes the case not compile instead of
 being accepted as an annotation.
@@ -22,8 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-SHARED = Path("/work/shared/corpora/json-schema-test-suite")
-OPTIONAL = Path(__file__).resolve().parent / "data" / "json-schema-test-suite" / "tests"
+SUITE = Path(__file__).resolve().parent / "data" / "json-schema-test-suite"
 DRAFTS = {"draft2020-12": 2020, "draft7": 7}
 
 Case = tuple[str, dict]  # (file name relative to the draft folder, case)
@@ -31,26 +30,22 @@ Case = tuple[str, dict]  # (file name relative to the draft folder, case)
 
 @cache
 def remotes() -> dict[str, Any]:
-    folder = SHARED / "remotes"
+    folder = SUITE / "remotes"
     return {f"http://localhost:1234/{p.relative_to(folder).as_posix()}": json.loads(p.read_text())
             for p in sorted(folder.rglob("*.json"))}
 
 
 def available(draft: str) -> bool:
-    return (SHARED / "tests" / draft).is_dir()
+    return (SUITE / "tests" / draft).is_dir()
 
 
 def cases(draft: str) -> Iterator[Case]:
     """Every case of ``draft``: required files first, then ``optional/``."""
-    for base in (SHARED / "tests" / draft, OPTIONAL / draft):
-        if not base.is_dir():
-            continue
-        for path in sorted(base.rglob("*.json")):
-            rel = path.relative_to(base).as_posix()
-            if base == OPTIONAL / draft and not rel.startswith("optional/"):
-                rel = f"optional/{rel}"
-            for case in json.loads(path.read_text()):
-                yield rel, case
+    base = SUITE / "tests" / draft
+    for path in [*sorted(base.glob("*.json")), *sorted((base / "optional").rglob("*.json"))]:
+        rel = path.relative_to(base).as_posix()
+        for case in json.loads(path.read_text()):
+            yield rel, case
 
 
 def options(draft: str, file: str) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def _results(draft: str):
 @pytest.mark.parametrize("draft", sorted(sr.DRAFTS))
 def test_suite(draft):
     if not sr.available(draft):
-        pytest.skip(f"{sr.SHARED / 'tests' / draft} not present")
+        pytest.skip(f"{sr.SUITE / 'tests' / draft} not present")
     _, n_compiled, results = _results(draft)
     unsound = [(key, data) for key, data, valid, got in results if got and not valid]
     assert not unsound, "accepted invalid instances:\n" + "\n".join(map(str, unsound))
