@@ -1,6 +1,13 @@
-"""The external corpora for tests: the folder named by ``LEXGUIDE_CORPORA`` (layout and public
-sources in docs/bench.md). There is no default path; a test that needs a corpus skips, naming
-the variable, when it is not set or lacks the file.
+"""Test data that is not code: the vendored data sets and the external corpora.
+
+Small public data sets under a free license are vendored in ``tests/data`` (each folder has its
+license and a README naming the source): :data:`LLAMA_CPP` (llama.cpp's grammar test cases and
+grammars), :data:`LLGUIDANCE` (llguidance's sample grammars and documents) and
+``json-schema-test-suite`` (read by ``suite_runner.py``).
+
+The others (JSONSchemaBench, llguidance's recorded results) are in the folder named by
+``LEXGUIDE_CORPORA`` (layout and public sources in docs/bench.md). There is no default path; a
+test that needs a corpus skips, naming the variable, when it is not set or lacks the file.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import pytest
 
 ENV = "LEXGUIDE_CORPORA"
 DATA = Path(__file__).resolve().parent / "data"
+LLAMA_CPP = DATA / "llama.cpp"  # gbnf-cases.jsonl, llguidance-cases.jsonl, grammars/*.gbnf
+LLGUIDANCE = DATA / "llguidance"  # rfc.lark, rfc.xml, blog.schema.json, blog.sample.json
 
 
 def find(rel: str) -> Path | None:

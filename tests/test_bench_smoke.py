@@ -6,15 +6,20 @@ Each runs as a subprocess, as a user would; all need the SmolLM2 vocabulary/mode
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+import corpora
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
-CORPORA = Path(os.environ.get("LEXGUIDE_CORPORA", "/work/shared/corpora"))
+
+
+def _need_jsonschemabench() -> None:
+    """The bench reads JSONSchemaBench from ``LEXGUIDE_CORPORA`` (docs/bench.md): skip without it."""
+    if corpora.find("jsonschemabench") is None:
+        pytest.skip(corpora.why_missing("jsonschemabench"))
 
 
 def _run(args: list[str], tmp_path: Path) -> tuple[str, dict]:
@@ -26,8 +31,7 @@ def _run(args: list[str], tmp_path: Path) -> tuple[str, dict]:
 
 
 def test_budget_mask_bench_quick(smollm2_file, tmp_path):
-    if not (CORPORA / "jsonschemabench").exists():
-        pytest.skip("JSONSchemaBench corpus not available")
+    _need_jsonschemabench()
     stdout, report = _run([str(BENCH / "mask.py"), "--budget", "--quick", "--grammars", "json"],
                           tmp_path)
     assert "| smollm2 | tight |" in stdout and "cold × plain" in stdout
@@ -46,8 +50,7 @@ def test_whitespace_bench_quick(smollm2_file, tmp_path):
 
 def test_engine_footprint_bench_quick(smollm2_file, tmp_path):
     """Cold and disk-cached tokenizer preprocessing side by side, memory per grammar."""
-    if not (CORPORA / "jsonschemabench").exists():
-        pytest.skip("JSONSchemaBench corpus not available")
+    _need_jsonschemabench()
     stdout, report = _run([str(BENCH / "engine_footprint.py"), "--quick"], tmp_path)
     assert "| smollm2 | 49,152 |" in stdout and "prep ms (disk cache)" in stdout
     (row,) = report
@@ -56,8 +59,7 @@ def test_engine_footprint_bench_quick(smollm2_file, tmp_path):
 
 
 def test_compile_bench_quick(smollm2_file, tmp_path):
-    if not (CORPORA / "jsonschemabench").exists():
-        pytest.skip("JSONSchemaBench corpus not available")
+    _need_jsonschemabench()
     stdout, report = _run([str(BENCH / "compile.py"), "--quick", "--no-peers"], tmp_path)
     assert "| lexguide | ttfm |" in stdout and "| lexguide | lower |" in stdout
     lex = report["summary"]["lexguide"]

@@ -12,9 +12,10 @@ token bytes. At sampled steps:
 * EOS is allowed by both or by neither.
 
 Grammars: tests/data/grammars/*.lark (with their sample texts), the Lark grammars and JSON
-schemas of shared/corpora/llguidance-cases.jsonl (with their pass strings), llguidance's rfc.lark
-(with rfc.xml) and blog schema (with its sample), and the llama.cpp GBNF corpus converted with
-``lexguide.gbnf_to_lark`` (with tests/data/grammars/gbnf_samples.json).
+schemas of tests/data/llama.cpp/llguidance-cases.jsonl (with their pass strings), llguidance's
+rfc.lark (with rfc.xml) and blog schema (with its sample) from tests/data/llguidance, and
+llama.cpp's grammars (tests/data/llama.cpp/grammars) converted with ``lexguide.gbnf_to_lark``
+(with tests/data/grammars/gbnf_samples.json).
 """
 
 from __future__ import annotations
@@ -26,15 +27,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpora import LLAMA_CPP, LLGUIDANCE
 
 llg = pytest.importorskip("llguidance")
 
 from lexguide import Grammar, Matcher, TokenizerInfo
 
 DATA = Path(__file__).parent / "data" / "grammars"
-CASES_PATH = Path("/work/shared/corpora/llguidance-cases.jsonl")
-GBNF_DIR = Path("/work/shared/corpora/gbnf")
-LLG_DATA = Path("/work/shared/corpora/llguidance-data/sample_parser/data")
+CASES_PATH = LLAMA_CPP / "llguidance-cases.jsonl"
+GBNF_DIR = LLAMA_CPP / "grammars"
+LLG_DATA = LLGUIDANCE
 MAX_STEPS = 12  # sampled steps per text (always the first and the last)
 MAX_TEXTS = 2  # shortest texts per grammar
 
@@ -51,35 +53,29 @@ def _corpus_cases() -> list[tuple[str, str, list[str]]]:
     """llama.cpp's llguidance cases (schemas wrapped as its test_schema does) and llguidance's
     own sample grammars with their sample documents."""
     out = []
-    if CASES_PATH.exists():
-        for i, line in enumerate(CASES_PATH.read_text().splitlines()):
-            rec = json.loads(line)
-            if not rec["pass"]:
-                continue
-            name = rec["name"].strip().replace(" ", "_").replace("/", "") or "unnamed"
-            if rec.get("grammar"):
-                out.append((f"llg{i:02d}-{name}", rec["grammar"], rec["pass"]))
-            else:
-                text = "%llguidance {}\nstart: %json " + rec["schema_text"]
-                out.append((f"llg{i:02d}-schema-{name}", text, rec["pass"]))
-    if (LLG_DATA / "rfc.lark").exists():
-        out.append(("llg-rfc-xml", (LLG_DATA / "rfc.lark").read_text(),
-                    [(LLG_DATA / "rfc.xml").read_text()]))
-    if (LLG_DATA / "blog.schema.json").exists():
-        schema = (LLG_DATA / "blog.schema.json").read_text()
-        sample = json.loads((LLG_DATA / "blog.sample.json").read_text())
-        out.append(("llg-blog-schema", "%llguidance {}\nstart: %json " + schema,
-                    [json.dumps(sample), json.dumps(sample, indent=2)]))
+    for i, line in enumerate(CASES_PATH.read_text(encoding="utf-8").splitlines()):
+        rec = json.loads(line)
+        if not rec["pass"]:
+            continue
+        name = rec["name"].strip().replace(" ", "_").replace("/", "") or "unnamed"
+        if rec.get("grammar"):
+            out.append((f"llg{i:02d}-{name}", rec["grammar"], rec["pass"]))
+        else:
+            text = "%llguidance {}\nstart: %json " + rec["schema_text"]
+            out.append((f"llg{i:02d}-schema-{name}", text, rec["pass"]))
+    out.append(("llg-rfc-xml", (LLG_DATA / "rfc.lark").read_text(encoding="utf-8"),
+                [(LLG_DATA / "rfc.xml").read_text(encoding="utf-8")]))
+    schema = (LLG_DATA / "blog.schema.json").read_text(encoding="utf-8")
+    sample = json.loads((LLG_DATA / "blog.sample.json").read_text(encoding="utf-8"))
+    out.append(("llg-blog-schema", "%llguidance {}\nstart: %json " + schema,
+                [json.dumps(sample), json.dumps(sample, indent=2)]))
     return out
 
 
 def _gbnf_cases() -> list[tuple[str, str, list[str]]]:
-    samples_path = DATA / "gbnf_samples.json"
-    if not GBNF_DIR.is_dir() or not samples_path.exists():
-        return []
-    samples = json.loads(samples_path.read_text())
+    samples = json.loads((DATA / "gbnf_samples.json").read_text())
     return [(f"gbnf-{name.removesuffix('.gbnf')}", f"GBNF:{name}", texts)
-            for name, texts in sorted(samples.items()) if (GBNF_DIR / name).exists()]
+            for name, texts in sorted(samples.items())]
 
 
 CASES = [pytest.param(*c, id=c[0]) for c in _own_cases() + _corpus_cases() + _gbnf_cases()]

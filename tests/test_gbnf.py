@@ -2,7 +2,7 @@
 
 The oracle for acceptance is an independent recogniser written here (sets of end positions
 over code points, straight from llama.cpp's grammars/README.md); the corpus cases of llama.cpp
-(gbnf-cases.jsonl) are checked with ``Grammar.validate`` and, for token markers, through the
+(tests/data/llama.cpp: gbnf-cases.jsonl and grammars/*.gbnf) are checked with ``Grammar.validate`` and, for token markers, through the
 lexer/parser with one token per character.
 """
 
@@ -14,19 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from corpora import LLAMA_CPP
 
 from lexguide.engine.grammar import Grammar
 from lexguide.errors import GrammarError
 from lexguide.grammar.gbnf import compile_gbnf, gbnf_to_lark, plan_gbnf
 from lexguide.grammar.gbnf.parser import Alt, Chars, Lit, Ref, Rep, Seq, Tok, parse_gbnf
 
-CORPORA = Path("/work/shared/corpora")
-GBNF_FILES = sorted((CORPORA / "gbnf").glob("*.gbnf"))
-CASES = (
-    [json.loads(line) for line in (CORPORA / "gbnf-cases.jsonl").open()]
-    if (CORPORA / "gbnf-cases.jsonl").exists()
-    else []
-)
+GBNF_FILES = sorted((LLAMA_CPP / "grammars").glob("*.gbnf"))
+CASES = [json.loads(line) for line in (LLAMA_CPP / "gbnf-cases.jsonl").open(encoding="utf-8")]
 GRAMMAR_CASES = [c for c in CASES if c.get("gbnf") and "expect" not in c]
 FAILURE_CASES = [c for c in CASES if "expect" in c]
 
@@ -380,7 +376,7 @@ def test_differential_corpus(path: Path) -> None:
 
 def test_lexemes_where_safe() -> None:
     # chess is regular and every fragment is safe: one lexeme for the whole grammar
-    chess = (CORPORA / "gbnf" / "chess.gbnf").read_text()
+    chess = (LLAMA_CPP / "grammars" / "chess.gbnf").read_text()
     assert len(compile_gbnf(chess).lexemes) == 1
     # a fragment that greedy lexing would overrun is split
     # (a regular root is one lexeme: a regex has no greediness inside it)
@@ -424,7 +420,7 @@ def test_schema_style_grammar_keeps_its_lexemes() -> None:
 
 def test_keyword_versus_identifier_split() -> None:
     # "int " would be eaten by data_type's lexeme while the identifier reading needs it
-    text = (CORPORA / "gbnf" / "c.gbnf").read_text()
+    text = (LLAMA_CPP / "grammars" / "c.gbnf").read_text()
     g = Grammar(compile_gbnf(text))
     src = "int main(){int = 5;x = int;}"
     assert oracle_accepts(src, text) and g.validate(src)

@@ -7,9 +7,9 @@ import random
 import re
 import warnings
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
+from corpora import LLAMA_CPP
 
 from lexguide.engine.grammar import Grammar
 from lexguide.errors import SchemaError
@@ -18,7 +18,6 @@ from lexguide.jsonschema.numeric import number_rx
 from lexguide.jsonschema.pattern import PatternError, pattern_rx
 from lexguide.regex import nodes as rx
 
-CORPORA = Path("/work/shared/corpora")
 
 
 def G(schema, **opts) -> Grammar:
@@ -35,9 +34,7 @@ def check(schema, good=(), bad=(), **opts) -> None:
 
 # -- llguidance's own cases ------------------------------------------------------------------
 def _llg_cases():
-    path = CORPORA / "llguidance-cases.jsonl"
-    if not path.exists():
-        return []
+    path = LLAMA_CPP / "llguidance-cases.jsonl"
     recs = [json.loads(line) for line in path.open()]
     return [pytest.param(r, id=f"{r['group']}:{r['name']}:{r['line']}") for r in recs
             if r.get("schema") is not None]

