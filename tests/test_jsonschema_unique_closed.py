@@ -21,6 +21,7 @@ from test_jsonschema_unique_any import _allowed, _valid, _walk_against_brute_for
 from test_jsonschema_unique_values import (
     B_INFO,
     BYTES,
+    CLOSED,
     CLOSED_ENUM_ITEM,
     CLOSED_FLAG_ITEM,
     CLOSED_NUMBER_ITEM,
@@ -32,6 +33,11 @@ from test_jsonschema_unique_values import (
 from lexguide.engine import Matcher, TokenizerInfo
 from lexguide.engine.grammar import Grammar
 from lexguide.errors import TokenRejected
+from lexguide.jsonschema.unique import (
+    UNIQUE_ARRAY_NAME,
+    UNIQUE_CLOSED_ARRAY_NAME,
+    UNIQUE_FINITE_REST_ARRAY_NAME,
+)
 
 FLAGS = unique(CLOSED_FLAG_ITEM)
 AGES = unique(CLOSED_NUMBER_ITEM)
@@ -48,6 +54,14 @@ VOCAB = [b"[", b"]", b",", b"{", b"}", b'"id":', b'"on":', b'"x"', b'"', b"x", b
 EOS = len(VOCAB) - 1
 INFO = TokenizerInfo.from_token_bytes(VOCAB, [EOS])
 IDS = {tb: i for i, tb in enumerate(VOCAB)}
+
+def test_objects_with_a_finite_rest_have_a_bracket_of_their_own():
+    g = Grammar.from_json_schema({"type": "object", "properties": {
+        "c": CLOSED, "f": FLAGS, "a": AGES, "o": unique({"type": "object"})}})
+    names = sorted(g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes)
+    assert names == sorted([UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME,
+                            UNIQUE_FINITE_REST_ARRAY_NAME])
+
 
 def _consume(m: Matcher, text: list[bytes]) -> None:
     m.consume_tokens([IDS[t] for t in text])
@@ -175,7 +189,7 @@ def test_byte_walks_in_every_layout_never_stop_in_a_dead_end(schema, layout):
     g = Grammar.from_json_schema(schema, **layout)
     rng = random.Random(3)
     done = [out for out in (_byte_walk(g, rng, b'{}[],:"xidonagekrtuefals01 \n')
-                            for _ in range(6)) if out is not None]
+                            for _ in range(10)) if out is not None]
     assert len(done) >= 3
     for out in done:
         assert _valid(schema, out) is not False, out

@@ -31,6 +31,7 @@ from lexguide.errors import SchemaError, TokenRejected
 from lexguide.jsonschema.unique import (
     UNIQUE_ARRAY_NAME,
     UNIQUE_CLOSED_ARRAY_NAME,
+    UNIQUE_FINITE_REST_ARRAY_NAME,
     UNIQUE_STRINGS_ARRAY_NAME,
 )
 
@@ -87,7 +88,7 @@ NESTED = unique(unique({"type": "integer", "minimum": 0}))
 def test_any_items_compile_with_a_marked_bracket(items):
     g = Grammar.from_json_schema({"$defs": {"o": {"type": "object"}}, **unique(items)})
     names = [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes]
-    assert UNIQUE_ARRAY_NAME in names or UNIQUE_CLOSED_ARRAY_NAME in names
+    assert {UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME, UNIQUE_FINITE_REST_ARRAY_NAME} & set(names)
     assert Matcher(g, TokenizerInfo.from_token_bytes([b"[", b""], [1]))._unique is not None
 
 

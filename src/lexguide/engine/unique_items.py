@@ -55,8 +55,11 @@ masks the token when every completion is recorded; a loop that changes the value
 string, around a member or an item, or a number gaining a digit 1-9) answers "a fresh value
 exists" at once. So the last member may be a number, a boolean or an enum, and a used-up finite
 rest is masked where it becomes finite (the quote that ends an ``id`` written with ``true`` and
-``false`` already, the ``0`` of an ``age`` when that object is recorded). Inside such an item,
-outside a string that can grow, every allowed token is scanned. Items from a finite set of strings (the bracket named
+``false`` already, the ``0`` of an ``age`` when that object is recorded). Arrays whose items
+can be such objects (their bracket named
+:data:`~lexguide.jsonschema.unique.UNIQUE_FINITE_REST_ARRAY_NAME`) have every allowed token
+scanned inside an object item, outside a string that can grow; others only the tokens that can
+end an object's last member. Items from a finite set of strings (the bracket named
 :data:`~lexguide.jsonschema.unique.UNIQUE_STRINGS_ARRAY_NAME`) can run out: the matcher lists
 the strings an open item can still become from the lexer state (:meth:`UniqueItems._tails_of`)
 and masks the tokens after which all are recorded, and a ``,`` after which every string an item
@@ -92,6 +95,7 @@ from lexguide.jsonschema.unique import (
     MAX_FINITE_STRINGS,
     UNIQUE_ARRAY_NAME,
     UNIQUE_CLOSED_ARRAY_NAME,
+    UNIQUE_FINITE_REST_ARRAY_NAME,
     UNIQUE_STRINGS_ARRAY_NAME,
 )
 
@@ -104,8 +108,9 @@ PLENTY = MAX_BOUNDED_ITEMS
 #: the longest completion of an item with fewer than PLENTY: the rest of a character (at most
 #: 5 bytes of an escape), one more character (at most 6 bytes) and the closing quote
 _TAIL = 12
-#: nodes :meth:`UniqueItems.closed_exhausted` walks at most
-MAX_WALK = 20_000
+#: nodes :meth:`UniqueItems.closed_exhausted` walks at most (past them it answers that a
+#: fresh value exists: the admitted finite rests, at most 64 values, stay far below)
+MAX_WALK = 100_000
 _WHITESPACE = frozenset(b" \t\n\r")
 
 
@@ -210,18 +215,23 @@ class UniqueItems:
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
     __slots__ = ("_brackets", "_closed", "_comps", "_counts", "_finite", "_items", "_lp",
-                 "_nonzero", "_tails", "_walks", "bounded")
+                 "_lookahead", "_nonzero", "_tails", "_walks", "bounded")
 
     def __init__(self, lp: LexParser, item_lexemes: frozenset[int], bounded: bool = False) -> None:
         self._lp = lp
         names = [lx.name for lx in lp.ir.lexemes]
         #: marked opening brackets of arrays of any items; the rest are string item lexemes
         self._brackets = frozenset(i for i in item_lexemes if names[i] in (
-            UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME, UNIQUE_STRINGS_ARRAY_NAME))
+            UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME, UNIQUE_FINITE_REST_ARRAY_NAME,
+            UNIQUE_STRINGS_ARRAY_NAME))
         self._items = item_lexemes - self._brackets
         #: some item can be an object without additional members: its value is fixed when
         #: only ``}`` can follow (:meth:`_arrays_dead`)
-        self._closed = any(names[i] == UNIQUE_CLOSED_ARRAY_NAME for i in self._brackets)
+        self._closed = any(names[i] in (UNIQUE_CLOSED_ARRAY_NAME, UNIQUE_FINITE_REST_ARRAY_NAME)
+                           for i in self._brackets)
+        #: some such object can have a finite rest before its last member ends: any token
+        #: inside it may leave only recorded values (:meth:`closed_exhausted`)
+        self._lookahead = any(names[i] == UNIQUE_FINITE_REST_ARRAY_NAME for i in self._brackets)
         #: some items come from a finite set of strings: a string item or a "," can leave
         #: only recorded strings (:meth:`_strings_dead`)
         self._finite = any(names[i] == UNIQUE_STRINGS_ARRAY_NAME for i in self._brackets)
@@ -782,7 +792,7 @@ class UniqueItems:
             target = a.frames[_target(a)].item
             if self._finite and level == 0:  # a finite set of strings: few tokens allowed
                 words = np.full_like(mask, 0xFFFFFFFF)
-            elif self._closed and target is not None and target[0] == _BRACE and not (
+            elif self._lookahead and target is not None and target[0] == _BRACE and not (
                     a.in_str and not a.esc and self._string_loops(state.lexer_state)):
                 # an object, maybe without more members: outside a string of its own any
                 # token may leave only recorded values (closed_exhausted walks them)

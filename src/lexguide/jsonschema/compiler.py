@@ -53,10 +53,12 @@ from lexguide.jsonschema.schema import (
 from lexguide.jsonschema.unique import (
     UNIQUE_ARRAY_NAME,
     UNIQUE_CLOSED_ARRAY_NAME,
+    UNIQUE_FINITE_REST_ARRAY_NAME,
     UNIQUE_STRINGS_ARRAY_NAME,
     closed_objects,
     deref,
     distinct_subsets,
+    finite_rests,
     finite_strings_problem,
     finite_values,
     matcher_items_problem,
@@ -72,6 +74,8 @@ __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 WHITESPACE_RX = rx.plus(rx.byteset(b" \t\n\r"))
 QUOTE = rx.literal(b'"')
 _ANY_BYTES = rx.star(rx.byte_range(0, 255))
+#: the bytes of an opening bracket's layout (ASCII): a third node with its language
+_ASCII_BYTES = rx.star(rx.byte_range(0, 0x7F))
 _SOME_BYTES = rx.alt(_ANY_BYTES, rx.literal(b"\0"))  # all bytes again, as another node
 # distinct sets of patternProperties that keys of one object can match (each needs a rule)
 MAX_PATTERN_REGIONS = 64
@@ -431,7 +435,12 @@ class SchemaCompiler:
             tracked = tracked_items_problem(s, self.schemas.resolve, self.string_rx)
             if tracked is None:
                 opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
-                if any(closed_objects(p, self.schemas.resolve) for p in (*s.prefix, s.items)):
+                parts = (*s.prefix, s.items)
+                if any(finite_rests(p, self.schemas.resolve) for p in parts):
+                    return _Tracked(self.b.lexeme(
+                        rx.intersect(opener, _ASCII_BYTES),  # a node of its own, as below
+                        UNIQUE_FINITE_REST_ARRAY_NAME, lexeme_class=self.cls, unique_item=True))
+                if any(closed_objects(p, self.schemas.resolve) for p in parts):
                     # the same bytes as another node, so that it is a lexeme of its own (the
                     # builder shares a lexeme between equal regexes, whatever their names)
                     return _Tracked(self.b.lexeme(

@@ -71,7 +71,8 @@ induction over the schema, for:
   infinitely many values, but once its open members are written its rest can be finite; the
   matcher then walks that rest from the parse state (a bounded look-ahead:
   :meth:`lexguide.engine.unique_items.UniqueItems.closed_exhausted`) and masks a token after
-  which every completion is recorded. The walk stops at the first completion not recorded,
+  which every completion is recorded. The array's bracket is then named
+  :data:`UNIQUE_FINITE_REST_ARRAY_NAME` (:func:`finite_rests`). The walk stops at the first completion not recorded,
   or at a loop that changes the value (a string gaining a character, a number a digit 1-9
   other than in a zero's exponent, an open container a member or an item): infinitely many
   values, more than the recorded ones. What is left for it to enumerate is the finite
@@ -126,8 +127,8 @@ from lexguide.regex.native import empty_among
 
 __all__ = ["MAX_BOUNDED_ITEMS", "MAX_CLOSED_VALUES", "MAX_FINITE_STRINGS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES",
            "MAX_UNIQUE_RULES", "UNIQUE_ARRAY_NAME", "UNIQUE_CLOSED_ARRAY_NAME",
-           "UNIQUE_STRINGS_ARRAY_NAME", "closed_objects", "deref", "distinct_subsets",
-           "finite_strings_problem", "finite_values", "matcher_items_problem", "regex_open",
+           "UNIQUE_FINITE_REST_ARRAY_NAME", "UNIQUE_STRINGS_ARRAY_NAME", "closed_objects", "deref", "distinct_subsets",
+           "finite_rests", "finite_strings_problem", "finite_values", "matcher_items_problem", "regex_open",
            "tracked", "tracked_items_problem", "union_problem", "unique_items_problem",
            "unique_rule_count"]
 
@@ -136,6 +137,9 @@ __all__ = ["MAX_BOUNDED_ITEMS", "MAX_CLOSED_VALUES", "MAX_FINITE_STRINGS", "MAX_
 UNIQUE_ARRAY_NAME = "[<uniqueItems>"
 #: the same, when an item can be an object without additional members (:func:`closed_objects`)
 UNIQUE_CLOSED_ARRAY_NAME = "[<uniqueItems, closed objects>"
+#: the same, when such an object can have a finite rest once its open members are written
+#: (:func:`finite_rests`: the matcher's look-ahead then scans every allowed token inside it)
+UNIQUE_FINITE_REST_ARRAY_NAME = "[<uniqueItems, closed objects with a finite rest>"
 #: the same, for items from a finite set of strings too large for the grammar
 #: (:func:`finite_strings_problem`)
 UNIQUE_STRINGS_ARRAY_NAME = "[<uniqueItems, finite strings>"
@@ -471,6 +475,30 @@ def closed_objects(s: Schema, resolve: Callable[[str], Schema], depth: int = 0) 
 MAX_CLOSED_VALUES = 64
 
 
+def finite_rests(s: Schema, resolve: Callable[[str], Schema], depth: int = 0) -> bool:
+    """Whether an item of ``s`` can be an object without additional members whose last member
+    is not of an open kind (admitted by :func:`_closed_problem`'s second rule: its rest can be
+    finite before its last member ends)."""
+    s = deref(s, resolve)
+    if isinstance(s, ObjectSchema):
+        return isinstance(s.additional, Unsat) and not _open_last(s, resolve, depth)
+    if isinstance(s, AnyOfSchema) and depth < MAX_NESTING_DEPTH:
+        return any(finite_rests(o, resolve, depth + 1) for o in s.options)
+    return False
+
+
+def _open_last(s: ObjectSchema, resolve: Callable[[str], Schema], depth: int,
+               string_rx: Callable[[StringSchema], int] | None = None) -> bool:
+    """Whether the last declared property of ``s`` is a string or container every prefix of
+    which has infinitely many completions (not an object without additional members)."""
+    if not s.properties:
+        return False
+    last = deref(s.properties[-1][1], resolve)
+    return not (isinstance(last, ObjectSchema) and isinstance(last.additional, Unsat)) and \
+        isinstance(last, (StringSchema, ObjectSchema, ArraySchema)) and \
+        _open_problem(last, resolve, depth + 1, string_rx) is None
+
+
 def _closed_problem(s: ObjectSchema, resolve: Callable[[str], Schema], depth: int,
                     string_rx: Callable[[StringSchema], int] | None) -> str | None:
     """Why an object item without additional members may run out of values (None: it
@@ -492,10 +520,7 @@ def _closed_problem(s: ObjectSchema, resolve: Callable[[str], Schema], depth: in
            "infinitely many completions (a finite language could be used up)")
     if not s.properties or any(r not in dict(s.properties) for r in s.required):
         return why
-    last = deref(s.properties[-1][1], resolve)
-    if not (isinstance(last, ObjectSchema) and isinstance(last.additional, Unsat)) and \
-            isinstance(last, (StringSchema, ObjectSchema, ArraySchema)) and \
-            _open_problem(last, resolve, depth + 1, string_rx) is None:
+    if _open_last(s, resolve, depth, string_rx):
         return None
     n_values, n_open = 1, 0
     for name, p in s.properties:
