@@ -181,10 +181,6 @@ inline void prefetch_ahead(const uint8_t* p, size_t n, size_t ahead) {
   for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + ahead + o), _MM_HINT_T0);
 }
 
-// Few activation rows: the same block values from VNNI dot products of each weight row's
-// block, unpacked in registers, with the activation rows as quantize_act stores them (no tiles,
-// no packing), and the scalar float expression per block.
-
 // A k-quant super-block of one weight row in registers: q[c] the u8 quants of elements
 // 64c .. 64c + 63 in order, scv[c] the int32 scale of each lane's 4 elements, pm the int16
 // factors of the 16 bsums (mins, or Q6_K's scales for its −32 offset), d and dmin.
@@ -266,45 +262,10 @@ inline void kregs(const uint8_t* blk, KRegs& r) {
   }
 }
 
-template <Kind K>
-void small_kquant(const uint8_t* const* w, int n_w, size_t bb, const uint8_t* act,
-                  size_t act_stride, int64_t T, int64_t n_units, Scratch& sc) {
-  for (int m = 0; m < n_w; ++m) {
-    float* acc = sc.acc[m];
-    for (int64_t un = 0; un < n_units; ++un) {
-      const uint8_t* blk = w[m] + size_t(un) * bb;
-      prefetch_ahead(blk, bb, sc.ahead);
-      KRegs r;
-      kregs<K>(blk, r);
-      // the scales as int16, in the lane order of packs(dot(chunk 0), dot(chunk 1)) (and 2, 3)
-      const __m512i s01 = _mm512_packs_epi32(r.scv[0], r.scv[1]);
-      const __m512i s23 = _mm512_packs_epi32(r.scv[2], r.scv[3]);
-      for (int64_t t = 0; t < T; ++t) {
-        const ActQ8K& y = reinterpret_cast<const ActQ8K*>(act + size_t(t) * act_stride)[un];
-        __m512i p[4];
-        for (int c = 0; c < 4; ++c) {
-          p[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r.q[c], _mm512_loadu_si512(y.qs + 64 * c));
-        }
-        // each p lane sums 4 products, |Σ| ≤ 4·63·127 < 2^15: packed to int16 exactly
-        __m512i acc16 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(p[0], p[1]), s01);
-        acc16 = _mm512_dpwssd_epi32(acc16, _mm512_packs_epi32(p[2], p[3]), s23);
-        const __m256i bsv = _mm256_madd_epi16(load32(y.bsums), r.pm);
-        float v;
-        if constexpr (K == Kind::Q6_K) {  // scalar: y.d · d · float(Σ sc · (q − 32)·y)
-          const int32_t sumi = _mm512_reduce_add_epi32(
-              _mm512_sub_epi32(acc16, _mm512_zextsi256_si512(_mm256_slli_epi32(bsv, 5))));
-          v = y.d * r.d * float(sumi);
-        } else {  // scalar: y.d · (d · float(sumi) − dmin · float(summ))
-          const int32_t sumi = _mm512_reduce_add_epi32(acc16);
-          v = y.d * (r.d * float(sumi) - r.dmin * float(hsum_epi32(bsv)));
-        }
-        acc[t] += v;
-      }
-    }
-  }
-}
-
-// Q4_0 / Q8_0: R weight rows × 8 blocks at a time; per activation row and block, its d and
+// Few activation rows, Q4_0 / Q8_0 (amx_small_rows): the same block values from VNNI dot
+// products of each weight row's blocks, unpacked in registers, with the activation rows as
+// quantize_act stores them (no tiles, no packing), and the scalar float expression per block.
+// R weight rows × 8 blocks at a time; per activation row and block, its d and
 // offset·Σq (laid out once per call, yo) are loaded as vectors. The 8 integer sums of a row's
 // blocks are one vector; the R rows' float sums in block order are R independent chains.
 // Lane i (< 8) of the result: the sum of the 8 int32 lanes of block i, where v[k] holds blocks
@@ -734,7 +695,10 @@ void amx_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const ui
 void amx_small_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* act,
                     size_t act_stride, int64_t T, int64_t n_in, float* out, size_t out_stride) {
   Kind kind;
-  if (!kind_of(type->type, &kind) || n_w < 1 || n_w > kAmxRows || T < 1 || T > kTBlockAmx) return;
+  if (!kind_of(type->type, &kind) || !amx_small_needed(type->type) || n_w < 1 || n_w > kAmxRows ||
+      T < 1 || T > kTBlockAmx) {
+    return;
+  }
   const int64_t n_units = n_in / (type->act == ActKind::Q8K ? kQKK : kQK);
   const size_t bb = size_t(type->block_bytes);
   Scratch& sc = scratch();
@@ -746,9 +710,7 @@ void amx_small_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, co
   switch (kind) {
     case Kind::Q4_0: small_q32<Kind::Q4_0>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
     case Kind::Q8_0: small_q32<Kind::Q8_0>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
-    case Kind::Q4_K: small_kquant<Kind::Q4_K>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
-    case Kind::Q5_K: small_kquant<Kind::Q5_K>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
-    case Kind::Q6_K: small_kquant<Kind::Q6_K>(w, n_w, bb, act, act_stride, T, n_units, sc); break;
+    default: break;  // the k-quants: their AVX-512 kernels (gemm_amx.h, amx_small_needed)
   }
   for (int64_t t = 0; t < T; ++t) {
     float* o = out + size_t(t) * out_stride;

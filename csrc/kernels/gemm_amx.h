@@ -51,6 +51,13 @@ inline bool amx_supports(GgmlType type) {
 // an AMX machine was 4 to 8 rows for every type.
 inline int64_t amx_min_rows(GgmlType) { return 8; }
 
+// Whether products of fewer rows than amx_min_rows need amx_small_rows to keep the scalar
+// reference's bits: Q4_0 and Q8_0. The AVX-512 kernels of Q4_K, Q5_K and Q6_K (dot_avx512.cc)
+// already give those bits and stream decode rows faster, so matmul uses them below the tiles.
+inline bool amx_small_needed(GgmlType type) {
+  return type == GgmlType::Q4_0 || type == GgmlType::Q8_0;
+}
+
 // Bytes of T activation rows of n_in elements (kind Q8 or Q8K) in the tile layout.
 size_t amx_packed_bytes(ActKind kind, int64_t T, int64_t n_in);
 // Lay out activation tile `tile` (rows 16·tile .. 16·tile + 15 of the T quantized rows at act,
@@ -62,9 +69,10 @@ void amx_pack_tile(ActKind kind, const uint8_t* act, size_t act_stride, int64_t 
 // Configures the calling thread's tiles and releases them before returning.
 void amx_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* packed,
               int64_t T, int64_t n_in, float* out, size_t out_stride);
-// The same outputs, bit for bit, for T ≤ kAmxSmallMaxT activation rows read as quantize_act
-// stores them (act_stride apart), without tiles: AVX-512 VNNI block sums per weight row and
-// activation row (decode and small batches, where a 16-row tile would be mostly padding).
+// The same outputs, bit for bit, for Q4_0 and Q8_0 (amx_small_needed) and T ≤ kAmxSmallMaxT
+// activation rows read as quantize_act stores them (act_stride apart), without tiles: AVX-512
+// VNNI block sums per weight row and activation row (decode and small batches, where a 16-row
+// tile would be mostly padding).
 constexpr int64_t kAmxSmallMaxT = 128;
 void amx_small_rows(const TypeTraits* type, const uint8_t* const* w, int n_w, const uint8_t* act,
                     size_t act_stride, int64_t T, int64_t n_in, float* out, size_t out_stride);

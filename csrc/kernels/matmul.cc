@@ -85,16 +85,17 @@ void matmul(const MatmulArgs& a) {
   for (int p = 0; p < a.n_parts; ++p) dots[p] = pick(a.parts[p].type, level);
 
   // AMX (gemm_amx.h): the supported types at level Amx, on tiles from amx_min_rows(type)
-  // activation rows (their activations re-laid once per format), on VNNI block sums below;
-  // both give the scalar reference's bits, so a row's result never depends on the batch.
+  // activation rows (their activations re-laid once per format); below, Q4_0/Q8_0 on VNNI
+  // block sums and the k-quants on their AVX-512 kernels. All give the scalar reference's bits,
+  // so a row's result never depends on the batch.
   bool amx[kMaxParts] = {};
   bool amx_tiles[kMaxParts] = {};
   const uint8_t* packed[3] = {nullptr, nullptr, nullptr};
   std::vector<uint8_t> packed_buf[3];
   for (int p = 0; p < a.n_parts; ++p) {
     const TypeTraits* ty = a.parts[p].type;
-    amx[p] = level >= Isa::Amx && amx_supports(ty->type);
-    amx_tiles[p] = amx[p] && a.T >= amx_min_rows(ty->type);
+    amx_tiles[p] = level >= Isa::Amx && amx_supports(ty->type) && a.T >= amx_min_rows(ty->type);
+    amx[p] = amx_tiles[p] || (level >= Isa::Amx && amx_small_needed(ty->type));
     const int k = int(ty->act);
     if (!amx_tiles[p] || packed[k]) continue;
     packed_buf[k].resize(amx_packed_bytes(ty->act, a.T, a.n_in));
