@@ -163,160 +163,28 @@ struct GenerationHandle {
   std::shared_ptr<LexerDFA> dfa;
 };
 
-// Export into `h`'s store the nodes of the Python regex store (lexguide.regex.nodes: `kind`
-// and `args`, one entry per node id, ids topological) reachable from `roots` that `known`
-// (Python node id -> core id, updated here) lacks, as RegexStore::import_nodes records; the
-// roots' core ids. The walk and the records read the Python lists with the C API, where a
-// Python loop spent ~3 us a node.
-std::vector<NodeId> export_python_nodes(GenerationHandle& h, nb::handle kind, nb::handle args,
-                                        nb::handle known, const std::vector<int64_t>& roots) {
-  if (!PyList_Check(kind.ptr()) || !PyList_Check(args.ptr()) || !PyDict_Check(known.ptr()))
-    throw nb::type_error("export: kind and args are lists, known a dict");
-  enum : uint32_t { kNothing, kEps, kBytes, kConcat, kAlt, kAnd, kNot, kStar, kRepeat, kRef };
-  const Py_ssize_t n_nodes = PyList_GET_SIZE(kind.ptr());
-  if (PyList_GET_SIZE(args.ptr()) != n_nodes) throw CoreError("CoreRegexError", "export: one args entry per node");
-  auto lookup_key = [&](PyObject* key) -> PyObject* {  // borrowed core id of node `key`, or null
-    PyObject* v = PyDict_GetItemWithError(known.ptr(), key);
-    if (!v && PyErr_Occurred()) throw nb::python_error();
-    return v;
-  };
-  auto lookup = [&](int64_t x) -> PyObject* {
-    nb::object key = nb::steal(PyLong_FromLongLong(x));
-    return lookup_key(key.ptr());
-  };
-  auto as_u32 = [](PyObject* o, const char* what) -> uint32_t {
-    if (!PyLong_Check(o)) throw nb::type_error(what);
-    unsigned long long v = PyLong_AsUnsignedLongLong(o);
-    if (PyErr_Occurred()) throw nb::python_error();
-    if (v > 0xFFFFFFFFull) throw CoreError("CoreRegexError", what);
-    return uint32_t(v);
-  };
-  auto node_kind = [&](int64_t x) -> uint32_t {
-    uint32_t k = as_u32(PyList_GET_ITEM(kind.ptr(), x), "export: a node kind is an int");
-    if (k >= kRef) throw CoreError("CoreRegexError", "export: unknown node kind", {{"node", x}});
-    return k;
-  };
-  auto node_args = [&](int64_t x) -> PyObject* {
-    PyObject* a = PyList_GET_ITEM(args.ptr(), x);
-    if (!PyTuple_Check(a)) throw nb::type_error("export: node args are tuples");
-    return a;
-  };
-  auto n_kids = [](uint32_t k, PyObject* a) -> Py_ssize_t {
-    if (k == kRepeat) return PyTuple_GET_SIZE(a) == 3 ? 1 : -1;
-    if (k == kConcat || k == kAlt || k == kAnd || k == kNot || k == kStar) return PyTuple_GET_SIZE(a);
-    return 0;
-  };
-  auto node_id = [&](PyObject* o) -> int64_t {
-    if (!PyLong_Check(o)) throw nb::type_error("export: a child is a node id");
-    long long v = PyLong_AsLongLong(o);
-    if (PyErr_Occurred()) throw nb::python_error();
-    if (v < 0 || v >= n_nodes) throw CoreError("CoreRegexError", "export: node id out of range", {{"node", v}});
-    return v;
-  };
-  // the nodes to export: reachable from the roots without passing a known node
-  // (children are looked up by the int objects of their parents' args: no new key objects)
-  std::unordered_set<int64_t> fresh;
-  std::vector<std::pair<int64_t, PyObject*>> todo;  // (node, its id as an int object or null)
-  for (int64_t r : roots) {
-    if (r < 0 || r >= n_nodes) throw CoreError("CoreRegexError", "export: node id out of range");
-    todo.emplace_back(r, nullptr);
+// The regex queries and constructors of a generation's store, for the front ends
+// (lexguide.regex.nodes is their facade). Every call takes store_mutex() and checks its node
+// ids; byte sets cross as 32 little-endian bytes (bit b of byte b / 8 is byte value b).
+struct RegexCalls {
+  static void check(const RegexStore& rs, NodeId x) {
+    if (x >= rs.n_nodes()) throw CoreError("CoreIndexError", "unknown regex node", {{"node", x}});
   }
-  while (!todo.empty()) {
-    auto [x, key] = todo.back();
-    todo.pop_back();
-    if (fresh.count(x) || (key ? lookup_key(key) : lookup(x))) continue;
-    fresh.insert(x);
-    uint32_t k = node_kind(x);
-    if (k == kNothing || k == kEps || k == kBytes) continue;
-    PyObject* a = node_args(x);
-    Py_ssize_t m = n_kids(k, a);
-    if (m < 0) throw CoreError("CoreRegexError", "export: a repeat is (child, min, max)");
-    for (Py_ssize_t j = 0; j < m; ++j) {
-      PyObject* c_obj = PyTuple_GET_ITEM(a, j);
-      int64_t c = node_id(c_obj);
-      if (c >= x) throw CoreError("CoreRegexError", "export: a child comes after its parent");
-      if (!fresh.count(c)) todo.emplace_back(c, c_obj);
-    }
+  static void check_all(const RegexStore& rs, const std::vector<uint32_t>& xs) {
+    for (NodeId x : xs) check(rs, x);
   }
-  std::vector<int64_t> order(fresh.begin(), fresh.end());
-  std::sort(order.begin(), order.end());  // ascending ids: children first
-  std::vector<uint32_t> flat;
-  std::unordered_map<int64_t, uint32_t> pos;
-  auto place = [&](PyObject* c_obj) -> uint32_t {  // a child's record: exported, or a reference
-    int64_t c = node_id(c_obj);
-    auto it = pos.find(c);
-    if (it != pos.end()) return it->second;
-    PyObject* id = lookup_key(c_obj);
-    if (!id) throw CoreError("CoreRegexError", "export: a child is neither exported nor known");
-    uint32_t p = uint32_t(pos.size());
-    pos.emplace(c, p);
-    flat.insert(flat.end(), {kRef, 1, as_u32(id, "export: a core id is an int")});
-    return p;
-  };
-  std::vector<uint32_t> kid_pos;
-  for (int64_t x : order) {
-    uint32_t k = node_kind(x);
-    if (k == kBytes) {
-      PyObject* a = node_args(x);
-      if (PyTuple_GET_SIZE(a) != 1 || !PyLong_Check(PyTuple_GET_ITEM(a, 0)))
-        throw nb::type_error("export: a byte set is (mask,)");
-      nb::object raw = nb::steal(PyObject_CallMethod(PyTuple_GET_ITEM(a, 0), "to_bytes", "is", 32, "little"));
-      if (!raw.is_valid()) throw nb::python_error();
-      char* data = nullptr;
-      Py_ssize_t len = 0;
-      if (PyBytes_AsStringAndSize(raw.ptr(), &data, &len) != 0 || len != 32) throw nb::python_error();
-      pos.emplace(x, uint32_t(pos.size()));
-      flat.push_back(kBytes);
-      flat.push_back(8);
-      for (int w = 0; w < 8; ++w) {
-        uint32_t word;
-        std::memcpy(&word, data + 4 * w, 4);  // little-endian words, as _WORDS packs them
-        flat.push_back(word);
-      }
-      continue;
-    }
-    if (k == kNothing || k == kEps) {
-      pos.emplace(x, uint32_t(pos.size()));
-      flat.insert(flat.end(), {k, 0});
-      continue;
-    }
-    PyObject* a = node_args(x);
-    Py_ssize_t m = n_kids(k, a);
-    kid_pos.clear();
-    for (Py_ssize_t j = 0; j < m; ++j) kid_pos.push_back(place(PyTuple_GET_ITEM(a, j)));
-    pos.emplace(x, uint32_t(pos.size()));
-    if (k == kRepeat) {
-      long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(a, 1)), hi = PyLong_AsLongLong(PyTuple_GET_ITEM(a, 2));
-      if (PyErr_Occurred()) throw nb::python_error();
-      if (lo < 0 || lo > 0xFFFFFFFFll || hi > 0xFFFFFFFFll) throw CoreError("CoreRegexError", "export: repeat bounds");
-      flat.insert(flat.end(), {k, 3, kid_pos[0], uint32_t(lo), hi < 0 ? 0xFFFFFFFFu : uint32_t(hi)});
-    } else {
-      flat.push_back(k);
-      flat.push_back(uint32_t(kid_pos.size()));
-      flat.insert(flat.end(), kid_pos.begin(), kid_pos.end());
-    }
+  static ByteSet to_set(nb::bytes b) {
+    if (b.size() != 32) throw CoreError("CoreRegexError", "a byte set is 32 bytes");
+    ByteSet m;
+    std::memcpy(m.w.data(), b.c_str(), 32);
+    return m;
   }
-  if (!order.empty()) {
-    std::vector<uint32_t> at;
-    at.reserve(order.size());
-    for (int64_t x : order) at.push_back(pos.at(x));
-    std::vector<NodeId> got;
-    {
-      std::lock_guard<std::recursive_mutex> g(store_mutex());
-      got = typed("CoreRegexError", [&] { return h.dfa->regex().import_nodes(flat, at); });
-    }
-    for (size_t i = 0; i < order.size(); ++i) {  // every exported node is remembered
-      nb::object key = nb::steal(PyLong_FromLongLong(order[i]));
-      nb::object val = nb::steal(PyLong_FromUnsignedLong(got[i]));
-      if (PyDict_SetItem(known.ptr(), key.ptr(), val.ptr()) != 0) throw nb::python_error();
-    }
+  static nb::bytes from_set(const ByteSet& m) { return nb::bytes(reinterpret_cast<const char*>(m.w.data()), 32); }
+  static uint32_t bound(int64_t v) {  // a repetition bound: -1 unbounded
+    if (v < -1 || v >= int64_t(kInf)) throw CoreError("CoreRegexError", "repetition bound out of range");
+    return v < 0 ? kInf : uint32_t(v);
   }
-  std::vector<NodeId> out;
-  out.reserve(roots.size());
-  for (int64_t r : roots) out.push_back(as_u32(lookup(r), "export: a core id is an int"));
-  return out;
-}
-
+};
 
 struct MaskEngineHandle {
   std::shared_ptr<MaskEngine> engine;
@@ -393,28 +261,108 @@ void bind_engine(nb::module_& m) {
     }
   });
 
+  using RC = RegexCalls;
+  using Nodes = std::vector<uint32_t>;
+  // a store call: the lock, then f(store)
+  auto with = [](GenerationHandle& h, auto&& f) {
+    std::lock_guard<std::recursive_mutex> g(store_mutex());
+    return typed("CoreRegexError", [&] { return f(h.dfa->regex()); });
+  };
   nb::class_<GenerationHandle>(m, "Generation")
-      .def(
-          "import_nodes",
-          [](GenerationHandle& h, const std::vector<uint32_t>& flat, const std::vector<uint32_t>& roots) {
-            std::lock_guard<std::recursive_mutex> g(store_mutex());
-            return typed("CoreRegexError", [&] { return h.dfa->regex().import_nodes(flat, roots); });
-          },
-          "Rebuild exported regex DAGs in this generation's store; returns the roots' node ids.")
-      .def("export_python", &export_python_nodes, nb::arg("kind"), nb::arg("args"), nb::arg("known"),
-           nb::arg("roots"),
-           "Export the Python regex store's nodes reachable from roots that known (Python id -> "
-           "core id, updated) lacks; the roots' core ids.")
-      .def(
-          "nonempty",
-          [](GenerationHandle& h, uint32_t node) {
-            std::lock_guard<std::recursive_mutex> g(store_mutex());
-            RegexStore& rs = h.dfa->regex();
-            check_node(rs, node);
-            return rs.nonempty(node);
-          },
-          "Whether a regex node matches some byte string (bounded search: past "
-          "kNonEmptyBudget states, assumed so).")
+      .def("bytes", [with](GenerationHandle& h, nb::bytes m) {
+        ByteSet set = RC::to_set(m);
+        return with(h, [&](RegexStore& rs) { return rs.bytes(set); });
+      }, "One byte of the set (32 little-endian bytes of a 256-bit mask); NOTHING when empty.")
+      .def("literal", [with](GenerationHandle& h, nb::bytes data) {
+        return with(h, [&](RegexStore& rs) {
+          return rs.literal(reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+        });
+      }, "Exactly the byte string data.")
+      .def("concat", [with](GenerationHandle& h, const Nodes& xs) {
+        return with(h, [&](RegexStore& rs) { RC::check_all(rs, xs); return rs.concat(xs); });
+      }, "Concatenation of the nodes (right-nested, EPSILON removed, NOTHING absorbing).")
+      .def("concat2", [with](GenerationHandle& h, uint32_t x, uint32_t y) {
+        return with(h, [&](RegexStore& rs) { RC::check(rs, x); RC::check(rs, y); return rs.concat2(x, y); });
+      }, "concat([x, y]).")
+      .def("alt", [with](GenerationHandle& h, const Nodes& xs) {
+        return with(h, [&](RegexStore& rs) { RC::check_all(rs, xs); return rs.alt(xs); });
+      }, "Alternation (flattened, byte sets merged, sorted, deduplicated).")
+      .def("intersect", [with](GenerationHandle& h, const Nodes& xs) {
+        return with(h, [&](RegexStore& rs) { RC::check_all(rs, xs); return rs.intersect(xs); });
+      }, "Intersection (flattened, byte sets merged, sorted, deduplicated).")
+      .def("complement", [with](GenerationHandle& h, uint32_t x) {
+        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.complement(x); });
+      }, "Every byte string x does not match.")
+      .def("star", [with](GenerationHandle& h, uint32_t x) {
+        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.star(x); });
+      }, "Zero or more x.")
+      .def("repeat", [with](GenerationHandle& h, uint32_t x, int64_t lo, int64_t hi) {
+        if (lo < 0) throw CoreError("CoreRegexError", "repetition bound out of range");
+        uint32_t l = RC::bound(lo), u = RC::bound(hi);
+        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.repeat_checked(x, l, u); });
+      }, nb::arg("x"), nb::arg("lo"), nb::arg("hi"),
+         "x{lo,hi} (hi -1: unbounded); LimitExceeded max_repeat for nested counters past the limit.")
+      .def("kind", [with](GenerationHandle& h, uint32_t x) {
+        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return int(rs.kind(x)); });
+      }, "The node's kind (0 NOTHING, 1 EPS, 2 BYTES, 3 CONCAT, 4 ALT, 5 AND, 6 NOT, 7 STAR, 8 REPEAT).")
+      .def("args", [](GenerationHandle& h, uint32_t x) {
+        std::lock_guard<std::recursive_mutex> g(store_mutex());
+        RegexStore& rs = h.dfa->regex();
+        RC::check(rs, x);
+        RxKind k = rs.kind(x);
+        if (k == K_BYTES) return nb::make_tuple(RC::from_set(rs.bytes_of(x)));
+        const uint32_t* a = rs.children(x);
+        if (k == K_REPEAT) return nb::make_tuple(a[0], a[1], a[2] == kInf ? int64_t(-1) : int64_t(a[2]));
+        nb::list out;
+        for (uint32_t i = 0; i < rs.n_children(x); i++) out.append(a[i]);
+        return nb::tuple(out);
+      }, "The node's operands: (mask bytes,) for BYTES, (child, lo, hi or -1) for REPEAT, the "
+         "children otherwise.")
+      .def("nullable", [with](GenerationHandle& h, uint32_t x) {
+        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.nullable(x); });
+      }, "Whether x matches the empty string.")
+      .def("has_boolean", [with](GenerationHandle& h, uint32_t x) {
+        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.has_boolean(x); });
+      }, "Whether x has an & or ~ subterm.")
+      .def("derivative", [with](GenerationHandle& h, uint32_t x, uint32_t b) {
+        check_byte(b);
+        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.derivative(x, b); });
+      }, "The Brzozowski derivative of x by byte b.")
+      .def("matches", [with](GenerationHandle& h, uint32_t x, nb::bytes data) {
+        return with(h, [&](RegexStore& rs) {
+          RC::check(rs, x);
+          return rs.matches(x, reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+        });
+      }, "Whether x matches all of data.")
+      .def("byte_partition", [with](GenerationHandle& h, uint32_t x) {
+        std::array<uint8_t, 256> label, rep;
+        with(h, [&](RegexStore& rs) {
+          RC::check(rs, x);
+          const Partition& p = rs.partition(rs.partition_id(x));
+          label = p.label;
+          rep = p.rep;
+          return 0;
+        });
+        return nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(label.data()), 256),
+                              nb::bytes(reinterpret_cast<const char*>(rep.data()), 256));
+      }, "(labels, reps): the class label of every byte (byte 0 has label 0, labels by first "
+         "use) and the smallest byte of its class; bytes of one class have one derivative.")
+      .def("nonempty", [with](GenerationHandle& h, uint32_t x) {
+        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.nonempty(x); });
+      }, "Whether x matches some byte string (bounded search: past kNonEmptyBudget states, "
+         "assumed so).")
+      .def("nonempty_many", [with](GenerationHandle& h, const Nodes& xs) {
+        return with(h, [&](RegexStore& rs) {
+          RC::check_all(rs, xs);
+          std::vector<bool> out;
+          for (NodeId x : xs) out.push_back(rs.nonempty(x));
+          return out;
+        });
+      }, "nonempty() of each node, under one lock.")
+      .def_prop_ro("n_nodes", [](GenerationHandle& h) {
+        std::lock_guard<std::recursive_mutex> g(store_mutex());
+        return h.dfa->regex().n_nodes();
+      })
       .def_prop_ro("serial", [](GenerationHandle& h) { return h.dfa->serial(); })
       .def_prop_ro("stats", [](GenerationHandle& h) {
         std::lock_guard<std::recursive_mutex> g(store_mutex());
@@ -426,12 +374,22 @@ void bind_engine(nb::module_& m) {
         d["lexer_bytes"] = h.dfa->memory_bytes();
         return d;
       });
-  m.def(
-      "generation",
-      [](bool fresh) { return GenerationHandle{shared_generation(fresh)}; },
-      nb::arg("fresh") = false,
-      "The generation new grammars are lowered into (a new one past the rotation marks of "
-      "csrc/engine/limits.h, or when fresh=True).");
+  m.def("generation", [] { return GenerationHandle{current_generation()}; },
+        "The current generation: the store the front ends build regexes in and new grammars "
+        "are lowered into.");
+  m.def("generation_past_marks", &generation_past_marks, nb::arg("rotate_nodes"),
+        "Whether the current generation has more than kRotateLexerStates lexer states, "
+        "rotate_nodes regex nodes or kRotateGenerationBytes bytes.");
+  m.def("next_generation", [](size_t keep) { return GenerationHandle{next_generation(keep)}; },
+        nb::arg("keep"),
+        "Start a new current generation whose store keeps the current one's first `keep` "
+        "nodes (same ids); grammars lowered into the old one keep it alive.");
+  m.def("set_regex_limits", [](uint32_t max_nodes, uint32_t max_repeat) {
+        regex_limits().max_nodes.store(max_nodes);
+        regex_limits().max_repeat.store(max_repeat);
+      }, nb::arg("max_nodes"), nb::arg("max_repeat"),
+      "Set the limits of every regex store (max_rx_nodes, max_repeat).");
+  m.attr("REGEX_LIMITS") = nb::make_tuple(kMaxRegexNodes, kMaxRepeat, kRotateRegexNodes);
   m.def(
       "productive_rules",
       [](int32_t n_nonterminals, const std::vector<bool>& lexeme_ok, nb::handle rules) {

@@ -164,35 +164,9 @@ def test_plain_lexemes_are_shared_between_grammars_and_others_are_not():
 
 
 @pytest.mark.parametrize("pattern", [b"abc", b"", b"\x00\xff"])
-def test_core_export_rebuilds_the_node_the_mirror_has(pattern):
-    from lexguide.regex import native
-
+def test_transport_rebuilds_the_same_node(pattern):
     node = rx.intersect(rx.concat(rx.literal(pattern), rx.star(rx.byteset(b"xy"))),
                         rx.complement(rx.repeat(rx.literal(b"x"), 2, 5)))
-    gen, (mirrored,) = native.lower([node])
-    # from scratch (nothing known): the core's hash-consing gives the same node back
-    known: dict[int, int] = {}
-    assert gen.export_python(rx._kind, rx._args, known, [node]) == [mirrored]
-    assert known[node] == mirrored and len(known) > 3  # every exported node is remembered
-    assert gen.export_python(rx._kind, rx._args, known, [node, node]) == [mirrored] * 2
+    nodes, roots = rx.export_nodes([node, rx.literal(pattern)])
+    assert len(nodes) > 3 and rx.import_nodes((nodes, roots)) == [node, rx.literal(pattern)]
 
-
-@pytest.mark.parametrize("kind, args, known, roots, error", [
-    ((0,), [()], {}, [0], TypeError),            # not a list
-    ([0], [()], [], [0], TypeError),             # known not a dict
-    ([0], [()], {}, [1], ValueError),            # root out of range
-    ([0], [(), ()], {}, [0], ValueError),        # columns of different lengths
-    ([3], [(0, 0)], {}, [0], ValueError),        # a child not before its parent
-    ([42], [()], {}, [0], ValueError),           # unknown kind
-    (["a"], [()], {}, [0], TypeError),           # kind not an int
-    ([0, 3], [(), [0, 0]], {}, [1], TypeError),  # args not a tuple
-    ([2], [("m",)], {}, [0], TypeError),         # byte set mask not an int
-    ([0, 3], [(), (0, 0)], {0: "x"}, [1], TypeError),  # a known core id not an int
-    ([0, 8], [(), (0, 1)], {}, [1], ValueError),  # repeat without its bounds
-])
-def test_core_export_rejects_a_malformed_store(kind, args, known, roots, error):
-    from lexguide.regex import native
-
-    gen, _ = native.lower([])
-    with pytest.raises(error):
-        gen.export_python(kind, args, known, roots)

@@ -19,6 +19,7 @@ from lexguide.errors import (
     CoreVocabularyError,
     GrammarError,
     LexguideError,
+    LimitExceeded,
     MatcherError,
     TokenizerError,
     VocabFileError,
@@ -86,12 +87,38 @@ def test_parser_calls_name_the_state_byte_and_lexeme(lp):
 
 def test_regex_nodes():
     gen = _core.generation()
+    unknown = gen.n_nodes + 10
     _raises(CoreIndexError, {"node": 2**31}, gen.nonempty, 2**31)
-    with pytest.raises(CoreRegexError, match="regex export") as info:
-        gen.import_nodes([99, 0], [0])  # an unknown node kind
+    for call, args in [(gen.concat, ([0, unknown],)), (gen.alt, ([unknown],)),
+                       (gen.intersect, ([1, unknown],)), (gen.complement, (unknown,)),
+                       (gen.star, (unknown,)), (gen.repeat, (unknown, 1, 2)),
+                       (gen.derivative, (unknown, 97)), (gen.matches, (unknown, b"a")),
+                       (gen.kind, (unknown,)), (gen.args, (unknown,)),
+                       (gen.byte_partition, (unknown,)), (gen.nonempty_many, ([0, unknown],))]:
+        _raises(CoreIndexError, {"node": unknown}, call, *args)
+    with pytest.raises(CoreRegexError, match="a byte set is 32 bytes") as info:
+        gen.bytes(b"x")
     assert isinstance(info.value, ValueError) and isinstance(info.value, GrammarError)
-    _raises(CoreRegexError, {"node": 0}, gen.export_python, [99], [()], {}, [0])
-    _raises(CoreRegexError, {"node": 5}, gen.export_python, [3], [(5, 5)], {}, [0])
+    _raises(CoreRegexError, {}, gen.repeat, 1, 5, 2)
+    _raises(CoreRegexError, {}, gen.repeat, 1, -3, 2)
+    _raises(CoreRegexError, {}, gen.repeat, 1, 0, 2**33)
+    _raises(CoreArgumentError, {"byte": 256}, gen.derivative, 0, 256)
+
+
+def test_regex_limits_are_the_cores():
+    from lexguide.regex import nodes as rx
+
+    x = rx.repeat(rx.literal(b"ab"), 2, 3)
+    with pytest.raises(LimitExceeded) as info:
+        rx.repeat(x, 10**5, None)  # nested counters: 3 * 10**5 copies
+    assert info.value.limit == "max_repeat" and info.value.value == rx.LIMITS["max_repeat"]
+    old = rx.LIMITS["max_repeat"]
+    rx.LIMITS["max_repeat"] = 10**6
+    try:
+        y = rx.repeat(x, 10**5, None)
+        assert rx.kind(y) == rx.K_REPEAT and not rx.matches(y, b"ab" * 8)
+    finally:
+        rx.LIMITS["max_repeat"] = old
 
 
 def test_vocabulary_errors_name_the_token(tmp_path):

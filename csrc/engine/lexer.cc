@@ -20,8 +20,11 @@ uint64_t next_serial() {
 
 }  // namespace
 
-LexerDFA::LexerDFA(uint32_t max_states)
-    : serial_(next_serial()),
+LexerDFA::LexerDFA(uint32_t max_states) : LexerDFA(RegexStore(), max_states) {}
+
+LexerDFA::LexerDFA(RegexStore rx, uint32_t max_states)
+    : rx_(std::move(rx)),
+      serial_(next_serial()),
       max_states_(max_states),
       states_(new std::unique_ptr<LexerState>[max_states]),
       rows_(new std::unique_ptr<std::atomic<uint32_t>[]>[max_states]),

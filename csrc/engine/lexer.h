@@ -10,8 +10,9 @@
 // nullable is not carried into successors.
 //
 // Each DFA owns the regex store its lexemes and derivatives live in: the two are one
-// generation (shared_generation() in lexparser.h starts a new one past a rotation mark, and an
-// old one is freed with the last grammar using it).
+// generation (the front ends build their regexes in the current one; next_generation() in
+// lexparser.h starts a new one from a prefix of its store, and an old one is freed with the
+// last grammar using it).
 //
 // Thread safety: rows are read without a lock (entries are atomics written once, MISSING
 // until then); everything that builds (states, rows, the regex store) takes store_mutex().
@@ -62,6 +63,8 @@ struct LexerState {
 class LexerDFA {
  public:
   explicit LexerDFA(uint32_t max_states = kMaxLexerStates);
+  // a DFA over a given store (a prefix of an older generation's: next_generation())
+  LexerDFA(RegexStore rx, uint32_t max_states);
   ~LexerDFA();
   LexerDFA(const LexerDFA&) = delete;
   LexerDFA& operator=(const LexerDFA&) = delete;

@@ -9,13 +9,31 @@ namespace lexguide {
 
 constexpr NodeId kNoSkip = 0xFFFFFFFFu;
 
-std::shared_ptr<LexerDFA> shared_generation(bool fresh) {
+namespace {
+std::shared_ptr<LexerDFA>& current_slot() {  // under store_mutex()
   static std::shared_ptr<LexerDFA> current;
-  std::lock_guard<std::recursive_mutex> g(store_mutex());
-  if (!current || fresh || current->n_states() > kRotateLexerStates ||
-      current->memory_bytes() + current->regex().memory_bytes() > kRotateGenerationBytes)
-    current = std::make_shared<LexerDFA>(kMaxLexerStates);
+  if (!current) current = std::make_shared<LexerDFA>(kMaxLexerStates);
   return current;
+}
+}  // namespace
+
+std::shared_ptr<LexerDFA> current_generation() {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  return current_slot();
+}
+
+bool generation_past_marks(size_t rotate_nodes) {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  const LexerDFA& cur = *current_slot();
+  return cur.n_states() > kRotateLexerStates || cur.regex().n_nodes() > rotate_nodes ||
+         cur.memory_bytes() + cur.regex().memory_bytes() > kRotateGenerationBytes;
+}
+
+std::shared_ptr<LexerDFA> next_generation(size_t keep) {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  std::shared_ptr<LexerDFA>& cur = current_slot();
+  cur = std::make_shared<LexerDFA>(RegexStore(cur->regex(), keep), kMaxLexerStates);
+  return cur;
 }
 
 LexParser::LexParser(std::shared_ptr<LexerDFA> lexer, GrammarRules rules, std::vector<LexemeSpec> lexemes,

@@ -50,10 +50,16 @@ struct GrammarOptionsCore {
   bool ignore_once = false;
 };
 
-// The generation (lexer DFA + its regex store) new grammars are lowered into: the current one,
-// or a new one when the current is past kRotateLexerStates / kRotateGenerationBytes or
-// `fresh` is set.
-std::shared_ptr<LexerDFA> shared_generation(bool fresh = false);
+// The current generation (lexer DFA + its regex store): the one the front ends build regexes in
+// and new grammars are lowered into (made on first use).
+std::shared_ptr<LexerDFA> current_generation();
+// Whether the current generation is past a rotation mark: kRotateLexerStates lexer states,
+// `rotate_nodes` regex nodes or kRotateGenerationBytes bytes.
+bool generation_past_marks(size_t rotate_nodes);
+// Make a new current generation whose store holds the first `keep` nodes of the current one's
+// (same ids: the regexes the front ends keep between compiles); grammars lowered into the old
+// one keep it alive. Returns it.
+std::shared_ptr<LexerDFA> next_generation(size_t keep);
 
 class LexParser {
  public:

@@ -8,14 +8,20 @@
 
 namespace lexguide {
 
-// regex store: nodes of one generation's hash-consed store
+// regex store: nodes of one generation's hash-consed store; the product of the bounds of
+// nested counted repetitions (x{1000}{1000} = 10**6 is refused; one counter x{10**6} over a
+// counter-free x is not: its derivatives count down, one state per count reached). Both can
+// be changed at run time (RegexLimits in regex.h, lexguide.regex.nodes.LIMITS).
 constexpr uint32_t kMaxRegexNodes = 4'000'000;
+constexpr uint32_t kMaxRepeat = 100'000;
 // lexer DFA: states of one shared DFA
 constexpr uint32_t kMaxLexerStates = 150'000;
-// generations (a lexer DFA with its regex store, shared by the grammars lowered into it): new
-// grammars get a new generation once the current one has this many states or holds this many
-// bytes; an old generation is freed with the last grammar using it
+// generations (a lexer DFA with its regex store, shared by the grammars lowered into it): a
+// compile starting with no other running starts a new generation once the current one has
+// this many lexer states, regex nodes or bytes; an old generation is freed with the last
+// grammar using it
 constexpr uint32_t kRotateLexerStates = 50'000;
+constexpr uint32_t kRotateRegexNodes = 400'000;
 constexpr size_t kRotateGenerationBytes = size_t(128) << 20;
 // nodes explored when deciding whether a boolean (&, ~) regex matches anything; past it the
 // language is assumed non-empty (a bound, never a wrong "empty")

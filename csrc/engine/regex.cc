@@ -37,6 +37,11 @@ uint64_t hash_labels(const std::array<uint8_t, 256>& labels) {
 
 }  // namespace
 
+RegexLimits& regex_limits() {
+  static RegexLimits limits{{kMaxRegexNodes}, {kMaxRepeat}};
+  return limits;
+}
+
 std::recursive_mutex& store_mutex() {
   static std::recursive_mutex m;
   return m;
@@ -49,6 +54,21 @@ RegexStore::RegexStore() {
   mk(K_EPS, nullptr, 0, true, trivial_part_);
   uint32_t a = NOTHING;
   mk(K_NOT, &a, 1, true, trivial_part_);
+}
+
+RegexStore::RegexStore(const RegexStore& from, size_t keep) {
+  keep = std::min(std::max<size_t>(keep, 3), from.nodes_.size());
+  nodes_.assign(from.nodes_.begin(), from.nodes_.begin() + keep);
+  // args are appended as nodes are made, so the first nodes' args are a prefix too
+  size_t n_args = keep < from.nodes_.size() ? from.nodes_[keep].off : from.args_.size();
+  args_.assign(from.args_.begin(), from.args_.begin() + n_args);
+  // a node's partition is interned before the node: the kept nodes use a prefix of them
+  uint32_t n_parts = 1;
+  for (const Node& nd : nodes_) n_parts = std::max(n_parts, nd.part + 1);
+  parts_.assign(from.parts_.begin(), from.parts_.begin() + n_parts);
+  trivial_part_ = from.trivial_part_;
+  grow_cons(nodes_.size());
+  grow_parts(parts_.size());
 }
 
 size_t RegexStore::memory_bytes() const {
@@ -74,8 +94,10 @@ size_t RegexStore::find_node(uint8_t kind, const uint32_t* a, uint32_t n, uint64
 
 uint64_t RegexStore::node_hash(NodeId x) const { return hash_key(nodes_[x].kind, args(x), nodes_[x].n); }
 
-void RegexStore::grow_cons() {
-  std::vector<uint32_t> slots(std::max<size_t>(1024, cons_slots_.size() * 2), kFree);
+void RegexStore::grow_cons(size_t at_least) {
+  size_t size = std::max<size_t>(1024, cons_slots_.size() * 2);
+  while (size < 2 * (at_least + 1)) size *= 2;
+  std::vector<uint32_t> slots(size, kFree);
   cons_slots_.swap(slots);
   size_t mask = cons_slots_.size() - 1;
   for (NodeId x = 0; x < nodes_.size(); x++) {
@@ -93,8 +115,10 @@ size_t RegexStore::find_partition(const std::array<uint8_t, 256>& labels, uint64
   }
 }
 
-void RegexStore::grow_parts() {
-  std::vector<uint32_t> slots(std::max<size_t>(256, part_slots_.size() * 2), kFree);
+void RegexStore::grow_parts(size_t at_least) {
+  size_t size = std::max<size_t>(256, part_slots_.size() * 2);
+  while (size < 2 * (at_least + 1)) size *= 2;
+  std::vector<uint32_t> slots(size, kFree);
   part_slots_.swap(slots);
   size_t mask = part_slots_.size() - 1;
   for (uint32_t p = 0; p < parts_.size(); p++) {
@@ -163,11 +187,27 @@ NodeId RegexStore::mk(uint8_t kind, const uint32_t* a, uint32_t n, bool null, ui
   if (2 * (nodes_.size() + 1) > cons_slots_.size()) grow_cons();
   size_t slot = find_node(kind, a, n, hash_key(kind, a, n));
   if (cons_slots_[slot] != kFree) return cons_slots_[slot];
-  if (nodes_.size() >= kMaxRegexNodes)
-    throw LimitError("max_rx_nodes", kMaxRegexNodes,
-                     "resource limit max_rx_nodes=" + std::to_string(kMaxRegexNodes) +
+  const uint32_t max_nodes = regex_limits().max_nodes.load(std::memory_order_relaxed);
+  if (nodes_.size() >= max_nodes)
+    throw LimitError("max_rx_nodes", max_nodes,
+                     "resource limit max_rx_nodes=" + std::to_string(max_nodes) +
                          " exceeded: the regex store is full (a regex or its automaton is too large)");
-  Node node{kind, null, false, part, uint32_t(args_.size()), n, ByteSet{}};
+  Node node{kind, null, false, part, uint32_t(args_.size()), n, 1, ByteSet{}};
+  switch (kind) {  // the product of nested counted repetitions' bounds, saturating
+    case K_CONCAT:
+    case K_ALT:
+    case K_AND:
+      for (uint32_t i = 0; i < n; i++) node.weight = std::max(node.weight, nodes_[a[i]].weight);
+      break;
+    case K_NOT:
+    case K_STAR: node.weight = nodes_[a[0]].weight; break;
+    case K_REPEAT: {
+      uint64_t w = uint64_t(std::max(a[1], a[2] == kInf ? 0u : a[2])) * nodes_[a[0]].weight;
+      node.weight = uint32_t(std::min<uint64_t>(w, 0xFFFFFFFFu));
+      break;
+    }
+    default: break;
+  }
   args_.insert(args_.end(), a, a + n);
   switch (kind) {
     case K_BYTES: std::memcpy(node.first.w.data(), a, 32); break;
@@ -218,6 +258,13 @@ NodeId RegexStore::bytes(const ByteSet& m) {
 
 NodeId RegexStore::concat2(NodeId h, NodeId t) {
   if (h == NOTHING || t == NOTHING) return NOTHING;
+  if (h == EPSILON) return t;
+  if (nodes_[h].kind != K_CONCAT) {  // the common case (a literal's bytes, a derivative's head)
+    if (t == EPSILON) return h;
+    uint32_t a[2] = {h, t};
+    uint32_t part = nodes_[h].null ? refine(nodes_[h].part, nodes_[t].part) : nodes_[h].part;
+    return mk(K_CONCAT, a, 2, nodes_[h].null && nodes_[t].null, part);
+  }
   std::vector<NodeId> items;
   NodeId x = h;
   while (nodes_[x].kind == K_CONCAT) {
@@ -363,6 +410,36 @@ NodeId RegexStore::repeat(NodeId x, uint32_t lo, uint32_t hi) {
   }
   uint32_t a[3] = {x, lo, hi};
   return mk(K_REPEAT, a, 3, lo == 0, nodes_[x].part);
+}
+
+NodeId RegexStore::repeat_checked(NodeId x, uint32_t lo, uint32_t hi) {
+  if (hi != kInf && hi < lo) throw std::invalid_argument("invalid repetition bounds: min is greater than max");
+  const uint32_t limit = regex_limits().max_repeat.load(std::memory_order_relaxed);
+  const uint32_t l = nodes_[x].null ? 0 : lo;
+  // the shapes repeat() folds into star, option or the body make no counter
+  const bool counter = hi > 1 && x > EPSILON && (hi != kInf || l > 1);
+  uint64_t w = uint64_t(std::max(l, hi == kInf ? 0u : hi)) * nodes_[x].weight;
+  if (counter && nodes_[x].weight > 1 && w > limit)
+    throw LimitError("max_repeat", limit,
+                     "resource limit max_repeat=" + std::to_string(limit) +
+                         " exceeded: nested counted repetition amounts to " + std::to_string(w) + " copies");
+  return repeat(x, lo, hi);
+}
+
+NodeId RegexStore::literal(const uint8_t* data, size_t n) {
+  NodeId res = EPSILON;
+  ByteSet one;
+  for (size_t i = n; i-- > 0;) {
+    one = ByteSet{};
+    one.set(data[i]);
+    res = concat2(bytes(one), res);
+  }
+  return res;
+}
+
+bool RegexStore::matches(NodeId x, const uint8_t* data, size_t n) {
+  for (size_t i = 0; i < n && x != NOTHING; i++) x = derivative(x, data[i]);
+  return nodes_[x].null;
 }
 
 NodeId RegexStore::derivative(NodeId x, unsigned b) {
@@ -514,68 +591,6 @@ bool RegexStore::shortest(NodeId node, uint32_t max_nodes, std::string& out) {
     }
   }
   return false;
-}
-
-std::vector<NodeId> RegexStore::import_nodes(const std::vector<uint32_t>& flat,
-                                             const std::vector<uint32_t>& roots) {
-  std::vector<NodeId> ids;
-  size_t i = 0;
-  auto child = [&](uint32_t pos) -> NodeId {
-    if (pos >= ids.size()) throw std::invalid_argument("regex export: child refers to a later node");
-    return ids[pos];
-  };
-  while (i < flat.size()) {
-    if (i + 2 > flat.size()) throw std::invalid_argument("regex export: truncated node");
-    uint32_t kind = flat[i], n = flat[i + 1];
-    i += 2;
-    if (i + n > flat.size()) throw std::invalid_argument("regex export: truncated arguments");
-    const uint32_t* a = flat.data() + i;
-    i += n;
-    NodeId x;
-    std::vector<NodeId> kids;
-    switch (kind) {
-      case K_NOTHING: x = NOTHING; break;
-      case K_EPS: x = EPSILON; break;
-      case K_BYTES: {
-        if (n != 8) throw std::invalid_argument("regex export: a byte set needs 8 words");
-        ByteSet m;
-        std::memcpy(m.w.data(), a, 32);
-        x = bytes(m);
-        break;
-      }
-      case K_CONCAT:
-        if (n != 2) throw std::invalid_argument("regex export: concat needs 2 children");
-        x = concat2(child(a[0]), child(a[1]));
-        break;
-      case K_ALT:
-      case K_AND:
-        for (uint32_t j = 0; j < n; j++) kids.push_back(child(a[j]));
-        x = kind == K_ALT ? alt(kids) : intersect(kids);
-        break;
-      case K_NOT:
-        if (n != 1) throw std::invalid_argument("regex export: complement needs 1 child");
-        x = complement(child(a[0]));
-        break;
-      case K_STAR:
-        if (n != 1) throw std::invalid_argument("regex export: star needs 1 child");
-        x = star(child(a[0]));
-        break;
-      case K_REPEAT:
-        if (n != 3 || (a[2] != kInf && a[2] < a[1]))
-          throw std::invalid_argument("regex export: bad repetition");
-        x = repeat(child(a[0]), a[1], a[2]);
-        break;
-      case 9:  // a node imported before: its core id
-        if (n != 1 || a[0] >= nodes_.size()) throw std::invalid_argument("regex export: bad reference");
-        x = a[0];
-        break;
-      default: throw std::invalid_argument("regex export: unknown node kind");
-    }
-    ids.push_back(x);
-  }
-  std::vector<NodeId> out;
-  for (uint32_t r : roots) out.push_back(child(r));
-  return out;
 }
 
 }  // namespace lexguide

@@ -1,19 +1,23 @@
 // Hash-consed byte regexes with Brzozowski derivatives (the lexer's algebra).
 //
-// The Python front ends build regexes in lexguide.regex.nodes and export each lexeme's DAG;
-// import_nodes rebuilds it here with the same smart constructors (ACI-normalised | and &,
+// The one regex store of the process: the Python front ends build their regexes here through
+// lexguide.regex.nodes (a facade over the binding's Generation handle), and the lexer derives
+// them here. Smart constructors put nodes in a canonical form (ACI-normalised | and &,
 // right-nested concatenation, byte sets as 256-bit sets, normalised repetition), so equal
 // regexes get equal ids and derivatives stay finite (Brzozowski 1964, modulo ACI). Each node
 // carries the coarsest partition of 0..255 whose bytes have equal derivatives (Owens, Reppy &
 // Turon 2009, section 4.2); derivatives are memoised per (node, class representative).
 //
 // Lifetime: a store belongs to one lexer DFA (lexer.h); the pair is one *generation* of the
-// process's regexes, and a new generation starts when one grows past its rotation mark, so the
-// store's memory is bounded (docs/engine.md, "Limits").
+// process's regexes. A new generation starts from a prefix of the current store (the nodes the
+// front ends' modules made at import, same ids), so the memory of a process compiling ever new
+// grammars stays bounded while every grammar keeps the generation it was lowered into
+// (docs/engine.md, "Limits").
 // Thread safety: every store is guarded by store_mutex(); every call below must hold it.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -59,6 +63,9 @@ struct Partition {
 class RegexStore {
  public:
   RegexStore();
+  // A store holding the first `keep` nodes of `from` (at least NOTHING, EPSILON and ANY_BYTES),
+  // with the same ids, and none of its memos.
+  RegexStore(const RegexStore& from, size_t keep);
 
   // construction (smart constructors)
   NodeId bytes(const ByteSet& m);
@@ -69,17 +76,16 @@ class RegexStore {
   NodeId complement(NodeId x);
   NodeId star(NodeId x);
   NodeId repeat(NodeId x, uint32_t lo, uint32_t hi);  // hi == kInf: unbounded
-
-  // Rebuild an exported DAG (lexguide.regex.nodes.export_nodes, flattened by the binding):
-  // per node [kind, n_args, args...], children as positions of earlier nodes; BYTES args are
-  // the 8 little-endian 32-bit words of the set, REPEAT args (child, lo, hi or kInf); kind 9
-  // (one arg) refers to a node imported before by its core id.
-  std::vector<NodeId> import_nodes(const std::vector<uint32_t>& flat, const std::vector<uint32_t>& roots);
-
+  // repeat() for a front end: LimitError max_repeat when x has a counted repetition itself and
+  // the product of the nested bounds passes regex_limits().max_repeat
+  NodeId repeat_checked(NodeId x, uint32_t lo, uint32_t hi);
+  // exactly the byte string data[0..n) (a chain of one-byte heads)
+  NodeId literal(const uint8_t* data, size_t n);
   // queries
   bool nullable(NodeId x) const { return nodes_[x].null; }
   bool has_boolean(NodeId x) const { return nodes_[x].boolean; }
   RxKind kind(NodeId x) const { return RxKind(nodes_[x].kind); }
+  ByteSet bytes_of(NodeId x) const;  // the set of a K_BYTES node
   // x's operands: CONCAT (head, tail), ALT / AND (sorted), NOT / STAR (one), REPEAT (child,
   // lo, hi); none for NOTHING, EPS, BYTES.
   const uint32_t* children(NodeId x) const { return args(x); }
@@ -88,6 +94,7 @@ class RegexStore {
   const Partition& partition(uint32_t pid) const { return parts_[pid]; }
   uint32_t refine(uint32_t p, uint32_t q);
   NodeId derivative(NodeId x, unsigned b);
+  bool matches(NodeId x, const uint8_t* data, size_t n);  // x matches all of data
   bool nonempty(NodeId x);  // does x match some byte string (bounded search, see limits.h)
   // A shortest byte string x matches (breadth first over derivatives, one byte per class,
   // printable ASCII preferred); false when none is found within max_nodes derivatives.
@@ -104,6 +111,7 @@ class RegexStore {
     uint32_t part;
     uint32_t off;  // args in args_
     uint32_t n;
+    uint32_t weight;  // product of the bounds of nested counted repetitions (saturating)
     ByteSet first;
   };
   std::vector<Node> nodes_;
@@ -152,14 +160,20 @@ class RegexStore {
   size_t find_node(uint8_t kind, const uint32_t* a, uint32_t n, uint64_t h) const;  // its slot
   size_t find_partition(const std::array<uint8_t, 256>& labels, uint64_t h) const;
   uint64_t node_hash(NodeId x) const;
-  void grow_cons();
-  void grow_parts();
+  void grow_cons(size_t at_least = 0);
+  void grow_parts(size_t at_least = 0);
   uint32_t intern_partition(const std::array<uint8_t, 256>& labels);
   uint32_t partition_of_many(const std::vector<NodeId>& kids);
   NodeId mk(uint8_t kind, const uint32_t* a, uint32_t n, bool null, uint32_t part);
   NodeId derive(NodeId x, unsigned b);
-  ByteSet bytes_of(NodeId x) const;
 };
+
+// Limits of every store (lexguide.regex.nodes.LIMITS sets them; defaults in limits.h).
+struct RegexLimits {
+  std::atomic<uint32_t> max_nodes;
+  std::atomic<uint32_t> max_repeat;
+};
+RegexLimits& regex_limits();
 
 // Every byte once, in the order shortest strings prefer them (letters, digits, space, other
 // printable ASCII, newline, tab, the rest): short completions that tokenize like text.

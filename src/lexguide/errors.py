@@ -188,8 +188,8 @@ class CoreGrammarError(CoreError, GrammarError, ValueError):
 
 
 class CoreRegexError(CoreError, RegexError, ValueError):
-    """The core refused regex nodes handed over from the Python store (an unknown kind, a
-    child out of order or range); ``where`` names the ``node``."""
+    """The core refused a regex argument (a byte set that is not 32 bytes, repetition bounds
+    out of order or range); ``CoreIndexError`` names an unknown ``node``."""
 
     def __init__(self, message: str, **where: int) -> None:
         CoreError.__init__(self, message, **where)

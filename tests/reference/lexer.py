@@ -103,8 +103,8 @@ class LexerDFA:
             )
         self._states.append(entries)
         self._ids[entries] = sid
-        null = rx._null
-        acc = tuple(i for i, x in entries if null[x])
+        null = rx.nullable
+        acc = tuple(i for i, x in entries if null(x))
         self._accepting.append(acc)
         self._lazy_accept.append(any(self.lazy[i] for i in acc))
         if sid >= self.table.shape[0]:
@@ -158,11 +158,11 @@ class LexerDFA:
         (``max_tokens``).
         """
         capped = frozenset(lexemes)
-        null = rx._null
+        null = rx.nullable
         entries = tuple(
             (i, rx.EPSILON if i in capped else x)
             for i, x in self._states[state]
-            if i not in capped or null[x]
+            if i not in capped or null(x)
         )
         sid = self._ids.get(entries)
         if sid is None:
@@ -220,21 +220,18 @@ class LexerDFA:
         """The entries of ``s`` that take bytes: a lazy lexeme that matched has ended."""
         entries = self._states[s]
         if self._any_lazy:
-            lazy, null = self.lazy, rx._null
-            entries = tuple((i, x) for i, x in entries if not (lazy[i] and null[x]))
+            lazy, null = self.lazy, rx.nullable
+            entries = tuple((i, x) for i, x in entries if not (lazy[i] and null(x)))
         return entries
 
     def _successors(self, entries: State, byts) -> list[int]:
         """The states of the derivatives of ``entries`` on each of ``byts`` (interned)."""
-        part, preps, nothing = rx._part_of, rx._part_reps, rx.NOTHING
-        dget, deriv, ids_get = rx._dmemo.get, rx.derivative, self._ids.get
+        nothing, deriv, ids_get = rx.NOTHING, rx.derivative, self._ids.get
         targets = []
         for b in byts:
             nxt = []
             for i, x in entries:
-                d = dget((x << 8) | preps[part(x)][b])
-                if d is None:
-                    d = deriv(x, b)
+                d = deriv(x, b)
                 if d != nothing:
                     nxt.append((i, d))
             key = tuple(nxt)
@@ -285,10 +282,7 @@ class LexerDFA:
         if self._has_row[s]:
             return
         entries = self._stepping_entries(s)
-        if len(entries) == 1:
-            pid = rx._part_of(entries[0][1])
-        else:
-            pid = rx.partition_of(x for _, x in entries)
+        pid = rx.partition_of(x for _, x in entries)
         labels, reps = rx.partition_arrays(pid)
         targets = self._successors(entries, reps)
         if len(targets) == 1:

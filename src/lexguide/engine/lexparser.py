@@ -1,7 +1,7 @@
 """The lexer/parser pair of one grammar, computed by the compiled core (``lexguide._core``).
 
-The grammar IR is lowered once: every lexeme's regex (a node of :mod:`lexguide.regex.nodes`) is
-exported into the core's own hash-consed store (:mod:`lexguide.regex.native`), rules become flat arrays, and the core builds
+The grammar IR is lowered once: every lexeme's regex is already a node of the core's store (the
+current generation's, :mod:`lexguide.regex.nodes`), rules become flat arrays, and the core builds
 the Earley parser and shares one lazy lexer DFA between all grammars of the process
 (``csrc/engine/lexparser.h`` describes the semantics: greedy and lazy lexemes, ``%ignore``
 skips per lexeme class, lexemes matching the empty string).
@@ -19,7 +19,7 @@ import numpy as np
 
 from lexguide import _core
 from lexguide.grammar.ir import GrammarIR
-from lexguide.regex.native import lower
+from lexguide.regex import nodes as rx
 
 __all__ = ["DEAD_SET", "LexParser", "ParseState"]
 
@@ -146,8 +146,8 @@ class _ParserView:
 class LexParser:
     """Byte-level acceptance for one grammar; shared (thread-safe) by every matcher.
 
-    Lowers ``ir`` into the core at construction (costs one export of the lexemes' regexes not
-    seen before, plus the rules). Raises ``LimitExceeded`` when a core bound is hit.
+    Lowers ``ir`` into the core at construction (the rules; the lexemes' regexes are in the
+    current generation's store already). Raises ``LimitExceeded`` when a core bound is hit.
     """
 
     def __init__(self, ir: GrammarIR) -> None:
@@ -155,7 +155,7 @@ class LexParser:
         n = len(ir.lexemes)
         self.n_lexemes = n
         rxs = [lx.rx for lx in ir.lexemes] + [s for s in ir.skips if s is not None]
-        gen, ids = lower(rxs)
+        gen, ids = rx.store(), rxs  # the regexes are nodes of the current generation's store
         lexemes = [
             (ids[i], lx.lexeme_class, lx.lazy, -1 if lx.max_tokens is None else lx.max_tokens,
              lx.token_set is not None, lx.token_set is not None and lx.token_set.eos)

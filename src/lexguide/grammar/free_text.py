@@ -28,7 +28,6 @@ from collections.abc import Sequence
 
 from lexguide.grammar.ir import GrammarBuilder, GrammarIR, Lexeme, lexeme_index
 from lexguide.regex import nodes as rx
-from lexguide.regex.native import empty_among
 
 __all__ = ["FreeText", "embed", "quotient"]
 
@@ -213,7 +212,7 @@ def _emit(builder: GrammarBuilder, ir: GrammarIR, rules: dict[tuple, list[tuple]
     # whose every alternative contains one, matches nothing
     lexeme_nodes = {s for alts in rules.values() for alt in alts for s in alt if s[0] == "L"}
     ordered = sorted(lexeme_nodes, key=repr)
-    alive = {s for s, dead in zip(ordered, empty_among([s[2] for s in ordered])) if not dead
+    alive = {s for s, dead in zip(ordered, rx.empty_among([s[2] for s in ordered])) if not dead
              or ir.lexemes[s[1]].token_set is not None}
     productive: set[tuple] = set()
     changed = True

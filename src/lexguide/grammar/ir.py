@@ -22,7 +22,6 @@ from typing import NamedTuple
 from lexguide import _core
 from lexguide.errors import GrammarError, line_col
 from lexguide.regex import nodes as rx
-from lexguide.regex.native import empty_among
 
 __all__ = [
     "UNIQUE_BOUNDED_ITEM_NAME",
@@ -234,7 +233,7 @@ class GrammarIR:
 # Plain lexemes (no lazy/stop/suffix/capture/budget) by (name, rx, class), shared by every
 # grammar: a frozen dataclass costs a few microseconds to construct, and most grammars of a
 # process make the same few (punctuation, strings, numbers) again. Holds regex node ids, so
-# it is emptied when the regex store is cut back; bounded by clearing when full.
+# it is emptied when a new generation starts (lexguide.regex.nodes); bounded by clearing when full.
 _PLAIN_LEXEMES: dict[tuple[str, int, int], Lexeme] = {}
 _MAX_PLAIN_LEXEMES = 65536
 rx.on_rotate(_PLAIN_LEXEMES.clear)
@@ -549,7 +548,7 @@ class GrammarBuilder:
         boolean = [i for i, lx in enumerate(lexemes)
                    if ok[i] and lx.token_set is None and rx.has_boolean(lx.rx)]
         if boolean:  # one export and one core call for every emptiness question
-            for i, e in zip(boolean, empty_among([lexemes[i].rx for i in boolean])):
+            for i, e in zip(boolean, rx.empty_among([lexemes[i].rx for i in boolean])):
                 if e:
                     ok[i] = False
         rules = self._rules

@@ -747,13 +747,11 @@ class SchemaCompiler:
             out.append(b.seq([self.lex(region, f"{kind}_key"), lay.colon, value],
                              f"{kind}_member"))
             for mask in witnesses:
-                from lexguide.regex.native import empty_among
-
                 w_region = rx.intersect(region, *(w_keys[i] for i in _bits(mask)))
                 w_sch = sch
                 for i in _bits(mask):
                     w_sch = self.schemas.intersect(w_sch, some[i].value)
-                if isinstance(w_sch, Unsat) or empty_among([w_region])[0]:
+                if isinstance(w_sch, Unsat) or rx.empty_among([w_region])[0]:
                     continue
                 w_value = self.compile(w_sch, child)
                 if w_value != self.dead:
@@ -779,14 +777,13 @@ class SchemaCompiler:
         pattern at a time and dropping empty regions keeps this linear in the patterns
         when they are disjoint, as they mostly are; more than :data:`MAX_PATTERN_REGIONS`
         overlapping regions is a :class:`SchemaError`."""
-        from lexguide.regex.native import empty_among  # the core's emptiness search
 
         regions: list[tuple[int, tuple[int, ...]]] = [(base, ())]
         for i, p in enumerate(prx):
             split = [part for region, inside in regions
                      for part in ((rx.intersect(region, p), inside + (i,)),
                                   (rx.intersect(region, rx.complement(p)), inside))]
-            regions = [part for part, empty in zip(split, empty_among([r for r, _ in split]))
+            regions = [part for part, empty in zip(split, rx.empty_among([r for r, _ in split]))
                        if not empty]
             if len(regions) > MAX_PATTERN_REGIONS:
                 raise SchemaError(

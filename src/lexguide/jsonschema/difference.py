@@ -260,10 +260,9 @@ def _empty_string_language(s: StringSchema) -> bool:
     from lexguide.jsonschema.formats import format_rx
     from lexguide.jsonschema.pattern import pattern_rx
     from lexguide.regex import nodes as rx
-    from lexguide.regex.native import is_empty
 
     parts = [pattern_rx(p) for p in s.patterns] + [format_rx(f) for f in s.formats]
-    return is_empty(rx.intersect(*parts))
+    return rx.is_empty(rx.intersect(*parts))
 
 
 def _item(a: ArraySchema, i: int) -> Schema:

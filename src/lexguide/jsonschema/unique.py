@@ -123,7 +123,6 @@ from lexguide.jsonschema.schema import (
 )
 from lexguide.limits import MAX_NESTING_DEPTH
 from lexguide.regex import nodes as rx
-from lexguide.regex.native import empty_among
 
 __all__ = ["MAX_BOUNDED_ITEMS", "MAX_CLOSED_VALUES", "MAX_FINITE_STRINGS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES",
            "MAX_UNIQUE_RULES", "UNIQUE_ARRAY_NAME", "UNIQUE_CLOSED_ARRAY_NAME",
@@ -376,7 +375,7 @@ def _regex_open(x: int) -> bool:
         nxt = {rx.derivative(y, b) for b in set(rx.byte_partition(y)[1])} - {rx.NOTHING}
         if any(rx.has_boolean(z) for z in nxt):
             kids = list(nxt)
-            nxt = {z for z, empty in zip(kids, empty_among(kids)) if not empty}
+            nxt = {z for z, empty in zip(kids, rx.empty_among(kids)) if not empty}
         succ[y] = nxt
         for z in nxt - known:
             known.add(z)

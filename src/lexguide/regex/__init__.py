@@ -1,8 +1,9 @@
-"""Byte regexes: hash-consed nodes with derivatives (:mod:`.nodes`), the Rust-``regex`` syntax
-that builds them (:mod:`.syntax`), and the Unicode tables both use (:mod:`.unicode`).
+"""Byte regexes: nodes of the core's hash-consed store and its questions (:mod:`.nodes`), the
+Rust-``regex`` syntax that builds them (:mod:`.syntax`), and the Unicode tables both use
+(:mod:`.unicode`).
 
-The front ends build lexemes here; :mod:`.native` exports them into the C++ core's own
-hash-consed store (which never calls back into Python) and asks it whether a regex is empty."""
+The front ends build lexemes here, in the store the core's lexer derives (the core never calls
+back into Python)."""
 
 from lexguide.regex.syntax import format_regex, parse_regex
 

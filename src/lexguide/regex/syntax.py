@@ -31,7 +31,7 @@ __all__ = ["MAX_NESTING", "format_regex", "parse_regex"]
 MAX_NESTING = MAX_NESTING_DEPTH
 
 _HEX = "0123456789abcdefABCDEF"
-# compiled patterns (emptied when the store is cut back: rx.building)
+# compiled patterns (emptied when a new generation starts: rx.building)
 _memo: dict[tuple[str, str, bool], int] = {}
 rx.on_rotate(_memo.clear)
 _MEMO_SIZE = 4096
@@ -554,7 +554,7 @@ def format_regex(x: int, max_len: int = 2000) -> str:
     def go(x: int, prec: int) -> None:
         if budget[0] < 0:
             return
-        k, a = rx._kind[x], rx._args[x]
+        k, a = rx.kind(x), rx.args(x)
         if k == rx.K_NOTHING:
             emit("[]")
         elif k == rx.K_EPS:
@@ -564,9 +564,9 @@ def format_regex(x: int, max_len: int = 2000) -> str:
         elif k == rx.K_CONCAT:
             if prec > 1:
                 emit("(")
-            while rx._kind[x] == rx.K_CONCAT and budget[0] >= 0:  # iterative: long literals
-                go(rx._args[x][0], 2)
-                x = rx._args[x][1]
+            while rx.kind(x) == rx.K_CONCAT and budget[0] >= 0:  # iterative: long literals
+                go(rx.args(x)[0], 2)
+                x = rx.args(x)[1]
             go(x, 2)
             if prec > 1:
                 emit(")")
