@@ -359,6 +359,15 @@ void bind_engine(nb::module_& m) {
           return out;
         });
       }, "nonempty() of each node, under one lock.")
+      .def("copy_nodes", [with](GenerationHandle& h, GenerationHandle& from, const Nodes& roots) {
+        return with(h, [&](RegexStore& rs) {
+          const RegexStore& src = from.dfa->regex();
+          for (NodeId x : roots)
+            if (x >= src.n_nodes()) throw CoreError("CoreIndexError", "unknown regex node", {{"node", x}});
+          return rs.copy_from(src, roots);
+        });
+      }, nb::arg("source"), nb::arg("roots"),
+         "The nodes `roots` of generation `source`'s store rebuilt in this one (its ids).")
       .def_prop_ro("n_nodes", [](GenerationHandle& h) {
         std::lock_guard<std::recursive_mutex> g(store_mutex());
         return h.dfa->regex().n_nodes();

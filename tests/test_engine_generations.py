@@ -95,10 +95,14 @@ def grammars_compiled_before_a_cut_keep_working() -> None:
     m = Matcher(old, info)
     m.consume_tokens([VOCAB.index(b'{"'), VOCAB.index(b"a"), VOCAB.index(b'":')])
     before = _allowed(m)
+    # captures split a suffix off with the lexeme's regexes, after the compile
+    cap = Grammar.from_lark('start: a\na[capture="X", stop_capture="S", suffix=/[.!]/]: /[a-z]+/')
     serial = _core.generation().serial
     for i in range(20):  # each one starts a new generation
         Grammar.from_regex(f"x{i}[0-9]+y")
+        Grammar.from_lark(f'start: b{i}\nb{i}[capture, suffix=/[?]+/]: /[0-9]{{{i + 1}}}/')
     assert _core.generation().serial > serial
+    assert cap.captures("abc!") == [("X", b"abc"), ("S", b"!")]
     assert _allowed(m) == before == _brute_force(m)
     m.consume_tokens([VOCAB.index(b"10"), VOCAB.index(b"}")])
     assert m.is_accepting()
@@ -146,12 +150,21 @@ def the_stores_stay_bounded_and_old_generations_are_freed() -> None:
     assert _core.n_generations() == 1
 
 
-def a_grammar_not_lowered_before_a_cut_says_so() -> None:
-    stale = Grammar(compile_lark('start: "abc"'))  # internal: never lowered
+def grammars_of_an_old_generation_lower_and_build_on_later() -> None:
+    """A grammar keeps the generation its regexes were built in: one never lowered (built by
+    hand from an IR) lowers into it after any number of new generations, and a lazy grammar
+    built on an old grammar gets that grammar's regexes rebuilt in the current generation."""
+    stale = Grammar(compile_lark('start: "abc" /[0-9]+/'))  # internal: never lowered
+    old = Grammar.from_lark('start: "call(" /[a-z]+/ ")"')
     rx.LIMITS["rotate_rx_nodes"] = 0
-    Grammar.from_regex("cut[0-9]now")
-    with pytest.raises(LexguideError, match="compile it again"):
-        stale.validate("abc")
+    serial = _core.generation().serial
+    for i in range(5):
+        Grammar.from_regex(f"cut{i}[0-9]now")
+    assert _core.generation().serial >= serial + 5
+    assert stale.validate("abc12") and not stale.validate("abc") and not stale.validate("abcx")
+    lazy = Grammar.from_lazy(old, ["call("])
+    assert lazy.validate("say call(xyz)") and not lazy.validate("say call(XYZ)")
+    assert not lazy.validate("say call(xyz")
 
 
 def base_nodes_survive_a_new_generation() -> None:
@@ -223,7 +236,7 @@ SCENARIOS = [
     grammars_compiled_before_a_cut_keep_working,
     masks_after_cuts_equal_brute_force_on_random_grammars,
     the_stores_stay_bounded_and_old_generations_are_freed,
-    a_grammar_not_lowered_before_a_cut_says_so,
+    grammars_of_an_old_generation_lower_and_build_on_later,
 ]
 
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "engine/limits.h"
 
@@ -435,6 +436,48 @@ NodeId RegexStore::literal(const uint8_t* data, size_t n) {
     res = concat2(bytes(one), res);
   }
   return res;
+}
+
+std::vector<NodeId> RegexStore::copy_from(const RegexStore& from, const std::vector<NodeId>& roots) {
+  std::unordered_map<NodeId, NodeId> done;
+  std::vector<std::pair<NodeId, bool>> stack;  // (node of `from`, children done)
+  std::vector<NodeId> kids;
+  for (NodeId root : roots) {
+    if (root >= from.nodes_.size()) throw std::out_of_range("unknown regex node");
+    stack.emplace_back(root, false);
+    while (!stack.empty()) {
+      auto [x, expanded] = stack.back();
+      stack.pop_back();
+      if (done.count(x)) continue;
+      const Node& nd = from.nodes_[x];
+      const uint32_t* a = from.args(x);
+      const uint32_t nk = nd.kind == K_BYTES ? 0 : nd.kind == K_REPEAT ? 1 : nd.n;
+      if (!expanded) {
+        stack.emplace_back(x, true);
+        for (uint32_t i = 0; i < nk; i++)
+          if (!done.count(a[i])) stack.emplace_back(a[i], false);
+        continue;
+      }
+      kids.clear();
+      for (uint32_t i = 0; i < nk; i++) kids.push_back(done.at(a[i]));
+      NodeId y;
+      switch (nd.kind) {
+        case K_NOTHING: y = NOTHING; break;
+        case K_EPS: y = EPSILON; break;
+        case K_BYTES: y = bytes(from.bytes_of(x)); break;
+        case K_CONCAT: y = concat2(kids[0], kids[1]); break;
+        case K_ALT: y = alt(kids); break;
+        case K_AND: y = intersect(kids); break;
+        case K_NOT: y = complement(kids[0]); break;
+        case K_STAR: y = star(kids[0]); break;
+        default: y = repeat(kids[0], a[1], a[2]); break;
+      }
+      done.emplace(x, y);
+    }
+  }
+  std::vector<NodeId> out;
+  for (NodeId root : roots) out.push_back(done.at(root));
+  return out;
 }
 
 bool RegexStore::matches(NodeId x, const uint8_t* data, size_t n) {

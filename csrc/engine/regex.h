@@ -81,6 +81,10 @@ class RegexStore {
   NodeId repeat_checked(NodeId x, uint32_t lo, uint32_t hi);
   // exactly the byte string data[0..n) (a chain of one-byte heads)
   NodeId literal(const uint8_t* data, size_t n);
+  // The nodes `roots` of another store, rebuilt here (same languages, this store's ids): a
+  // grammar of an older generation reused in a new compile.
+  std::vector<NodeId> copy_from(const RegexStore& from, const std::vector<NodeId>& roots);
+
   // queries
   bool nullable(NodeId x) const { return nodes_[x].null; }
   bool has_boolean(NodeId x) const { return nodes_[x].boolean; }

@@ -153,7 +153,7 @@ def captures(lp: LexParser, data: bytes, pieces: Sequence[Piece], final: bool) -
         if lx.capture is None and lx.stop_capture is None:
             continue
         sp = spans[k]
-        value, tail = lx.split_tail(data[sp.start : sp.end])
+        value, tail = lx.split_tail(data[sp.start : sp.end], lp.store)
         if lx.capture is not None:
             out.append((sp.start + len(value), sp.start, lx.capture, value))
         if lx.stop_capture is not None:

@@ -13,14 +13,14 @@ import lexguide.jsonschema  # noqa: F401  (registers the %json / from_json_schem
 from lexguide.engine.captures import captures
 from lexguide.engine.lexparser import LexParser
 from lexguide.engine.unique_items import EMPTY, UniqueItems
-from lexguide.errors import LexguideError, RegexError, SchemaError
+from lexguide.errors import RegexError, SchemaError
 from lexguide.grammar.gbnf import compile_gbnf
 from lexguide.grammar.ir import CompileNote, GrammarBuilder, GrammarIR, json_schema_compiler
 from lexguide.grammar.lark import compile_grammar_list, compile_lark
 from lexguide.grammar.lazy import compile_lazy
 from lexguide.grammar.structural_tag import compile_structural_tag, compile_text_grammar
 from lexguide.regex.nodes import building as rx_building
-from lexguide.regex.nodes import generation as rx_generation
+from lexguide.regex.nodes import store as rx_store
 from lexguide.regex.syntax import parse_regex
 
 __all__ = ["Grammar"]
@@ -95,8 +95,8 @@ class _GcPaused:
 
 
 def _build_and_lower(build, cls, args, kwargs) -> Grammar:
-    """Compile and lower into the core in one ``building()`` scope: the regex store is never
-    cut back between the two (lexguide.regex.nodes). The cyclic garbage collector pauses
+    """Compile and lower into the core in one ``building()`` scope: no new generation starts
+    between the two (lexguide.regex.nodes). The cyclic garbage collector pauses
     meanwhile (:class:`_GcPaused`)."""
     with _GcPaused(), rx_building():
         grammar = build(cls, *args, **kwargs)
@@ -111,13 +111,13 @@ class Grammar:
     by any number of matchers and threads; its parser tables are built lazily and cached.
     """
 
-    __slots__ = ("_lexparser", "_rx_generation", "ir", "source")
+    __slots__ = ("_lexparser", "_store", "ir", "source")
 
     def __init__(self, ir: GrammarIR, source: str = "") -> None:
         self.ir = ir
         self.source = source
         self._lexparser = None
-        self._rx_generation = rx_generation()
+        self._store = rx_store()  # the generation its regexes live in (kept alive with it)
 
     # -- constructors ---------------------------------------------------------------------
     @classmethod
@@ -209,11 +209,8 @@ class Grammar:
         hands the grammar an unbounded text, or a grammar that cannot start with a trigger.
         """
         if isinstance(grammar, Grammar):
-            if grammar._rx_generation != rx_generation():
-                raise LexguideError("this grammar was compiled before the regex store was cut "
-                                    "back; compile it again with a Grammar.from_* call")
-            return _build_and_lower(lambda c, ir: c(compile_lazy(ir, triggers), "lazy"), cls,
-                                    (grammar.ir,), {})
+            return _build_and_lower(lambda c, g: c(compile_lazy(g._current_ir(), triggers), "lazy"),
+                                    cls, (grammar,), {})
         if not isinstance(grammar, str):
             raise TypeError("grammar must be a Grammar or grammar text")
         return cls._from_lazy_text(grammar, triggers)
@@ -246,11 +243,13 @@ class Grammar:
     def lexparser(self):
         """The shared lexer/parser (built on first use)."""
         if self._lexparser is None:
-            if self._rx_generation != rx_generation():
-                raise LexguideError("this grammar was compiled before the regex store was cut back "
-                                    "and never lowered; compile it again with a Grammar.from_* call")
-            self._lexparser = LexParser(self.ir)
+            self._lexparser = LexParser(self.ir, self._store)  # into its own generation
         return self._lexparser
+
+    def _current_ir(self) -> GrammarIR:
+        """The IR with its regexes in the current generation (rebuilt there when the grammar
+        is of an older one), for a compile that builds on it."""
+        return self.ir if self._store is rx_store() else self.ir.rebased(self._store)
 
     def validate(self, text: str | bytes) -> bool:
         """Whether the whole of ``text`` (UTF-8 bytes) is a sentence of the grammar (with

@@ -146,16 +146,17 @@ class _ParserView:
 class LexParser:
     """Byte-level acceptance for one grammar; shared (thread-safe) by every matcher.
 
-    Lowers ``ir`` into the core at construction (the rules; the lexemes' regexes are in the
-    current generation's store already). Raises ``LimitExceeded`` when a core bound is hit.
+    Lowers ``ir`` into the core at construction (the rules; the lexemes' regexes are nodes of
+    ``store``, the generation the IR was built in, already; default the current one). Raises ``LimitExceeded`` when a core bound is hit.
     """
 
-    def __init__(self, ir: GrammarIR) -> None:
+    def __init__(self, ir: GrammarIR, store: _core.Generation | None = None) -> None:
         self.ir = ir
         n = len(ir.lexemes)
         self.n_lexemes = n
         rxs = [lx.rx for lx in ir.lexemes] + [s for s in ir.skips if s is not None]
-        gen, ids = rx.store(), rxs  # the regexes are nodes of the current generation's store
+        # the regexes are nodes of `store` (the grammar's generation; default the current one)
+        gen, ids = store or rx.store(), rxs
         lexemes = [
             (ids[i], lx.lexeme_class, lx.lazy, -1 if lx.max_tokens is None else lx.max_tokens,
              lx.token_set is not None, lx.token_set is not None and lx.token_set.eos)
@@ -164,6 +165,8 @@ class LexParser:
         skip_ids = iter(ids[n:])
         skips = [next(skip_ids) if s is not None else -1 for s in ir.skips]
         rules = ir.rules
+        #: the generation (regex store and lexer DFA) the grammar was lowered into
+        self.store = gen
         self._core = _core.LexParser(
             gen,
             len(ir.nonterminals), ir.start, rules,

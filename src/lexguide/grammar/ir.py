@@ -125,25 +125,29 @@ class Lexeme:
     stop_capture: str | None = None
     unique_item: bool = False
 
-    def split_stop(self, data: bytes) -> tuple[bytes, bytes]:
+    def split_stop(self, data: bytes, store=None) -> tuple[bytes, bytes]:
         """``(visible, hidden)`` bytes of one match ``data`` of this lexeme.
 
         For a ``stop=`` lexeme, ``hidden`` is the longest suffix of ``data`` matching the stop
         regex whose remaining prefix matches the body; otherwise (or when no split exists)
-        ``hidden`` is empty. Pure; costs O(len(data)^2) regex steps.
+        ``hidden`` is empty. Pure; costs O(len(data)^2) regex steps. ``store``: the generation
+        the lexeme's regexes live in (a lowered grammar's, ``LexParser.store``; default the
+        current one).
         """
         if self.stop_rx is None:
             return data, b""
-        return self.split_tail(data)
+        return self.split_tail(data, store)
 
-    def split_tail(self, data: bytes) -> tuple[bytes, bytes]:
+    def split_tail(self, data: bytes, store=None) -> tuple[bytes, bytes]:
         """``(value, tail)`` of one match ``data``: the tail is the ``stop=``/``suffix=`` text
-        (the longest suffix matching it whose prefix matches the body; empty if none)."""
+        (the longest suffix matching it whose prefix matches the body; empty if none).
+        ``store`` as for :meth:`split_stop`."""
         tail_rx = self.stop_rx if self.stop_rx is not None else self.suffix_rx
         if tail_rx is None or self.body_rx is None:
             return data, b""
+        matches = (store or rx.store()).matches
         for k in range(len(data) + 1):
-            if rx.matches(tail_rx, data[k:]) and rx.matches(self.body_rx, data[:k]):
+            if matches(tail_rx, data[k:]) and matches(self.body_rx, data[:k]):
                 return data[:k], data[k:]
         return data, b""
 
@@ -223,6 +227,19 @@ class GrammarIR:
     def bounded_unique_items(self) -> bool:
         """Whether a lexeme marked ``unique_item`` has a bounded length (``maxLength``)."""
         return any(lx.unique_item and lx.name == UNIQUE_BOUNDED_ITEM_NAME for lx in self.lexemes)
+
+    def rebased(self, source) -> GrammarIR:
+        """This IR with its regexes, nodes of generation ``source`` (a ``_core.Generation``),
+        rebuilt in the current one: a grammar of an older generation reused in a new compile."""
+        fields = ("rx", "stop_rx", "body_rx", "suffix_rx")
+        roots = [x for lx in self.lexemes for f in fields if (x := getattr(lx, f)) is not None]
+        roots += [s for s in self.skips if s is not None]
+        new = dict(zip(roots, rx.store().copy_nodes(source, roots)))
+        lexemes = tuple(
+            replace(lx, **{f: new[x] for f in fields if (x := getattr(lx, f)) is not None})
+            for lx in self.lexemes)
+        skips = tuple(None if s is None else new[s] for s in self.skips)
+        return replace(self, lexemes=lexemes, skips=skips)
 
     def symbol_name(self, sym: int) -> str:
         if is_lexeme(sym):
