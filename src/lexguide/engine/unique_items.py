@@ -48,18 +48,18 @@ without additional members whose last member ended, the bracket then being named
 that an indented layout puts into its closing lexeme): the matcher masks the tokens that leave
 such an item when its value is recorded (:meth:`UniqueItems._arrays_dead`), so no allowed token
 leads to a dead end. An object item in an array whose bracket is
-:data:`~lexguide.jsonschema.unique.UNIQUE_CLOSED_ARRAY_NAME` (an object without additional
-members can be an item) is decided by a look-ahead instead: :meth:`UniqueItems.closed_exhausted`
+:data:`~lexguide.jsonschema.unique.UNIQUE_FINITE_REST_ARRAY_NAME` (an item can be an object
+without additional members whose rest can be finite before its last member ends) is decided
+by a look-ahead instead: :meth:`UniqueItems.closed_exhausted`
 walks the bytes the parser allows from the state a token leads to until the item ends, and
 masks the token when every completion is recorded; a loop that changes the value (inside a
 string, around a member or an item, or a number gaining a digit 1-9) answers "a fresh value
 exists" at once. So the last member may be a number, a boolean or an enum, and a used-up finite
 rest is masked where it becomes finite (the quote that ends an ``id`` written with ``true`` and
-``false`` already, the ``0`` of an ``age`` when that object is recorded). Arrays whose items
-can be such objects (their bracket named
-:data:`~lexguide.jsonschema.unique.UNIQUE_FINITE_REST_ARRAY_NAME`) have every allowed token
-scanned inside an object item, outside a string that can grow; others only the tokens that can
-end an object's last member. Items from a finite set of strings (the bracket named
+``false`` already, the ``0`` of an ``age`` when that object is recorded). Inside an object item
+of such an array every allowed token is scanned, outside a string that can grow.
+
+Items from a finite set of strings (the bracket named
 :data:`~lexguide.jsonschema.unique.UNIQUE_STRINGS_ARRAY_NAME`) can run out: the matcher lists
 the strings an open item can still become from the lexer state (:meth:`UniqueItems._tails_of`)
 and masks the tokens after which all are recorded, and a ``,`` after which every string an item
@@ -399,7 +399,7 @@ class UniqueItems:
         if item is None or not values:
             return False
         first = item[0]
-        if self._closed and first == _BRACE:  # an object, maybe without more members
+        if self._lookahead and first == _BRACE:  # an object whose rest may be finite
             if after is None and before is not None:
                 after = self._lp.advance_bytes(before, data)
             return after is not None and self.closed_exhausted(a, after)
@@ -569,6 +569,8 @@ class UniqueItems:
                 del on_path[where]
 
         got = not walk(state, a, b"")
+        if len(self._walks) >= MAX_WALK:
+            self._walks.clear()  # keyed by the text of items: bounded, not kept forever
         self._walks[memo_key] = got
         return got
 
