@@ -540,6 +540,9 @@ def test_byte_walks_in_every_layout_never_stop_in_a_dead_end(schema, layout):
     ({"type": "integer"}, "A JSON array of the first six prime numbers: "),
     ({"type": "number"}, "A JSON array of six prices: "),
     (CLOSED_ITEM, "A JSON list of the same thing written three times: "),
+    # the look-ahead: a name repeated with every flag value must be respelled or extended
+    (CLOSED_FLAG_ITEM, "A JSON list of the same thing written three times: "),
+    (CLOSED_NUMBER_ITEM, "A JSON list of one person written three times: "),
 ])
 def test_smollm2_generates_distinct_items(smollm2_file, items, prompt):
     import lexguide
