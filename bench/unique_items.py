@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Mask cost of ``uniqueItems`` arrays kept distinct by the matcher (strings, integers,
-numbers, objects, objects without additional members ending in a string, a number or a
+integer ranges counted by the matcher (unique ports 1..65535, integers 1..300), numbers, objects, objects without additional members ending in a string, a number or a
 boolean, any values, an enum of 48 strings, arrays of arrays) against the same
 schemas without ``uniqueItems``, on the SmolLM2 vocabulary.
 
@@ -66,6 +66,10 @@ def _schemas(unique: bool) -> dict[str, dict]:
         "any values": {"type": "array", "items": {}, "uniqueItems": unique},
         "enum of 48 strings": {"type": "array", "uniqueItems": unique, "items": {
             "enum": [f"{w}{k}" for k in ("", "-x") for w in WORDS]}},
+        "unique ports": {"type": "array", "uniqueItems": unique, "items": {
+            "type": "integer", "minimum": 1, "maximum": 65535}},
+        "integers 1..300": {"type": "array", "uniqueItems": unique, "items": {
+            "type": "integer", "minimum": 1, "maximum": 300}},
         "integer arrays of arrays": {"type": "array", "uniqueItems": unique, "items": {
             "type": "array", "items": {"type": "integer"}, "uniqueItems": unique}},
     }
@@ -102,6 +106,12 @@ def _instance(name: str, n: int) -> str:
         value[:3] = [True, False, None]
     elif name == "enum of 48 strings":
         value = [f"{w}{k}" for k in ("", "-x") for w in WORDS]
+    elif name == "unique ports":
+        # a port then later the ports it prefixes (8, then 80, 800, 8000): the matcher counts
+        value = [*range(1, n // 2 + 1), *(300 * i + 1077 for i in range(n - n // 2))]
+    elif name == "integers 1..300":
+        # up to all 300 values (7 is coprime with 300): the range is used up towards the end
+        value = [(i * 7) % 300 + 1 for i in range(min(n, 300))]
     elif name == "integer arrays of arrays":
         value = [[j, 100 + i] for i in range(n // 10) for j in range(10)]
     elif name == "object, two arrays":

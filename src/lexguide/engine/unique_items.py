@@ -66,6 +66,13 @@ and masks the tokens after which all are recorded, and a ``,`` after which every
 can start is (:meth:`UniqueItems._strings_dead`); inside such an array every allowed token is
 scanned (the grammar allows few).
 
+Items from an integer range too large for the grammar (the bracket named
+:data:`~lexguide.jsonschema.unique.UNIQUE_INTEGERS_ARRAY_NAME`) can run out too: the matcher
+counts the completions of an open item over the lexer's automaton (:meth:`UniqueItems.number_count`)
+against the recorded values that complete it, and masks the tokens after which all completions
+are recorded, and a ``,`` after which no fresh item can start (:meth:`UniqueItems._integers_dead`);
+inside such an array every allowed token is scanned.
+
 Cost: nothing for grammars without marked lexemes (the matcher does not create a tracker). Else
 per consumed token, a scan of its bytes plus one parser query per ``"`` outside an item (and per
 ``[`` outside a string, for marked brackets; inside a marked array, a Python scan of every
@@ -96,6 +103,7 @@ from lexguide.jsonschema.unique import (
     UNIQUE_ARRAY_NAME,
     UNIQUE_CLOSED_ARRAY_NAME,
     UNIQUE_FINITE_REST_ARRAY_NAME,
+    UNIQUE_INTEGERS_ARRAY_NAME,
     UNIQUE_STRINGS_ARRAY_NAME,
 )
 
@@ -214,8 +222,9 @@ class UniqueItems:
     """The marked lexemes of one grammar and the scan over bytes. Shared; its caches (per
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
-    __slots__ = ("_brackets", "_closed", "_comps", "_counts", "_finite", "_items", "_lp",
-                 "_lookahead", "_nonzero", "_tails", "_walks", "bounded")
+    __slots__ = ("_brackets", "_closed", "_comps", "_counted", "_counts", "_finite", "_items",
+                 "_lp", "_lookahead", "_nonzero", "_number_counts", "_tails", "_walks",
+                 "bounded")
 
     def __init__(self, lp: LexParser, item_lexemes: frozenset[int], bounded: bool = False) -> None:
         self._lp = lp
@@ -223,7 +232,7 @@ class UniqueItems:
         #: marked opening brackets of arrays of any items; the rest are string item lexemes
         self._brackets = frozenset(i for i in item_lexemes if names[i] in (
             UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME, UNIQUE_FINITE_REST_ARRAY_NAME,
-            UNIQUE_STRINGS_ARRAY_NAME))
+            UNIQUE_STRINGS_ARRAY_NAME, UNIQUE_INTEGERS_ARRAY_NAME))
         self._items = item_lexemes - self._brackets
         #: some item can be an object without additional members: its value is fixed when
         #: only ``}`` can follow (:meth:`_arrays_dead`)
@@ -236,6 +245,10 @@ class UniqueItems:
         #: only recorded strings (:meth:`_strings_dead`)
         self._finite = any(names[i] == UNIQUE_STRINGS_ARRAY_NAME for i in self._brackets)
         self._tails: dict[int, tuple[bytes, ...] | None] = {}
+        #: some items come from a bounded integer range: a number item or a "," can leave
+        #: only recorded integers (:meth:`_integers_dead`, counting)
+        self._counted = any(names[i] == UNIQUE_INTEGERS_ARRAY_NAME for i in self._brackets)
+        self._number_counts: dict[int, int] = {}
         #: some marked item has a bounded length: an open item may run out of fresh values
         self.bounded = bounded
         self._counts: dict[int, int] = {}
@@ -392,6 +405,8 @@ class UniqueItems:
         frames = a.frames
         if self._finite and frames and self._strings_dead(a, after, before, data):
             return True
+        if self._counted and frames and self._integers_dead(a, after, before, data):
+            return True
         if not frames:
             return False
         d = _target(a)
@@ -449,19 +464,108 @@ class UniqueItems:
             return False
         if item is not None:
             return self._only_recorded(values, item, after.lexer_state)
-        lp = self._lp  # the states where an item can start: through whitespace
+        return self._no_fresh_start(after, b'"', lambda b, got: self._only_recorded(
+            values, b'"', got.lexer_state))
+
+    def _no_fresh_start(self, after: ParseState, firsts: bytes, used_up) -> bool:
+        """Whether every item that can start from ``after`` (through whitespace) with a byte
+        of ``firsts`` is used up: ``used_up(byte, parse state after it)``."""
+        lp = self._lp
         seen, todo = {after}, [after]
         while todo:
             st = todo.pop()
-            got = lp.advance_byte(st, _QUOTE)
-            if got is not None and not self._only_recorded(values, b'"', got.lexer_state):
-                return False
+            for b in firsts:
+                got = lp.advance_byte(st, b)
+                if got is not None and not used_up(b, got):
+                    return False
             for b in _WHITESPACE:
                 nxt = lp.advance_byte(st, b)
                 if nxt is not None and nxt not in seen and len(seen) < 256:
                     seen.add(nxt)
                     todo.append(nxt)
         return True
+
+    def _integers_dead(self, a: Arrays, after: ParseState | None, before: ParseState | None,
+                       data: bytes) -> bool:
+        """Whether the innermost marked array is left with a number item, or a required item
+        after a ``,``, that can only be a recorded integer, decided by counting: the number of
+        byte strings the lexer accepts from the item's state (:meth:`number_count`, over the
+        bytes of JSON numbers) against the recorded values whose spelling as a decimal integer
+        extends the item and which the lexer accepts from there. Those are distinct
+        completions, so when there are no fewer of them than completions counted, every
+        completion is recorded: the answer True is exact whatever the grammar spells (more
+        spellings than values only make it say False). For the integer ranges of
+        :func:`lexguide.jsonschema.unique.integer_range_problem` each value has one spelling,
+        so it says True whenever every completion is recorded."""
+        values, item, level, need = a.frames[-1]
+        if level or not values or a.in_str or not (item is not None or need):
+            return False
+        if item is not None and item.strip(b"-0123456789"):
+            return False  # not an integer so far
+        if after is None and before is not None:
+            after = self._lp.advance_bytes(before, data)
+        if after is None:
+            return False
+        if item is not None:
+            return self._integer_used_up(values, item, after)
+        return self._no_fresh_start(after, b"-0123456789", lambda b, got: self._integer_used_up(
+            values, bytes((b,)), got))
+
+    def _integer_used_up(self, values: frozenset, item: bytes, after: ParseState) -> bool:
+        """Whether every completion of the open number ``item`` (the parse state ``after``
+        it) is a recorded value: the lexeme already ended (its value then fixed), or no more
+        completions counted than recorded integers completing it."""
+        if not after.pending:
+            try:
+                return value_key(item) in values
+            except ValueError:
+                return False
+        lstate = after.lexer_state
+        count = self.number_count(lstate)
+        if count >= PLENTY or count > len(values):
+            return False
+        lexer = self._lp.lexer
+        prefix = item.decode()
+        found = 0
+        for v in values:
+            if not (isinstance(v, tuple) and v[0] == "n"):
+                continue
+            text = "0" if v == _ZERO else ("-" if v[1] else "") + v[2] + "0" * v[3] \
+                if v[3] >= 0 else None
+            if text is None or not text.startswith(prefix):
+                continue
+            ls = lstate
+            for c in text[len(prefix):].encode():
+                ls = lexer.next(ls, c)
+                if ls == 0:
+                    break
+            if ls != 0 and lexer.accepting(ls):
+                found += 1
+        return found >= count
+
+    def number_count(self, lstate: int, busy: set[int] | None = None) -> int:
+        """How many byte strings of the bytes of JSON numbers take the lexer from ``lstate``
+        to the end of its lexeme (the empty one when it can end there), or :data:`PLENTY`
+        when there are at least that many (or infinitely many: a cycle). Memoised per lexer
+        state."""
+        got = self._number_counts.get(lstate)
+        if got is not None:
+            return got
+        busy = set() if busy is None else busy
+        busy.add(lstate)
+        lexer = self._lp.lexer
+        total = 1 if lexer.accepting(lstate) else 0
+        for c in b"-+.0123456789eE":
+            nxt = lexer.next(lstate, c)
+            if nxt == 0:
+                continue
+            total += PLENTY if nxt in busy else self.number_count(nxt, busy)
+            if total >= PLENTY:
+                total = PLENTY
+                break
+        busy.discard(lstate)
+        self._number_counts[lstate] = total
+        return total
 
     def _only_recorded(self, values: frozenset, item: bytes, lstate: int) -> bool:
         """Whether every completion of the open string ``item`` from lexer state ``lstate`` is
@@ -792,7 +896,9 @@ class UniqueItems:
             closing = self._closed and level >= 1 and item is not None and item[0] == _BRACE \
                 and not (a.in_str and _in_key(item))
             target = a.frames[_target(a)].item
-            if self._finite and level == 0:  # a finite set of strings: few tokens allowed
+            if (self._finite or self._counted) and level == 0:
+                # a finite set of strings, or an integer range: any token may leave only
+                # recorded values
                 words = np.full_like(mask, 0xFFFFFFFF)
             elif self._lookahead and target is not None and target[0] == _BRACE and not (
                     a.in_str and not a.esc and self._string_loops(state.lexer_state)):

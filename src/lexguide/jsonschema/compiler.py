@@ -54,6 +54,7 @@ from lexguide.jsonschema.unique import (
     UNIQUE_ARRAY_NAME,
     UNIQUE_CLOSED_ARRAY_NAME,
     UNIQUE_FINITE_REST_ARRAY_NAME,
+    UNIQUE_INTEGERS_ARRAY_NAME,
     UNIQUE_STRINGS_ARRAY_NAME,
     closed_objects,
     deref,
@@ -61,6 +62,7 @@ from lexguide.jsonschema.unique import (
     finite_rests,
     finite_strings_problem,
     finite_values,
+    integer_range_problem,
     matcher_items_problem,
     tracked_items_problem,
     union_problem,
@@ -77,6 +79,7 @@ _ANY_BYTES = rx.star(rx.byte_range(0, 255))
 #: the bytes of an opening bracket's layout (ASCII): a third node with its language
 _ASCII_BYTES = rx.star(rx.byte_range(0, 0x7F))
 _SOME_BYTES = rx.alt(_ANY_BYTES, rx.literal(b"\0"))  # all bytes again, as another node
+_MORE_BYTES = rx.alt(_ANY_BYTES, rx.literal(b"\1"))  # and again
 # distinct sets of patternProperties that keys of one object can match (each needs a rule)
 MAX_PATTERN_REGIONS = 64
 # regex node ids are hash-consed, so this cache is valid across grammars until the store is cut
@@ -463,6 +466,15 @@ class SchemaCompiler:
                     rx.intersect(opener, _SOME_BYTES), UNIQUE_STRINGS_ARRAY_NAME,
                     lexeme_class=self.cls, unique_item=True))
             problem = strings
+        if problem is not None:  # an integer range, counted by the matcher
+            counted = integer_range_problem(s, self.schemas.resolve)
+            if counted is None:
+                opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
+                return _Tracked(self.b.lexeme(  # a node of its own: see the closed objects'
+                    rx.intersect(opener, _MORE_BYTES), UNIQUE_INTEGERS_ARRAY_NAME,
+                    lexeme_class=self.cls, unique_item=True))
+            if counted.startswith("minItems"):
+                problem = counted
         if problem is not None:
             if self.lenient:
                 self.schemas.note(at, "uniqueItems", f"not enforced: {problem} (lenient)")

@@ -95,6 +95,18 @@ same way, its bracket named :data:`UNIQUE_STRINGS_ARRAY_NAME`: the matcher reads
 open item can still become off the lexer (memoised per lexer state) and masks the tokens after
 which all of them are recorded, and the ``,`` after which every string an item can start is.
 
+An integer range too large for the grammar (``{"type": "integer", "minimum": 1, "maximum":
+65535}``, no ``multipleOf`` or ``not``: :func:`integer_range_problem`) is kept distinct by
+counting, its bracket named :data:`UNIQUE_INTEGERS_ARRAY_NAME`. The grammar spells each of its
+values one way (decimal digits, no fraction, exponent, leading zero or ``-0``), so the byte
+strings that complete an open item from its lexer state are its values; the matcher counts them
+(saturating at :data:`MAX_BOUNDED_ITEMS`) and masks a token after which no more of them are
+counted than recorded values complete the item, and a ``,`` after which no item can start with
+a fresh value (:meth:`lexguide.engine.unique_items.UniqueItems._integers_dead`). A count that
+saturates exceeds the recorded values (fewer than ``maxItems`` or than the range's size, one of
+them below :data:`MAX_BOUNDED_ITEMS`), and ``minItems`` is at most the range's size, so every
+state an allowed token reaches has a fresh completion.
+
 Anything else is not enforceable here: :func:`unique_items_problem` and
 :func:`tracked_items_problem` say why, and the compiler raises a
 :class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``.
@@ -126,8 +138,8 @@ from lexguide.regex import nodes as rx
 
 __all__ = ["MAX_BOUNDED_ITEMS", "MAX_CLOSED_VALUES", "MAX_FINITE_STRINGS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES",
            "MAX_UNIQUE_RULES", "UNIQUE_ARRAY_NAME", "UNIQUE_CLOSED_ARRAY_NAME",
-           "UNIQUE_FINITE_REST_ARRAY_NAME", "UNIQUE_STRINGS_ARRAY_NAME", "closed_objects", "deref", "distinct_subsets",
-           "finite_rests", "finite_strings_problem", "finite_values", "matcher_items_problem", "regex_open",
+           "UNIQUE_FINITE_REST_ARRAY_NAME", "UNIQUE_INTEGERS_ARRAY_NAME", "UNIQUE_STRINGS_ARRAY_NAME", "closed_objects", "deref", "distinct_subsets",
+           "finite_rests", "finite_strings_problem", "finite_values", "integer_range_problem", "matcher_items_problem", "regex_open",
            "tracked", "tracked_items_problem", "union_problem", "unique_items_problem",
            "unique_rule_count"]
 
@@ -142,6 +154,9 @@ UNIQUE_FINITE_REST_ARRAY_NAME = "[<uniqueItems, closed objects with a finite res
 #: the same, for items from a finite set of strings too large for the grammar
 #: (:func:`finite_strings_problem`)
 UNIQUE_STRINGS_ARRAY_NAME = "[<uniqueItems, finite strings>"
+#: the same, for items from an integer range too large for the grammar
+#: (:func:`integer_range_problem`: the matcher counts the completions of an open item)
+UNIQUE_INTEGERS_ARRAY_NAME = "[<uniqueItems, integer range>"
 #: Largest integer range (``maximum - minimum + 1``) read as a finite set of values.
 MAX_FINITE_VALUES = 256
 #: Most strings of a finite set of item strings the matcher keeps distinct
@@ -343,11 +358,12 @@ def tracked(s: ArraySchema, resolve: Callable[[str], Schema],
         return False
     if not isinstance(values, str) and not s.prefix:  # a finite set of strings, or nothing
         return all(key[0] == "str" for key, _ in values) and \
-            finite_strings_problem(s, values) is None
+            finite_strings_problem(s, values) is None or integer_range_problem(s, resolve) is None
     items = deref(s.items, resolve)
     if isinstance(items, StringSchema) and matcher_items_problem(s, resolve) is None:
         return False
-    return tracked_items_problem(s, resolve, string_rx) is None
+    return tracked_items_problem(s, resolve, string_rx) is None or \
+        integer_range_problem(s, resolve) is None
 
 
 #: derivative states :func:`regex_open` explores before it gives up (answers False)
@@ -560,6 +576,36 @@ def finite_strings_problem(s: ArraySchema, values: list | str,
                 "distinct this way)")
     if s.min_items > len(values):
         return f"minItems {s.min_items} needs more than the {len(values)} strings the items allow"
+    return None
+
+
+def integer_range_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> str | None:
+    """Why the matcher cannot keep distinct the items of ``s`` as integers of a bounded range
+    by counting (None: it can). The items must be ``{"type": "integer"}`` with a finite
+    ``minimum`` and ``maximum`` and nothing else (no ``multipleOf``, no ``not``), so that the
+    grammar spells each value one way (decimal digits, no fraction, exponent, leading zero
+    or ``-0``); at least ``minItems`` values; fewer than :data:`MAX_BOUNDED_ITEMS` values or
+    ``maxItems`` (so a count that saturates there always exceeds the recorded values). Pure."""
+    if s.prefix or s.contains is not None:
+        return "uniqueItems with prefixItems or contains is not supported"
+    n = deref(s.items, resolve)
+    if not (isinstance(n, NumberSchema) and n.integer and n.minimum is not None
+            and n.maximum is not None):
+        return "the items are not an integer range"
+    if n.multiple_of is not None or n.not_multiples or n.non_integer:
+        return "the items are an integer range with multipleOf or not"
+    first = int(n.minimum.to_integral_value(rounding="ROUND_CEILING"))
+    last = int(n.maximum.to_integral_value(rounding="ROUND_FLOOR"))
+    first += n.exclusive_minimum and first == n.minimum
+    last -= n.exclusive_maximum and last == n.maximum
+    size = last - first + 1
+    if size < 1:
+        return "the items are an empty integer range"
+    if s.min_items > size:
+        return f"minItems {s.min_items} needs more than the {size} integers the items allow"
+    if size >= MAX_BOUNDED_ITEMS and (s.max_items is None or s.max_items >= MAX_BOUNDED_ITEMS):
+        return (f"the items are an integer range of {size} values in an array without a "
+                f"maxItems below {MAX_BOUNDED_ITEMS}")
     return None
 
 

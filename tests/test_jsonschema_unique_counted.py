@@ -1,0 +1,233 @@
+"""``uniqueItems`` of integers from a bounded range too large for the grammar: kept distinct by
+the matcher, which counts the completions of an open item (``lexguide.engine.unique_items``,
+``UniqueItems._integers_dead``) and masks the tokens after which every completion is recorded,
+and a ``,`` after which no fresh integer is left.
+
+Oracles: an exact completability test for arrays of distinct integers of a range (each value
+has one spelling: decimal digits), the ``jsonschema`` validator for whole texts, random walks
+for dead ends.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+jsonschema = pytest.importorskip("jsonschema")
+
+from test_jsonschema_unique_any import _allowed, _valid
+from test_jsonschema_unique_values import _byte_walk
+
+from lexguide.engine import Matcher, TokenizerInfo
+from lexguide.engine.grammar import Grammar
+from lexguide.errors import SchemaError
+from lexguide.jsonschema.unique import UNIQUE_INTEGERS_ARRAY_NAME
+
+
+def ints(lo: int, hi: int, **kw) -> dict:
+    return {"type": "array", "items": {"type": "integer", "minimum": lo, "maximum": hi},
+            "uniqueItems": True, **kw}
+
+
+BYTES = [bytes([b]) for b in range(256)] + [b""]
+B_INFO = TokenizerInfo.from_token_bytes(BYTES, [256])
+
+
+def _write(g: Grammar, items: list[int], info=B_INFO) -> Matcher:
+    m = Matcher(g, info)
+    text = json.dumps(items, separators=(",", ":")).encode()[:-1]
+    for b in text:
+        m.consume(b)
+    return m
+
+
+def _bytes_allowed(m: Matcher) -> set[bytes]:
+    """The one-byte tokens allowed, whitespace aside."""
+    return {BYTES[t] for t in _allowed(m.compute_mask(), len(BYTES))} - {b" ", b"\n", b"\r",
+                                                                         b"\t"}
+
+
+@pytest.mark.parametrize("schema", [
+    ints(1, 65535), ints(1, 300), ints(-3, 12), ints(0, 100, minItems=101),
+    {"type": "array", "items": {"type": "integer", "minimum": 0, "exclusiveMaximum": 1000},
+     "uniqueItems": True},
+])
+def test_integer_ranges_compile_with_a_counted_bracket(schema):
+    g = Grammar.from_json_schema(schema)
+    assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [
+        UNIQUE_INTEGERS_ARRAY_NAME]
+    n = schema.get("minItems", 3)
+    lo = schema["items"]["minimum"]
+    assert g.validate(json.dumps(list(range(lo, lo + n))))
+    assert not g.validate(json.dumps([*range(lo, lo + n - 1), lo]))
+
+
+@pytest.mark.parametrize("items, why", [
+    ({"type": "integer", "minimum": 1, "maximum": 300, "multipleOf": 3}, "uniqueItems"),
+    ({"type": "number", "minimum": 0, "maximum": 1}, "uniqueItems"),
+])
+def test_ranges_not_counted_stay_a_located_error(items, why):
+    with pytest.raises(SchemaError, match=why):
+        Grammar.from_json_schema({"type": "array", "items": items, "uniqueItems": True})
+    with pytest.raises(SchemaError, match="minItems 302"):
+        Grammar.from_json_schema(ints(1, 300, minItems=302))
+
+
+def test_the_range_is_spelled_one_way():
+    # the count is of spellings: each value must have exactly one for it to count values
+    g = Grammar.from_json_schema({"type": "array", "items": {"type": "integer", "minimum": -5,
+                                                            "maximum": 300}})
+    for text in ("[1.0]", "[-0]", "[1e0]", "[01]", "[1E0]", "[301]", "[-6]"):
+        assert not g.validate(text), text
+    assert g.validate("[-5,0,300]")
+
+
+def test_a_near_exhausted_range_leaves_only_its_fresh_values():
+    g = Grammar.from_json_schema(ints(1, 300))
+    left = [v for v in range(1, 301) if v not in (7, 250)]
+    m = _write(g, left)
+    assert _bytes_allowed(m) == {b",", b"]"}
+    m.consume(ord(","))
+    assert _bytes_allowed(m) == {b"2", b"7"}  # 1..., 3..., 4..., all written
+    m.consume(ord("2"))
+    assert _bytes_allowed(m) == {b"5"}  # 2, 2x and 2xx written but for 250
+    m.consume(ord("5"))
+    assert _bytes_allowed(m) == {b"0"}
+    m.consume(ord("0"))
+    assert _bytes_allowed(m) == {b",", b"]"}
+    m.consume(ord(","))
+    assert _bytes_allowed(m) == {b"7"}
+    m.consume(ord("7"))
+    assert _bytes_allowed(m) == {b"]"}  # all 300 written: no "," and no more digits
+    m.consume(ord("]"))
+    assert m.is_accepting()
+
+
+def test_unique_ports_mask_a_used_up_prefix():
+    g = Grammar.from_json_schema(ints(1, 65535))
+    m = _write(g, [65535, 6553, 65530, 65531, 65532, 65533])
+    m.consume_tokens(b",6553")
+    assert _bytes_allowed(m) == {b"4"}  # 6553, 65530..65533 and 65535 written
+    m = _write(g, [1, 2])
+    m.consume_tokens(b",")
+    assert {b"1", b"2", b"3", b"9"} <= _bytes_allowed(m)  # 10, 20, ... are fresh
+
+
+def test_the_boundary_of_a_small_range():
+    # minItems equal to the range's size: every value must be written, in any order
+    schema = ints(0, 3, minItems=4)
+    g = Grammar.from_json_schema(schema)
+    m = _write(g, [3, 0, 2])
+    m.consume(ord(","))
+    assert _bytes_allowed(m) == {b"1"}
+    # a range of 20 values, all needed (counted by the matcher, not built by the grammar)
+    schema = ints(-3, 16, minItems=20)
+    g = Grammar.from_json_schema(schema)
+    assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [
+        UNIQUE_INTEGERS_ARRAY_NAME]
+    m = _write(g, [v for v in range(-3, 17) if v != -2])
+    assert _bytes_allowed(m) == {b","}  # 19 items < minItems 20
+    m.consume(ord(","))
+    assert _bytes_allowed(m) == {b"-"}
+    m.consume(ord("-"))
+    assert _bytes_allowed(m) == {b"2"}
+
+
+def _completable(prefix: bytes, lo: int, hi: int, min_items: int) -> bool:
+    """Exact: whether ``prefix`` (compact JSON) extends to an array of at least ``min_items``
+    distinct integers of ``lo..hi``, each written as decimal digits."""
+    text = prefix.decode()
+    if not text.startswith("["):
+        return False
+    body = text[1:]
+    domain = {str(v): v for v in range(lo, hi + 1)}
+    if "]" in body:
+        items = body[:-1].split(",") if body != "]" else []
+        return body.index("]") == len(body) - 1 and all(p in domain for p in items) and \
+            len(set(items)) == len(items) >= min_items
+    parts = body.split(",")
+    done, cur = parts[:-1], parts[-1]
+    if any(p not in domain for p in done) or len(set(done)) < len(done):
+        return False
+    fresh = [s for s in domain if s not in done]
+    if body == "":
+        return min_items == 0 or len(fresh) >= min_items
+    need = max(1, min_items - len(done))
+    return any(s.startswith(cur) for s in fresh) and len(fresh) >= need
+
+
+VOCAB = [b"[", b"]", b",", b"-", *(bytes([c]) for c in b"0123456789"), b"1,", b"12", b"0]",
+         b"10", b"2,1", b",1", b"3]", b"-1", b"16", b""]
+V_INFO = TokenizerInfo.from_token_bytes(VOCAB, [len(VOCAB) - 1])
+
+
+@pytest.mark.parametrize("lo, hi, min_items", [(-3, 16, 0), (-3, 16, 20), (0, 40, 12),
+                                               (5, 30, 26)])
+def test_masks_equal_the_exact_oracle(lo, hi, min_items):
+    schema = ints(lo, hi, minItems=min_items)
+    g = Grammar.from_json_schema(schema)
+    eos = len(VOCAB) - 1
+    masked = 0
+    for seed in range(4):
+        rng = random.Random(seed)
+        m = Matcher(g, V_INFO)
+        out = b""
+        for _ in range(200):
+            got = _allowed(m.compute_mask(), len(VOCAB))
+            want = {t for t, tb in enumerate(VOCAB) if t != eos and
+                    _completable(out + tb, lo, hi, min_items)}
+            if g.validate(out) and _valid(schema, out):
+                want.add(eos)
+            grammar_ok = {t for t, tb in enumerate(VOCAB[:-1])
+                          if g.lexparser.advance_bytes(g.lexparser.initial, out + tb)}
+            masked += bool(grammar_ok - want)
+            assert got == want, (out, sorted(VOCAB[t] for t in got ^ want))
+            choices = [t for t in got if t != eos]
+            if not choices:
+                assert eos in got
+                break
+            going = [t for t in choices if b"]" not in VOCAB[t]]  # fill the range first
+            t = rng.choice(going if going and rng.random() < 0.97 else choices)
+            m.consume(t)
+            out += VOCAB[t]
+    assert masked >= 5  # the counting was needed
+
+
+@pytest.mark.parametrize("layout", [{}, {"whitespace": "flexible"}, {"indent": 2}])
+@pytest.mark.parametrize("schema", [ints(1, 300, minItems=40), ints(-3, 16, minItems=20),
+                                    ints(0, 3, minItems=4), ints(1, 65535, minItems=30)])
+def test_byte_walks_never_stop_in_a_dead_end(schema, layout):
+    g = Grammar.from_json_schema(schema, **layout)
+    rng = random.Random(3)
+    # _byte_walk asserts a non-empty mask at every step
+    done = [out for out in (_byte_walk(g, rng, b"-0123456789,") for _ in range(8))
+            if out is not None]
+    assert len(done) >= 4
+    for out in done:
+        assert _valid(schema, out) is True, out
+
+
+@pytest.mark.parametrize("schema", [ints(-3, 300), ints(1, 65535, minItems=2)])
+def test_validate_agrees_with_jsonschema(schema):
+    g = Grammar.from_json_schema(schema)
+    rng = random.Random(7)
+    n_valid = n_invalid = 0
+    for _ in range(300):
+        items = [rng.choice((rng.randint(-5, 305), rng.randint(0, 70000), rng.randint(-3, 12)))
+                 for _ in range(rng.randint(0, 8))]
+        if items and rng.random() < 0.4:
+            items.append(rng.choice(items))  # a duplicate
+        text = json.dumps(items, separators=(",", ":"))
+        want = _valid(schema, text)
+        assert g.validate(text) == want, text
+        n_valid += want
+        n_invalid += not want
+    assert n_valid >= 20 and n_invalid >= 20
+
+
+def test_a_union_with_an_array_that_can_run_out_is_an_error():
+    with pytest.raises(SchemaError, match="union"):
+        Grammar.from_json_schema({"anyOf": [ints(1, 300), {"type": "array", "items": {
+            "type": "boolean"}}]})
