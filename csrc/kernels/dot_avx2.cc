@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "kernels/dot.h"
+#include "kernels/unpack.h"
 
 namespace lexguide::kernels {
 
@@ -411,18 +412,7 @@ struct Unpack6_K {
   static constexpr int kShift = 5;  // × 32
   static void unpack(const Block& b, __m256i* q, __m256i* scale, __m256i& corr, float& d,
                      float& dc) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
-    for (int h = 0; h < 2; ++h) {  // group 4h + k: elements 128h + 32k .. +32, unsigned 0..63
-      const __m256i A = load32(b.ql + 64 * h), B = load32(b.ql + 64 * h + 32);
-      const __m256i H = load32(b.qh + 32 * h);
-      const __m256i lows[4] = {_mm256_and_si256(A, low4), _mm256_and_si256(B, low4),
-                               _mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
-                               _mm256_and_si256(_mm256_srli_epi16(B, 4), low4)};
-      for (int k = 0; k < 4; ++k) {
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(H, 2 * k), two);
-        q[4 * h + k] = _mm256_or_si256(lows[k], _mm256_slli_epi16(hi, 4));
-      }
-    }
+    unpack_q6_k_groups(b, q);  // group 4h + k: elements 128h + 32k .. +32, unsigned 0..63
     pair_scales([&](int k) { return b.scales[k]; }, scale);
     corr = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
     d = dc = half(b.d);

@@ -195,19 +195,8 @@ inline void kregs(const uint8_t* blk, KRegs& r) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   if constexpr (K == Kind::Q6_K) {
     const BlockQ6_K& b = *reinterpret_cast<const BlockQ6_K*>(blk);
-    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
     __m256i g[8];
-    for (int h = 0; h < 2; ++h) {
-      const __m256i A = load32(b.ql + 64 * h), B = load32(b.ql + 64 * h + 32);
-      const __m256i H = load32(b.qh + 32 * h);
-      const __m256i lows[4] = {_mm256_and_si256(A, low4), _mm256_and_si256(B, low4),
-                               _mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
-                               _mm256_and_si256(_mm256_srli_epi16(B, 4), low4)};
-      for (int k = 0; k < 4; ++k) {
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(H, 2 * k), two);
-        g[4 * h + k] = _mm256_or_si256(lows[k], _mm256_slli_epi16(hi, 4));
-      }
-    }
+    unpack_q6_k_groups(b, g);
     const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     const __m512i s32 = _mm512_cvtepi8_epi32(s8);
     for (int c = 0; c < 4; ++c) {

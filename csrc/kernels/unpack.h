@@ -8,6 +8,10 @@
 
 #include "kernels/blocks.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace lexguide::kernels {
 
 inline void unpack_q4_0(const BlockQ4_0& b, int8_t q[kQK]) {
@@ -78,5 +82,26 @@ inline void unpack_q6_k(const BlockQ6_K& b, int8_t q[kQKK]) {
     q[e] = int8_t((low | (high << 4)) - 32);
   }
 }
+
+#if defined(__AVX2__)
+// Q6_K's 256 quants as eight groups of 32 unsigned bytes (0..63, the −32 offset not applied):
+// group 4h + k holds elements 128h + 32k .. +31. For the files built with AVX2 or more; static
+// so that each file keeps the copy built with its own instruction set.
+static inline void unpack_q6_k_groups(const BlockQ6_K& b, __m256i g[8]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i A = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
+    const __m256i B = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
+    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m256i lows[4] = {_mm256_and_si256(A, low4), _mm256_and_si256(B, low4),
+                             _mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
+                             _mm256_and_si256(_mm256_srli_epi16(B, 4), low4)};
+    for (int k = 0; k < 4; ++k) {
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(H, 2 * k), two);
+      g[4 * h + k] = _mm256_or_si256(lows[k], _mm256_slli_epi16(hi, 4));
+    }
+  }
+}
+#endif
 
 }  // namespace lexguide::kernels
