@@ -592,18 +592,19 @@ LEXGUIDE_ATTN_TARGET512 inline __m256 hsum8x8_zmm(const __m512* z) {
 
 // expf8 on 16 lanes: the same operations, lane by lane
 LEXGUIDE_ATTN_TARGET512 inline __m512 expf16(__m512 x) {
-  const __m512 r = _mm512_set1_ps(0x1.8p23f);
-  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+  using namespace expf_c;
+  const __m512 r = _mm512_set1_ps(kRound);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(kLog2e), r);
   const __m512 n = _mm512_sub_ps(z, r);
-  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x));
   const __m512 k = _mm512_castsi512_ps(_mm512_add_epi32(
       _mm512_slli_epi32(_mm512_castps_si512(z), 23), _mm512_castps_si512(_mm512_set1_ps(1.0f))));
   const __m512 u = _mm512_mul_ps(b, b);
-  const __m512 hi = _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f));
-  const __m512 lo = _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f));
+  const __m512 hi = _mm512_fmadd_ps(_mm512_set1_ps(kC5), b, _mm512_set1_ps(kC4));
+  const __m512 lo = _mm512_fmadd_ps(_mm512_set1_ps(kC3), b, _mm512_set1_ps(kC2));
   const __m512 j = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, u, lo), u,
-                                   _mm512_mul_ps(_mm512_set1_ps(0x1.ffffecp-1f), b));
+                                   _mm512_mul_ps(_mm512_set1_ps(kC1), b));
   return _mm512_fmadd_ps(j, k, k);
 }
 

@@ -26,14 +26,24 @@ inline void rms_norm(const float* x, const float* w, int n, float eps, float* ou
   for (int i = 0; i < n; ++i) out[i] = (x[i] * scale) * w[i];
 }
 
-// ggml's SIMD expf (ggml_v_expf of ggml-cpu/vec.h, x86 AVX2+FMA), one lane: llama.cpp's SiLU
-// runs through it, and it differs from libm's expf in the last bit now and then.
+// The constants of ggml's SIMD expf (ggml_v_expf of ggml-cpu/vec.h): x·log2 e rounded to n by
+// adding 1.5·2^23, the reduced argument b = x − n·ln 2 with ln 2 split in two parts, and the
+// polynomial's coefficients. ggml_expf, expf8 and attention.cc's expf16 all read them here.
+namespace expf_c {
+constexpr float kRound = 0x1.8p23f, kLog2e = 0x1.715476p+0f;
+constexpr float kLn2Hi = 0x1.62e4p-1f, kLn2Lo = 0x1.7f7d1cp-20f;
+constexpr float kC5 = 0x1.0e4020p-7f, kC4 = 0x1.573e2ep-5f, kC3 = 0x1.555e66p-3f,
+                kC2 = 0x1.fffdb6p-2f, kC1 = 0x1.ffffecp-1f;
+}  // namespace expf_c
+
+// ggml's SIMD expf, one lane: llama.cpp's SiLU runs through it, and it differs from libm's expf
+// in the last bit now and then.
 inline float ggml_expf(float x) {
-  const float r = 0x1.8p23f;
-  const float z = std::fma(x, 0x1.715476p+0f, r);
-  const float n = z - r;
+  using namespace expf_c;
+  const float z = std::fma(x, kLog2e, kRound);
+  const float n = z - kRound;
   if (!(std::fabs(n) <= 126.0f)) return std::exp(x);  // ±overflow / underflow ranges (and NaN)
-  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float b = std::fma(-n, kLn2Lo, std::fma(-n, kLn2Hi, x));
   uint32_t zi, one;
   std::memcpy(&zi, &z, 4);
   const float f1 = 1.0f;
@@ -42,27 +52,26 @@ inline float ggml_expf(float x) {
   float k;
   std::memcpy(&k, &ki, 4);
   const float u = b * b;
-  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                           u, 0x1.ffffecp-1f * b);
+  const float j = std::fma(std::fma(std::fma(kC5, b, kC4), u, std::fma(kC3, b, kC2)), u, kC1 * b);
   return std::fma(j, k, k);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
 // ggml_expf on 8 lanes where every |round(x·log2 e)| ≤ 126 (the caller checks; else scalar).
 __attribute__((target("avx2,fma"))) static inline __m256 expf8(__m256 x) {
-  const __m256 r = _mm256_set1_ps(0x1.8p23f);
-  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+  using namespace expf_c;
+  const __m256 r = _mm256_set1_ps(kRound);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(kLog2e), r);
   const __m256 n = _mm256_sub_ps(z, r);
-  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo),
+                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x));
   const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(
       _mm256_slli_epi32(_mm256_castps_si256(z), 23), _mm256_castps_si256(_mm256_set1_ps(1.0f))));
   const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
-  const __m256 lo = _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f));
+  const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(kC5), b, _mm256_set1_ps(kC4));
+  const __m256 lo = _mm256_fmadd_ps(_mm256_set1_ps(kC3), b, _mm256_set1_ps(kC2));
   const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, lo), u,
-                                   _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+                                   _mm256_mul_ps(_mm256_set1_ps(kC1), b));
   return _mm256_fmadd_ps(j, k, k);
 }
 
