@@ -20,6 +20,14 @@ the schemas every engine forced to the end; 'first pass' is the first compile of
 lexguide, its vocabulary walks are cold), 'fresh matcher' a second matcher on the last compiled
 grammar.
 
+Part 2 with ``--own-schemas``: each vocabulary gets schemas of its own (the next ``--limit``
+of the seeded order that no earlier vocabulary took), so no figure rests on walks or lexer
+states another vocabulary's schemas left behind. Per engine and vocabulary the "first use"
+table gives time to first mask (compile + matcher + first mask) p50/p99 and compile p50/p99 of
+the first compile of each schema, first-use masks (every mask of the first forcing, mean/p99)
+and repeated masks (the later repeats, each a fresh compile, mean/p99), with ratios to
+llguidance from the same run. That run writes ``bench/results/jsonschema_first_use.md``.
+
 Corpora: ``--corpora`` or ``LEXGUIDE_CORPORA`` (``jsonschemabench/`` and, optional,
 ``llguidance-data/json_stats/expected_maskbench.json``; docs/bench.md).
 
@@ -205,9 +213,10 @@ def _bench_module(name: str):
 
 
 def masks(vocab_name: str, limit: int, repeats: int, seed: int, corpora: Path | None,
-          timeout: float) -> dict | None:
+          timeout: float, taken: set[str] | None = None) -> dict | None:
     """Force one valid instance of each of ``limit`` schemas through every available engine on
-    one vocabulary; returns the per-engine summary (None when the vocabulary is missing)."""
+    one vocabulary; returns the per-engine summary (None when the vocabulary is missing).
+    Schemas whose key is in ``taken`` are passed over, and the keys used are added to it."""
     mask = _bench_module("mask")
     vocab_mod = _bench_module("_vocab")
     from _instances import make_instance
@@ -221,11 +230,15 @@ def masks(vocab_name: str, limit: int, repeats: int, seed: int, corpora: Path | 
     for key, schema in _corpora.jsonschemabench(seed, corpora):
         if len(jobs) >= limit:
             break
+        if taken is not None and key in taken:
+            continue
         got = vocab_mod.instance_ids(vocab, make_instance, schema, f"{seed}:{key}")
         if got is None:
             no_instance += 1
             continue
         jobs.append((key, json.dumps(schema), got[1]))
+    if taken is not None:
+        taken.update(key for key, _, _ in jobs)
     engines = ["lexguide"] + [e for e, mod in PEERS.items() if importlib.util.find_spec(mod)]
     missing = [f"{e} (not installed)" for e, mod in PEERS.items() if e not in engines]
     missing += [f"{e} (no adapter in bench/mask.py)" for e, mod in NO_ADAPTER.items()
@@ -268,12 +281,16 @@ def _summarize(mask, raw: dict[str, dict[str, dict]], engines: list[str], n: int
     out = {}
     for e in engines:
         mk, first, fresh, comp = [], [], [], []
+        repeated, comp0, ttfm0 = [], [], []
         for key in common:
             s, res = per[e][key], raw[e][key]
             mk += s["mask_us_all"]
             first += res["runs"][0][0]["mask_us"]
+            repeated += [x for rep in res["runs"][1:] for r in rep for x in r["mask_us"]]
             fresh += [x for r in res.get("warm") or [] for x in r["mask_us"]]
             comp.append(s["compile_ms"])
+            comp0.append(res["compile_ms"][0])
+            ttfm0.append(res["ttfm_ms"][0])
         by_rep = {}
         for rep in range(max((len(raw[e][key]["runs"]) for key in common), default=0)):
             xs = [x for key in common for x in raw[e][key]["runs"][rep][0]["mask_us"]]
@@ -290,8 +307,47 @@ def _summarize(mask, raw: dict[str, dict[str, dict]], engines: list[str], n: int
                   "mask_us_mean_by_repeat": by_rep,
                   "first_pass_us": mask.dist(first)["mean"],
                   "fresh_matcher_us": mask.dist(fresh)["mean"],
-                  "compile_ms": {"p50": pct(comp, 50), "p99": pct(comp, 99)}}
+                  "compile_ms": {"p50": pct(comp, 50), "p99": pct(comp, 99)},
+                  "first_use": {"ttfm_ms": _p50_p99(ttfm0), "compile_ms": _p50_p99(comp0),
+                                "mask_us": _mean_p99(first),
+                                "repeated_mask_us": _mean_p99(repeated)}}
     return out
+
+
+def _p50_p99(xs: list[float]) -> dict:
+    return {"p50": pct(xs, 50), "p99": pct(xs, 99), "n": len(xs)}
+
+
+def _mean_p99(xs: list[float]) -> dict:
+    return {"mean": sum(xs) / len(xs) if xs else None, "p99": pct(xs, 99), "n": len(xs)}
+
+
+def print_first_use(name: str, m: dict, out=print) -> None:
+    """The first-use table of one vocabulary: figures of the first compile and forcing of
+    each schema, repeated masks beside them, ratios to llguidance of the same run."""
+    summ = m["summary"]
+    peer = summ.get("llguidance", {}).get("first_use")
+    common = min((st.get("common", 0) for st in summ.values()), default=0)
+    out(f"\n### first use, {name}: n_vocab={m['vocab']['n_vocab']}, {common} schemas every "
+        f"engine forced (of {len(m['schemas'])}: {m['schemas'][0]} ...)")
+    out("| engine | TTFM ms p50 | p99 | compile ms p50 | p99 | first-use mask us mean | p99 "
+        "| repeated mask us mean | p99 | vs llguidance: TTFM p50 | first-use mean | "
+        "first-use p99 | repeated mean |")
+    out("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for e, st in summ.items():
+        fu = st.get("first_use")
+        if not fu:
+            continue
+        t, c, f, r = fu["ttfm_ms"], fu["compile_ms"], fu["mask_us"], fu["repeated_mask_us"]
+        ratios = ["-"] * 4
+        if peer:
+            ratios = [_ratio(t["p50"], peer["ttfm_ms"]["p50"]),
+                      _ratio(f["mean"], peer["mask_us"]["mean"]),
+                      _ratio(f["p99"], peer["mask_us"]["p99"]),
+                      _ratio(r["mean"], peer["repeated_mask_us"]["mean"])]
+        out(f"| {e} | {_f(t['p50'])} | {_f(t['p99'])} | {_f(c['p50'])} | {_f(c['p99'])} | "
+            f"{_f(f['mean'])} | {_f(f['p99'])} | {_f(r['mean'])} | {_f(r['p99'])} | "
+            + " | ".join(ratios) + " |")
 
 
 def print_masks(name: str, m: dict, out=print) -> None:
@@ -342,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None,
                     help="compiles and forcings per schema (default 1 with --quick, else 3)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per (engine, schema)")
+    ap.add_argument("--own-schemas", action="store_true",
+                    help="each vocabulary forces schemas no earlier vocabulary took; prints the "
+                         "first-use table and writes bench/results/jsonschema_first_use.md")
     _corpora.add_argument(ap)
     _results.add_argument(ap)
     args = ap.parse_args(argv)
@@ -362,17 +421,22 @@ def main(argv: list[str] | None = None) -> int:
         limit = args.limit or (8 if args.quick else 100)
         repeats = args.repeats or (1 if args.quick else 3)
         result["masks"] = {}
+        taken: set[str] | None = set() if args.own_schemas else None
         for key in names:
-            m = masks(key, limit, repeats, args.seed, args.corpora, args.timeout)
+            m = masks(key, limit, repeats, args.seed, args.corpora, args.timeout, taken)
             if m is None:
                 rep.print(f"\n{key}: skipped (vocabulary not installed)")
                 continue
             result["masks"][key] = m
             print_masks(key, m, rep.print)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=1, default=str))
-    print(f"\nwrote {OUT}")
-    _results.write(__file__, rep.text(), quick=args.quick, results=args.results, argv=argv)
+            print_first_use(key, m, rep.print)
+    variant = "first_use" if args.own_schemas else None
+    out_json = OUT.with_name("jsonschema_first_use.json") if variant else OUT
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    out_json.write_text(json.dumps(result, indent=1, default=str))
+    print(f"\nwrote {out_json}")
+    _results.write(__file__, rep.text(), quick=args.quick, results=args.results, argv=argv,
+                   variant=variant)
     return 0
 
 
