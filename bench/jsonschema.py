@@ -21,8 +21,8 @@ lexguide, its vocabulary walks are cold), 'fresh matcher' a second matcher on th
 grammar.
 
 Part 2 with ``--own-schemas``: each vocabulary gets schemas of its own (the next ``--limit``
-of the seeded order that no earlier vocabulary took), so no figure rests on walks or lexer
-states another vocabulary's schemas left behind. Per engine and vocabulary the "first use"
+of the seeded order that no earlier vocabulary took): each vocabulary is measured on a sample
+of its own, and no schema's figures stand for two vocabularies. Per engine and vocabulary the "first use"
 table gives time to first mask (compile + matcher + first mask) p50/p99 and compile p50/p99 of
 the first compile of each schema, first-use masks (every mask of the first forcing, mean/p99)
 and repeated masks (the later repeats, each a fresh compile, mean/p99), with ratios to
@@ -33,6 +33,7 @@ Corpora: ``--corpora`` or ``LEXGUIDE_CORPORA`` (``jsonschemabench/`` and, option
 
     python bench/jsonschema.py --quick        # ~minutes: samples, SmolLM2 only
     python bench/jsonschema.py                # full coverage, all three vocabularies
+    python bench/jsonschema.py --no-coverage --own-schemas --vocabs smollm2,gemma3 --clock cpu
 
 Writes ``bench/results/jsonschema.json``.
 """
@@ -213,7 +214,7 @@ def _bench_module(name: str):
 
 
 def masks(vocab_name: str, limit: int, repeats: int, seed: int, corpora: Path | None,
-          timeout: float, taken: set[str] | None = None) -> dict | None:
+          timeout: float, taken: set[str] | None = None, clock: str = "wall") -> dict | None:
     """Force one valid instance of each of ``limit`` schemas through every available engine on
     one vocabulary; returns the per-engine summary (None when the vocabulary is missing).
     Schemas whose key is in ``taken`` are passed over, and the keys used are added to it."""
@@ -260,7 +261,7 @@ def masks(vocab_name: str, limit: int, repeats: int, seed: int, corpora: Path | 
             k = i % len(engines)
             for e in engines[k:] + engines[:k]:
                 job = {"fmt": "json", "text": text, "variant": "native", "tokens": [ids],
-                       "repeats": repeats}
+                       "repeats": repeats, "clock": clock}
                 raw[e][key] = workers[e].run(job)
         for w in workers.values():
             w.kill()
@@ -269,7 +270,8 @@ def masks(vocab_name: str, limit: int, repeats: int, seed: int, corpora: Path | 
         summary[e]["preprocess_ms"] = (info[e].get("preprocess_ms") or [None])[0]
         summary[e]["version"] = info[e].get("version") or info[e].get("error")
     return {"vocab": {"n_vocab": vocab.n_vocab, "name": vocab_name}, "summary": summary,
-            "missing": missing, "schemas": [k for k, _, _ in jobs], "passed_over": no_instance}
+            "missing": missing, "schemas": [k for k, _, _ in jobs], "passed_over": no_instance,
+            "clock": clock}
 
 
 def _summarize(mask, raw: dict[str, dict[str, dict]], engines: list[str], n: int) -> dict:
@@ -329,7 +331,7 @@ def print_first_use(name: str, m: dict, out=print) -> None:
     peer = summ.get("llguidance", {}).get("first_use")
     common = min((st.get("common", 0) for st in summ.values()), default=0)
     out(f"\n### first use, {name}: n_vocab={m['vocab']['n_vocab']}, {common} schemas every "
-        f"engine forced (of {len(m['schemas'])}: {m['schemas'][0]} ...)")
+        f"engine forced (of {len(m['schemas'])}: {m['schemas'][0]} ...), {m['clock']} clock")
     out("| engine | TTFM ms p50 | p99 | compile ms p50 | p99 | first-use mask us mean | p99 "
         "| repeated mask us mean | p99 | vs llguidance: TTFM p50 | first-use mean | "
         "first-use p99 | repeated mean |")
@@ -401,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--own-schemas", action="store_true",
                     help="each vocabulary forces schemas no earlier vocabulary took; prints the "
                          "first-use table and writes bench/results/jsonschema_first_use.md")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="time masks and compiles by wall clock (default) or by the worker "
+                         "thread's CPU time (steadier when other processes share the cores)")
     _corpora.add_argument(ap)
     _results.add_argument(ap)
     args = ap.parse_args(argv)
@@ -423,7 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         result["masks"] = {}
         taken: set[str] | None = set() if args.own_schemas else None
         for key in names:
-            m = masks(key, limit, repeats, args.seed, args.corpora, args.timeout, taken)
+            m = masks(key, limit, repeats, args.seed, args.corpora, args.timeout, taken,
+                      args.clock)
             if m is None:
                 rep.print(f"\n{key}: skipped (vocabulary not installed)")
                 continue
