@@ -162,35 +162,34 @@ void LexParser::restarts(int32_t set_id, StateId s, bool pending, std::vector<st
   }
 }
 
+bool LexParser::step_chain(int32_t& set_id, StateId& s, unsigned b, StateId& t) {
+  std::pair<int32_t, StateId> seen[kMaxEmptyLexemes];  // the chain so far (no allocation)
+  uint32_t n = 0;
+  while (true) {  // (set_id, s) accepts and does not read b
+    for (uint32_t i = 0; i < n; i++)
+      if (seen[i].first == set_id && seen[i].second == s) return false;  // a cycle: all tried
+    if (n == kMaxEmptyLexemes) {
+      chain_limit_hits++;
+      return false;
+    }
+    seen[n++] = {set_id, s};
+    std::tie(set_id, s) = finish(set_id, s);
+    if (set_id == DEAD_SET || s == DEAD) return false;
+    if ((t = lexer_->next(s, b)) != DEAD) return true;
+    if (!lexer_->accepts(s)) return false;
+  }
+}
+
 std::optional<ParseState> LexParser::advance_byte(ParseState st, unsigned b) {
   std::lock_guard<std::recursive_mutex> g(mu_);
-  std::vector<std::pair<int32_t, StateId>> rs;
-  restarts(st.set_id, st.lexer_state, st.pending, rs);
-  int32_t set_id = DEAD_SET;
-  StateId nxt = DEAD;
-  for (auto& [sid, ls] : rs) {
-    nxt = ls != DEAD ? lexer_->next(ls, b) : DEAD;
-    if (nxt != DEAD) {
-      set_id = sid;
-      break;
-    }
-  }
-  if (nxt == DEAD) return std::nullopt;
-  if (lexer_->accepts_lazy(nxt)) {
-    auto [ns, start] = finish(set_id, nxt);
-    if (ns == DEAD_SET) return std::nullopt;
-    return ParseState{ns, start, false};
-  }
-  return ParseState{set_id, nxt, true};
+  if (!step_unlocked(st, b)) return std::nullopt;
+  return st;
 }
 
 std::optional<ParseState> LexParser::advance_bytes(ParseState st, const uint8_t* data, size_t n) {
   std::lock_guard<std::recursive_mutex> g(mu_);
-  for (size_t i = 0; i < n; i++) {
-    auto r = advance_byte(st, data[i]);
-    if (!r) return std::nullopt;
-    st = *r;
-  }
+  for (size_t i = 0; i < n; i++)
+    if (!step_unlocked(st, data[i])) return std::nullopt;
   return st;
 }
 

@@ -10,13 +10,15 @@
 // (%ignore) may stand between lexemes while the parser expects a lexeme of that class, never
 // before a nested grammar's first lexeme; after a skip only lexemes of the skipped classes.
 //
-// Thread safety: every public method takes the grammar's mutex (mu()).
+// Thread safety: advance_*, the queries (allowed_bytes, is_accepting, ...) and accepts take the
+// grammar's mutex (mu()); step_unlocked, finish, lexer_start and restarts expect it held.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -80,6 +82,12 @@ class LexParser {
   std::pair<int32_t, StateId> finish_accepted(int32_t set_id, const std::vector<uint32_t>& accepting);
   StateId lexer_start(int32_t set_id, int mode, const std::vector<int32_t>& skipped_classes);
 
+  // One byte from st, the caller holding mu(): the current lexeme goes on if it can, else it
+  // ends (and lexemes matching the empty string after it, the chain restarts() lists) and the
+  // byte starts the next one; a lazy lexeme ends as soon as it matches. False (st unchanged)
+  // when the byte is not allowed. Allocates nothing: the mask walk calls it once per trie node.
+  bool step_unlocked(ParseState& st, unsigned b);
+  // step_unlocked under mu()
   std::optional<ParseState> advance_byte(ParseState st, unsigned b);
   std::optional<ParseState> advance_bytes(ParseState st, const uint8_t* data, size_t n);
   std::optional<ParseState> advance_token_lexeme(ParseState st, const std::vector<int32_t>& lexemes);
@@ -105,6 +113,10 @@ class LexParser {
   static constexpr int INITIAL = 0, NORMAL = 1, AFTER_SKIP = 2;
 
  private:
+  // step_unlocked's rare part: (set_id, s) accepts but cannot read b; end lexemes along the
+  // chain until a state reads b (t: its successor), as restarts() bounds the chain
+  bool step_chain(int32_t& set_id, StateId& s, unsigned b, StateId& t);
+
   std::recursive_mutex mu_;
   std::shared_ptr<LexerDFA> lexer_;
   EarleyParser parser_;
@@ -122,5 +134,25 @@ class LexParser {
   std::unordered_map<std::string, StateId> start_memo_;
   ParseState initial_{0, 0, false};
 };
+
+inline bool LexParser::step_unlocked(ParseState& st, unsigned b) {
+  int32_t set_id = st.set_id;
+  StateId s = st.lexer_state;
+  if (!st.pending && s != DEAD && lexer_->accepts_lazy(s)) {
+    std::tie(set_id, s) = finish(set_id, s);
+    if (set_id == DEAD_SET) return false;
+  }
+  if (s == DEAD) return false;
+  StateId t = lexer_->next(s, b);
+  if (t == DEAD && (!lexer_->accepts(s) || !step_chain(set_id, s, b, t))) return false;
+  if (lexer_->accepts_lazy(t)) {
+    auto [ns, start] = finish(set_id, t);
+    if (ns == DEAD_SET) return false;
+    st = ParseState{ns, start, false};
+  } else {
+    st = ParseState{set_id, t, true};
+  }
+  return true;
+}
 
 }  // namespace lexguide

@@ -723,37 +723,9 @@ void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
   }
 }
 
-// One byte from st, as LexParser::advance_byte (without its lock and allocations): the
-// current lexeme goes on if it can, else it ends (and empty lexemes after it, bounded) and the
-// byte starts the next one; a lazy lexeme ends as soon as it matches.
-bool MaskEngine::step(ParseState& st, unsigned b) {
-  LexerDFA& lx = lp_->lexer();
-  int32_t set_id = st.set_id;
-  StateId s = st.lexer_state;
-  if (!st.pending && s != DEAD && lx.accepts_lazy(s)) {
-    std::tie(set_id, s) = lp_->finish(set_id, s);
-    if (set_id == DEAD_SET) return false;
-  }
-  StateId t = DEAD;
-  for (uint32_t k = 0;; k++) {
-    if (s != DEAD && (t = lx.next(s, b)) != DEAD) break;
-    if (s == DEAD || !lx.accepts(s)) return false;
-    if (k >= kMaxEmptyLexemes) {
-      lp_->chain_limit_hits++;
-      return false;
-    }
-    std::tie(set_id, s) = lp_->finish(set_id, s);
-    if (set_id == DEAD_SET) return false;
-  }
-  if (lx.accepts_lazy(t)) {
-    auto [ns, start] = lp_->finish(set_id, t);
-    if (ns == DEAD_SET) return false;
-    st = ParseState{ns, start, false};
-  } else {
-    st = ParseState{set_id, t, true};
-  }
-  return true;
-}
+// One byte from st (LexParser::step_unlocked): compute() and the budget searches hold the
+// grammar's lock.
+bool MaskEngine::step(ParseState& st, unsigned b) { return lp_->step_unlocked(st, b); }
 
 void MaskEngine::walk_direct(ParseState st0, uint32_t lo, uint32_t hi, uint32_t* words, const TokenTrie& trie) {
   ParseState stack[kMaxTokenBytes + 2];
