@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Mask cost of ``uniqueItems`` arrays kept distinct by the matcher (strings, integers,
-integer ranges counted by the matcher (unique ports 1..65535, integers 1..300), numbers, objects, objects without additional members ending in a string, a number or a
-boolean, any values, an enum of 48 strings, arrays of arrays) against the same
-schemas without ``uniqueItems``, on the SmolLM2 vocabulary.
+"""Mask cost of ``uniqueItems`` arrays kept distinct by the matcher (strings, strings of a
+bounded language whose values the matcher counts (``maxLength``, dates, uuids, codes of a
+pattern), integers, integer ranges counted by the matcher (unique ports 1..65535, integers
+1..300), numbers, objects, objects without additional members ending in a string, a number or
+a boolean, any values, an enum of 48 strings, arrays of arrays) against the same schemas
+without ``uniqueItems``, on the SmolLM2 vocabulary.
 
 Each schema is walked along one fixed valid instance (its tokens from the SmolLM2 tokenizer):
 per step ``compute_mask`` then ``consume``. Run 1 is cold (new parse states); the reported
@@ -21,6 +23,7 @@ import importlib.metadata
 import json
 import sys
 import time
+from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +45,11 @@ def _schemas(unique: bool) -> dict[str, dict]:
         "tags": tags,
         "tags, maxLength 12": {**tags, "items": {"type": "string", "maxLength": 12},
                                "maxItems": 1000},
+        "tags, maxLength 12, no maxItems": {**tags, "items": {"type": "string",
+                                                              "maxLength": 12}},
+        "dates": {**tags, "items": {"type": "string", "format": "date"}},
+        "uuids": {**tags, "items": {"type": "string", "format": "uuid"}},
+        "codes ^[a-z]{1,3}$": {**tags, "items": {"type": "string", "pattern": "^[a-z]{1,3}$"}},
         "object, two arrays": {"type": "object", "properties": {"tags": tags, "globs": tags},
                                "required": ["tags", "globs"], "additionalProperties": False},
         "arrays of arrays": {"type": "array", "items": tags},
@@ -87,6 +95,15 @@ def _instance(name: str, n: int) -> str:
     ints = [*range(n // 2), *(1000 * i + 777 for i in range(n - n // 2))]
     if name.startswith("tags"):
         value = words(n, "")
+    elif name == "dates":
+        # consecutive days: each month's dates share all but their last digits
+        value = [(date(2024, 1, 1) + timedelta(days=i)).isoformat() for i in range(n)]
+    elif name == "uuids":
+        value = [f"{i:08x}-0000-4000-8000-{i * 7:012x}" for i in range(n)]
+    elif name.startswith("codes"):
+        # "a".."z", then "aa", "ab", ...: every one-letter code prefixes later ones
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        value = [*letters, *(x + y for x in letters for y in letters)][:n]
     elif name == "integers":
         value = ints
     elif name == "numbers":

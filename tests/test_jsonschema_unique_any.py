@@ -47,6 +47,18 @@ def _allowed(mask: np.ndarray, n: int) -> set[int]:
     return {int(i) for i in np.nonzero(bits[:n])[0]}
 
 
+def _agrees_with_jsonschema(g: Grammar, schema: dict, texts) -> None:
+    """``g.validate`` gives jsonschema's verdict on each of ``texts``, at least 20 of them
+    valid and 20 not (so both sides are tried)."""
+    n_valid = n_invalid = 0
+    for text in texts:
+        want = _valid(schema, text)
+        assert g.validate(text) == want, text
+        n_valid += want
+        n_invalid += not want
+    assert n_valid >= 20 and n_invalid >= 20
+
+
 # -- which item schemas the matcher takes ------------------------------------------------------
 @pytest.mark.parametrize("items", [
     {"type": "string"},
@@ -83,7 +95,7 @@ def test_grammars_without_such_arrays_have_no_tracker():
         assert Matcher(g, INFO)._unique is None
 
 
-def test_bounded_strings_compile_with_max_items():
+def test_bounded_strings_compile_with_or_without_max_items():
     schema = {**STRINGS, "maxItems": 50, "items": {"type": "string", "maxLength": 2}}
     g = Grammar.from_json_schema(schema)
     assert g.ir.unique_item_lexemes and g.ir.bounded_unique_items
@@ -91,15 +103,24 @@ def test_bounded_strings_compile_with_max_items():
     assert g.validate('["ab","a",""]') and not g.validate('["ab","a","ab"]')
     with pytest.raises(SchemaError, match="several ways"):
         Grammar.from_json_schema({**schema, "x-guidance": GENERAL})
-    with pytest.raises(SchemaError, match="maxItems of at most 1000000"):
-        Grammar.from_json_schema({**schema, "maxItems": 1_000_001})
+    unlimited = {k: v for k, v in schema.items() if k != "maxItems"}
+    for big in ({**schema, "maxItems": 1_000_001}, unlimited):
+        assert Grammar.from_json_schema(big).ir.bounded_unique_items
 
 
 @pytest.mark.parametrize("items, why", [
-    ({"type": "string", "maxLength": 4}, "maxItems"),
-    ({"type": "string", "pattern": "^[ab]$"}, "pattern"),
-    ({"type": "string", "format": "date"}, "format"),
-    ({"type": "string", "not": {"pattern": "^$|[^a]|aa"}}, "excluding a pattern"),  # only "a"
+    ({"type": "string", "pattern": "^[ab]$"}, "several ways"),
+    ({"type": "string", "format": "date"}, "several ways"),
+    ({"type": "string", "not": {"pattern": "^$|[^a]|aa"}}, "several ways"),  # only "a"
+])
+def test_bounded_strings_with_general_escapes_stay_an_error(items, why):
+    with pytest.raises(SchemaError, match=why):
+        Grammar.from_json_schema({**STRINGS, "items": items, "x-guidance": GENERAL},
+                                 strict_formats=True)
+    Grammar.from_json_schema({**STRINGS, "items": items}, strict_formats=True)
+
+
+@pytest.mark.parametrize("items, why", [
     ({"type": "object", "maxProperties": 3}, "one more member"),
     ({"type": "number", "multipleOf": 2}, "multipleOf"),
     ({"anyOf": [{"type": "string", "maxLength": 3}, {"type": "integer"}]}, "maxLength"),

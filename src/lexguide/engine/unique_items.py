@@ -106,16 +106,15 @@ from lexguide.jsonschema.unique import (
     UNIQUE_INTEGERS_ARRAY_NAME,
     UNIQUE_STRINGS_ARRAY_NAME,
 )
+from lexguide.jsonschema.unique_count import canonical_prefix, open_escape, ValueCounter
 
 __all__ = ["EMPTY", "UniqueItems", "UniqueState", "decode_item", "value_key"]
 
 _QUOTE, _CLOSE, _A = 0x22, 0x5D, 0x61
 _OPEN, _BRACE, _END_BRACE, _COMMA, _BACKSLASH = 0x5B, 0x7B, 0x7D, 0x2C, 0x5C
-#: completions counted up to this many (:data:`lexguide.jsonschema.unique.MAX_BOUNDED_ITEMS`)
+#: integer completions counted up to this many
+#: (:data:`lexguide.jsonschema.unique.MAX_BOUNDED_ITEMS`)
 PLENTY = MAX_BOUNDED_ITEMS
-#: the longest completion of an item with fewer than PLENTY: the rest of a character (at most
-#: 5 bytes of an escape), one more character (at most 6 bytes) and the closing quote
-_TAIL = 12
 #: nodes :meth:`UniqueItems.closed_exhausted` walks at most (past them it answers that a
 #: fresh value exists: the admitted finite rests, at most 64 values, stay far below)
 MAX_WALK = 100_000
@@ -151,6 +150,7 @@ class UniqueState(NamedTuple):
     after_item: bool  # an item just ended: whitespace, then "," or "]"
     raws: frozenset[bytes] = frozenset()  # the completed items as written (quotes included)
     arrays: Arrays = NO_ARRAYS  # arrays of any items (a marked opening bracket)
+    need: bool = False  # a "," after an item was read and no item started since
 
 
 EMPTY = UniqueState(frozenset(), None, False)
@@ -222,8 +222,9 @@ class UniqueItems:
     """The marked lexemes of one grammar and the scan over bytes. Shared; its caches (per
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
-    __slots__ = ("_brackets", "_closed", "_comps", "_counted", "_counts", "_finite", "_items",
-                 "_lp", "_lookahead", "_nonzero", "_number_counts", "_tails", "_walks",
+    __slots__ = ("_brackets", "_closed", "_counted", "_finite", "_fresh", "_items",
+                 "_lp", "_lookahead", "_nonzero", "_number_counts", "_tails", "_value_counter",
+                 "_walks",
                  "bounded")
 
     def __init__(self, lp: LexParser, item_lexemes: frozenset[int], bounded: bool = False) -> None:
@@ -251,8 +252,10 @@ class UniqueItems:
         self._number_counts: dict[int, int] = {}
         #: some marked item has a bounded length: an open item may run out of fresh values
         self.bounded = bounded
-        self._counts: dict[int, int] = {}
-        self._comps: dict[int, list[bytes]] = {}
+        lexer = lp.lexer
+        #: values an open bounded string item can still complete (:meth:`is_dead`)
+        self._fresh: dict[tuple[ParseState, frozenset], bool] = {}
+        self._value_counter = ValueCounter(lexer.next, lambda ls: bool(lexer.accepting(ls)), 0)
         self._nonzero: dict[int, bool] = {}
         self._walks: dict = {}  # closed_exhausted per (parse state, arrays)
 
@@ -281,7 +284,7 @@ class UniqueItems:
     def _feed_strings(self, st: UniqueState, state: ParseState,
                       data: bytes) -> UniqueState | None:
         """:meth:`feed` for the string items (marked item lexemes)."""
-        values, item, after, raws, arrays = st
+        values, item, after, raws, arrays, need = st
         lp = self._lp
         done = 0  # ``state`` is the parse state after data[:done]
         for i, b in enumerate(data):
@@ -297,7 +300,7 @@ class UniqueItems:
             elif after and b in _WHITESPACE:
                 continue
             elif b == _QUOTE:
-                after = False
+                after = need = False
                 nxt = lp.advance_bytes(state, data[done : i + 1])
                 if nxt is None:  # not a prefix of the grammar: nothing more to track
                     return UniqueState(values, None, False, raws, arrays)
@@ -307,8 +310,9 @@ class UniqueItems:
             else:
                 if after and b == _CLOSE:
                     values, raws = frozenset(), frozenset()
+                need = (after and b == _COMMA) or (need and b in _WHITESPACE)
                 after = False
-        return UniqueState(values, item, after, raws, arrays)
+        return UniqueState(values, item, after, raws, arrays, need)
 
     # -- arrays of any items -------------------------------------------------------------------
     def opens_array(self, after_open: ParseState) -> bool:
@@ -749,113 +753,139 @@ class UniqueItems:
             _quotes_needed(st) <= quotes.most or (self.bounded and bool(st.values)))
 
     # -- bounded items: look-ahead -------------------------------------------------------------
-    def completions_count(self, lstate: int) -> int:
-        """How many byte strings complete the open item from lexer state ``lstate`` (its
-        closing quote included; 1 when it is closed), or :data:`PLENTY` when there are at
-        least that many. Memoised per lexer state; a state from which two ``a`` can still be
-        read has at least :data:`PLENTY` (see :mod:`lexguide.jsonschema.unique`), otherwise
-        the count walks the bytes up to the end of the item (one character at most)."""
-        got = self._counts.get(lstate)
-        if got is not None:
-            return got
-        lexer = self._lp.lexer
-        if lexer.accepting(lstate):
-            total = 1
-        else:
-            one = lexer.next(lstate, _A)
-            if one != 0 and not lexer.accepting(one) and lexer.next(one, _A) != 0:
-                total = PLENTY
-            else:
-                total = 0
-                for b in range(256):
-                    nxt = lexer.next(lstate, b)
-                    if nxt != 0:
-                        total += self.completions_count(nxt)
-                        if total >= PLENTY:
-                            total = PLENTY
-                            break
-        self._counts[lstate] = total
-        return total
-
-    def completions(self, lstate: int) -> list[bytes]:
-        """The byte strings that complete the open item from ``lstate`` (call only when
-        :meth:`completions_count` is below :data:`PLENTY`). Memoised per lexer state."""
-        got = self._comps.get(lstate)
-        if got is None:
-            lexer = self._lp.lexer
-            if lexer.accepting(lstate):
-                got = [b""]
-            else:
-                got = [bytes((b,)) + tail for b in range(256)
-                       if (nxt := lexer.next(lstate, b)) != 0 for tail in self.completions(nxt)]
-            self._comps[lstate] = got
-        return got
-
     def is_dead(self, values: frozenset[str], item: bytes, lstate: int) -> bool:
-        """Whether every completion of the open item ``item`` (raw, from its opening quote),
-        its lexer in state ``lstate``, is one of ``values``."""
-        if not values or self.completions_count(lstate) > len(values):
+        """Whether every completion of the open string item ``item`` (raw, from its opening
+        quote), its lexer in state ``lstate``, is one of ``values``: the values it can still
+        complete (:class:`~lexguide.jsonschema.unique_count.ValueCounter`, one canonical
+        spelling each) are counted up to ``len(values) + 1``, and listed and looked up when
+        there are no more than ``values``. Memoised per lexer state."""
+        if not values:
             return False
-        for tail in self.completions(lstate):
-            try:
-                if decode_item(item + tail) not in values:
-                    return False
-            except ValueError:
-                return False
-        return True
+        counter = self._value_counter
+        node = counter.node(lstate, item)
+        tails = counter.tails(node, len(values))
+        if tails is None:
+            return False
+        try:
+            return all(decode_item(item + t) in values for t in tails)
+        except ValueError:
+            return False
+
+    def _no_fresh_string(self, values: frozenset[str], after: ParseState) -> bool:
+        """Whether every string item that can start from ``after`` (a ``,`` read; whitespace
+        may follow) can only become one of ``values``. Memoised per (state, values), at most
+        :data:`MAX_WALK` entries."""
+        key = (after, values)
+        got = self._fresh.get(key)
+        if got is None:
+            if len(self._fresh) >= MAX_WALK:
+                self._fresh.clear()
+            got = self._fresh[key] = self._no_fresh_start(
+                after, b'"', lambda b, nxt: self.starts_item(nxt) and
+                self.is_dead(values, b'"', nxt.lexer_state))
+        return got
 
     def step(self, st: UniqueState, state: ParseState, data: bytes,
              after: ParseState) -> UniqueState | None:
         """:meth:`feed`, and None too when ``data`` ends inside an item that can only become
-        a recorded value (``after``: the parse state after ``data``)."""
+        a recorded value, or (bounded string items) after a ``,`` with no fresh item left
+        (``after``: the parse state after ``data``)."""
         got = self.feed(st, state, data)
-        if got is not None and self.bounded and got.item is not None and \
-                self.is_dead(got.values, got.item, after.lexer_state):
+        if got is not None and self.bounded and self._strings_used_up(got, after):
             return None
         if got is not None and self._brackets and self._arrays_dead(got.arrays, after):
             return None
         return got
 
-    def dead_ids(self, st: UniqueState, state: ParseState, mask: np.ndarray, engine) -> list[int]:
-        """Tokens allowed by ``mask`` after which an item is open whose every completion is a
-        recorded value (bounded items only).
+    def _strings_used_up(self, st: UniqueState, after: ParseState) -> bool:
+        """Whether ``st`` (parse state ``after``) has an open bounded string item whose every
+        completion is recorded, or follows a ``,`` after which every item is."""
+        if st.item is not None:
+            return self.is_dead(st.values, st.item, after.lexer_state)
+        return st.need and bool(st.values) and self._no_fresh_string(st.values, after)
 
-        Such an item is a prefix of a recorded item as written (one spelling per value, see
-        :mod:`lexguide.jsonschema.unique`), and fewer than :data:`PLENTY` completions means
-        at most the rest of a character and one more character are left: at most
-        :data:`_TAIL` bytes. Tokens staying inside the open item are therefore looked up by
-        their bytes among the slices of the recorded items that end that close to their
-        closing quote; tokens that open an item (they hold a ``"``) are scanned."""
+    def dead_ids(self, st: UniqueState, state: ParseState, mask: np.ndarray, engine) -> list[int]:
+        """Tokens allowed by ``mask`` after which a bounded string item is open whose every
+        completion is a recorded value, or a ``,`` was read after which every item is
+        (:meth:`_strings_used_up`).
+
+        Such an open item can still complete a recorded value, so its characters so far
+        begin one. Tokens staying inside the open item (no ``"``) are therefore looked up by
+        their bytes among the slices of the recorded values' canonical spellings past the
+        item's text, up to their first character that needs an escape; tokens holding a
+        backslash are scanned (another spelling), and so are all allowed tokens when the item
+        ends inside an escape; tokens holding a ``"`` (they may close the item and open
+        another) or a ``,`` (between items) are fed and checked."""
         if not self.bounded or not st.values:
             return []
-        raws = sorted(st.raws)
         quotes = engine.quote_tokens
         token_bytes, by_bytes = quotes.token_bytes, quotes.by_bytes
+        cls = quotes.json_classes
         lp = self._lp
-        cands: set[int] = set()
         item = st.item
-        if item is not None:  # tokens that stay inside the open item
-            for w in raws[bisect_left(raws, item):]:
-                if not w.startswith(item):
-                    break
-                rest = w[len(item):]
-                for n in range(max(1, len(rest) - _TAIL), len(rest)):
-                    cands.update(by_bytes.get(rest[:n], ()))
+        if item is None:
+            scan = _ids_of(mask & (cls.quote | cls.comma))
+        elif open_escape(item) or (split := _split_partial(item)) is None:
+            scan = _ids_of(mask)  # inside an escape: the few allowed tokens, all of them
+        else:  # tokens that stay inside the open item, then those that close it
+            prefix, partial = split
+            cands: set[int] = set()
+            escapes = False  # some recorded value extending the item has an escape there
+            n = len(prefix)
+            for v in st.values:
+                if v.startswith(prefix):
+                    spelled = canonical_prefix(v[n:])
+                    escapes = escapes or len(spelled) < len(v) - n
+                    if spelled.startswith(partial):
+                        rest = spelled[len(partial):]
+                        for k in range(1, len(rest) + 1):
+                            cands.update(by_bytes.get(rest[:k], ()))
+            bad = []
+            if cands:  # no quote nor backslash: the item stays open, its text extended
+                ids = np.fromiter(cands, dtype=np.int64, count=len(cands))
+                for t in ids[_allowed(mask, ids)].tolist():
+                    data = token_bytes[t]
+                    after = lp.advance_bytes(state, data)
+                    if after is not None and after.pending and \
+                            self.is_dead(st.values, item + data, after.lexer_state):
+                        bad.append(t)
+            closing = _ids_of(mask & ((cls.quote & cls.comma) | cls.quote2))
+            if escapes:  # an escape may lead to a recorded value only then
+                ids = quotes.backslash_ids
+                closing = np.union1d(ids[_allowed(mask, ids)], closing)
+            scan = closing
+            return bad + self._fed_used_up(st, state, scan, token_bytes)
+        return self._fed_used_up(st, state, scan, token_bytes)
+
+    def _fed_used_up(self, st: UniqueState, state: ParseState, scan: np.ndarray,
+                     token_bytes) -> list[int]:
+        """The tokens of ``scan`` after which :meth:`_strings_used_up` holds (each fed)."""
+        lp = self._lp
         bad: list[int] = []
-        if cands:
-            ids = np.fromiter(cands, dtype=np.int64, count=len(cands))
-            for t in ids[_allowed(mask, ids)].tolist():
-                after = lp.advance_bytes(state, token_bytes[t])
-                if after is not None and after.pending and \
-                        self.is_dead(st.values, item + token_bytes[t], after.lexer_state):
-                    bad.append(t)
-        scan = quotes.ids[quotes.counts >= (2 if item is not None else 1)]  # an opening quote
-        for t in scan[_allowed(mask, scan)].tolist():
-            got = self.feed(st, state, token_bytes[t])
-            if got is None or got.item is None or not _is_prefix(raws, got.item):
+        ordered = sorted(st.values)
+        no_fresh: dict[ParseState, bool] = {}  # after a ",": per parse state
+        for t in scan.tolist():
+            data = token_bytes[t]
+            got = self.feed(st, state, data)
+            if got is None:
                 continue  # a duplicate close is duplicate_ids' to find
-            after = lp.advance_bytes(state, token_bytes[t])
-            if after is not None and self.is_dead(got.values, got.item, after.lexer_state):
+            if got.item is not None:
+                if not open_escape(got.item):
+                    split = _split_partial(got.item)
+                    if split is not None and not _begins_one(ordered, split[0]):
+                        continue  # no recorded value to complete: a fresh one exists
+            elif not (got.need and got.values):
+                continue
+            after = lp.advance_bytes(state, data)
+            if after is None:
+                continue
+            if got.item is None and got.values == st.values:
+                used_up = no_fresh.get(after)
+                if used_up is None:
+                    used_up = no_fresh[after] = self._strings_used_up(got, after)
+            else:
+                used_up = self._strings_used_up(got, after)
+            if used_up:
                 bad.append(t)
         return bad
 
@@ -1039,10 +1069,21 @@ def _ids_of(words: np.ndarray) -> np.ndarray:
     return (nz[:, None] * 32 + _LANES)[bits.astype(bool)]
 
 
-def _is_prefix(sorted_raws: list[bytes], item: bytes) -> bool:
-    """Whether ``item`` begins one of ``sorted_raws``."""
-    i = bisect_left(sorted_raws, item)
-    return i < len(sorted_raws) and sorted_raws[i].startswith(item)
+def _begins_one(ordered: list[str], prefix: str) -> bool:
+    """Whether ``prefix`` begins one of the sorted strings ``ordered``."""
+    i = bisect_left(ordered, prefix)
+    return i < len(ordered) and ordered[i].startswith(prefix)
+
+
+def _split_partial(item: bytes) -> tuple[str, bytes] | None:
+    """``(characters, bytes of an unfinished UTF-8 character)`` of the open item ``item``
+    (outside an escape), or None when it does not decode so."""
+    for k in range(4):
+        try:
+            return decode_item(item[:len(item) - k] + b'"'), item[len(item) - k:]
+        except ValueError:
+            continue
+    return None
 
 
 def _allowed(mask: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -1076,7 +1117,7 @@ class QuoteTokens:
     most two ``"`` and a plain head (no backslash, whole UTF-8) to those tokens; ``other_ids``
     are the rest. Built once per tokenizer (one pass over the vocabulary)."""
 
-    __slots__ = ("_by_bytes", "_classes", "counts", "heads", "ids", "most", "other_ids",
+    __slots__ = ("_backslash", "_by_bytes", "_classes", "counts", "heads", "ids", "most", "other_ids",
                  "special_ids", "token_bytes")
 
     def __init__(self, token_bytes: tuple[bytes, ...], special_ids: frozenset[int]) -> None:
@@ -1101,6 +1142,7 @@ class QuoteTokens:
                 self.heads.setdefault(text, []).append(i)
         self.other_ids = np.asarray(other, dtype=np.int64)
         self._by_bytes: dict[bytes, list[int]] | None = None
+        self._backslash: np.ndarray | None = None
         self.special_ids = special_ids
         self._classes: JsonTokenClasses | None = None
 
@@ -1110,6 +1152,16 @@ class QuoteTokens:
         got = self._classes
         if got is None:
             got = self._classes = JsonTokenClasses(self.token_bytes, self.special_ids)
+        return got
+
+    @property
+    def backslash_ids(self) -> np.ndarray:
+        """The tokens holding a backslash (built on first use)."""
+        got = self._backslash
+        if got is None:
+            got = self._backslash = np.asarray(
+                [i for i, tb in enumerate(self.token_bytes)
+                 if b"\\" in tb and i not in self.special_ids], dtype=np.int64)
         return got
 
     @property

@@ -56,6 +56,7 @@ from lexguide.jsonschema.unique import (
     UNIQUE_FINITE_REST_ARRAY_NAME,
     UNIQUE_INTEGERS_ARRAY_NAME,
     UNIQUE_STRINGS_ARRAY_NAME,
+    bounded_strings,
     closed_objects,
     deref,
     distinct_subsets,
@@ -429,10 +430,10 @@ class SchemaCompiler:
         at = f"{s.pointer}/uniqueItems"
         if problem is not None and (isinstance(values, str) or s.prefix):
             by_matcher = matcher_items_problem(s, self.schemas.resolve,
-                                               self.layout.escapes.general)
+                                               self.layout.escapes.general, self.string_rx)
             items = deref(s.items, self.schemas.resolve)
             if by_matcher is None and isinstance(items, StringSchema):
-                name = UNIQUE_ITEM_NAME if items.max_length is None else UNIQUE_BOUNDED_ITEM_NAME
+                name = UNIQUE_BOUNDED_ITEM_NAME if bounded_strings(items) else UNIQUE_ITEM_NAME
                 return _Marked(self.b.lexeme(self.string(items, self.layout.escapes), name,
                                              lexeme_class=self.cls, unique_item=True))
             tracked = tracked_items_problem(s, self.schemas.resolve, self.string_rx)
@@ -451,8 +452,7 @@ class SchemaCompiler:
                         lexeme_class=self.cls, unique_item=True))
                 return _Tracked(self.b.lexeme(opener, UNIQUE_ARRAY_NAME, lexeme_class=self.cls,
                                               unique_item=True))
-            if isinstance(items, StringSchema) and by_matcher and (
-                    items.max_length is not None or not (items.patterns or items.formats)):
+            if isinstance(items, StringSchema) and by_matcher:
                 problem = by_matcher
             elif not (isinstance(items, NumberSchema) and items.maximum is not None
                       and items.minimum is not None):
@@ -482,10 +482,10 @@ class SchemaCompiler:
             raise SchemaError(
                 f"uniqueItems cannot be enforced: {problem}. It is enforced for items with a "
                 "small finite set of values (enum, const, boolean, null, small integer "
-                "ranges), strings (a pattern or format must leave every prefix unbounded), "
-                "numbers without maximum or multipleOf, objects open to more members, arrays "
-                "without maxItems, and unions of these; lenient=True (CLI --lenient) compiles "
-                "the array without it and lists it on Grammar.notes",
+                "ranges), strings (bounded ones without general unicode escapes), integer "
+                "ranges, numbers without maximum or multipleOf, objects open to more members, "
+                "arrays without maxItems, and unions of these; lenient=True (CLI --lenient) "
+                "compiles the array without it and lists it on Grammar.notes",
                 pointer=at, keyword="uniqueItems")
         assert not isinstance(values, str)
         b, child = self.b, lay.child

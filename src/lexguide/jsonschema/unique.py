@@ -134,11 +134,12 @@ from lexguide.jsonschema.schema import (
     Unsat,
 )
 from lexguide.limits import MAX_NESTING_DEPTH
+from lexguide.jsonschema.unique_count import regex_value_count
 from lexguide.regex import nodes as rx
 
 __all__ = ["MAX_BOUNDED_ITEMS", "MAX_CLOSED_VALUES", "MAX_FINITE_STRINGS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES",
            "MAX_UNIQUE_RULES", "UNIQUE_ARRAY_NAME", "UNIQUE_CLOSED_ARRAY_NAME",
-           "UNIQUE_FINITE_REST_ARRAY_NAME", "UNIQUE_INTEGERS_ARRAY_NAME", "UNIQUE_STRINGS_ARRAY_NAME", "closed_objects", "deref", "distinct_subsets",
+           "UNIQUE_FINITE_REST_ARRAY_NAME", "UNIQUE_INTEGERS_ARRAY_NAME", "UNIQUE_STRINGS_ARRAY_NAME", "bounded_strings", "closed_objects", "deref", "distinct_subsets",
            "finite_rests", "finite_strings_problem", "finite_values", "integer_range_problem", "matcher_items_problem", "regex_open",
            "tracked", "tracked_items_problem", "union_problem", "unique_items_problem",
            "unique_rule_count"]
@@ -262,11 +263,24 @@ def unique_rule_count(n_values: int, lo: int, hi: int | None) -> int:
 MAX_BOUNDED_ITEMS = 1_000_000
 
 
+def bounded_strings(items: StringSchema) -> bool:
+    """Whether string items may form a finite language (``maxLength``, a ``pattern``,
+    ``format`` or an excluded pattern): the matcher then counts the values an open item can
+    still complete (:mod:`lexguide.jsonschema.unique_count`)."""
+    return items.max_length is not None or bool(items.patterns or items.formats) or any(
+        want or kind != "const" for want, kind, _ in items.rx_filters)
+
+
 def matcher_items_problem(s: ArraySchema, resolve: Callable[[str], Schema],
-                          general_escapes: bool = False) -> str | None:
-    """Why the matcher cannot keep the items of ``s`` distinct (None: it can; see the module
-    docstring for the covered item schemas and why no dead end arises). ``general_escapes``:
-    strings may spell a character in several ways. Pure."""
+                          general_escapes: bool = False,
+                          string_rx: Callable[[StringSchema], int] | None = None) -> str | None:
+    """Why the matcher cannot keep the items of ``s`` distinct as marked string lexemes (None:
+    it can; see the module docstring for the covered item schemas and why no dead end
+    arises). ``general_escapes``: strings may spell a character in several ways.
+    ``string_rx``: the regex of a string schema's JSON strings (quotes included), to count
+    the values of bounded strings against ``minItems`` and to leave strings whose every
+    prefix is open (:func:`regex_open`) to the whole-value tracking; without it bounded
+    strings with ``minItems`` above 1 are refused. Pure."""
     if s.prefix:
         return "uniqueItems with prefixItems is not supported"
     if s.contains is not None:
@@ -276,21 +290,22 @@ def matcher_items_problem(s: ArraySchema, resolve: Callable[[str], Schema],
         return f"the items are {_kind(items)}, which only strings are kept distinct as"
     if items.const is not None:
         return "the items are a single string"
-    if items.max_length is not None:
-        if items.max_length == 0:
-            return "the items are strings with maxLength 0 (one value)"
-        if general_escapes:
-            return ("the items are strings with maxLength spelled in several ways (general "
-                    "unicode escapes)")
-        if s.max_items is None or s.max_items > MAX_BOUNDED_ITEMS:
-            return (f"the items are strings with maxLength and the array has no maxItems of at "
-                    f"most {MAX_BOUNDED_ITEMS} (a finite language that enough items could use up)")
-        if items.rx_filters:
-            return "the items are strings with maxLength and a not"
-    if items.patterns or items.formats:
-        return "the items are strings with a pattern or format (maybe a finite language)"
-    if any(want or kind != "const" for want, kind, _ in items.rx_filters):
-        return "the items are strings excluding a pattern or format (maybe a finite language)"
+    if not bounded_strings(items):
+        return None
+    if general_escapes:
+        return ("the items are strings of a bounded length, pattern or format spelled in "
+                "several ways (general unicode escapes): their values are not counted")
+    if string_rx is None:
+        if s.min_items > 1:
+            return "the items are bounded strings whose values were not counted"
+        return None
+    x = string_rx(items)
+    if items.max_length is None and regex_open(x):
+        return "the items are strings whose every prefix has infinitely many completions"
+    if s.min_items > 1:
+        n = regex_value_count(x, s.min_items)
+        if n < s.min_items:
+            return f"minItems {s.min_items} needs more than the {n} strings the items allow"
     return None
 
 
@@ -360,7 +375,8 @@ def tracked(s: ArraySchema, resolve: Callable[[str], Schema],
         return all(key[0] == "str" for key, _ in values) and \
             finite_strings_problem(s, values) is None or integer_range_problem(s, resolve) is None
     items = deref(s.items, resolve)
-    if isinstance(items, StringSchema) and matcher_items_problem(s, resolve) is None:
+    if isinstance(items, StringSchema) and \
+            matcher_items_problem(s, resolve, False, string_rx) is None:
         return False
     return tracked_items_problem(s, resolve, string_rx) is None or \
         integer_range_problem(s, resolve) is None

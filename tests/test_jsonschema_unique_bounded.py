@@ -1,0 +1,272 @@
+"""``uniqueItems`` of strings from a bounded language (``maxLength``, ``pattern``, ``format``)
+kept distinct by the matcher, which counts the values an open item can still complete
+(``lexguide.jsonschema.unique_count``: canonical spellings, so ``"\\n"`` and ``"\\u000a"`` are
+one value) and masks the tokens after which every completion is recorded, and a ``,`` after
+which no fresh item is left.
+
+Oracles: an exact completability test for arrays of distinct strings of a small finite
+language spelled one way, the ``jsonschema`` validator for whole texts, random byte walks for
+dead ends, and a mutation (counting spellings instead of values) that the value tests catch.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+jsonschema = pytest.importorskip("jsonschema")
+
+from test_jsonschema_unique_any import _agrees_with_jsonschema, _allowed, _valid
+from test_jsonschema_unique_counted import oracle_walks
+from test_jsonschema_unique_values import _byte_walk
+
+from lexguide.engine import Matcher, TokenizerInfo
+from lexguide.engine.grammar import Grammar
+from lexguide.errors import SchemaError, TokenRejected
+from lexguide.grammar.ir import UNIQUE_BOUNDED_ITEM_NAME
+from lexguide.jsonschema import unique_count
+from lexguide.jsonschema.unique_count import regex_value_count
+
+
+def strings(items: dict, **kw) -> dict:
+    return {"type": "array", "items": {"type": "string", **items}, "uniqueItems": True, **kw}
+
+
+DATES = strings({"format": "date"})
+UUIDS = strings({"format": "uuid"})
+CODES = strings({"pattern": "^[a-z]{1,3}$"})
+AB = strings({"pattern": "^[ab]{1,2}$"})  # six values
+SHORT = strings({"maxLength": 2, "pattern": "^[a-c]*$"})  # 13 values
+CONTROL = strings({"pattern": '^[\n\t"]$'})  # three values, each with several spellings
+
+BYTES = [bytes([b]) for b in range(256)] + [b""]
+B_INFO = TokenizerInfo.from_token_bytes(BYTES, [256])
+
+
+def _bytes_allowed(m: Matcher) -> set[bytes]:
+    return {BYTES[t] for t in _allowed(m.compute_mask(), len(BYTES))} - {b" ", b"\n", b"\r",
+                                                                         b"\t"}
+
+
+def _write(g: Grammar, text: bytes) -> Matcher:
+    m = Matcher(g, B_INFO)
+    for b in text:
+        m.consume(b)
+    return m
+
+
+@pytest.mark.parametrize("schema", [DATES, UUIDS, CODES, AB, SHORT, CONTROL,
+                                    strings({"maxLength": 4}, minItems=30)])
+def test_bounded_strings_compile_with_a_counted_item_lexeme(schema):
+    g = Grammar.from_json_schema(schema, strict_formats=True)
+    [i] = g.ir.unique_item_lexemes
+    assert g.ir.lexemes[i].name == UNIQUE_BOUNDED_ITEM_NAME
+
+
+def test_min_items_beyond_the_language_is_a_located_error():
+    for schema, n in ((AB, 6), (CONTROL, 3), (strings({"maxLength": 0}), 1)):
+        Grammar.from_json_schema({**schema, "minItems": n})
+        with pytest.raises(SchemaError, match=f"minItems {n + 1} needs more than the {n} "
+                                              "strings") as e:
+            Grammar.from_json_schema({"type": "object", "properties": {
+                "t": {**schema, "minItems": n + 1}}})
+        assert e.value.pointer == "/properties/t/uniqueItems"
+
+
+def test_the_compile_time_count_is_of_values():
+    g = Grammar.from_json_schema(CONTROL)
+    [i] = g.ir.unique_item_lexemes
+    x = g.ir.lexemes[i].rx
+    assert regex_value_count(x, 100) == 3
+    assert regex_value_count(x, 2) == 2  # saturates at the cap
+
+
+def test_a_used_up_language_masks_the_comma():
+    g = Grammar.from_json_schema(AB)
+    m = _write(g, b'["a","b","aa","ab","ba"')
+    assert _bytes_allowed(m) == {b",", b"]"}
+    m.consume(ord(","))
+    m.consume(ord('"'))
+    assert _bytes_allowed(m) == {b"b"}
+    m.consume(ord("b"))
+    assert _bytes_allowed(m) == {b"b"}  # "b" and "ba" are written
+    m.consume_tokens(b'b"')
+    assert _bytes_allowed(m) == {b"]"}  # all six written: no ","
+    with pytest.raises(TokenRejected, match="uniqueItems"):
+        m.clone().consume(ord(","))
+
+
+def test_several_spellings_of_one_value_count_once():
+    """\n, \u000a and \u000A are one value: with "\n" and "\t" written (in any
+    spelling) only "\"" is fresh, and once it is written no "," is left."""
+    g = Grammar.from_json_schema(CONTROL)
+    assert g.validate('["\\u000A"]') and not g.validate('["\\u0022"]')  # the grammar's
+    m = _write(g, b'["\\u000A","\\t",')
+    m.consume(ord('"'))
+    assert _bytes_allowed(m) == {b"\\"}
+    m.consume(ord("\\"))
+    assert _bytes_allowed(m) == {b'"'}  # not n, t, nor u (\u000a, \u0009 are written)
+    m.consume_tokens(b'""')
+    assert _bytes_allowed(m) == {b"]"}
+    m = _write(g, b'["\\n","\\"","\\u00')
+    assert _bytes_allowed(m) == {b"0"}
+    m.consume(ord("0"))
+    assert _bytes_allowed(m) == {b"9"}  # not a or A: "\n" is written
+    assert g.validate('["\\n","\\"","\\t"]')
+    assert not g.validate('["\\n","\\"","\\u000a"]')
+
+
+def test_counting_spellings_instead_of_values_is_caught(monkeypatch):
+    """The mutation: uppercase hex digits counted beside lowercase ones (two spellings of one
+    value). The comma after three values is then allowed: a dead end the test above sees."""
+    real = unique_count.ValueCounter._children
+
+    def spellings(self, node):
+        out = real(self, node)
+        state, esc, _ = node
+        if esc.startswith(b"\\u"):
+            for b in b"ABCDEF":
+                nxt = self._step(state, b)
+                if nxt != self._dead:
+                    out.append((b, (nxt, esc + bytes((b,)) if len(esc) < 5 else b"",
+                                    frozenset())))
+        return out
+
+    monkeypatch.setattr(unique_count.ValueCounter, "_children", spellings)
+    # the same language in another schema: a matcher whose counts are not memoised yet
+    g = Grammar.from_json_schema(strings({"pattern": '^(?:[\n\t"])$'}))
+    m = _write(g, b'["\\n","\\t","\\""')
+    assert b"," in _bytes_allowed(m)  # wrong: no fourth value exists
+
+
+def _completable(prefix: bytes, lang: list[str], min_items: int) -> bool:
+    """Exact: whether ``prefix`` (compact JSON) extends to an array of at least ``min_items``
+    distinct strings of ``lang`` (letters only: one spelling each)."""
+    text = prefix.decode()
+    if not text.startswith("["):
+        return False
+    body = text[1:]
+    ok = re.compile(r'"([a-z]*)"')
+
+    def values(parts):
+        got = [ok.fullmatch(p) for p in parts]
+        if not all(got) or any(g.group(1) not in lang for g in got):
+            return None
+        vs = [g.group(1) for g in got]
+        return vs if len(set(vs)) == len(vs) else None
+
+    if "]" in body:
+        done = values(body[:-1].split(",") if body != "]" else [])
+        return body.index("]") == len(body) - 1 and done is not None and len(done) >= min_items
+    parts = body.split(",")
+    done = values(parts[:-1])
+    if done is None:
+        return False
+    cur = parts[-1]
+    fresh = [w for w in lang if w not in done]
+    if body == "":
+        return min_items == 0 or len(fresh) >= min_items
+    need = max(1, min_items - len(done))
+    if len(fresh) < need:
+        return False
+    if cur == "":
+        return True
+    if not cur.startswith('"'):
+        return False
+    if len(cur) > 1 and cur.endswith('"'):
+        return cur[1:-1] in fresh
+    return any(w.startswith(cur[1:]) for w in fresh)
+
+
+VOCAB = [b"[", b"]", b",", b'"', b"a", b"b", b'"a', b'a"', b'b"', b'"ab"', b'",', b'","', b'"]',
+         b"ab", b'"b",', b"c", b'c"', b'"c', b""]
+
+
+def _oracle_walks(schema: dict, lang: list[str], seeds: range) -> tuple[int, int]:
+    min_items = schema.get("minItems", 0)
+    return oracle_walks(schema, VOCAB, lambda text: _completable(text, lang, min_items), seeds,
+                        60, 0.95)
+
+
+@pytest.mark.parametrize("schema, lang", [
+    (AB, ["a", "b", "aa", "ab", "ba", "bb"]),
+    ({**AB, "minItems": 6}, ["a", "b", "aa", "ab", "ba", "bb"]),
+    ({**SHORT, "minItems": 4}, [""] + [x + y for x in "abc" for y in ["", *"abc"]]),
+])
+def test_masks_equal_the_exact_oracle(schema, lang):
+    g = Grammar.from_json_schema(schema)
+    [i] = g.ir.unique_item_lexemes
+    assert regex_value_count(g.ir.lexemes[i].rx, 100) == len(lang)
+    bad, masked = _oracle_walks(schema, lang, range(4))
+    assert bad == 0
+    assert masked >= 5  # the counting was needed
+
+
+def test_a_walk_without_the_comma_check_is_caught(monkeypatch):
+    """The mutation: no "," is ever masked. The oracle then disagrees (a dead end)."""
+    from lexguide.engine.unique_items import UniqueItems
+
+    monkeypatch.setattr(UniqueItems, "_no_fresh_string", lambda self, values, after: False)
+    bad, _ = _oracle_walks({**AB, "minItems": 6}, ["a", "b", "aa", "ab", "ba", "bb"], range(2))
+    assert bad >= 1
+
+
+@pytest.mark.parametrize("layout", [{}, {"whitespace": "flexible"}, {"indent": 2}])
+@pytest.mark.parametrize("schema, prefer", [
+    ({**AB, "minItems": 6}, b'ab",'), ({**CONTROL, "minItems": 3}, b'\\ntu0,"'),
+    ({**SHORT, "minItems": 13}, b'abc",'), (strings({"pattern": "^[0-2]{2}$"}, minItems=9),
+                                            b'012",'),
+    (strings({"maxLength": 1}, minItems=2, maxItems=4), b'a",'),
+])
+def test_byte_walks_never_stop_in_a_dead_end(schema, prefer, layout):
+    g = Grammar.from_json_schema(schema, **layout)
+    rng = random.Random(3)
+    # _byte_walk asserts a non-empty mask at every step
+    done = [out for out in (_byte_walk(g, rng, prefer) for _ in range(8)) if out is not None]
+    assert len(done) >= 4
+    for out in done:
+        assert _valid(schema, out) is True, out
+
+
+def _date(rng: random.Random) -> str:
+    return f"20{rng.randint(20, 21)}-0{rng.randint(1, 2)}-{rng.randint(10, 12)}"
+
+
+def _spell(s: str, rng: random.Random) -> str:
+    """A JSON spelling of ``s`` the default escapes allow: short or \\u escapes at random."""
+    out = json.dumps(s)
+    if rng.random() < 0.5:
+        out = out.replace("\\n", rng.choice(["\\u000a", "\\u000A", "\\n"]))
+    return out
+
+
+@pytest.mark.parametrize("schema, make", [
+    (DATES, _date),
+    (strings({"pattern": "^[a\n]{1,2}$"}),
+     lambda rng: "".join(rng.choice("a\n") for _ in range(rng.randint(1, 2)))),
+    (CODES, lambda rng: "".join(rng.choice("ab") for _ in range(rng.randint(1, 3)))),
+])
+def test_validate_agrees_with_jsonschema(schema, make):
+    g = Grammar.from_json_schema(schema)
+    rng = random.Random(11)
+
+    def text() -> str:
+        items = [make(rng) for _ in range(rng.randint(0, 6))]
+        if items and rng.random() < 0.3:
+            items.append(rng.choice(items))  # a duplicate, maybe spelled otherwise
+        return "[" + ",".join(_spell(s, rng) for s in items) + "]"
+
+    _agrees_with_jsonschema(g, schema, (text() for _ in range(300)))
+
+
+def test_dates_near_exhaustion():
+    """A month of one day: "2024-02-2x" once 20..29 are written leaves no "2" there."""
+    g = Grammar.from_json_schema(strings({"format": "date", "pattern": "^2024-02-2"}))
+    days = [f"2024-02-2{d}" for d in range(10) if d != 9]
+    m = _write(g, ("[" + ",".join(f'"{d}"' for d in days) + ',"2024-02-2').encode())
+    assert _bytes_allowed(m) == {b"9"}  # 2024-02-29: a leap year
+    m.consume_tokens(b'9"')
+    assert _bytes_allowed(m) == {b"]"}
