@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/captures.h"
 #include "engine/lexparser.h"
 #include "engine/mask.h"
 #include "engine/split.h"
@@ -158,6 +159,12 @@ struct LexParserHandle {
   std::shared_ptr<LexParser> lp;
 };
 
+// lexguide._core.CaptureTable: a grammar's capture marks (engine/captures.h).
+struct CaptureTableHandle {
+  std::shared_ptr<LexParser> lp;
+  std::shared_ptr<const CaptureTable> table;
+};
+
 // A generation: a lexer DFA and its regex store (lexer.h), shared by the grammars lowered into it.
 struct GenerationHandle {
   std::shared_ptr<LexerDFA> dfa;
@@ -214,6 +221,30 @@ void check_lexemes(LexParser& lp, const std::vector<int32_t>& lexemes) {
   for (int32_t l : lexemes)
     if (l < 0 || size_t(l) >= lp.n_lexemes())
       throw CoreError("CoreIndexError", "lexeme index out of range", {{"lexeme", l}});
+}
+
+// One piece of consumed input for read_captures(): bytes (appended to `data`) or the
+// special-token lexemes of a special token (any iterable of lexeme indices).
+CapturePiece read_capture_piece(LexParser& lp, nb::handle piece, const std::optional<State>& after,
+                                std::string& data) {
+  CapturePiece p;
+  if (PyBytes_Check(piece.ptr())) {
+    p.n_bytes = uint32_t(PyBytes_GET_SIZE(piece.ptr()));
+    data.append(PyBytes_AS_STRING(piece.ptr()), p.n_bytes);
+  } else {
+    nb::object items = nb::steal(PySequence_List(piece.ptr()));
+    if (!items.is_valid()) throw nb::python_error();
+    p.special = true;
+    p.lexemes = nb::cast<std::vector<int32_t>>(items);
+    check_lexemes(lp, p.lexemes);
+    std::sort(p.lexemes.begin(), p.lexemes.end());
+    p.lexemes.erase(std::unique(p.lexemes.begin(), p.lexemes.end()), p.lexemes.end());
+  }
+  if (after) {
+    check_state(lp, *after);
+    p.after = to_state(*after);
+  }
+  return p;
 }
 
 // A view of a cached mask, no copy: the array keeps the mask alive (Python marks it read-only).
@@ -692,6 +723,51 @@ void bind_engine(nb::module_& m) {
              return h.lp->lexer().without_extensions(s, lexemes);
            })
       .def_prop_ro("lexer_n_states", [](LexParserHandle& h) { return h.lp->lexer().n_states(); });
+
+  nb::class_<CaptureTableHandle>(m, "CaptureTable")
+      .def(
+          "__init__",
+          [](CaptureTableHandle* self, LexParserHandle& lp, std::vector<int32_t> nonterminal_names,
+             const std::vector<std::tuple<int32_t, int32_t, int64_t, int64_t>>& lexemes) {
+            std::vector<LexemeCapture> caps;
+            for (auto& [name, stop_name, body, tail] : lexemes) {
+              if (body >= int64_t(kNoRegex) || tail >= int64_t(kNoRegex))
+                throw CoreError("CoreIndexError", "unknown regex node", {{"lexeme", int64_t(caps.size())}});
+              caps.push_back({name, stop_name, body < 0 ? kNoRegex : NodeId(body), tail < 0 ? kNoRegex : NodeId(tail)});
+            }
+            new (self) CaptureTableHandle{lp.lp, nullptr};
+            self->table = typed("CoreGrammarError", [&] {
+              return std::make_shared<const CaptureTable>(*lp.lp, std::move(nonterminal_names), std::move(caps));
+            });
+          },
+          nb::arg("lexparser"), nb::arg("nonterminal_names"), nb::arg("lexemes"))
+      .def(
+          "read",
+          [](CaptureTableHandle& h, const std::vector<std::pair<nb::object, std::optional<State>>>& pieces,
+             bool final, uint64_t max_items, uint64_t max_steps) {
+            std::string data;
+            std::vector<CapturePiece> ps;
+            ps.reserve(pieces.size());
+            for (auto& [piece, after] : pieces) ps.push_back(read_capture_piece(*h.lp, piece, after, data));
+            std::vector<Capture> found;
+            {
+              nb::gil_scoped_release nogil;
+              try {
+                found = read_captures(*h.lp, *h.table, data, ps, final, CaptureLimits{max_items, max_steps});
+              } catch (const CaptureError& e) {
+                throw CoreError("CoreArgumentError", e.what(), {{"byte", int64_t(e.byte)}});
+              } catch (const std::invalid_argument& e) {
+                throw CoreError("CoreArgumentError", e.what());
+              }
+            }
+            std::vector<std::tuple<int32_t, uint32_t, uint32_t>> out;
+            out.reserve(found.size());
+            for (const Capture& c : found) out.emplace_back(c.name, c.start, c.end);
+            return out;
+          },
+          nb::arg("pieces"), nb::arg("final"), nb::arg("max_items") = kMaxCaptureItems,
+          nb::arg("max_steps") = kMaxCaptureSteps,
+          "(name id, start, end) of every capture in the pieces' bytes (engine/captures.h).");
 
   nb::class_<MaskEngineHandle>(m, "MaskEngine")
       .def(

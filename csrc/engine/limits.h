@@ -29,6 +29,11 @@ constexpr uint32_t kNonEmptyBudget = 5'000;
 // Earley parser: canonical sets of one grammar, items in one set
 constexpr uint32_t kMaxParserSets = 200'000;
 constexpr uint32_t kMaxItemsPerSet = 200'000;
+// captures (captures.h): Earley items of the positional parse of one input (all positions;
+// about 24 bytes each) and its steps (items added or met again, completions followed back;
+// tens of nanoseconds each)
+constexpr uint64_t kMaxCaptureItems = 4'000'000;
+constexpr uint64_t kMaxCaptureSteps = 50'000'000;
 // lexemes matching the empty string that may end one after another at one position
 constexpr uint32_t kMaxEmptyLexemes = 64;
 // memory of the per-tokenizer walk cache and of one grammar's mask memo (bytes); past it the

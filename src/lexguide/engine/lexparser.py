@@ -66,64 +66,13 @@ class _LexerView:
 
 
 class _ParserView:
-    """The grammar's Earley parser (canonical sets by id), plus the dotted-rule tables of its
-    grammar (``_dr_next``, ``_dr_lhs``, ``_rules_of``, ``_start_dr``, ``_accept_dr``,
-    ``_rule_first_dr``) for the positional parse of :mod:`lexguide.engine.captures`, built on
-    first use (most grammars have no captures: lowering does not pay for them)."""
+    """The grammar's Earley parser (canonical sets by id)."""
 
-    __slots__ = ("_c", "_dotted", "_expected", "_ir")
+    __slots__ = ("_c", "_expected")
 
-    def __init__(self, core: _core.LexParser, ir: GrammarIR) -> None:
+    def __init__(self, core: _core.LexParser) -> None:
         self._c = core
-        self._ir = ir
         self._expected: dict[int, frozenset[int]] = {}
-        self._dotted: tuple | None = None
-
-    def _tables(self) -> tuple:
-        """``(dr_next, dr_lhs, rule_first_dr, rules_of, start_dr, accept_dr)``; dotted rule
-        ``dr = rule_first_dr[r] + dot``, numbered as in the core."""
-        got = self._dotted
-        if got is None:
-            ir = self._ir
-            dr_next: list[int | None] = []  # the symbol after the dot, None when complete
-            dr_lhs: list[int] = []
-            rule_first_dr: list[int] = []
-            rules_of: dict[int, list[int]] = {}
-            for rule in ir.rules:
-                rule_first_dr.append(len(dr_next))
-                rules_of.setdefault(rule.lhs, []).append(len(dr_next))
-                for dot in range(len(rule.rhs) + 1):
-                    dr_next.append(rule.rhs[dot] if dot < len(rule.rhs) else None)
-                    dr_lhs.append(rule.lhs)
-            start_dr = rules_of[ir.start][0]
-            top = next(r for r in ir.rules if r.lhs == ir.start)
-            got = self._dotted = (dr_next, dr_lhs, rule_first_dr, rules_of, start_dr,
-                                  start_dr + len(top.rhs))
-        return got
-
-    @property
-    def _dr_next(self) -> list[int | None]:
-        return self._tables()[0]
-
-    @property
-    def _dr_lhs(self) -> list[int]:
-        return self._tables()[1]
-
-    @property
-    def _rule_first_dr(self) -> list[int]:
-        return self._tables()[2]
-
-    @property
-    def _rules_of(self) -> dict[int, list[int]]:
-        return self._tables()[3]
-
-    @property
-    def _start_dr(self) -> int:
-        return self._tables()[4]
-
-    @property
-    def _accept_dr(self) -> int:
-        return self._tables()[5]
 
     def scan(self, set_id: int, lexemes) -> int:
         return self._c.scan(set_id, list(lexemes))
@@ -173,13 +122,14 @@ class LexParser:
             lexemes, skips, ir.options.allow_initial_skip, ir.options.ignore_once,
         )
         self.lexer = _LexerView(self._core)
-        self.parser = _ParserView(self._core, ir)
+        self.parser = _ParserView(self._core)
         self.token_lexemes = frozenset(i for i, lx in enumerate(ir.lexemes) if lx.token_set is not None)
         self.eos_lexemes = frozenset(self._core.eos_lexemes)
         #: global lexeme -> its ``max_tokens`` (enforced per token by the engine's Matcher)
         self.budgets: dict[int, int] = dict(self._core.budgets)
         self.initial = ParseState(*self._core.initial)
         self._locals: dict[int, tuple[int, ...]] = {}
+        self._capture_table: tuple[_core.CaptureTable, tuple[str, ...]] | None = None
 
     # -- lexemes ----------------------------------------------------------------------------
     def locals_of(self, global_lexeme: int) -> tuple[int, ...]:
@@ -191,6 +141,32 @@ class LexParser:
 
     def is_skip(self, local: int) -> bool:
         return local >= self.n_lexemes
+
+    def capture_table(self) -> tuple[_core.CaptureTable, tuple[str, ...]]:
+        """The core's capture marks of the grammar and the capture names its ids index (see
+        :mod:`lexguide.engine.captures`); lowered on first use, so grammars without captures
+        do not pay for them. Raises ``CoreGrammarError`` if the IR does not fit the core's
+        grammar."""
+        got = self._capture_table
+        if got is None:
+            ir = self.ir
+            names = sorted({name for _, name in ir.captures}
+                           | {x for lx in ir.lexemes for x in (lx.capture, lx.stop_capture) if x is not None})
+            ids = {name: i for i, name in enumerate(names)}
+
+            def name_id(name: str | None) -> int:
+                return -1 if name is None else ids[name]
+
+            by_nt = dict(ir.captures)
+            nt_names = [name_id(by_nt.get(nt)) for nt in range(len(ir.nonterminals))]
+            lexemes = []
+            for lx in ir.lexemes:
+                tail = lx.stop_rx if lx.stop_rx is not None else lx.suffix_rx
+                body = lx.body_rx if tail is not None and lx.body_rx is not None else None
+                lexemes.append((name_id(lx.capture), name_id(lx.stop_capture),
+                                -1 if body is None else body, -1 if body is None else tail))
+            got = self._capture_table = (_core.CaptureTable(self._core, nt_names, lexemes), tuple(names))
+        return got
 
     @property
     def chain_limit_hits(self) -> int:
