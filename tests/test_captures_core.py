@@ -1,15 +1,20 @@
 """The core's captures (``csrc/engine/captures.cc``) against the Python oracle it replaced
 (``tests/reference/captures.py``) on random prefixes and sentences of capture grammars, its
-order for equal spans, and its bounds on long and highly ambiguous inputs."""
+order for equal spans, its bounds on long and highly ambiguous inputs, and the --quick mode of
+``bench/captures.py``."""
 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from lexguide import Grammar
-from lexguide.errors import CoreArgumentError, LimitExceeded, MatcherError
+from lexguide import Grammar, _core
+from lexguide.errors import (CoreArgumentError, CoreError, CoreGrammarError, CoreIndexError,
+                             LimitExceeded, MatcherError)
 from reference.captures import capture_spans as oracle_spans
 
 # (grammar, sentences): random prefixes are walked, sentences cut into random pieces
@@ -164,3 +169,27 @@ def test_ambiguous_input_hits_the_step_bound():
     with pytest.raises(LimitExceeded) as e:  # the default bound: an error, not a long run
         g.captures("a" * 1000)
     assert e.value.limit in ("max_capture_steps", "max_capture_items")
+
+
+def test_bench_quick_mode_runs():
+    bench = Path(__file__).resolve().parent.parent / "bench" / "captures.py"
+    proc = subprocess.run([sys.executable, str(bench), "--quick"], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| list of items | 111 | 21 |" in proc.stdout
+
+
+def test_hostile_arguments_raise_typed_errors():
+    lp = Grammar.from_lark('start: a\na[capture]: "x" "y"').lexparser
+    table, _ = lp.capture_table()
+    with pytest.raises(CoreIndexError):  # a special token of a lexeme the grammar lacks
+        table.read([(frozenset({999}), None)], False)
+    with pytest.raises(CoreIndexError):  # a parse state of no set
+        table.read([(b"x", (999_999, 0, False))], False)
+    with pytest.raises(CoreIndexError):
+        table.read([(b"x", (-1, 0, False))], False)
+    with pytest.raises(CoreGrammarError):  # marks that do not fit the grammar
+        _core.CaptureTable(lp._core, [-1], [])
+    with pytest.raises(CoreError):  # a regex id that names no node of the grammar's store
+        _core.CaptureTable(lp._core, [-1] * len(lp.ir.nonterminals), [(0, -1, 1 << 40, 0)] * lp.n_lexemes)
+    assert table.read([], False) == []

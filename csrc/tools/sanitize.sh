@@ -51,7 +51,7 @@ asan="$(g++ -print-file-name=libasan.so)"
 ubsan="$(g++ -print-file-name=libubsan.so)"
 engine=(tests/test_engine_mask.py tests/test_engine_batch.py tests/test_lexer_dfa.py
   tests/test_earley.py tests/test_fuzz.py tests/test_lark.py tests/test_gbnf.py tests/test_captures.py
-  tests/test_vocab_cache.py tests/test_engine_split.py)
+  tests/test_captures_core.py tests/test_vocab_cache.py tests/test_engine_split.py)
 kernels=(tests/test_kernels.py tests/test_kernels_amx.py tests/test_attention.py tests/test_runtime_tiny.py
   tests/test_runtime_batch.py tests/test_runtime_threads.py)
 runtime=("${kernels[@]}" tests/test_runtime.py tests/test_runtime_grammar.py

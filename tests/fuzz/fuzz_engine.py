@@ -3,9 +3,9 @@
 
 Each input picks a front end (Lark variant, GBNF, JSON Schema, regex) and a text, compiles it,
 then drives a matcher over a small vocabulary with tokens chosen by the remaining bytes
-(allowed ones mostly, arbitrary ones sometimes), checking masks against consume. Only
-``lexguide.LexguideError`` may escape a call; anything else — or a crash of the process — is
-a bug.
+(allowed ones mostly, arbitrary ones sometimes), checking masks against consume, and reads the
+captures of the text and of the output. Only ``lexguide.LexguideError`` may escape a call;
+anything else — or a crash of the process — is a bug.
 
     python tests/fuzz/fuzz_engine.py -max_total_time=600      # atheris (pip install atheris)
 
@@ -68,6 +68,10 @@ def one_input(data: bytes) -> None:
             return
         m = Matcher(g, info())
         g.validate(text)
+        try:
+            g.captures(text)  # the text itself is rarely a sentence: a typed error then
+        except LexguideError:
+            pass
         for b in steps[:64]:
             mask = m.compute_mask()
             allowed = np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[: len(VOCAB)])
@@ -84,6 +88,7 @@ def one_input(data: bytes) -> None:
             if m.is_stopped():
                 break
         m.forced_tokens()
+        m.captures()
         m.rollback(min(2, m.n_consumed))
     except LexguideError:
         pass
