@@ -268,7 +268,9 @@ class Grammar:
         """``(name, bytes)`` of the Lark ``capture``/``stop_capture`` rules in a complete
         sentence ``text``, ordered by end position (see :mod:`lexguide.engine.captures`).
 
-        Raises :class:`~lexguide.errors.MatcherError` if ``text`` does not match the grammar.
+        Raises :class:`~lexguide.errors.MatcherError` (``CoreArgumentError``, naming the byte)
+        if ``text`` does not match the grammar, :class:`~lexguide.errors.LimitExceeded` past the
+        core's bounds on the parse of a long, highly ambiguous text.
         """
         data = text.encode() if isinstance(text, str) else bytes(text)
         lp = self.lexparser
