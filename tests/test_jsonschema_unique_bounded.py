@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 
 import pytest
 
@@ -142,21 +141,18 @@ def test_counting_spellings_instead_of_values_is_caught(monkeypatch):
     assert b"," in _bytes_allowed(m)  # wrong: no fourth value exists
 
 
-def _completable(prefix: bytes, lang: list[str], min_items: int) -> bool:
+def _completable(prefix: bytes, spellings: list[str], min_items: int) -> bool:
     """Exact: whether ``prefix`` (compact JSON) extends to an array of at least ``min_items``
-    distinct strings of ``lang`` (letters only: one spelling each)."""
+    distinct values spelled as in ``spellings`` (JSON texts holding no ``,`` or ``]``, one
+    per value)."""
     text = prefix.decode()
     if not text.startswith("["):
         return False
     body = text[1:]
-    ok = re.compile(r'"([a-z]*)"')
 
     def values(parts):
-        got = [ok.fullmatch(p) for p in parts]
-        if not all(got) or any(g.group(1) not in lang for g in got):
-            return None
-        vs = [g.group(1) for g in got]
-        return vs if len(set(vs)) == len(vs) else None
+        return parts if all(p in spellings for p in parts) and len(set(parts)) == len(
+            parts) else None
 
     if "]" in body:
         done = values(body[:-1].split(",") if body != "]" else [])
@@ -166,29 +162,22 @@ def _completable(prefix: bytes, lang: list[str], min_items: int) -> bool:
     if done is None:
         return False
     cur = parts[-1]
-    fresh = [w for w in lang if w not in done]
+    fresh = [w for w in spellings if w not in done]
     if body == "":
         return min_items == 0 or len(fresh) >= min_items
-    need = max(1, min_items - len(done))
-    if len(fresh) < need:
-        return False
-    if cur == "":
-        return True
-    if not cur.startswith('"'):
-        return False
-    if len(cur) > 1 and cur.endswith('"'):
-        return cur[1:-1] in fresh
-    return any(w.startswith(cur[1:]) for w in fresh)
+    return len(fresh) >= max(1, min_items - len(done)) and any(w.startswith(cur) for w in fresh)
 
 
 VOCAB = [b"[", b"]", b",", b'"', b"a", b"b", b'"a', b'a"', b'b"', b'"ab"', b'",', b'","', b'"]',
          b"ab", b'"b",', b"c", b'c"', b'"c', b""]
 
 
-def _oracle_walks(schema: dict, lang: list[str], seeds: range) -> tuple[int, int]:
+def _oracle_walks(schema: dict, lang: list, seeds: range,
+                  vocab: list[bytes] = VOCAB) -> tuple[int, int]:
+    spellings = [json.dumps(v) for v in lang]
     min_items = schema.get("minItems", 0)
-    return oracle_walks(schema, VOCAB, lambda text: _completable(text, lang, min_items), seeds,
-                        60, 0.95)
+    return oracle_walks(schema, vocab, lambda text: _completable(text, spellings, min_items),
+                        seeds, 60, 0.95)
 
 
 @pytest.mark.parametrize("schema, lang", [
@@ -270,3 +259,81 @@ def test_dates_near_exhaustion():
     assert _bytes_allowed(m) == {b"9"}  # 2024-02-29: a leap year
     m.consume_tokens(b'9"')
     assert _bytes_allowed(m) == {b"]"}
+
+
+# -- finite sets of strings, integers, booleans and null ----------------------------------------
+MIXED_VALUES = ["a", "b", "ab", 1, 10, 11, 0, -1, True, False, None, "c", "\n", "t"]
+MIXED = {"type": "array", "items": {"enum": MIXED_VALUES}, "uniqueItems": True}
+
+
+def test_mixed_finite_sets_compile_with_a_finite_bracket():
+    from lexguide.jsonschema.unique import UNIQUE_STRINGS_ARRAY_NAME
+
+    g = Grammar.from_json_schema(MIXED)
+    assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [
+        UNIQUE_STRINGS_ARRAY_NAME]
+    assert g.validate('[1,"a",true,"t",null,0,-1]')
+    assert not g.validate('[1,"a",true,1]') and not g.validate('["\\n","\\u000a"]')
+    for values, why in ((["x", 2.5, *MIXED_VALUES], "number 2.5 spelled in several ways"),
+                        ([1.0, *MIXED_VALUES[:3], *MIXED_VALUES[4:]], "spelled in several")):
+        with pytest.raises(SchemaError, match=why):
+            Grammar.from_json_schema({**MIXED, "items": {"enum": values}})
+    with pytest.raises(SchemaError, match="minItems 15 needs more than the 14 values"):
+        Grammar.from_json_schema({**MIXED, "minItems": 15})
+
+
+MIXED_VOCAB = [b"[", b"]", b",", b'"', b"a", b"b", b'"a"', b"1", b"0", b"10", b"true", b"t",
+               b"rue", b"null", b"-", b"-1", b'",', b"1,", b"0]", b"false", b'"t"', b'"\\n"',
+               b'"c"', b""]
+
+
+@pytest.mark.parametrize("min_items", [0, 14])
+def test_mixed_masks_equal_the_exact_oracle(min_items):
+    bad, masked = _oracle_walks({**MIXED, "minItems": min_items}, MIXED_VALUES, range(4),
+                                MIXED_VOCAB)
+    assert bad == 0
+    assert masked >= 5  # the finite-values check was needed
+
+
+def test_mixed_without_the_used_up_check_is_caught(monkeypatch):
+    """The mutation: an open item or a "," never counts as used up."""
+    from lexguide.engine.unique_items import UniqueItems
+
+    monkeypatch.setattr(UniqueItems, "_value_used_up", lambda self, values, item, after: False)
+    bad, _ = _oracle_walks({**MIXED, "minItems": 14}, MIXED_VALUES, range(2), MIXED_VOCAB)
+    assert bad >= 1
+
+
+def test_a_used_up_number_prefix_is_masked():
+    g = Grammar.from_json_schema(MIXED)
+    m = _write(g, b"[1,10,")
+    m.consume(ord("1"))
+    assert _bytes_allowed(m) == {b"1"}  # 1 and 10 written: only 11
+    m.consume_tokens(b"1,true,false,")
+    assert b"t" not in _bytes_allowed(m) and b'"' in _bytes_allowed(m)
+
+
+@pytest.mark.parametrize("layout", [{}, {"whitespace": "flexible"}, {"indent": 2}])
+def test_mixed_byte_walks_never_stop_in_a_dead_end(layout):
+    schema = {**MIXED, "minItems": 14}
+    g = Grammar.from_json_schema(schema, **layout)
+    rng = random.Random(4)
+    done = [out for out in (_byte_walk(g, rng, b'01-abtrufalsen",\\') for _ in range(8))
+            if out is not None]
+    assert len(done) >= 4
+    for out in done:
+        assert _valid(schema, out) is True, out
+
+
+def test_mixed_validate_agrees_with_jsonschema():
+    g = Grammar.from_json_schema(MIXED)
+    rng = random.Random(5)
+
+    def text() -> str:  # spelled as the grammar spells them: integers by their digits
+        items = [rng.choice(MIXED_VALUES) for _ in range(rng.randint(0, 6))]
+        if items and rng.random() < 0.3:
+            items.append(rng.choice(items))
+        return "[" + ",".join(_spell(v, rng) if isinstance(v, str) else json.dumps(v)
+                              for v in items) + "]"
+
+    _agrees_with_jsonschema(g, MIXED, (text() for _ in range(300)))

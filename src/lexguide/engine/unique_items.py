@@ -99,7 +99,6 @@ import numpy as np
 from lexguide.engine.lexparser import LexParser, ParseState
 from lexguide.jsonschema.unique import (
     MAX_BOUNDED_ITEMS,
-    MAX_FINITE_STRINGS,
     UNIQUE_ARRAY_NAME,
     UNIQUE_CLOSED_ARRAY_NAME,
     UNIQUE_FINITE_REST_ARRAY_NAME,
@@ -223,7 +222,7 @@ class UniqueItems:
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
     __slots__ = ("_brackets", "_closed", "_counted", "_finite", "_fresh", "_items",
-                 "_lp", "_lookahead", "_nonzero", "_number_counts", "_tails", "_value_counter",
+                 "_lp", "_lookahead", "_nonzero", "_number_counts", "_value_counter",
                  "_walks",
                  "bounded")
 
@@ -245,7 +244,6 @@ class UniqueItems:
         #: some items come from a finite set of strings: a string item or a "," can leave
         #: only recorded strings (:meth:`_strings_dead`)
         self._finite = any(names[i] == UNIQUE_STRINGS_ARRAY_NAME for i in self._brackets)
-        self._tails: dict[int, tuple[bytes, ...] | None] = {}
         #: some items come from a bounded integer range: a number item or a "," can leave
         #: only recorded integers (:meth:`_integers_dead`, counting)
         self._counted = any(names[i] == UNIQUE_INTEGERS_ARRAY_NAME for i in self._brackets)
@@ -455,21 +453,32 @@ class UniqueItems:
 
     def _strings_dead(self, a: Arrays, after: ParseState | None, before: ParseState | None,
                       data: bytes) -> bool:
-        """Whether the innermost marked array, of a finite set of strings, is left with an
-        item or a required item that can only be a recorded string: an open string item all
-        of whose completions (read off the lexer) are recorded, or a ``,`` after which every
-        string an item can start is recorded."""
+        """Whether the innermost marked array, of a finite set of values (strings, integers,
+        booleans, null), is left with an item or a required item that can only be a recorded
+        value: an open item (a string, or a number or literal not yet ended by a delimiter)
+        all of whose completions (read off the lexer, :meth:`_only_recorded`) are recorded,
+        or a ``,`` after which every value an item can start is recorded."""
         values, item, level, need = a.frames[-1]
-        if level or not values or not (a.in_str and item is not None or item is None and need):
+        if level or not values or not (item is not None or need):
             return False
         if after is None and before is not None:
             after = self._lp.advance_bytes(before, data)
         if after is None:
             return False
         if item is not None:
-            return self._only_recorded(values, item, after.lexer_state)
-        return self._no_fresh_start(after, b'"', lambda b, got: self._only_recorded(
-            values, b'"', got.lexer_state))
+            return self._value_used_up(values, item, after)
+        return self._no_fresh_start(after, _VALUE_FIRSTS, lambda b, got: self._value_used_up(
+            values, bytes((b,)), got))
+
+    def _value_used_up(self, values: frozenset, item: bytes, after: ParseState) -> bool:
+        """Whether the open scalar item ``item`` (parse state ``after`` it) can only become a
+        recorded value: its lexeme ended (the value fixed), or every completion is one."""
+        if not after.pending:
+            try:
+                return value_key(item) in values
+            except ValueError:
+                return False
+        return self._only_recorded(values, item, after.lexer_state)
 
     def _no_fresh_start(self, after: ParseState, firsts: bytes, used_up) -> bool:
         """Whether every item that can start from ``after`` (through whitespace) with a byte
@@ -572,41 +581,18 @@ class UniqueItems:
         return total
 
     def _only_recorded(self, values: frozenset, item: bytes, lstate: int) -> bool:
-        """Whether every completion of the open string ``item`` from lexer state ``lstate`` is
-        one of ``values`` (False when there are more completions than values)."""
-        tails = self._tails_of(lstate)
-        if tails is None or len(tails) > len(values):
+        """Whether every completion of the open item ``item`` (a string, number or literal)
+        from lexer state ``lstate`` is one of ``values``: its completions in their canonical
+        spelling (:class:`~lexguide.jsonschema.unique_count.ValueCounter`, one per value),
+        listed when there are no more than ``values``. Memoised per lexer state."""
+        counter = self._value_counter
+        tails = counter.tails(counter.node(lstate, item), len(values))
+        if tails is None:
             return False
         try:
             return all(value_key(item + t) in values for t in tails)
         except ValueError:
             return False
-
-    def _tails_of(self, lstate: int, busy: set[int] | None = None) -> tuple[bytes, ...] | None:
-        """The byte strings that take the lexer from ``lstate`` to the end of its lexeme, or
-        None when there are more than :data:`~lexguide.jsonschema.unique.MAX_FINITE_STRINGS`
-        (or infinitely many: a cycle). Memoised per lexer state."""
-        if lstate in self._tails:
-            return self._tails[lstate]
-        busy = set() if busy is None else busy
-        if lstate in busy:
-            return None  # a cycle: infinitely many
-        busy.add(lstate)
-        lexer = self._lp.lexer
-        out: list[bytes] | None = [b""] if lexer.accepting(lstate) else []
-        for b in range(256):
-            nxt = lexer.next(lstate, b)
-            if nxt == 0:
-                continue
-            sub = self._tails_of(nxt, busy)
-            if sub is None or len(out) + len(sub) > MAX_FINITE_STRINGS:
-                out = None
-                break
-            out.extend(bytes((b,)) + t for t in sub)
-        busy.discard(lstate)
-        got = None if out is None else tuple(out)
-        self._tails[lstate] = got
-        return got
 
     def closed_exhausted(self, a: Arrays, state: ParseState) -> bool:
         """Whether every completion of the open item of :func:`_target` (an object), the text
@@ -1228,6 +1214,8 @@ class JsonTokenClasses:
 
 
 _VALUE_STARTS = frozenset(b'-0123456789tfn"[{')
+#: the first bytes of a scalar JSON value
+_VALUE_FIRSTS = b'"-0123456789tfn'
 
 
 def _holds_two_items(tb: bytes) -> bool:

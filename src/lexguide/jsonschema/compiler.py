@@ -458,7 +458,7 @@ class SchemaCompiler:
                       and items.minimum is not None):
                 problem = tracked  # else the size of the integer range is the reason
         if problem is not None and not isinstance(values, str) and not s.prefix and \
-                all(key[0] == "str" for key, _ in values):
+                integer_range_problem(s, self.schemas.resolve) is not None:  # else counted
             strings = finite_strings_problem(s, values, self.layout.escapes.general)
             if strings is None:
                 opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]

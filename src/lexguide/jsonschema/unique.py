@@ -372,8 +372,8 @@ def tracked(s: ArraySchema, resolve: Callable[[str], Schema],
     if unique_items_problem(s, values) is None:
         return False
     if not isinstance(values, str) and not s.prefix:  # a finite set of strings, or nothing
-        return all(key[0] == "str" for key, _ in values) and \
-            finite_strings_problem(s, values) is None or integer_range_problem(s, resolve) is None
+        return finite_strings_problem(s, values) is None or \
+            integer_range_problem(s, resolve) is None
     items = deref(s.items, resolve)
     if isinstance(items, StringSchema) and \
             matcher_items_problem(s, resolve, False, string_rx) is None:
@@ -575,23 +575,30 @@ def _closed_problem(s: ObjectSchema, resolve: Callable[[str], Schema], depth: in
 
 def finite_strings_problem(s: ArraySchema, values: list | str,
                            general_escapes: bool = False) -> str | None:
-    """Why the matcher cannot keep distinct the items of ``s``, a finite set of strings
-    ``values`` (from :func:`finite_values`) too large for the grammar (None: it can: inside
-    an item it masks the tokens after which the item can only become a recorded string, and
-    after a ``,`` the tokens after which no unrecorded string is left, so ``minItems`` up to
-    the number of strings is reachable and no allowed token leads to a dead end). Pure."""
+    """Why the matcher cannot keep distinct the items of ``s``, a finite set ``values`` (from
+    :func:`finite_values`) of strings, integers, booleans and null too large for the grammar
+    (None: it can: inside an item it masks the tokens after which the item can only become a
+    recorded value, and after a ``,`` the tokens after which no unrecorded value is left, so
+    ``minItems`` up to the number of values is reachable and no allowed token leads to a dead
+    end). The matcher lists an item's completions by their canonical spelling
+    (:mod:`lexguide.jsonschema.unique_count`), so every value needs one such spelling per
+    value: an integer const is spelled by its digits alone, but a number with a fraction (or
+    a float const such as ``1.0``) in any number of ways (``2.5``, ``2.50``): refused. Pure."""
     if isinstance(values, str) or not values or s.prefix or s.contains is not None:
-        return "the items are not a finite set of strings"
-    if any(key[0] != "str" for key, _ in values):
-        return "the items are a finite set of values other than strings only"
-    if general_escapes:
+        return "the items are not a finite set of values"
+    for key, v in values:
+        if key[0] == "num" and not (isinstance(v, NumberSchema) and v.integer):
+            return (f"the items are a finite set of values holding the number {key[1]} "
+                    "spelled in several ways (a fraction or a float const; integers are "
+                    "spelled one way)")
+    if general_escapes and any(key[0] == "str" for key, _ in values):
         return ("the items are a finite set of strings spelled in several ways (general "
                 "unicode escapes)")
     if len(values) > MAX_FINITE_STRINGS:
-        return (f"the items are {len(values)} strings (at most {MAX_FINITE_STRINGS} are kept "
+        return (f"the items are {len(values)} values (at most {MAX_FINITE_STRINGS} are kept "
                 "distinct this way)")
     if s.min_items > len(values):
-        return f"minItems {s.min_items} needs more than the {len(values)} strings the items allow"
+        return f"minItems {s.min_items} needs more than the {len(values)} values the items allow"
     return None
 
 
