@@ -18,9 +18,9 @@ import pytest
 
 jsonschema = pytest.importorskip("jsonschema")
 
-from test_jsonschema_unique_any import _agrees_with_jsonschema, _allowed, _valid
+from test_jsonschema_unique_any import _agrees_with_jsonschema, _allowed
 from test_jsonschema_unique_counted import oracle_walks
-from test_jsonschema_unique_values import _byte_walk
+from test_jsonschema_unique_values import walks_end_valid
 
 from lexguide.engine import Matcher, TokenizerInfo
 from lexguide.engine.grammar import Grammar
@@ -211,13 +211,7 @@ def test_a_walk_without_the_comma_check_is_caught(monkeypatch):
     (strings({"maxLength": 1}, minItems=2, maxItems=4), b'a",'),
 ])
 def test_byte_walks_never_stop_in_a_dead_end(schema, prefer, layout):
-    g = Grammar.from_json_schema(schema, **layout)
-    rng = random.Random(3)
-    # _byte_walk asserts a non-empty mask at every step
-    done = [out for out in (_byte_walk(g, rng, prefer) for _ in range(8)) if out is not None]
-    assert len(done) >= 4
-    for out in done:
-        assert _valid(schema, out) is True, out
+    walks_end_valid(schema, layout, prefer, 3)
 
 
 def _date(rng: random.Random) -> str:
@@ -315,14 +309,7 @@ def test_a_used_up_number_prefix_is_masked():
 
 @pytest.mark.parametrize("layout", [{}, {"whitespace": "flexible"}, {"indent": 2}])
 def test_mixed_byte_walks_never_stop_in_a_dead_end(layout):
-    schema = {**MIXED, "minItems": 14}
-    g = Grammar.from_json_schema(schema, **layout)
-    rng = random.Random(4)
-    done = [out for out in (_byte_walk(g, rng, b'01-abtrufalsen",\\') for _ in range(8))
-            if out is not None]
-    assert len(done) >= 4
-    for out in done:
-        assert _valid(schema, out) is True, out
+    walks_end_valid({**MIXED, "minItems": 14}, layout, b'01-abtrufalsen",\\', 4)
 
 
 def test_mixed_validate_agrees_with_jsonschema():
