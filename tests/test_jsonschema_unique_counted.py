@@ -26,8 +26,9 @@ from lexguide.errors import SchemaError
 from lexguide.jsonschema.unique import UNIQUE_INTEGERS_ARRAY_NAME
 
 
-def ints(lo: int, hi: int, **kw) -> dict:
-    return {"type": "array", "items": {"type": "integer", "minimum": lo, "maximum": hi},
+def ints(lo: int, hi: int, step: int | float | None = None, **kw) -> dict:
+    items = {"type": "integer", "minimum": lo, "maximum": hi}
+    return {"type": "array", "items": items if step is None else {**items, "multipleOf": step},
             "uniqueItems": True, **kw}
 
 
@@ -65,7 +66,7 @@ def test_integer_ranges_compile_with_a_counted_bracket(schema):
 
 
 @pytest.mark.parametrize("items, why", [
-    ({"type": "integer", "minimum": 1, "maximum": 300, "multipleOf": 3}, "uniqueItems"),
+    ({"type": "integer", "minimum": 1, "maximum": 300, "not": {"multipleOf": 3}}, "uniqueItems"),
     ({"type": "number", "minimum": 0, "maximum": 1}, "uniqueItems"),
 ])
 def test_ranges_not_counted_stay_a_located_error(items, why):
@@ -73,6 +74,36 @@ def test_ranges_not_counted_stay_a_located_error(items, why):
         Grammar.from_json_schema({"type": "array", "items": items, "uniqueItems": True})
     with pytest.raises(SchemaError, match="minItems 302"):
         Grammar.from_json_schema(ints(1, 300, minItems=302))
+
+
+@pytest.mark.parametrize("step, size", [(3, 100), (7, 9362), (2.5, 60), (0.5, 300)])
+def test_ranges_with_multiple_of_are_counted(step, size):
+    g = Grammar.from_json_schema(ints(1, 300 if size <= 300 else 65535, step))
+    assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [
+        UNIQUE_INTEGERS_ARRAY_NAME]
+    first = 5 if step == 2.5 else int(step) if step >= 1 else 1
+    assert g.validate(f"[{first},{2 * first}]") and not g.validate(f"[{first},{first}]")
+    assert not g.validate(f"[{first}.0]") and not g.validate(f"[{first + 1}]") == (step != 0.5)
+    with pytest.raises(SchemaError, match=f"minItems {size + 1} needs more than the {size}"):
+        Grammar.from_json_schema(ints(1, 300 if size <= 300 else 65535, step,
+                                      minItems=size + 1))
+    Grammar.from_json_schema(ints(1, 300 if size <= 300 else 65535, step, minItems=size))
+
+
+def test_a_used_up_multiple_is_masked():
+    g = Grammar.from_json_schema(ints(1, 300, 3))
+    m = _write(g, [3, 30, 33, 36, 300])
+    m.consume_tokens(b",3")
+    assert _bytes_allowed(m) == {b"9"}  # 3, 30, 33, 36 and 300 written: 39 is left
+    m.consume(ord("9"))
+    assert _bytes_allowed(m) == {b",", b"]"}
+    m.consume(ord(","))
+    assert b"3" not in _bytes_allowed(m)  # every multiple of 3 starting with 3 is written
+    m = _write(g, [v for v in range(3, 301, 3) if v != 150])
+    m.consume(ord(","))
+    assert _bytes_allowed(m) == {b"1"}
+    m.consume_tokens(b"150")
+    assert _bytes_allowed(m) == {b"]"}
 
 
 def test_the_range_is_spelled_one_way():
@@ -135,14 +166,14 @@ def test_the_boundary_of_a_small_range():
     assert _bytes_allowed(m) == {b"2"}
 
 
-def _completable(prefix: bytes, lo: int, hi: int, min_items: int) -> bool:
+def _completable(prefix: bytes, lo: int, hi: int, min_items: int, step: int = 1) -> bool:
     """Exact: whether ``prefix`` (compact JSON) extends to an array of at least ``min_items``
     distinct integers of ``lo..hi``, each written as decimal digits."""
     text = prefix.decode()
     if not text.startswith("["):
         return False
     body = text[1:]
-    domain = {str(v): v for v in range(lo, hi + 1)}
+    domain = {str(v): v for v in range(lo, hi + 1) if v % step == 0}
     if "]" in body:
         items = body[:-1].split(",") if body != "]" else []
         return body.index("]") == len(body) - 1 and all(p in domain for p in items) and \
@@ -195,12 +226,13 @@ def oracle_walks(schema: dict, vocab: list[bytes], completable, seeds: range, st
     return bad, masked
 
 
-@pytest.mark.parametrize("lo, hi, min_items", [(-3, 16, 0), (-3, 16, 20), (0, 40, 12),
-                                               (5, 30, 26)])
-def test_masks_equal_the_exact_oracle(lo, hi, min_items):
-    bad, masked = oracle_walks(ints(lo, hi, minItems=min_items), VOCAB,
-                               lambda text: _completable(text, lo, hi, min_items), range(4),
-                               200, 0.97)
+@pytest.mark.parametrize("lo, hi, min_items, step", [
+    (-3, 16, 0, 1), (-3, 16, 20, 1), (0, 40, 12, 1), (5, 30, 26, 1),
+    (-3, 40, 0, 3), (-3, 40, 15, 3), (-20, 100, 13, 10)])
+def test_masks_equal_the_exact_oracle(lo, hi, min_items, step):
+    bad, masked = oracle_walks(ints(lo, hi, None if step == 1 else step, minItems=min_items),
+                               VOCAB, lambda text: _completable(text, lo, hi, min_items, step),
+                               range(4), 200, 0.97)
     assert bad == 0
     assert masked >= 5  # the counting was needed
 

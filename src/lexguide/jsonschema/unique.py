@@ -118,7 +118,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
 from itertools import combinations
-from math import comb
+from math import comb, gcd
 
 from lexguide.jsonschema.schema import (
     AnyOfSchema,
@@ -605,9 +605,9 @@ def finite_strings_problem(s: ArraySchema, values: list | str,
 def integer_range_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> str | None:
     """Why the matcher cannot keep distinct the items of ``s`` as integers of a bounded range
     by counting (None: it can). The items must be ``{"type": "integer"}`` with a finite
-    ``minimum`` and ``maximum`` and nothing else (no ``multipleOf``, no ``not``), so that the
-    grammar spells each value one way (decimal digits, no fraction, exponent, leading zero
-    or ``-0``); at least ``minItems`` values; fewer than :data:`MAX_BOUNDED_ITEMS` values or
+    ``minimum`` and ``maximum``, maybe a ``multipleOf``, and no ``not``, so that the grammar
+    spells each value one way (decimal digits, no fraction, exponent, leading zero or
+    ``-0``); at least ``minItems`` values; fewer than :data:`MAX_BOUNDED_ITEMS` values or
     ``maxItems`` (so a count that saturates there always exceeds the recorded values). Pure."""
     if s.prefix or s.contains is not None:
         return "uniqueItems with prefixItems or contains is not supported"
@@ -615,13 +615,14 @@ def integer_range_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> s
     if not (isinstance(n, NumberSchema) and n.integer and n.minimum is not None
             and n.maximum is not None):
         return "the items are not an integer range"
-    if n.multiple_of is not None or n.not_multiples or n.non_integer:
-        return "the items are an integer range with multipleOf or not"
+    if n.not_multiples or n.non_integer:
+        return "the items are an integer range with a not"
     first = int(n.minimum.to_integral_value(rounding="ROUND_CEILING"))
     last = int(n.maximum.to_integral_value(rounding="ROUND_FLOOR"))
     first += n.exclusive_minimum and first == n.minimum
     last -= n.exclusive_maximum and last == n.maximum
-    size = last - first + 1
+    step = 1 if n.multiple_of is None else _integer_step(n.multiple_of)
+    size = max(0, last // step - -(-first // step) + 1)  # multiples of step in first..last
     if size < 1:
         return "the items are an empty integer range"
     if s.min_items > size:
@@ -630,6 +631,15 @@ def integer_range_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> s
         return (f"the items are an integer range of {size} values in an array without a "
                 f"maxItems below {MAX_BOUNDED_ITEMS}")
     return None
+
+
+def _integer_step(m: Decimal) -> int:
+    """The least positive integer whose multiples are the integers that are multiples of
+    ``m`` (``m = p / 10**k``: ``p / gcd(p, 10**k)``)."""
+    sign, digits, exp = m.normalize().as_tuple()
+    p = int("".join(map(str, digits)))
+    k = max(0, -exp)
+    return p * 10 ** max(0, exp) // gcd(p, 10 ** k)
 
 
 def unique_items_problem(s: ArraySchema, values: list | str) -> str | None:
