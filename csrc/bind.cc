@@ -4,6 +4,7 @@
 namespace nb = nanobind;
 
 void bind_engine(nb::module_& m);
+void bind_matcher(nb::module_& m);
 void bind_kernels(nb::module_& m);
 
 NB_MODULE(_core, m) {
@@ -12,5 +13,6 @@ NB_MODULE(_core, m) {
   // not leaks, but nanobind would list each of them
   nb::set_leak_warnings(false);
   bind_engine(m);
+  bind_matcher(m);
   bind_kernels(m);
 }

@@ -22,6 +22,7 @@
 #include "engine/captures.h"
 #include "engine/lexparser.h"
 #include "engine/mask.h"
+#include "engine/matcher.h"
 #include "engine/split.h"
 
 namespace nb = nanobind;
@@ -193,9 +194,11 @@ struct RegexCalls {
   }
 };
 
+// A grammar on a vocabulary, and what its matchers share (engine/matcher.h).
 struct MaskEngineHandle {
   std::shared_ptr<MaskEngine> engine;
   uint32_t n_words;
+  std::shared_ptr<const MatcherTables> tables;
 };
 
 void check_node(const RegexStore& rs, NodeId x) {
@@ -264,6 +267,16 @@ MaskArray to_numpy(const std::vector<uint32_t>& words) {
 }
 
 }  // namespace
+
+// For bind_matcher.cc: the tables a lexguide._core.MaskEngine's matchers share (a TypeError
+// for another object), and a CoreArgumentError naming `key`.
+std::shared_ptr<const MatcherTables> matcher_tables(nb::handle engine) {
+  if (!nb::isinstance<MaskEngineHandle>(engine)) throw nb::type_error("not a lexguide._core.MaskEngine");
+  return nb::cast<MaskEngineHandle&>(engine).tables;
+}
+[[noreturn]] void throw_argument_error(const std::string& message, const char* key, int64_t value) {
+  throw CoreError("CoreArgumentError", message, {{key, value}});
+}
 
 void bind_engine(nb::module_& m) {
   // C++ errors become the package's typed errors (lexguide.errors)
@@ -789,6 +802,7 @@ void bind_engine(nb::module_& m) {
                                                   std::move(token_lexeme_ids));
             });
             self->n_words = vocab.vocab->n_words();
+            self->tables = std::make_shared<const MatcherTables>(self->engine);
           })
       .def("mask",
            [](MaskEngineHandle& h, const State& st) {
@@ -884,55 +898,13 @@ void bind_engine(nb::module_& m) {
           if (out.shape(1) != h->n_words)
             throw CoreError("CoreArgumentError", "mask buffer rows have the wrong length", {{"row", int64_t(i)}});
         }
-        uint32_t* base = out.data();
-        size_t stride = out.shape(1);
-        nb::gil_scoped_release nogil;
-        // threads only when two or more masks are to be computed (handing work to a thread
-        // costs more than copying a cached mask); then the copies are spread over them too
-        std::vector<std::shared_ptr<const std::vector<uint32_t>>> cached(items.size());
-        size_t n_new = 0;
+        std::vector<MaskRow> rows;
+        rows.reserve(items.size());
         for (size_t i = 0; i < items.size(); i++)
-          if (!(cached[i] = items[i].first->engine->cached_mask(to_state(items[i].second)))) n_new++;
-        const bool spread = n_new >= 2 && n_threads >= 2;
-        std::vector<size_t> todo;
-        for (size_t i = 0; i < items.size(); i++) {
-          if (cached[i] && !spread) std::memcpy(base + i * stride, cached[i]->data(), stride * 4);
-          else todo.push_back(i);
-        }
-        size_t n = todo.size();
-        uint32_t k = spread ? std::min<uint32_t>(n_threads, uint32_t(n_new)) : 1;
-        // the masks one per thread at a time on the engine's pool; a large root walk is split
-        // into pieces that the crew's idle threads share (engine/split.h); the first error is
-        // raised once all have stopped
-        Crew crew(k, n, n_threads);
-        std::atomic<size_t> next{0};
-        std::mutex error_mu;
-        std::exception_ptr error;
-        std::atomic<bool> failed{false};
-        auto work = [&]() {
-          Crew::Member member(&crew);
-          for (size_t j; (j = next.fetch_add(1)) < n; crew.task_done()) {
-            if (failed.load()) continue;  // after an error the rest are only counted
-            if (k > 1) crew.help();
-            size_t i = todo[j];
-            try {
-              auto m = cached[i] ? cached[i] : items[i].first->engine->mask(to_state(items[i].second));
-              std::memcpy(base + i * stride, m->data(), stride * 4);
-            } catch (...) {
-              std::lock_guard<std::mutex> g(error_mu);
-              if (!error) error = std::current_exception();
-              failed.store(true);
-            }
-          }
-          if (k > 1) crew.help_until_done();
-        };
-        if (k > 1) {
-          std::lock_guard<std::mutex> busy(engine_pool_busy());
-          engine_pool().run(k, int(k), [&](int64_t) { work(); });
-        } else {
-          work();
-        }
-        if (error) std::rethrow_exception(error);
+          rows.push_back(MaskRow{items[i].first->engine.get(), to_state(items[i].second),
+                                 out.data() + i * out.shape(1)});
+        nb::gil_scoped_release nogil;
+        fill_mask_rows(rows, out.shape(1), n_threads);
       },
       nb::arg("items"), nb::arg("out").noconvert(), nb::arg("n_threads") = 1);
 

@@ -1,9 +1,15 @@
-"""``Matcher``: the per-generation state machine the runtime drives token by token."""
+"""``Matcher``: the per-generation state machine the runtime drives token by token.
+
+The matcher lives in the compiled core (``csrc/engine/matcher.h``): history, rollback, clone,
+token budgets, budget-aware masks, forced bytes and token validation are C++, and each method
+here is one call into it. Only ``uniqueItems`` arrays (:mod:`lexguide.engine.unique_items`)
+are kept in Python, on top of the core matcher, for the grammars that mark them.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,11 +20,13 @@ from lexguide.engine.lexparser import ParseState
 from lexguide.engine.mask import MaskEngine
 from lexguide.engine.tokenizer_info import TokenizerInfo
 from lexguide.engine.unique_items import EMPTY, UniqueItems, UniqueState
-from lexguide.errors import MatcherError, TokenRejected
+from lexguide.errors import TokenRejected
 
 __all__ = ["Matcher", "apply_mask", "engine_for", "fill_masks"]
 
-MAX_FORCED_BYTES = 512
+#: ``forced_bytes()`` stops after this many bytes (``kMaxForcedBytes`` in
+#: ``csrc/engine/matcher.h``)
+MAX_FORCED_BYTES: int = _core.MAX_FORCED_BYTES
 #: ``compute_mask(remaining)`` narrows the mask once fewer than ``c + max(BUDGET_MARGIN, c)``
 #: tokens remain, ``c`` the tokens of a shortest completion (``kBudgetMargin`` in
 #: ``csrc/engine/limits.h``)
@@ -36,7 +44,13 @@ class Matcher:
     """Constrains one generation to a grammar.
 
     Cheap to create and to ``clone`` (the heavy tables live in a :class:`MaskEngine` shared per
-    grammar and tokenizer). Not thread-safe per instance; use one matcher per sequence.
+    grammar and tokenizer). Not thread-safe per instance; use one matcher per sequence (clones
+    may run on different threads: the core releases the GIL while it consumes, masks, forces
+    and validates).
+
+    The state machine is the core's (``csrc/engine/matcher.h``): this class is a facade whose
+    methods each make one core call, with no per-byte or per-state calls between Python and
+    the core.
 
     ``compute_mask()`` returns a read-only ``uint32`` bitmask of ``ceil(V/32)`` words (bit
     ``t & 31`` of word ``t >> 5``): exactly the tokens whose bytes keep the output a valid
@@ -49,15 +63,18 @@ class Matcher:
     the grammar allows them after it). The state it must end in is an ordinary parse state
     whose lexer state cannot extend that lexeme, so masks stay memoised per parse state. When
     one token is left, tokens that would stay inside the lexeme and leave it unable to end
-    are masked out; a lexeme that still cannot end (one started inside a token that also ended
-    another lexeme) leaves an empty mask, a dead end that ``is_stopped()`` reports while
-    ``is_accepting()`` is false.
+    are masked out (memoised per parse state and count, shared by the grammar's matchers); a
+    lexeme that still cannot end (one started inside a token that also ended another lexeme)
+    leaves an empty mask, a dead end that ``is_stopped()`` reports while ``is_accepting()`` is
+    false.
 
-    ``uniqueItems`` arrays of strings that the grammar marks (see
-    :mod:`lexguide.engine.unique_items`): the matcher keeps the values of the items written so
-    far, beside each history entry, and removes from every mask the tokens that would close an
-    item equal to an earlier one; ``consume`` rejects them. Grammars without such arrays pay
-    nothing for it.
+    ``uniqueItems`` arrays that the grammar marks (see :mod:`lexguide.engine.unique_items`)
+    are the one part kept in Python, layered on the core matcher: the matcher keeps the values
+    of the items written so far beside each history entry, removes from a mask the tokens that
+    would close an item equal to an earlier one (or leave one that can only become one), and
+    ``consume`` rejects them. For such grammars ``consume`` steps the tracker over the token's
+    bytes in Python and masks are post-processed in Python while an item could be closed;
+    grammars without marked arrays pay nothing for it and go straight to the core.
     """
 
     def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo) -> None:
@@ -65,35 +82,35 @@ class Matcher:
         self.info = tokenizer_info
         self._engine = engine_for(grammar, tokenizer_info)
         self._lp = self._engine.lp
-        self._history: list[ParseState] = [self._lp.initial]
-        self._tokens: list[int] = []  # consumed tokens (EOS excluded), for captures()
-        self._stopped = False  # an EOS token was consumed
-        # token budgets: global lexeme -> max_tokens; per history entry, the tokens that hold
-        # bytes of the lexeme being read; budget-restricted masks by (state, count)
-        self._budgets: dict[int, int] = self._lp.budgets
-        self._counts: list[int] = [0]
-        self._budget_masks: dict[tuple[ParseState, int], np.ndarray] = {}
-        # uniqueItems enforced here: per history entry, the values of the open marked array
+        self._core = _core.Matcher(self._engine._core)
+        self._no_forcing = grammar.ir.options.no_forcing
+        # uniqueItems, in Python on top of the core: per history entry, the tracker's state
         self._unique: UniqueItems | None = self._engine.unique_items
         self._uniq: list[UniqueState] = [EMPTY]
 
     # -- state ----------------------------------------------------------------------------
     @property
     def state(self) -> ParseState:
-        return self._history[-1]
+        """The parse state after the tokens consumed (EOS excluded)."""
+        return ParseState(*self._core.state)
 
     @property
     def n_consumed(self) -> int:
-        """Tokens consumed since the start (or the last reset)."""
-        return len(self._history) - 1 + (1 if self._stopped else 0)
+        """Tokens consumed since the start (or the last reset), EOS included."""
+        return self._core.n_consumed
+
+    @property
+    def _tokens(self) -> list[int]:
+        """The consumed tokens (EOS excluded), a new list."""
+        return self._core.history()[0]
 
     def is_accepting(self) -> bool:
         """Whether the output so far is a complete sentence (EOS allowed)."""
-        return self._stopped or self._lp.is_accepting(self.state)
+        return self._core.is_accepting()
 
     def is_stopped(self) -> bool:
         """True once EOS was consumed or nothing but EOS can follow."""
-        return self._stopped or not self._lp.can_continue(self.state)
+        return self._core.is_stopped()
 
     # -- masks ----------------------------------------------------------------------------
     def compute_mask(self, remaining: int | None = None) -> np.ndarray:
@@ -105,29 +122,19 @@ class Matcher:
         the mask keeps only tokens after which a completion of at most ``remaining - 1``
         tokens is known, so the output ends complete whenever a completion fits in the
         budget it started with. When no completion is known, or none fits, the plain mask.
-        Costs, per parse state met in that regime, one completion search per distinct state
-        the allowed tokens lead to (memoised: states repeat, e.g. inside strings).
+        Grammars with token budgets use their budgets' mask instead. Costs, per parse state
+        met in that regime, one completion search per distinct state the allowed tokens lead
+        to (memoised: states repeat, e.g. inside strings). After EOS, all zeros.
         """
-        if self._stopped:
-            return self.info.mask_from_ids(np.zeros(0, dtype=np.int64))
-        if self._unique is not None and self._unique.may_mask(self._uniq[-1],
-                                                              self._engine.quote_tokens):
+        if self._unique is not None and self._masked_in_python():
             return self._unique_mask(remaining)
-        if self._budgets:
-            return self._budget_mask(self.state, self._counts[-1])
-        if remaining is not None:
-            mask = self._engine._core.budget_mask(self.state, max(0, int(remaining) - 1))
-            if mask is not None:
-                mask.flags.writeable = False
-                return mask
-        return self._engine.compute_mask(self.state)
+        return self._core.compute_mask(remaining)
 
     def _masked_in_python(self) -> bool:
-        """Whether :meth:`compute_mask` does work the core's mask fill does not (a stopped
-        matcher, token budgets, a ``uniqueItems`` item that a token could close)."""
-        return self._stopped or bool(self._budgets) or (
-            self._unique is not None
-            and self._unique.may_mask(self._uniq[-1], self._engine.quote_tokens))
+        """Whether :meth:`compute_mask` post-processes the core's mask in Python (a
+        ``uniqueItems`` item that a token could close or leave dead)."""
+        return (self._unique is not None and not self._core.eos_consumed
+                and self._unique.may_mask(self._uniq[-1], self._engine.quote_tokens))
 
     def _without_duplicates(self, mask: np.ndarray) -> np.ndarray:
         """``mask`` less the tokens that close a ``uniqueItems`` item equal to an earlier one."""
@@ -137,7 +144,6 @@ class Matcher:
         if unique.bounded:
             bad += unique.dead_ids(st, state, mask, self._engine)
         if not bad:
-            mask.flags.writeable = False
             return mask
         out = mask & ~self.info.mask_from_ids(np.asarray(bad, dtype=np.int64))
         out.flags.writeable = False
@@ -148,31 +154,29 @@ class Matcher:
         those tokens, or, when that leaves nothing (every short completion of the open item
         was a duplicate), the plain mask without them, so the output never stops in a dead
         end; the budget's promise is then lost by the few tokens a distinct item needs."""
-        state = self.state
-        if self._budgets:
-            plain = self._budget_mask(state, self._counts[-1])
-        else:
-            plain = self._engine.compute_mask(state)
-        if remaining is not None and not self._budgets:
-            narrowed = self._engine._core.budget_mask(state, max(0, int(remaining) - 1))
-            if narrowed is not None:
-                out = self._without_duplicates(narrowed)
-                if out.any():
-                    return out
-        return self._without_duplicates(plain)
+        core = self._core
+        if remaining is not None and not core.has_budgets:
+            narrowed = core.compute_mask(remaining)
+            out = self._without_duplicates(narrowed)
+            if out.any():
+                return out
+        return self._without_duplicates(core.compute_mask(None))
 
     def min_completion(self) -> int | None:
         """Tokens of a completion from here (0 when complete): a shortest byte completion
         (read off the grammar's structure, replayed to check it; else a search of up to 64
         bytes) split into the longest vocabulary tokens — an upper bound on the fewest tokens
         that complete. None when no completion was found."""
-        if self._stopped:
-            return 0
-        return self._engine._core.min_completion(self.state)
+        return self._core.min_completion()
 
     def is_allowed(self, token_id: int) -> bool:
-        mask = self.compute_mask()
-        return bool((int(mask[token_id >> 5]) >> (token_id & 31)) & 1)
+        """Whether the next mask (``compute_mask()``) allows ``token_id``."""
+        if self._unique is not None:
+            if not 0 <= token_id < self.info.vocab_size:
+                return False
+            mask = self.compute_mask()
+            return bool((int(mask[token_id >> 5]) >> (token_id & 31)) & 1)
+        return self._core.is_allowed(token_id)
 
     def fill_mask(self, out: Any, row: int = 0) -> None:
         """Write the next mask into row ``row`` of ``out`` without allocating.
@@ -181,160 +185,84 @@ class Matcher:
         ``(rows, n_words)``, C-contiguous (``n_words = ceil(V / 32)``); other rows are untouched.
         """
         dst = _mask_rows(out, self.info.n_words)[row]
-        if self._masked_in_python():
+        if self._unique is not None and self._masked_in_python():
             dst[:] = self.compute_mask()
         else:
-            self._engine.fill_mask(self.state, dst)
+            self._core.fill_mask(dst)
 
-    def validate_tokens(self, token_ids) -> int:
+    def validate_tokens(self, token_ids: Iterable[int]) -> int:
         """How many of ``token_ids`` (a draft, e.g. from speculative decoding) the grammar
-        accepts in sequence from here, without consuming them. Costs one consume per token."""
-        probe = self.clone()
+        accepts in sequence from here, without consuming them (the state is unchanged after
+        the call). Costs one consume per accepted token."""
+        if self._unique is None:
+            return self._core.validate_tokens(_as_sequence(token_ids))
         n = 0
-        for t in token_ids:
-            try:
-                probe.consume(t)
-            except TokenRejected:
-                break
-            n += 1
+        try:
+            for t in token_ids:
+                try:
+                    self.consume(t)
+                except TokenRejected:
+                    break
+                n += 1
+        finally:
+            self.rollback(n)
         return n
 
     # -- advancing ------------------------------------------------------------------------
-    def _next_state(self, token_id: int) -> ParseState | None:
-        return self._engine.advance_token(self.state, token_id)
-
-    def _next_budgeted(self, token_id: int) -> tuple[ParseState, int] | None:
-        """As :meth:`_next_state`, plus the token count of the lexeme being read after it,
-        with spent budgets applied to the state."""
-        state, count = self.state, self._counts[-1]
-        data = self.info.token_bytes[token_id]
-        if self._engine.token_lexemes_of(token_id) or token_id in self.info.special_ids or not data:
-            nxt = self._next_state(token_id)
-            if nxt is None:
-                return None
-            return self._cap(nxt, count if nxt.pending and nxt == state else 0)
-        lp, lexer = self._lp, self._lp.lexer
-        same_lexeme = True  # every byte so far extended the lexeme that was being read
-        for b in data:
-            if same_lexeme and not (state.pending and lexer.next(state.lexer_state, b) != 0):
-                same_lexeme = False
-            nxt = lp.advance_byte(state, b)
-            if nxt is None:
-                return None
-            state = nxt
-        if not state.pending:
-            return state, 0
-        return self._cap(state, count + 1 if same_lexeme else 1)
-
-    def _cap(self, state: ParseState, count: int) -> tuple[ParseState, int]:
-        """``state`` where the lexemes whose budget ``count`` spent take no more bytes."""
-        if not state.pending or state.lexer_state == 0:
-            return state, count
-        lexer = self._lp.lexer
-        budgets = self._budgets
-        lstate = state.lexer_state
-        spent = [g for g in lexer.alive_lexemes(lstate) if budgets.get(g, count + 1) <= count]
-        if not spent:
-            return state, count
-        return ParseState(state.set_id, lexer.without_extensions(lstate, spent), True), count
-
-    def _budget_mask(self, state: ParseState, count: int) -> np.ndarray:
-        """The mask of ``state`` when the next token is the last one of a budgeted lexeme:
-        tokens that would stay inside it and leave it unable to end are removed."""
-        mask = self._engine.compute_mask(state)
-        lstate = state.lexer_state
-        if lstate == 0:
-            return mask
-        count = count if state.pending else 0
-        lexer = self._lp.lexer
-        budgets = self._budgets
-        if not any(budgets.get(g, count + 2) == count + 1 for g in lexer.alive_lexemes(lstate)):
-            return mask
-        key = (state, count)
-        hit = self._budget_masks.get(key)
-        if hit is not None:
-            return hit
-        ids, ends = self._engine.inside_end_states(lstate)
-        bad = [
-            s for s in np.unique(ends).tolist()
-            if self._cap(ParseState(state.set_id, s, True), count + 1)[0].lexer_state == 0
-        ]  # fmt: skip
-        if bad:
-            mask = mask & ~self.info.mask_from_ids(ids[np.isin(ends, bad)])
-            mask.flags.writeable = False
-        self._budget_masks[key] = mask
-        return mask
-
     def consume(self, token_id: int) -> None:
         """Advance by one token. Raises ``TokenRejected`` (state unchanged) if not allowed."""
-        token_id = int(token_id)
-        if not 0 <= token_id < self.info.vocab_size:
-            raise TokenRejected(token_id, f"token id {token_id} outside vocabulary")
-        if self._stopped:
-            raise TokenRejected(token_id, "the matcher has stopped (EOS was consumed)")
-        if self._budgets:
-            if not self.is_allowed(token_id):  # the mask holds the budget's look-ahead
-                raise TokenRejected(token_id)
-            step = self._next_budgeted(token_id)
-            nxt, count = step if step is not None else (None, 0)
+        if self._unique is None:
+            self._core.consume(token_id)
         else:
-            nxt, count = self._next_state(token_id), 0
-        if nxt is None:
-            if token_id in self.info.eos_ids and self._lp.is_accepting(self.state):
-                self._stopped = True
-                return
-            raise TokenRejected(token_id)
-        if self._unique is not None:
-            uniq = self._uniq[-1]
-            data = self.info.token_bytes[token_id]
-            if data and token_id not in self.info.special_ids:
-                got = self._unique.step(uniq, self.state, data, nxt)
-                if got is None:
-                    raise TokenRejected(token_id, "closes an item equal to an earlier item of "
-                                        "its uniqueItems array, or leaves one that can only "
-                                        "become one")
-                uniq = got
-            self._uniq.append(uniq)
-        self._history.append(nxt)
-        self._tokens.append(token_id)
-        self._counts.append(count)
+            self._consume_unique(int(token_id))
 
-    def consume_tokens(self, token_ids) -> None:
+    def _consume_unique(self, token_id: int) -> None:
+        """:meth:`consume` with the ``uniqueItems`` tracker stepped over the token's bytes."""
+        assert self._unique is not None
+        core, uniq = self._core, self._uniq[-1]
+        if core.has_budgets and 0 <= token_id < self.info.vocab_size and not core.eos_consumed \
+                and not self.is_allowed(token_id):  # the mask without duplicates
+            raise TokenRejected(token_id)
+        before = self.state
+        core.consume(token_id)
+        if core.eos_consumed:
+            return
+        data = self.info.token_bytes[token_id]
+        if data and token_id not in self.info.special_ids:
+            got = self._unique.step(uniq, before, data, self.state)
+            if got is None:
+                core.rollback(1)
+                raise TokenRejected(token_id, "closes an item equal to an earlier item of its "
+                                    "uniqueItems array, or leaves one that can only become one")
+            uniq = got
+        self._uniq.append(uniq)
+
+    def consume_tokens(self, token_ids: Iterable[int]) -> None:
         """Consume several tokens; on rejection the ones before it stay consumed."""
+        if self._unique is None:
+            self._core.consume_tokens(_as_sequence(token_ids))
+            return
         for t in token_ids:
             self.consume(t)
 
     def rollback(self, n: int) -> None:
-        """Undo the last ``n`` consumed tokens (EOS included)."""
-        if n < 0 or n > self.n_consumed:
-            raise MatcherError(f"cannot roll back {n} tokens; {self.n_consumed} consumed")
-        if n and self._stopped:
-            self._stopped = False
-            n -= 1
-        if n:
-            del self._history[-n:]
-            del self._tokens[-n:]
-            del self._counts[-n:]
-            if self._unique is not None:
-                del self._uniq[-n:]
+        """Undo the last ``n`` consumed tokens (EOS included); ``MatcherError`` when ``n`` is
+        negative or more than were consumed."""
+        self._core.rollback(n)
+        if self._unique is not None:
+            del self._uniq[self._core.n_tokens + 1:]
 
     def reset(self) -> None:
         """Back to the start of the grammar."""
-        del self._history[1:]
-        del self._tokens[:]
-        del self._counts[1:]
+        self._core.reset()
         del self._uniq[1:]
-        self._stopped = False
 
     def clone(self) -> Matcher:
         """An independent copy sharing the compiled tables."""
         twin = Matcher.__new__(Matcher)
         twin.grammar, twin.info, twin._engine, twin._lp = self.grammar, self.info, self._engine, self._lp
-        twin._history = list(self._history)
-        twin._tokens = list(self._tokens)
-        twin._stopped = self._stopped
-        twin._budgets, twin._budget_masks = self._budgets, self._budget_masks
-        twin._counts = list(self._counts)
+        twin._no_forcing = self._no_forcing
+        twin._core = self._core.clone()
         twin._unique, twin._uniq = self._unique, list(self._uniq)
         return twin
 
@@ -345,17 +273,19 @@ class Matcher:
 
         Once the output is complete (EOS consumed, or nothing but EOS can follow) the last
         lexeme counts as ended; before that, only rules a parse of the prefix has completed
-        are reported. Computed on demand by replaying the consumed tokens (cost grows with the
-        output); ``[]`` at once for grammars without captures.
+        are reported. Computed on demand from the consumed tokens and states (cost grows with
+        the output); ``[]`` at once for grammars without captures.
         """
         lp = self._lp
         if not lp.ir.has_captures:
             return []
         from lexguide.engine.captures import captures
 
+        tokens, states = self._core.history()
+        history = [ParseState(*s) for s in states]
         pieces: list = []
         data = bytearray()
-        for before, after, token_id in zip(self._history, self._history[1:], self._tokens):
+        for before, after, token_id in zip(history, history[1:], tokens):
             lexemes = self._engine.token_lexemes_of(token_id)
             if lexemes and lp.advance_token_lexeme(before, lexemes) is not None:
                 pieces.append((lexemes, after))
@@ -363,29 +293,14 @@ class Matcher:
                 piece = self.info.token_bytes[token_id]
                 pieces.append((piece, after))
                 data += piece
-        final = self._stopped or (lp.is_accepting(self.state) and not lp.can_continue(self.state))
+        final = self._core.is_stopped() and self._core.is_accepting()
         return captures(lp, bytes(data), pieces, final)
 
     # -- forcing --------------------------------------------------------------------------
     def forced_bytes(self) -> bytes:
-        """Bytes the grammar forces next (empty if there is a choice, including EOS)."""
-        lp = self._lp
-        state = self.state
-        out = bytearray()
-        if self._stopped:
-            return b""
-        while len(out) < MAX_FORCED_BYTES:
-            if lp.is_accepting(state):
-                break
-            if self._engine._special_ids(state) is not None:
-                break
-            allowed = lp.allowed_bytes(state)
-            if allowed.sum() != 1:
-                break
-            only = int(np.argmax(allowed))
-            out.append(only)
-            state = lp.advance_byte(state, only)
-        return bytes(out)
+        """Bytes the grammar forces next (empty if there is a choice, including EOS, or a
+        special token is allowed); at most ``MAX_FORCED_BYTES``."""
+        return self._core.forced_bytes()
 
     def forced_tokens(self) -> list[int]:
         """Canonical tokens for the forced bytes, all of which the grammar allows in sequence.
@@ -393,25 +308,16 @@ class Matcher:
         Uses the tokenizer's ``encode`` when ``TokenizerInfo`` has one (else longest match),
         and drops the last token, which might merge with the text that follows.
         """
-        if self.grammar.ir.options.no_forcing:
+        if self._no_forcing:
             return []
-        forced = self.forced_bytes()
+        forced = self._core.forced_bytes()
         if not forced:
             return []
-        tokens = self._tokenize_forced(forced)
+        # the last token could be a prefix of a longer, better token once more text follows
+        tokens = self._tokenize_forced(forced)[:-1]
         if not tokens:
             return []
-        # the last token could be a prefix of a longer, better token once more text follows
-        tokens = tokens[:-1]
-        probe = self.clone()
-        out = []
-        for t in tokens:
-            try:
-                probe.consume(t)
-            except TokenRejected:
-                break
-            out.append(t)
-        return out
+        return tokens[:self.validate_tokens(tokens)]
 
     def _tokenize_forced(self, data: bytes) -> list[int]:
         info = self.info
@@ -440,6 +346,11 @@ class Matcher:
         return f"Matcher(consumed={self.n_consumed}, accepting={self.is_accepting()}, stopped={self.is_stopped()})"
 
 
+def _as_sequence(token_ids: Iterable[int]) -> Sequence[int]:
+    """``token_ids`` as the core takes them (a list, tuple or array is passed as it is)."""
+    return token_ids if isinstance(token_ids, (list, tuple, np.ndarray)) else list(token_ids)
+
+
 def _mask_rows(out: Any, n_words: int) -> np.ndarray:
     """``out`` (numpy or CPU torch, 32-bit ints) as a 2-D uint32 numpy view, checked."""
     if not isinstance(out, np.ndarray):
@@ -466,7 +377,9 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
     The core computes the masks with the GIL released, spread over ``n_threads`` threads
     (default: all cores). ``out`` is as for :meth:`Matcher.fill_mask`, with at least
     ``len(matchers)`` rows. ``remaining[i]``: tokens sequence ``i`` may still generate (see
-    :meth:`Matcher.compute_mask`); rows whose budget is tight are narrowed one by one, first.
+    :meth:`Matcher.compute_mask`); rows whose budget is tight, token-budgeted rows and stopped
+    rows are written one by one, first. Rows of matchers inside a ``uniqueItems`` item are
+    then written in Python (:meth:`Matcher.compute_mask`).
     """
     if not matchers:
         return
@@ -474,30 +387,13 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
     rows = _mask_rows(out, n_words)
     if rows.shape[0] < len(matchers):
         raise ValueError(f"mask buffer has {rows.shape[0]} rows for {len(matchers)} matchers")
-    batch, items, rest = [], [], []
-    for i, m in enumerate(matchers):
-        if m.info.n_words != n_words:
-            raise ValueError("fill_masks: every matcher must use the same vocabulary size")
-        if m._masked_in_python():
-            rest.append(i)
-            continue
-        if remaining is not None and remaining[i] is not None:
-            narrowed = m._engine._core.budget_mask(m.state, max(0, int(remaining[i]) - 1))
-            if narrowed is not None:
-                rows[i] = narrowed
-                continue
-        batch.append(i)
-        items.append((m._engine._core, m.state))
-    if items:
-        threads = n_threads if n_threads is not None else (os.cpu_count() or 1)
-        if len(batch) == len(matchers):
-            _core.fill_masks(items, rows, max(1, threads))
-        else:
-            tmp = np.empty((len(items), n_words), dtype=np.uint32)
-            _core.fill_masks(items, tmp, max(1, threads))
-            rows[batch] = tmp
-    for i in rest:
-        rows[i] = matchers[i].compute_mask(None if remaining is None else remaining[i])
+    cores = [None if m._masked_in_python() else m._core for m in matchers]
+    threads = n_threads if n_threads is not None else (os.cpu_count() or 1)
+    _core.fill_matcher_masks(cores, rows, max(1, threads),
+                             None if remaining is None else list(remaining))
+    for i, c in enumerate(cores):
+        if c is None:
+            rows[i] = matchers[i].compute_mask(None if remaining is None else remaining[i])
 
 
 def mask_logits_rows(logits: Any, bitmask: Any, rows: Sequence[int] = ()) -> None:
