@@ -48,6 +48,14 @@ def test_whitespace_bench_quick(smollm2_file, tmp_path):
     assert {r["config"] for r in report["rows"]} == {"before", "after"}
 
 
+def test_matcher_bench_quick(smollm2_file, tmp_path):
+    """A generation step's cost and Python frames per token, with and without token budgets."""
+    stdout, report = _run([str(BENCH / "matcher.py"), "--quick"], tmp_path)
+    assert "| json schema, 5 fields |" in stdout and "| lark, max_tokens lexeme |" in stdout
+    assert [r["case"] for r in report] == ["json schema, 5 fields", "lark, max_tokens lexeme"]
+    assert all(r["tokens"] > 0 and 0 < r["frames_per_token"] < 10 for r in report)
+
+
 def test_engine_footprint_bench_quick(smollm2_file, tmp_path):
     """Cold and disk-cached tokenizer preprocessing side by side, memory per grammar."""
     _need_jsonschemabench()
