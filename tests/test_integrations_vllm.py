@@ -196,6 +196,28 @@ def test_a_bad_constraint_is_refused_at_admission(llm) -> None:
         llm.generate(["x"], bad, use_tqdm=False)
 
 
+def test_unique_items_stay_distinct_when_the_model_repeats_itself(llm) -> None:
+    # greedy SmolLM2 repeats its first item; the lexguide mask keeps the items distinct (a
+    # date, whose language the matcher counts, and a port of a counted integer range)
+    schemas = [{"type": "array", "items": {"type": "string", "format": "date"},
+                "uniqueItems": True, "minItems": 4, "maxItems": 4},
+               {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535},
+                "uniqueItems": True, "minItems": 4, "maxItems": 4}]
+    prompts = ["The date 2024-01-01 four times, as a JSON list:",
+               "The port 8080 four times, as a JSON list:"]
+    params = [SamplingParams(max_tokens=120, temperature=0,
+                             extra_args={"lexguide": {"json_schema": schema}})
+              for schema in schemas]
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    for out, schema in zip(outs, schemas):
+        text = out.outputs[0].text
+        assert out.outputs[0].finish_reason == "stop", text
+        value = json.loads(text)
+        jsonschema.validate(value, schema)  # uniqueItems included
+        assert len(set(value)) == 4
+        assert Grammar.from_json_schema(schema).validate(text)
+
+
 def test_the_budget_closes_the_output_in_time(llm) -> None:
     schema = {"type": "array", "items": {"type": "string"}}
     params = SamplingParams(max_tokens=10, temperature=0,

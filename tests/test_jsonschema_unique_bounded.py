@@ -324,3 +324,4 @@ def test_mixed_validate_agrees_with_jsonschema():
                               for v in items) + "]"
 
     _agrees_with_jsonschema(g, MIXED, (text() for _ in range(300)))
+

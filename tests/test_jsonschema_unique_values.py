@@ -549,6 +549,16 @@ def test_byte_walks_in_every_layout_never_stop_in_a_dead_end(schema, layout):
     # the look-ahead: a name repeated with every flag value must be respelled or extended
     (CLOSED_FLAG_ITEM, "A JSON list of the same thing written three times: "),
     (CLOSED_NUMBER_ITEM, "A JSON list of one person written three times: "),
+    # bounded languages the matcher counts (tests/test_jsonschema_unique_bounded.py,
+    # tests/test_jsonschema_unique_counted.py)
+    ({"type": "string", "format": "date"}, "The date 2024-01-01 four times, as a JSON list:"),
+    ({"type": "string", "pattern": "^[a-z]{1,3}$"}, 'The word "ab" four times, as a JSON list:'),
+    ({"type": "integer", "minimum": 1, "maximum": 65535},
+     "The port 8080 four times, as a JSON list:"),
+    ({"type": "integer", "minimum": 0, "maximum": 3000, "multipleOf": 7},
+     "The number 7 four times, as a JSON list:"),
+    ({"enum": ["a", "b", "ab", 1, 10, 11, 0, -1, True, False, None, "c", "\n", "t"]},
+     "The letter a four times, as a JSON list:"),
 ])
 def test_smollm2_generates_distinct_items(smollm2_file, items, prompt):
     import lexguide
@@ -560,12 +570,15 @@ def test_smollm2_generates_distinct_items(smollm2_file, items, prompt):
     assert _valid(schema, out.text), out.text
 
 
-def test_cli_run_keeps_items_distinct(smollm2_file, capsys):
+@pytest.mark.parametrize("items, prompt", [
+    ({"type": "object"}, "A JSON list of the same thing written three times: "),
+    ({"type": "string", "format": "date"}, "The date 2024-01-01 three times, as a JSON list: "),
+])
+def test_cli_run_keeps_items_distinct(smollm2_file, capsys, items, prompt):
     from lexguide.cli import main
 
-    schema = unique({"type": "object"}, minItems=3, maxItems=3)
-    rc = main(["run", "-m", str(smollm2_file), "-q", "-p",
-               "A JSON list of the same thing written three times: ", "-n", "300", "--temp", "0",
+    schema = unique(items, minItems=3, maxItems=3)
+    rc = main(["run", "-m", str(smollm2_file), "-q", "-p", prompt, "-n", "300", "--temp", "0",
                "-j", json.dumps(schema)])
     out = capsys.readouterr().out
     assert rc == 0 and _valid(schema, out.strip()), out

@@ -170,6 +170,25 @@ def test_json_schema_stream(client):
     jsonschema.validate(json.loads(text), PERSON)
 
 
+def test_json_schema_unique_items(client):
+    """Items of a bounded language kept distinct while the model repeats itself, and a
+    uniqueItems the compiler cannot enforce refused with its location."""
+    schema = {"type": "array", "items": {"type": "string", "pattern": "^[a-z]{1,3}$"},
+              "uniqueItems": True, "minItems": 4, "maxItems": 4}
+    r = chat(client, 'The word "ab" four times, as a JSON list.', max_tokens=60,
+             response_format={"type": "json_schema", "json_schema": {"name": "w",
+                                                                      "schema": schema}})
+    c = r.choices[0]
+    assert c.finish_reason == "stop", c.message.content
+    value = json.loads(c.message.content)
+    jsonschema.validate(value, schema)
+    assert len(set(value)) == 4
+    body = _bad(lambda: chat(client, "x", response_format={"type": "json_schema", "json_schema": {
+        "name": "n", "schema": {"type": "array", "uniqueItems": True,
+                                "items": {"type": "number", "minimum": 0, "maximum": 1}}}}))
+    assert body["code"] == "invalid_schema" and "/uniqueItems" in body["message"]
+
+
 def test_json_object(client):
     r = chat(client, "Reply with an empty JSON object.", max_tokens=16,
              response_format={"type": "json_object"})
