@@ -134,9 +134,24 @@ def test_other_items_stay_a_schema_error_naming_why(items, why):
     assert why in str(e.value)
 
 
-def test_contains_stays_an_error():
-    with pytest.raises(SchemaError, match="not supported"):
-        Grammar.from_json_schema({**STRINGS, "contains": {"const": "a"}})
+CONTAINS = {**STRINGS, "contains": {"const": "a"}}
+
+
+def test_contains_with_one_matching_item_is_kept_distinct():
+    g = Grammar.from_json_schema(CONTAINS)
+    assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [UNIQUE_ARRAY_NAME]
+    assert g.validate('["b","a"]') and not g.validate('["a","a"]')
+    assert not g.validate('["b","b","a"]') and not g.validate('["b"]')
+    for more in ({"minContains": 2}, {"maxContains": 1}):
+        with pytest.raises(SchemaError, match="could be used up"):
+            Grammar.from_json_schema({**CONTAINS, **more})
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_contains_masks_equal_brute_force(seed):
+    # the item that must match is forced only while none does: "a" is then fresh
+    schema = {**CONTAINS, "maxItems": 3}
+    assert _walk_against_brute_force(schema, seed, 14, _TAILS, _STEER) >= 1
 
 
 # -- whole texts against jsonschema ------------------------------------------------------------

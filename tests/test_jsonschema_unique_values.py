@@ -531,7 +531,12 @@ def _byte_walk(g: Grammar, rng: random.Random, prefer: bytes) -> bytes | None:
                                     unique({**CLOSED_ITEM, "required": []}, minItems=5),
                                     {**INTS, "minItems": 5}, {**NESTED, "minItems": 4},
                                     {**ANY, "minItems": 5}, {**FINITE, "minItems": 13},
-                                    {**FINITE, "minItems": 2}, unique({  # a marked array inside
+                                    {**FINITE, "minItems": 2},
+                                    unique({}, contains={"type": "integer"}, minItems=3,
+                                           maxItems=4),
+                                    unique({"type": "string"}, contains={"const": "a"},
+                                           minItems=2, maxItems=2),
+                                    unique({  # a marked array inside
                                         "type": "object", "additionalProperties": False,
                                         "properties": {"k": {"type": "integer"},
                                                        "v": unique({"type": "integer"})}},

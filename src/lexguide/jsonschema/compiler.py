@@ -377,7 +377,7 @@ class SchemaCompiler:
             if s.prefix:
                 raise SchemaError("contains together with prefixItems is not supported",
                                   pointer=s.pointer, keyword="contains")
-            return self.array_contains(s, lay)
+            return self.array_contains(s, lay, opener)
         k = len(s.prefix) if hi is None else min(len(s.prefix), hi)
         prefix = [self.compile(p, child) for p in s.prefix[:k]]
         if self.dead in prefix:  # positions from the first impossible one on cannot exist
@@ -452,7 +452,9 @@ class SchemaCompiler:
                         lexeme_class=self.cls, unique_item=True))
                 return _Tracked(self.b.lexeme(opener, UNIQUE_ARRAY_NAME, lexeme_class=self.cls,
                                               unique_item=True))
-            if isinstance(items, StringSchema) and by_matcher:
+            if s.contains is not None:
+                problem = tracked
+            elif isinstance(items, StringSchema) and by_matcher:
                 problem = by_matcher
             elif not (isinstance(items, NumberSchema) and items.maximum is not None
                       and items.minimum is not None):
@@ -530,8 +532,9 @@ class SchemaCompiler:
         options[i] = replace(array, unique=False)
         return self.unique_union(AnyOfSchema(tuple(options)))
 
-    def array_contains(self, s: ArraySchema, lay: _Layout) -> int:
-        """Items counted by ``contains``: state (items so far, matching items so far), capped."""
+    def array_contains(self, s: ArraySchema, lay: _Layout, opener: int | None = None) -> int:
+        """Items counted by ``contains``: state (items so far, matching items so far), capped.
+        ``opener``: the array's opening bracket (a marked one for ``uniqueItems``)."""
         b = self.b
         inter = self.schemas.intersect
         assert s.contains is not None and not s.prefix
@@ -580,7 +583,7 @@ class SchemaCompiler:
             for sym, nxt in moves[(n, c)]:
                 if nxt in ok:
                     b.rule(nt, ([lay.sep] if n > 0 else []) + [sym, nts[nxt]])
-        out = [[lay.arr_open, nts[(0, 0)], lay.arr_close]]
+        out = [[lay.arr_open if opener is None else opener, nts[(0, 0)], lay.arr_close]]
         if lo == 0 and lo_c == 0:
             out.append(list(lay.arr_empty))
         return b.alt(out, "array")

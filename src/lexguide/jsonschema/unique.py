@@ -315,9 +315,16 @@ def tracked_items_problem(s: ArraySchema, resolve: Callable[[str], Schema],
     can; see "Any other items" in the module docstring). ``string_rx``: the regex of a string
     schema's JSON strings (quotes included), to admit strings with a pattern or format whose
     every prefix has infinitely many completions (:func:`regex_open`); without it they are
-    refused. Pure."""
+    refused. ``contains`` is admitted when at most one item must match it and
+    ``maxContains`` is absent: the grammar then forces an item to match only while no earlier
+    item does, so any value matching it is fresh; every other position takes any item. Pure."""
     if s.contains is not None:
-        return "uniqueItems with contains is not supported"
+        if s.min_contains > 1 or s.max_contains is not None:
+            return ("uniqueItems with contains needing more than one matching item "
+                    "(minContains) or bounding them (maxContains) is not supported: the "
+                    "matching items could be used up")
+        if s.prefix:
+            return "uniqueItems with contains and prefixItems is not supported"
     for i, p in enumerate(s.prefix):
         values = finite_values(p, resolve)
         if isinstance(values, str):
