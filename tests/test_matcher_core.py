@@ -36,8 +36,9 @@ BUDGETS = Grammar.from_lark(
 PLAIN = Grammar.from_lark('start: "x" WORD ("," " "? (WORD | NUM))*\nWORD: /[a-c]+/\nNUM: /[0-9]+/')
 
 
-def _ids(mask: np.ndarray) -> list[int]:
-    return np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[: len(VOCAB)]).tolist()
+def _ids(mask: np.ndarray, n: int = len(VOCAB)) -> list[int]:
+    """The token ids ``mask`` allows among the first ``n``."""
+    return np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:n]).tolist()
 
 
 class Reference:
@@ -396,3 +397,26 @@ def test_clones_on_threads_match_a_sequential_run():
         t.join()
     assert got == expected
     assert base._tokens == [1, 13] and all(c._tokens == [1, 13] for c in clones)
+
+
+def test_unique_items_layer_leaves_a_rejected_token_unconsumed():
+    g = Grammar.from_json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
+    vocab = [b"</s>", b"[", b'"a"', b",", b'"b"', b"]", b'"a', b'"']
+    info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0])
+    m = Matcher(g, info)
+    assert m._unique is not None
+    m.consume_tokens([1, 2, 3])  # ["a",
+    before = (m.state, m.n_consumed, m._tokens, len(m._uniq))
+    assert 2 not in _ids(m.compute_mask(), len(vocab))
+    with pytest.raises(TokenRejected, match="uniqueItems"):
+        m.consume(2)  # "a" again
+    assert (m.state, m.n_consumed, m._tokens, len(m._uniq)) == before
+    assert m.validate_tokens([4, 3, 2]) == 2 and m.validate_tokens([6, 7]) == 1  # '"a' '"' closes "a"
+    assert (m.state, m.n_consumed, m._tokens, len(m._uniq)) == before
+    m.consume_tokens([4, 5, 0])
+    assert m.is_stopped() and m.n_consumed == 6
+    m.rollback(3)
+    assert (m.state, m.n_consumed, m._tokens, len(m._uniq)) == before
+    twin = m.clone()
+    twin.consume(4)
+    assert m.n_consumed == 3 and len(m._uniq) == 4 and len(twin._uniq) == 5

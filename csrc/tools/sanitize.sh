@@ -32,11 +32,11 @@ if [ "${SANITIZER:-address}" = thread ]; then
   venv="${LEXGUIDE_TSAN_VENV:-build/tsan-venv}"
   build "$venv" LEXGUIDE_SANITIZE_THREAD build/tsan
   case "${1:-engine}" in
-    engine) tests=(tests/test_engine_split.py tests/test_engine_batch.py) ;;
+    engine) tests=(tests/test_engine_split.py tests/test_engine_batch.py tests/test_matcher_core.py) ;;
     runtime|kernels) tests=(tests/test_runtime_threads.py tests/test_runtime_batch.py) ;;
     server) tests=(tests/test_server_batching.py) ;;
     all) tests=(tests/test_engine_split.py tests/test_engine_batch.py
-                tests/test_runtime_threads.py tests/test_runtime_batch.py
+                tests/test_matcher_core.py tests/test_runtime_threads.py tests/test_runtime_batch.py
                 tests/test_server_batching.py) ;;
     *) tests=("$@") ;;
   esac
@@ -51,7 +51,8 @@ asan="$(g++ -print-file-name=libasan.so)"
 ubsan="$(g++ -print-file-name=libubsan.so)"
 engine=(tests/test_engine_mask.py tests/test_engine_batch.py tests/test_lexer_dfa.py
   tests/test_earley.py tests/test_fuzz.py tests/test_lark.py tests/test_gbnf.py tests/test_captures.py
-  tests/test_captures_core.py tests/test_vocab_cache.py tests/test_engine_split.py)
+  tests/test_captures_core.py tests/test_vocab_cache.py tests/test_engine_split.py
+  tests/test_matcher_core.py)
 kernels=(tests/test_kernels.py tests/test_kernels_amx.py tests/test_attention.py tests/test_runtime_tiny.py
   tests/test_runtime_batch.py tests/test_runtime_threads.py)
 runtime=("${kernels[@]}" tests/test_runtime.py tests/test_runtime_grammar.py

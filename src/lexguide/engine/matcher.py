@@ -228,13 +228,17 @@ class Matcher:
         if core.eos_consumed:
             return
         data = self.info.token_bytes[token_id]
-        if data and token_id not in self.info.special_ids:
-            got = self._unique.step(uniq, before, data, self.state)
-            if got is None:
-                core.rollback(1)
-                raise TokenRejected(token_id, "closes an item equal to an earlier item of its "
-                                    "uniqueItems array, or leaves one that can only become one")
-            uniq = got
+        try:
+            if data and token_id not in self.info.special_ids:
+                got = self._unique.step(uniq, before, data, self.state)
+                if got is None:
+                    raise TokenRejected(token_id, "closes an item equal to an earlier item of "
+                                        "its uniqueItems array, or leaves one that can only "
+                                        "become one")
+                uniq = got
+        except BaseException:
+            core.rollback(1)  # the state stays unchanged
+            raise
         self._uniq.append(uniq)
 
     def consume_tokens(self, token_ids: Iterable[int]) -> None:
