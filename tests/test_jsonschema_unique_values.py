@@ -92,6 +92,15 @@ def test_any_items_compile_with_a_marked_bracket(items):
     assert Matcher(g, TokenizerInfo.from_token_bytes([b"[", b""], [1]))._unique is not None
 
 
+def test_pattern_properties_with_fresh_keys_are_kept_distinct():
+    # every key matches "" and takes a boolean: a fresh key still gives a fresh object
+    schema = unique({"type": "object", "patternProperties": {"": {"type": "boolean"}}})
+    g = Grammar.from_json_schema(schema)
+    assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [UNIQUE_ARRAY_NAME]
+    assert g.validate('[{"a":true},{"a":false},{"a":true,"b":true}]')
+    assert not g.validate('[{"a":true,"b":false},{"b":false,"a":true}]')
+
+
 @pytest.mark.parametrize("items, why", [
     ({"type": "object", "additionalProperties": False}, "last declared property"),
     ({"type": "object", "properties": {"s": {"type": "string"},
@@ -103,7 +112,10 @@ def test_any_items_compile_with_a_marked_bracket(items):
                                        "b": {"enum": list(range(9))}},
       "additionalProperties": False}, "more than 64 values"),
     ({"type": "object", "properties": {"a": {}}, "maxProperties": 2}, "one more member"),
-    ({"type": "object", "patternProperties": {"^a": {}}}, "patternProperties"),
+    ({"type": "object", "patternProperties": {"^a": {"type": "integer"},
+                                              "b$": {"type": "string"}}}, "patternProperties"),
+    ({"type": "object", "patternProperties": {"^a": {}}, "additionalProperties": False},
+     "patternProperties"),
     ({"type": "integer", "maximum": 1000}, "maximum"),
     ({"type": "integer", "minimum": -5}, "negative minimum"),
     ({"type": "number", "multipleOf": 0.5}, "multipleOf"),
@@ -532,6 +544,8 @@ def _byte_walk(g: Grammar, rng: random.Random, prefer: bytes) -> bytes | None:
                                     {**INTS, "minItems": 5}, {**NESTED, "minItems": 4},
                                     {**ANY, "minItems": 5}, {**FINITE, "minItems": 13},
                                     {**FINITE, "minItems": 2},
+                                    unique({"type": "object", "patternProperties": {
+                                        "": {"type": "boolean"}}}, minItems=4),
                                     unique({}, contains={"type": "integer"}, minItems=3,
                                            maxItems=4),
                                     unique({"type": "string"}, contains={"const": "a"},

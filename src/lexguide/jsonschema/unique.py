@@ -486,15 +486,28 @@ def _open_problem(s: Schema, resolve: Callable[[str], Schema], depth: int,
             return _open_problem(s.items, resolve, depth + 1, string_rx)
         return None
     if isinstance(s, ObjectSchema):
-        if s.pattern_properties or s.some_members or s.max_properties is not None \
-                or not isinstance(s.property_names, AnySchema):
+        if s.some_members or s.max_properties is not None \
+                or not isinstance(s.property_names, AnySchema) or \
+                (s.pattern_properties and not _fresh_keys(s, resolve)):
             return ("the items are objects that cannot always take one more member "
-                    "(patternProperties, propertyNames or maxProperties restrict them: a "
-                    "finite language could be used up)")
+                    "(patternProperties with several restricted patterns or without more "
+                    "members, propertyNames or maxProperties restrict them: a finite "
+                    "language could be used up)")
         if isinstance(s.additional, Unsat):
             return _closed_problem(s, resolve, depth, string_rx)
         return None
     return f"the items are {_kind(s)}"
+
+
+def _fresh_keys(s: ObjectSchema, resolve: Callable[[str], Schema]) -> bool:
+    """Whether an object with ``patternProperties`` can always take a member under a key no
+    recorded object has: other members are allowed (``additionalProperties`` not false) and
+    no key is refused by its patterns (one pattern, with a satisfiable schema, or several
+    that all allow any value), so infinitely many keys are allowed."""
+    schemas = [deref(p, resolve) for _, p in s.pattern_properties]
+    return not isinstance(s.additional, Unsat) and not any(
+        isinstance(p, Unsat) for p in schemas) and (
+        len(schemas) == 1 or all(isinstance(p, AnySchema) for p in schemas))
 
 
 def closed_objects(s: Schema, resolve: Callable[[str], Schema], depth: int = 0) -> bool:
