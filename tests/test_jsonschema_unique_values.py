@@ -99,6 +99,11 @@ def test_pattern_properties_with_fresh_keys_are_kept_distinct():
     assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [UNIQUE_ARRAY_NAME]
     assert g.validate('[{"a":true},{"a":false},{"a":true,"b":true}]')
     assert not g.validate('[{"a":true,"b":false},{"b":false,"a":true}]')
+    # infinitely many keys allowed by propertyNames: a fresh one exists too
+    g = Grammar.from_json_schema(unique({"type": "object", "propertyNames": {
+        "pattern": "^[a-z]+$"}, "additionalProperties": {"type": "boolean"}}))
+    assert g.validate('[{"a":true},{"a":false},{"ab":true}]')
+    assert not g.validate('[{"a":true},{"a":true}]')
 
 
 @pytest.mark.parametrize("items, why", [
@@ -116,6 +121,8 @@ def test_pattern_properties_with_fresh_keys_are_kept_distinct():
                                               "b$": {"type": "string"}}}, "patternProperties"),
     ({"type": "object", "patternProperties": {"^a": {}}, "additionalProperties": False},
      "patternProperties"),
+    ({"type": "object", "propertyNames": {"pattern": "^[a-z]{1,3}$"}}, "propertyNames"),
+    ({"type": "object", "propertyNames": {"maxLength": 3}}, "propertyNames"),
     ({"type": "integer", "maximum": 1000}, "maximum"),
     ({"type": "integer", "minimum": -5}, "negative minimum"),
     ({"type": "number", "multipleOf": 0.5}, "multipleOf"),
@@ -546,6 +553,9 @@ def _byte_walk(g: Grammar, rng: random.Random, prefer: bytes) -> bytes | None:
                                     {**FINITE, "minItems": 2},
                                     unique({"type": "object", "patternProperties": {
                                         "": {"type": "boolean"}}}, minItems=4),
+                                    unique({"type": "object", "propertyNames": {
+                                        "pattern": "^[ab]+$"}, "additionalProperties": {
+                                        "type": "boolean"}}, minItems=4),
                                     unique({}, contains={"type": "integer"}, minItems=3,
                                            maxItems=4),
                                     unique({"type": "string"}, contains={"const": "a"},

@@ -134,7 +134,7 @@ from lexguide.jsonschema.schema import (
     Unsat,
 )
 from lexguide.limits import MAX_NESTING_DEPTH
-from lexguide.jsonschema.unique_count import regex_value_count
+from lexguide.jsonschema.unique_count import INFINITE, regex_value_count
 from lexguide.regex import nodes as rx
 
 __all__ = ["MAX_BOUNDED_ITEMS", "MAX_CLOSED_VALUES", "MAX_FINITE_STRINGS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES",
@@ -487,16 +487,32 @@ def _open_problem(s: Schema, resolve: Callable[[str], Schema], depth: int,
         return None
     if isinstance(s, ObjectSchema):
         if s.some_members or s.max_properties is not None \
-                or not isinstance(s.property_names, AnySchema) or \
+                or not _infinite_names(s, resolve, string_rx) or \
                 (s.pattern_properties and not _fresh_keys(s, resolve)):
             return ("the items are objects that cannot always take one more member "
                     "(patternProperties with several restricted patterns or without more "
-                    "members, propertyNames or maxProperties restrict them: a finite "
-                    "language could be used up)")
+                    "members, propertyNames allowing finitely many keys, or maxProperties "
+                    "restrict them: a finite language could be used up)")
         if isinstance(s.additional, Unsat):
             return _closed_problem(s, resolve, depth, string_rx)
         return None
     return f"the items are {_kind(s)}"
+
+
+def _infinite_names(s: ObjectSchema, resolve: Callable[[str], Schema],
+                    string_rx: Callable[[StringSchema], int] | None) -> bool:
+    """Whether ``propertyNames`` of ``s`` allows infinitely many keys (counted over the
+    regex of its strings, :func:`~lexguide.jsonschema.unique_count.regex_value_count`)."""
+    names = deref(s.property_names, resolve)
+    options = names.options if isinstance(names, AnyOfSchema) else (names,)
+    for o in (deref(o, resolve) for o in options):  # only string options name keys
+        if isinstance(o, AnySchema):
+            return True
+        if isinstance(o, StringSchema) and o.const is None and o.max_length is None and \
+                string_rx is not None and \
+                regex_value_count(string_rx(o), INFINITE) >= INFINITE:
+            return True
+    return False
 
 
 def _fresh_keys(s: ObjectSchema, resolve: Callable[[str], Schema]) -> bool:
