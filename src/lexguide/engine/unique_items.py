@@ -16,11 +16,13 @@ of the same array) or ``]`` (the end of the array: the values are dropped) can f
 string items are marked, and a string item holds no bracket, so one set of values is enough:
 marked arrays are never nested directly inside one another.
 
-Strings of bounded length (``maxLength``, marked :data:`~lexguide.grammar.ir.UNIQUE_BOUNDED_ITEM_NAME`)
-can run out of fresh values before their closing quote: the matcher then also masks the tokens
-after which the open item can only become a recorded value (:meth:`UniqueItems.dead_ids`,
-counting the completions from the lexer state; :mod:`lexguide.jsonschema.unique` says why the
-count is enough).
+Strings of a bounded language (``maxLength``, a ``pattern`` or ``format``; marked
+:data:`~lexguide.grammar.ir.UNIQUE_BOUNDED_ITEM_NAME`) can run out of fresh values before their
+closing quote, and the whole language can be used up: the matcher then also masks the tokens
+after which the open item can only become a recorded value, and a ``,`` after which every item
+that can start is (:meth:`UniqueItems.dead_ids`, counting the values an open item can still
+complete from the lexer state, one canonical spelling each:
+:class:`~lexguide.jsonschema.unique_count.ValueCounter`).
 
 When a string could be an item of a marked array in one parse and something else in another
 (a union of a ``uniqueItems`` array with an array that allows duplicates), it is held to
@@ -59,14 +61,15 @@ rest is masked where it becomes finite (the quote that ends an ``id`` written wi
 ``false`` already, the ``0`` of an ``age`` when that object is recorded). Inside an object item
 of such an array every allowed token is scanned, outside a string that can grow.
 
-Items from a finite set of strings (the bracket named
+Items from a finite set of strings, integers, booleans and null (the bracket named
 :data:`~lexguide.jsonschema.unique.UNIQUE_STRINGS_ARRAY_NAME`) can run out: the matcher lists
-the strings an open item can still become from the lexer state (:meth:`UniqueItems._tails_of`)
-and masks the tokens after which all are recorded, and a ``,`` after which every string an item
-can start is (:meth:`UniqueItems._strings_dead`); inside such an array every allowed token is
-scanned (the grammar allows few).
+the values an open item can still become from the lexer state, in their canonical spelling
+(:meth:`UniqueItems._only_recorded`), and masks the tokens after which all are recorded, and a
+``,`` after which every value an item can start is (:meth:`UniqueItems._strings_dead`); inside
+such an array every allowed token is scanned (the grammar allows few).
 
-Items from an integer range too large for the grammar (the bracket named
+Items from an integer range too large for the grammar, maybe with a ``multipleOf`` (the
+bracket named
 :data:`~lexguide.jsonschema.unique.UNIQUE_INTEGERS_ARRAY_NAME`) can run out too: the matcher
 counts the completions of an open item over the lexer's automaton (:meth:`UniqueItems.number_count`)
 against the recorded values that complete it, and masks the tokens after which all completions

@@ -23,19 +23,21 @@ masks the tokens that would close an equal item. Covered, behind ``$ref`` too:
   completions -- finish the character, then append any number of characters -- so the
   finitely many earlier items never exhaust them, and every state an allowed token reaches
   still has a distinct completion.
-* the same strings with ``maxLength >= 1`` (no ``not``), in an array with ``maxItems`` of at
-  most :data:`MAX_BOUNDED_ITEMS`, when every character has one spelling (not
-  ``json_allow_general_unicode_escapes``). The language is finite, so the matcher also masks
-  the tokens after which the open item can only become a recorded value (e.g. ``"ab`` once
-  ``"ab"`` is written with ``maxLength: 2``; the byte C3 once the 64 characters it starts are
-  all written with ``maxLength: 1``): it counts the completions of the item from the lexer
-  state (one spelling each, so spellings are values) and lists them when there are no more
-  than the recorded values. The count is exact except that a state from which two more
-  characters can be read counts as plenty: the first of them can be any of more than
-  :data:`MAX_BOUNDED_ITEMS` characters, so at least that many values complete it, more than
-  the earlier items (fewer than ``maxItems``). So no allowed token leads to a state without a
-  fresh completion, and a new item (at least :data:`MAX_BOUNDED_ITEMS` values, ``maxLength >=
-  1``) always has one.
+* strings of a bounded language (:func:`bounded_strings`: ``maxLength``, a ``pattern`` or
+  ``format`` such as ``date``, ``uuid`` or ``^[a-z]{1,3}$``, a ``not`` of a pattern; any
+  ``maxItems``), without ``json_allow_general_unicode_escapes``; a pattern or format without
+  ``maxLength`` whose every prefix is open (:func:`regex_open`) is left to the whole-value
+  tracking below. The language may be used up, so the matcher also masks the tokens after
+  which the open item can only become a recorded value (e.g. ``"ab`` once ``"ab"`` is
+  written with ``maxLength: 2``; the byte C3 once the 64 characters it starts are all
+  written with ``maxLength: 1``), and a ``,`` after which every item that can start is. It
+  counts the *values* the open item can still complete over the lexer's automaton
+  (:mod:`lexguide.jsonschema.unique_count`: only each character's canonical spelling is
+  followed, so ``\\n``, ``\\u000a`` and ``\\u000A`` count once), up to the recorded values
+  + 1, and lists them when there are no more than the recorded values. So no allowed token
+  leads to a state without a fresh completion. ``minItems`` must not exceed the language's
+  values (counted over the regex, :func:`~lexguide.jsonschema.unique_count.regex_value_count`),
+  so a required item always has a fresh value.
 
 With a token budget (``compute_mask(remaining)``) the shortest completion of an item may
 itself be a duplicate; when the budget-narrowed mask less the masked tokens is empty the
@@ -53,10 +55,12 @@ induction over the schema, for:
 * ``{}`` (any value), strings without ``maxLength`` (with a ``pattern`` or ``format`` only when
   every prefix of their regex reaches a cycle, :func:`regex_open`: ``^[a-z][a-z0-9-]*$`` or
   ``uri``, not ``date`` or ``^[a-z]{1,3}$``), objects that can always take one more member
-  (``additionalProperties`` not false, no ``patternProperties``, ``propertyNames`` or
-  ``maxProperties``: a fresh key gives a fresh value, whatever the declared members), arrays
-  without ``maxItems`` or ``contains`` (one more item; a nested ``uniqueItems`` array needs
-  items of this list), and unions of these;
+  under a key no recorded object has (``additionalProperties`` not false, no
+  ``maxProperties``, ``propertyNames`` allowing infinitely many keys, ``patternProperties``
+  of one pattern with a satisfiable schema or of patterns allowing any value: a fresh key
+  gives a fresh value, whatever the declared members), arrays without ``maxItems`` or
+  ``contains`` (one more item; a nested ``uniqueItems`` array needs items of this list), and
+  unions of these;
 * numbers without ``maximum``, ``multipleOf`` or a negative ``minimum`` (more digits give more
   values), except prefixes whose digits are all zeros (``0``, ``-0``, ``0e``, all zero);
 * ``true``, ``false`` and ``null`` beside the above (their first letter fixes the value);
@@ -86,17 +90,21 @@ the newline before a closing bracket belongs to it, so it already fixes the cont
 allowed token never leads to an item without a fresh completion. A union holding only
 ``true``, ``false`` and ``null`` is finite and built by the grammar (above). ``prefixItems``
 are covered when each position is of this list, or booleans and null with more values than
-items before it.
+items before it. ``contains`` is covered when at most one item must match it and there is no
+``maxContains``: the grammar forces an item to match only while no earlier item does, so any
+matching value is then fresh (every other position takes any item).
 
-A finite set of strings too large for the grammar (an ``enum`` of more than about 12 strings
-without a small ``maxItems``; at most :data:`MAX_FINITE_STRINGS`, one spelling each, and
-``minItems`` no more than their number: :func:`finite_strings_problem`) is kept distinct the
-same way, its bracket named :data:`UNIQUE_STRINGS_ARRAY_NAME`: the matcher reads the strings an
-open item can still become off the lexer (memoised per lexer state) and masks the tokens after
-which all of them are recorded, and the ``,`` after which every string an item can start is.
+A finite set of values too large for the grammar (an ``enum`` of more than about 12 strings,
+integers, booleans and null without a small ``maxItems``; at most :data:`MAX_FINITE_STRINGS`,
+and ``minItems`` no more than their number: :func:`finite_strings_problem`) is kept distinct
+the same way, its bracket named :data:`UNIQUE_STRINGS_ARRAY_NAME`: the matcher reads the values
+an open item can still become off the lexer in their canonical spelling (one per value: an
+integer const is spelled by its digits alone; a number with a fraction has many spellings and
+is refused) and masks the tokens after which all of them are recorded, and the ``,`` after
+which every value an item can start is.
 
 An integer range too large for the grammar (``{"type": "integer", "minimum": 1, "maximum":
-65535}``, no ``multipleOf`` or ``not``: :func:`integer_range_problem`) is kept distinct by
+65535}``, maybe with a ``multipleOf``, no ``not``: :func:`integer_range_problem`) is kept distinct by
 counting, its bracket named :data:`UNIQUE_INTEGERS_ARRAY_NAME`. The grammar spells each of its
 values one way (decimal digits, no fraction, exponent, leading zero or ``-0``), so the byte
 strings that complete an open item from its lexer state are its values; the matcher counts them
@@ -107,9 +115,14 @@ saturates exceeds the recorded values (fewer than ``maxItems`` or than the range
 them below :data:`MAX_BOUNDED_ITEMS`), and ``minItems`` is at most the range's size, so every
 state an allowed token reaches has a fresh completion.
 
-Anything else is not enforceable here: :func:`unique_items_problem` and
-:func:`tracked_items_problem` say why, and the compiler raises a
-:class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``.
+Anything else is not enforceable here: :func:`unique_items_problem`,
+:func:`matcher_items_problem` and :func:`tracked_items_problem` say why, and the compiler
+raises a :class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``. Refused today:
+numbers with a fraction inside bounds (``1``, ``1.0`` and ``1.00`` are one value, so a count of
+spellings says nothing about values), objects with ``maxProperties``, finitely many property
+names or restricted overlapping patterns, ``contains`` with ``minContains`` above 1 or
+``maxContains``, bounded strings under general unicode escapes, and a union of a marked array
+with an array whose items can run out (:func:`union_problem`).
 """
 
 from __future__ import annotations
