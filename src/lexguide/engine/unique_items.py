@@ -108,7 +108,12 @@ from lexguide.jsonschema.unique import (
     UNIQUE_INTEGERS_ARRAY_NAME,
     UNIQUE_STRINGS_ARRAY_NAME,
 )
-from lexguide.jsonschema.unique_count import canonical_prefix, open_escape, ValueCounter
+from lexguide.jsonschema.unique_count import (
+    ValueCounter,
+    canonical_prefix,
+    must_escape,
+    open_escape,
+)
 
 __all__ = ["EMPTY", "UniqueItems", "UniqueState", "decode_item", "value_key"]
 
@@ -808,7 +813,7 @@ class UniqueItems:
         if not self.bounded or not st.values:
             return []
         quotes = engine.quote_tokens
-        token_bytes, by_bytes = quotes.token_bytes, quotes.by_bytes
+        token_bytes = quotes.token_bytes
         cls = quotes.json_classes
         lp = self._lp
         item = st.item
@@ -823,12 +828,9 @@ class UniqueItems:
             n = len(prefix)
             for v in st.values:
                 if v.startswith(prefix):
-                    spelled = canonical_prefix(v[n:])
-                    escapes = escapes or len(spelled) < len(v) - n
-                    if spelled.startswith(partial):
-                        rest = spelled[len(partial):]
-                        for k in range(1, len(rest) + 1):
-                            cands.update(by_bytes.get(rest[:k], ()))
+                    ids, escaped = quotes.slice_ids(v[n:], partial)
+                    cands.update(ids)
+                    escapes = escapes or escaped
             bad = []
             if cands:  # no quote nor backslash: the item stays open, its text extended
                 ids = np.fromiter(cands, dtype=np.int64, count=len(cands))
@@ -1106,7 +1108,7 @@ class QuoteTokens:
     most two ``"`` and a plain head (no backslash, whole UTF-8) to those tokens; ``other_ids``
     are the rest. Built once per tokenizer (one pass over the vocabulary)."""
 
-    __slots__ = ("_backslash", "_by_bytes", "_classes", "counts", "heads", "ids", "most", "other_ids",
+    __slots__ = ("_backslash", "_by_bytes", "_classes", "_slices", "counts", "heads", "ids", "most", "other_ids",
                  "special_ids", "token_bytes")
 
     def __init__(self, token_bytes: tuple[bytes, ...], special_ids: frozenset[int]) -> None:
@@ -1132,6 +1134,7 @@ class QuoteTokens:
         self.other_ids = np.asarray(other, dtype=np.int64)
         self._by_bytes: dict[bytes, list[int]] | None = None
         self._backslash: np.ndarray | None = None
+        self._slices: dict[tuple[str, bytes], tuple[tuple[int, ...], bool]] = {}
         self.special_ids = special_ids
         self._classes: JsonTokenClasses | None = None
 
@@ -1141,6 +1144,26 @@ class QuoteTokens:
         got = self._classes
         if got is None:
             got = self._classes = JsonTokenClasses(self.token_bytes, self.special_ids)
+        return got
+
+    def slice_ids(self, text: str, partial: bytes) -> tuple[tuple[int, ...], bool]:
+        """The tokens whose bytes begin the canonical spelling of ``text`` after ``partial``
+        (its first bytes, already written), up to its first character that needs an escape;
+        and whether ``text`` has such a character. Memoised (at most :data:`MAX_WALK`
+        entries)."""
+        key = (text, partial)
+        got = self._slices.get(key)
+        if got is None:
+            spelled = canonical_prefix(text)
+            ids: list[int] = []
+            if spelled.startswith(partial):
+                rest = spelled[len(partial):]
+                by_bytes = self.by_bytes
+                for k in range(1, len(rest) + 1):
+                    ids.extend(by_bytes.get(rest[:k], ()))
+            if len(self._slices) >= MAX_WALK:
+                self._slices.clear()
+            got = self._slices[key] = (tuple(ids), any(must_escape(c) for c in text))
         return got
 
     @property
