@@ -325,3 +325,13 @@ def test_mixed_validate_agrees_with_jsonschema():
 
     _agrees_with_jsonschema(g, MIXED, (text() for _ in range(300)))
 
+
+
+def test_an_escape_after_non_ascii_text_is_checked():
+    """"é" then "é\n": once "é\n" is written, a backslash after "é leads only to it."""
+    g = Grammar.from_json_schema(strings({"pattern": "^é\n?$"}))
+    m = _write(g, '["é\\n","'.encode())
+    m.consume_tokens("é".encode())
+    assert _bytes_allowed(m) == {b'"'}  # not "\\": \n and \u000a are "é\n" again
+    with pytest.raises(TokenRejected):
+        m.clone().consume(ord("\\"))
