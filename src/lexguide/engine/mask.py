@@ -6,7 +6,8 @@ the parser (the walk is cached per lexer state and shared by every grammar on th
 then lets the parser decide each place where a lexeme ends inside a token; the mask is that
 union plus the special tokens the parser expects, plus EOS iff the grammar is complete, and is
 memoised per parse state (``csrc/engine/mask.h``). This class resolves the grammar's
-special-token lexemes against the vocabulary and hands the rest to the core.
+special-token lexemes against the vocabulary and hands the rest to the core; the matchers of
+:mod:`lexguide.engine.matcher` are core objects made over its ``_core``.
 """
 
 from __future__ import annotations
@@ -109,27 +110,6 @@ class MaskEngine:
         mask = self._core.mask(state)
         mask.flags.writeable = False
         return mask
-
-    def fill_mask(self, state: ParseState, out: np.ndarray) -> None:
-        """Write the mask of ``state`` into ``out`` (uint32, ``n_words``, C-contiguous)."""
-        self._core.fill(state, out)
-
-    def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
-        """The state after token ``token_id`` (special-token lexemes first), or None."""
-        r = self._core.advance_token(state, token_id)
-        return None if r is None else ParseState(*r)
-
-    def inside_end_states(self, lexer_state: int) -> tuple[np.ndarray, np.ndarray]:
-        """Token ids that stay inside the lexeme from ``lexer_state``, and the state each ends in."""
-        ids, ends = self._core.inside_end_states(lexer_state)
-        return np.asarray(ids, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-
-    def _special_ids(self, state: ParseState) -> np.ndarray | None:
-        if not self._token_lexeme_ids:
-            return None
-        expected = self.lp.expected_token_lexemes(state)
-        parts = [ids for lex, ids in self._token_lexeme_ids.items() if lex in expected]
-        return np.concatenate(parts) if parts else None
 
     @property
     def cache_info(self) -> dict[str, int]:
