@@ -172,14 +172,27 @@ struct GenerationHandle {
 };
 
 // The regex queries and constructors of a generation's store, for the front ends
-// (lexguide.regex.nodes is their facade). Every call takes store_mutex() and checks its node
-// ids; byte sets cross as 32 little-endian bytes (bit b of byte b / 8 is byte value b).
+// (lexguide.regex.nodes is their facade). Every call takes store_mutex(); nodes cross as ids
+// (RegexId, regex.h), each checked to be one of the store's; byte sets cross as 32
+// little-endian bytes (bit b of byte b / 8 is byte value b).
 struct RegexCalls {
-  static void check(const RegexStore& rs, NodeId x) {
+  // The node of `id` in rs: CoreRegexError for an id of another generation (whose index may
+  // name another regex here), CoreIndexError for an unknown node.
+  static NodeId node(const RegexStore& rs, RegexId id) {
+    NodeId x = RegexStore::index_of(id);
+    if (!rs.id_ok(id))
+      throw CoreError("CoreRegexError",
+                      "regex id of another generation (this one is " + std::to_string(rs.tag()) +
+                          "): its regex store was replaced, so the id names no regex here; build "
+                          "regexes inside the compile that uses them (lexguide.regex.nodes.building)",
+                      {{"node", x}, {"generation", RegexStore::tag_of(id)}});
     if (x >= rs.n_nodes()) throw CoreError("CoreIndexError", "unknown regex node", {{"node", x}});
+    return x;
   }
-  static void check_all(const RegexStore& rs, const std::vector<uint32_t>& xs) {
-    for (NodeId x : xs) check(rs, x);
+  static std::vector<NodeId> nodes(const RegexStore& rs, const std::vector<RegexId>& ids) {
+    std::vector<NodeId> out(ids.size());
+    for (size_t i = 0; i < ids.size(); i++) out[i] = node(rs, ids[i]);
+    return out;
   }
   static ByteSet to_set(nb::bytes b) {
     if (b.size() != 32) throw CoreError("CoreRegexError", "a byte set is 32 bytes");
@@ -201,9 +214,10 @@ struct MaskEngineHandle {
   std::shared_ptr<const MatcherTables> tables;
 };
 
-void check_node(const RegexStore& rs, NodeId x) {
+// RegexCalls::node under store_mutex()
+NodeId node_of_id(const RegexStore& rs, RegexId id) {
   std::lock_guard<std::recursive_mutex> g(store_mutex());
-  if (x >= rs.n_nodes()) throw CoreError("CoreIndexError", "unknown regex node", {{"node", x}});
+  return RegexCalls::node(rs, id);
 }
 
 void check_lexer_state(LexParser& lp, uint32_t s) {
@@ -306,7 +320,7 @@ void bind_engine(nb::module_& m) {
   });
 
   using RC = RegexCalls;
-  using Nodes = std::vector<uint32_t>;
+  using Nodes = std::vector<RegexId>;
   // a store call: the lock, then f(store)
   auto with = [](GenerationHandle& h, auto&& f) {
     std::lock_guard<std::recursive_mutex> g(store_mutex());
@@ -315,74 +329,72 @@ void bind_engine(nb::module_& m) {
   nb::class_<GenerationHandle>(m, "Generation")
       .def("bytes", [with](GenerationHandle& h, nb::bytes m) {
         ByteSet set = RC::to_set(m);
-        return with(h, [&](RegexStore& rs) { return rs.bytes(set); });
+        return with(h, [&](RegexStore& rs) { return rs.id_of(rs.bytes(set)); });
       }, "One byte of the set (32 little-endian bytes of a 256-bit mask); NOTHING when empty.")
       .def("literal", [with](GenerationHandle& h, nb::bytes data) {
         return with(h, [&](RegexStore& rs) {
-          return rs.literal(reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+          return rs.id_of(rs.literal(reinterpret_cast<const uint8_t*>(data.c_str()), data.size()));
         });
       }, "Exactly the byte string data.")
       .def("concat", [with](GenerationHandle& h, const Nodes& xs) {
-        return with(h, [&](RegexStore& rs) { RC::check_all(rs, xs); return rs.concat(xs); });
+        return with(h, [&](RegexStore& rs) { return rs.id_of(rs.concat(RC::nodes(rs, xs))); });
       }, "Concatenation of the nodes (right-nested, EPSILON removed, NOTHING absorbing).")
-      .def("concat2", [with](GenerationHandle& h, uint32_t x, uint32_t y) {
-        return with(h, [&](RegexStore& rs) { RC::check(rs, x); RC::check(rs, y); return rs.concat2(x, y); });
+      .def("concat2", [with](GenerationHandle& h, RegexId x, RegexId y) {
+        return with(h, [&](RegexStore& rs) { return rs.id_of(rs.concat2(RC::node(rs, x), RC::node(rs, y))); });
       }, "concat([x, y]).")
       .def("alt", [with](GenerationHandle& h, const Nodes& xs) {
-        return with(h, [&](RegexStore& rs) { RC::check_all(rs, xs); return rs.alt(xs); });
+        return with(h, [&](RegexStore& rs) { return rs.id_of(rs.alt(RC::nodes(rs, xs))); });
       }, "Alternation (flattened, byte sets merged, sorted, deduplicated).")
       .def("intersect", [with](GenerationHandle& h, const Nodes& xs) {
-        return with(h, [&](RegexStore& rs) { RC::check_all(rs, xs); return rs.intersect(xs); });
+        return with(h, [&](RegexStore& rs) { return rs.id_of(rs.intersect(RC::nodes(rs, xs))); });
       }, "Intersection (flattened, byte sets merged, sorted, deduplicated).")
-      .def("complement", [with](GenerationHandle& h, uint32_t x) {
-        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.complement(x); });
+      .def("complement", [with](GenerationHandle& h, RegexId x) {
+        return with(h, [&](RegexStore& rs) { return rs.id_of(rs.complement(RC::node(rs, x))); });
       }, "Every byte string x does not match.")
-      .def("star", [with](GenerationHandle& h, uint32_t x) {
-        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.star(x); });
+      .def("star", [with](GenerationHandle& h, RegexId x) {
+        return with(h, [&](RegexStore& rs) { return rs.id_of(rs.star(RC::node(rs, x))); });
       }, "Zero or more x.")
-      .def("repeat", [with](GenerationHandle& h, uint32_t x, int64_t lo, int64_t hi) {
+      .def("repeat", [with](GenerationHandle& h, RegexId x, int64_t lo, int64_t hi) {
         if (lo < 0) throw CoreError("CoreRegexError", "repetition bound out of range");
         uint32_t l = RC::bound(lo), u = RC::bound(hi);
-        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.repeat_checked(x, l, u); });
+        return with(h, [&](RegexStore& rs) { return rs.id_of(rs.repeat_checked(RC::node(rs, x), l, u)); });
       }, nb::arg("x"), nb::arg("lo"), nb::arg("hi"),
          "x{lo,hi} (hi -1: unbounded); LimitExceeded max_repeat for nested counters past the limit.")
-      .def("kind", [with](GenerationHandle& h, uint32_t x) {
-        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return int(rs.kind(x)); });
+      .def("kind", [with](GenerationHandle& h, RegexId x) {
+        return with(h, [&](RegexStore& rs) { return int(rs.kind(RC::node(rs, x))); });
       }, "The node's kind (0 NOTHING, 1 EPS, 2 BYTES, 3 CONCAT, 4 ALT, 5 AND, 6 NOT, 7 STAR, 8 REPEAT).")
-      .def("args", [](GenerationHandle& h, uint32_t x) {
+      .def("args", [](GenerationHandle& h, RegexId id) {
         std::lock_guard<std::recursive_mutex> g(store_mutex());
         RegexStore& rs = h.dfa->regex();
-        RC::check(rs, x);
+        NodeId x = RC::node(rs, id);
         RxKind k = rs.kind(x);
         if (k == K_BYTES) return nb::make_tuple(RC::from_set(rs.bytes_of(x)));
         const uint32_t* a = rs.children(x);
-        if (k == K_REPEAT) return nb::make_tuple(a[0], a[1], a[2] == kInf ? int64_t(-1) : int64_t(a[2]));
+        if (k == K_REPEAT) return nb::make_tuple(rs.id_of(a[0]), a[1], a[2] == kInf ? int64_t(-1) : int64_t(a[2]));
         nb::list out;
-        for (uint32_t i = 0; i < rs.n_children(x); i++) out.append(a[i]);
+        for (uint32_t i = 0; i < rs.n_children(x); i++) out.append(rs.id_of(a[i]));
         return nb::tuple(out);
       }, "The node's operands: (mask bytes,) for BYTES, (child, lo, hi or -1) for REPEAT, the "
          "children otherwise.")
-      .def("nullable", [with](GenerationHandle& h, uint32_t x) {
-        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.nullable(x); });
+      .def("nullable", [with](GenerationHandle& h, RegexId x) {
+        return with(h, [&](RegexStore& rs) { return rs.nullable(RC::node(rs, x)); });
       }, "Whether x matches the empty string.")
-      .def("has_boolean", [with](GenerationHandle& h, uint32_t x) {
-        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.has_boolean(x); });
+      .def("has_boolean", [with](GenerationHandle& h, RegexId x) {
+        return with(h, [&](RegexStore& rs) { return rs.has_boolean(RC::node(rs, x)); });
       }, "Whether x has an & or ~ subterm.")
-      .def("derivative", [with](GenerationHandle& h, uint32_t x, uint32_t b) {
+      .def("derivative", [with](GenerationHandle& h, RegexId x, uint32_t b) {
         check_byte(b);
-        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.derivative(x, b); });
+        return with(h, [&](RegexStore& rs) { return rs.id_of(rs.derivative(RC::node(rs, x), b)); });
       }, "The Brzozowski derivative of x by byte b.")
-      .def("matches", [with](GenerationHandle& h, uint32_t x, nb::bytes data) {
+      .def("matches", [with](GenerationHandle& h, RegexId x, nb::bytes data) {
         return with(h, [&](RegexStore& rs) {
-          RC::check(rs, x);
-          return rs.matches(x, reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+          return rs.matches(RC::node(rs, x), reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
         });
       }, "Whether x matches all of data.")
-      .def("byte_partition", [with](GenerationHandle& h, uint32_t x) {
+      .def("byte_partition", [with](GenerationHandle& h, RegexId x) {
         std::array<uint8_t, 256> label, rep;
         with(h, [&](RegexStore& rs) {
-          RC::check(rs, x);
-          const Partition& p = rs.partition(rs.partition_id(x));
+          const Partition& p = rs.partition(rs.partition_id(RC::node(rs, x)));
           label = p.label;
           rep = p.rep;
           return 0;
@@ -391,24 +403,23 @@ void bind_engine(nb::module_& m) {
                               nb::bytes(reinterpret_cast<const char*>(rep.data()), 256));
       }, "(labels, reps): the class label of every byte (byte 0 has label 0, labels by first "
          "use) and the smallest byte of its class; bytes of one class have one derivative.")
-      .def("nonempty", [with](GenerationHandle& h, uint32_t x) {
-        return with(h, [&](RegexStore& rs) { RC::check(rs, x); return rs.nonempty(x); });
+      .def("nonempty", [with](GenerationHandle& h, RegexId x) {
+        return with(h, [&](RegexStore& rs) { return rs.nonempty(RC::node(rs, x)); });
       }, "Whether x matches some byte string (bounded search: past kNonEmptyBudget states, "
          "assumed so).")
       .def("nonempty_many", [with](GenerationHandle& h, const Nodes& xs) {
         return with(h, [&](RegexStore& rs) {
-          RC::check_all(rs, xs);
           std::vector<bool> out;
-          for (NodeId x : xs) out.push_back(rs.nonempty(x));
+          for (NodeId x : RC::nodes(rs, xs)) out.push_back(rs.nonempty(x));
           return out;
         });
       }, "nonempty() of each node, under one lock.")
       .def("copy_nodes", [with](GenerationHandle& h, GenerationHandle& from, const Nodes& roots) {
         return with(h, [&](RegexStore& rs) {
           const RegexStore& src = from.dfa->regex();
-          for (NodeId x : roots)
-            if (x >= src.n_nodes()) throw CoreError("CoreIndexError", "unknown regex node", {{"node", x}});
-          return rs.copy_from(src, roots);
+          std::vector<RegexId> out;
+          for (NodeId x : rs.copy_from(src, RC::nodes(src, roots))) out.push_back(rs.id_of(x));
+          return out;
         });
       }, nb::arg("source"), nb::arg("roots"),
          "The nodes `roots` of generation `source`'s store rebuilt in this one (its ids).")
@@ -417,6 +428,13 @@ void bind_engine(nb::module_& m) {
         return h.dfa->regex().n_nodes();
       })
       .def_prop_ro("serial", [](GenerationHandle& h) { return h.dfa->serial(); })
+      .def("fix_base", [](GenerationHandle& h) {
+        std::lock_guard<std::recursive_mutex> g(store_mutex());
+        return h.dfa->regex().fix_base();
+      }, "Fix the store's base (once; later calls return it): ids of the nodes made from now on "
+         "carry the store's tag, so they are refused by every other generation. Returns it.")
+      .def_prop_ro("tag", [](GenerationHandle& h) { return h.dfa->regex().tag(); },
+                   "The tag in the high 32 bits of the store's ids past its base.")
       .def_prop_ro("stats", [](GenerationHandle& h) {
         std::lock_guard<std::recursive_mutex> g(store_mutex());
         nb::dict d;
@@ -563,7 +581,7 @@ void bind_engine(nb::module_& m) {
           "__init__",
           [](LexParserHandle* self, GenerationHandle& gen, int32_t n_nonterminals, int32_t start,
              nb::handle rules,
-             const std::vector<std::tuple<uint32_t, int32_t, bool, int64_t, bool, bool>>& lexemes,
+             const std::vector<std::tuple<RegexId, int32_t, bool, int64_t, bool, bool>>& lexemes,
              const std::vector<int64_t>& skips, bool allow_initial_skip, bool ignore_once) {
             GrammarRules g;
             g.n_nonterminals = n_nonterminals;
@@ -571,8 +589,8 @@ void bind_engine(nb::module_& m) {
             read_rules(rules, g.lhs, g.rhs);  // the IR's Rule tuples, (lhs, rhs)
             check_rules(g.lhs, g.rhs, n_nonterminals, lexemes.size());
             std::vector<LexemeSpec> specs;
-            for (auto& [rx, cls, lazy, budget, tok, eos] : lexemes) {
-              check_node(gen.dfa->regex(), rx);
+            for (auto& [rx_id, cls, lazy, budget, tok, eos] : lexemes) {
+              NodeId rx = node_of_id(gen.dfa->regex(), rx_id);
               if (cls < 0 || size_t(cls) >= skips.size())
                 throw CoreError("CoreGrammarError", "lexeme class out of range",
                                 {{"lexeme", int64_t(specs.size())}, {"class", cls}});
@@ -581,8 +599,7 @@ void bind_engine(nb::module_& m) {
             }
             std::vector<NodeId> sk;
             for (int64_t s : skips) {
-              if (s >= 0) check_node(gen.dfa->regex(), NodeId(s));
-              sk.push_back(s < 0 ? 0xFFFFFFFFu : NodeId(s));
+              sk.push_back(s < 0 ? 0xFFFFFFFFu : node_of_id(gen.dfa->regex(), RegexId(s)));
             }
             new (self) LexParserHandle();
             nb::gil_scoped_release nogil;
@@ -744,9 +761,9 @@ void bind_engine(nb::module_& m) {
              const std::vector<std::tuple<int32_t, int32_t, int64_t, int64_t>>& lexemes) {
             std::vector<LexemeCapture> caps;
             for (auto& [name, stop_name, body, tail] : lexemes) {
-              if (body >= int64_t(kNoRegex) || tail >= int64_t(kNoRegex))
-                throw CoreError("CoreIndexError", "unknown regex node", {{"lexeme", int64_t(caps.size())}});
-              caps.push_back({name, stop_name, body < 0 ? kNoRegex : NodeId(body), tail < 0 ? kNoRegex : NodeId(tail)});
+              const RegexStore& rs = lp.lp->lexer().regex();  // the grammar's generation
+              caps.push_back({name, stop_name, body < 0 ? kNoRegex : node_of_id(rs, RegexId(body)),
+                              tail < 0 ? kNoRegex : node_of_id(rs, RegexId(tail))});
             }
             new (self) CaptureTableHandle{lp.lp, nullptr};
             self->table = typed("CoreGrammarError", [&] {

@@ -67,8 +67,11 @@ def test_lowering_a_bad_grammar():
     _raises(CoreGrammarError, {"lexeme": 0, "class": 3},
             _core.LexParser, gen, 1, 0, [(0, [-1])], [(0, 3, False, -1, False, False)], [-1],
             False, False)
+    unknown = (gen.tag << 32) | 2**31  # an id of this generation's, naming no node
     _raises(CoreIndexError, {"node": 2**31}, _core.LexParser, gen, 1, 0, [(0, [-1])],
-            [(2**31, 0, False, -1, False, False)], [-1], False, False)
+            [(unknown, 0, False, -1, False, False)], [-1], False, False)
+    _raises(CoreIndexError, {"node": 2**31}, _core.LexParser, gen, 1, 0, [(0, [-1])],
+            lexemes, [unknown], False, False)
 
 
 def test_parser_calls_name_the_state_byte_and_lexeme(lp):
@@ -87,15 +90,16 @@ def test_parser_calls_name_the_state_byte_and_lexeme(lp):
 
 def test_regex_nodes():
     gen = _core.generation()
-    unknown = gen.n_nodes + 10
-    _raises(CoreIndexError, {"node": 2**31}, gen.nonempty, 2**31)
+    index = gen.n_nodes + 10
+    unknown = (gen.tag << 32) | index  # an id of this generation's, naming no node
+    _raises(CoreIndexError, {"node": 2**31}, gen.nonempty, (gen.tag << 32) | 2**31)
     for call, args in [(gen.concat, ([0, unknown],)), (gen.alt, ([unknown],)),
                        (gen.intersect, ([1, unknown],)), (gen.complement, (unknown,)),
                        (gen.star, (unknown,)), (gen.repeat, (unknown, 1, 2)),
                        (gen.derivative, (unknown, 97)), (gen.matches, (unknown, b"a")),
                        (gen.kind, (unknown,)), (gen.args, (unknown,)),
                        (gen.byte_partition, (unknown,)), (gen.nonempty_many, ([0, unknown],))]:
-        _raises(CoreIndexError, {"node": unknown}, call, *args)
+        _raises(CoreIndexError, {"node": index}, call, *args)
     with pytest.raises(CoreRegexError, match="a byte set is 32 bytes") as info:
         gen.bytes(b"x")
     assert isinstance(info.value, ValueError) and isinstance(info.value, GrammarError)

@@ -26,6 +26,8 @@ import pytest
 
 from lexguide import Grammar, LexguideError, Matcher, Tokenizer, TokenizerInfo, _core
 from lexguide.engine import grammar as grammar_module
+from lexguide.errors import CoreRegexError
+from lexguide.grammar.ir import GrammarBuilder
 from lexguide.grammar.lark import compile_lark
 from lexguide.model_files import ModelNotInstalled, smollm2_path
 from lexguide.regex import nodes as rx
@@ -176,16 +178,88 @@ def base_nodes_survive_a_new_generation() -> None:
     Grammar.from_regex("base[0-9]")  # sets the base (every front-end module imported)
     x = rx.concat(WHITESPACE_RX, rx.literal(b"q"))  # made after the base: cut
     labels_before, _ = rx.byte_partition(WHITESPACE_RX)
-    assert rx.matches(x, b" \tq") and x >= rx._base
+    assert rx.matches(x, b" \tq") and _index(x) >= rx._base and WHITESPACE_RX < rx._base
     rx.LIMITS["rotate_rx_nodes"] = 0
     serial = _core.generation().serial
     Grammar.from_regex("cut[0-9]again")
-    assert _core.generation().serial > serial and rx.n_nodes() < x + 100
+    assert _core.generation().serial > serial and rx.n_nodes() < _index(x) + 100
     labels_after, reps = rx.byte_partition(WHITESPACE_RX)
     assert labels_after == labels_before and len(reps) == 256
     for b in range(256):
         assert rx.derivative(WHITESPACE_RX, b) == derive(WHITESPACE_RX, b)
     assert rx.matches(WHITESPACE_RX, b" \n") and not rx.matches(WHITESPACE_RX, b"x")
+
+
+def _index(x: int) -> int:
+    """The node index of regex id ``x`` (an id past the base carries its generation's tag in
+    the high 32 bits, csrc/engine/regex.h)."""
+    return x & 0xFFFF_FFFF
+
+
+def ids_of_a_replaced_generation_are_refused() -> None:
+    """An id made outside a compile after the base (so not kept) names a node whose index a new
+    generation hands out again: every use of it raises CoreRegexError naming the node and the
+    id's generation, instead of meaning another regex. Base ids and a grammar compiled before
+    keep working, and an id of the new generation is refused by the old one."""
+    from lexguide.jsonschema.compiler import WHITESPACE_RX
+
+    info = _small_info()
+    old = Grammar.from_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
+    m = Matcher(old, info)
+    m.consume_tokens([VOCAB.index(b'{"'), VOCAB.index(b"a"), VOCAB.index(b'":')])
+    before = _allowed(m)
+    x = rx.concat(WHITESPACE_RX, rx.literal(b"stale"))  # outside a compile, past the base
+    assert rx.matches(x, b" stale") and _index(x) >= rx._base
+    index, tag = _index(x), rx.store().tag
+    rx.LIMITS["rotate_rx_nodes"] = rx.n_nodes() + 200  # a low mark: a few compiles pass it
+    start = rx.generation()
+    for i in range(100):
+        Grammar.from_regex(f"rot{i}[a-z]{{{i % 7 + 1}}}[0-9]+")
+        if rx.generation() > start:
+            break
+    assert rx.generation() == start + 1 and rx.store().tag != tag
+    k = 0
+    while rx.n_nodes() <= index:  # the new store hands the index out again
+        rx.literal(b"fill%d" % k)
+        k += 1
+    for call, args in [(rx.matches, (x, b" stale")), (rx.nullable, (x,)), (rx.kind, (x,)),
+                       (rx.args, (x,)), (rx.derivative, (x, 32)), (rx.byte_partition, (x,)),
+                       (rx.concat, (x, rx.EPSILON)), (rx.concat, (rx.literal(b"a"), x, x)),
+                       (rx.alt, (WHITESPACE_RX, x)), (rx.intersect, (x, rx.ANY_BYTES)),
+                       (rx.complement, (x,)), (rx.star, (x,)), (rx.repeat, (x, 2, 3)),
+                       (rx.empty_among, ([rx.complement(WHITESPACE_RX), x],)),
+                       (rx.store().copy_nodes, (rx.store(), [x]))]:
+        try:
+            call(*args)
+        except CoreRegexError as e:
+            assert e.where == {"node": index, "generation": tag}, (call, e.where)
+            assert "another generation" in str(e)
+        else:
+            raise AssertionError(f"{call.__name__} took a stale regex id")
+    b = GrammarBuilder()  # lowering a grammar built by hand on the stale id
+    try:
+        Grammar(b.build(b.lexeme(x, "stale"))).lexparser  # noqa: B018
+    except CoreRegexError as e:
+        assert e.where == {"node": index, "generation": tag}
+    else:
+        raise AssertionError("a grammar lowered a stale regex id")
+    # the base: the same ids in every generation
+    assert rx.matches(WHITESPACE_RX, b" \n") and not rx.matches(WHITESPACE_RX, b"q")
+    y = rx.concat(WHITESPACE_RX, rx.literal(b"stale"))  # the same regex, built again
+    assert rx.matches(y, b" stale") and y != x
+    # an id of the new generation in the old grammar's
+    try:
+        old.lexparser.store.matches(y, b" stale")
+    except CoreRegexError as e:
+        assert e.where == {"node": _index(y), "generation": rx.store().tag}
+    else:
+        raise AssertionError("the old generation took an id of the new one")
+    # the grammar compiled before the new generations
+    assert _allowed(m) == before == _brute_force(m)
+    m.consume_tokens([VOCAB.index(b"10"), VOCAB.index(b"}")])
+    assert m.is_accepting()
+    assert old.validate('{"a": 12}') and not old.validate('{"a": "x"}')
+    assert Grammar.from_regex("new[0-9]+").validate("new12")
 
 
 def _rss_mb() -> float:
@@ -231,6 +305,7 @@ def thousands_of_schemas_in_one_process_stay_bounded() -> None:
 
 SCENARIOS = [
     base_nodes_survive_a_new_generation,
+    ids_of_a_replaced_generation_are_refused,
     thousands_of_schemas_in_one_process_stay_bounded,
     recorded_masks_hold_when_the_store_is_cut_before_every_compile,
     grammars_compiled_before_a_cut_keep_working,

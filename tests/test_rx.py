@@ -20,7 +20,7 @@ from reference.derivative import derive
 def _abc() -> tuple[int, int, int]:
     """Three small regexes, built in the current generation of the store. Node ids made outside
     a compile are not part of the kept base, so a test builds its own rather than holding ids
-    made at import across the other tests' compiles (a new generation reuses those ids)."""
+    made at import across the other tests' compiles (a new generation refuses those ids)."""
     return rx.literal(b"a"), rx.literal(b"b"), rx.literal(b"cd")
 
 

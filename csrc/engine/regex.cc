@@ -48,7 +48,14 @@ std::recursive_mutex& store_mutex() {
   return m;
 }
 
-RegexStore::RegexStore() {
+namespace {
+uint32_t next_tag() {
+  static std::atomic<uint32_t> last{0};  // relaxed: only uniqueness matters
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+}  // namespace
+
+RegexStore::RegexStore() : tag_(next_tag()) {
   std::array<uint8_t, 256> zero{};
   trivial_part_ = intern_partition(zero);
   mk(K_NOTHING, nullptr, 0, false, trivial_part_);
@@ -57,8 +64,9 @@ RegexStore::RegexStore() {
   mk(K_NOT, &a, 1, true, trivial_part_);
 }
 
-RegexStore::RegexStore(const RegexStore& from, size_t keep) {
+RegexStore::RegexStore(const RegexStore& from, size_t keep) : tag_(next_tag()) {
   keep = std::min(std::max<size_t>(keep, 3), from.nodes_.size());
+  base_ = std::min(uint32_t(keep), from.base_);
   nodes_.assign(from.nodes_.begin(), from.nodes_.begin() + keep);
   // args are appended as nodes are made, so the first nodes' args are a prefix too
   size_t n_args = keep < from.nodes_.size() ? from.nodes_[keep].off : from.args_.size();
@@ -70,6 +78,11 @@ RegexStore::RegexStore(const RegexStore& from, size_t keep) {
   trivial_part_ = from.trivial_part_;
   grow_cons(nodes_.size());
   grow_parts(parts_.size());
+}
+
+uint32_t RegexStore::fix_base() {
+  if (base_ == UINT32_MAX) base_ = uint32_t(nodes_.size());
+  return base_;
 }
 
 size_t RegexStore::memory_bytes() const {

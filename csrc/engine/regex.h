@@ -13,6 +13,10 @@
 // front ends' modules made at import, same ids), so the memory of a process compiling ever new
 // grammars stays bounded while every grammar keeps the generation it was lowered into
 // (docs/engine.md, "Limits").
+// Ids outside the core: a front end holds a node as an *id* (RegexId): below the store's base
+// the node's index, the same in every later generation; from the base on the index with the
+// store's tag in the high 32 bits, so that an id of a replaced generation, whose index a new
+// generation hands out again, is refused (id_ok) instead of naming another node.
 // Thread safety: every store is guarded by store_mutex(); every call below must hold it.
 #pragma once
 
@@ -29,6 +33,7 @@
 namespace lexguide {
 
 using NodeId = uint32_t;
+using RegexId = uint64_t;  // a node as the front ends hold it (see above)
 
 enum RxKind : uint8_t { K_NOTHING, K_EPS, K_BYTES, K_CONCAT, K_ALT, K_AND, K_NOT, K_STAR, K_REPEAT };
 
@@ -107,6 +112,18 @@ class RegexStore {
   // Heap bytes held (an estimate from element counts and container overheads).
   size_t memory_bytes() const;
 
+  // Ids (see above). The first store's base is unset (every id plain) until fix_base(): from
+  // then on nodes from n_nodes() on get tagged ids; returns the base. A store made from
+  // another keeps min(keep, its base) as its base.
+  uint32_t fix_base();
+  uint32_t tag() const { return tag_; }  // unique in the process, never 0
+  RegexId id_of(NodeId x) const { return x < base_ ? RegexId(x) : (RegexId(tag_) << 32) | x; }
+  static NodeId index_of(RegexId id) { return NodeId(id); }
+  static uint32_t tag_of(RegexId id) { return uint32_t(id >> 32); }
+  // Whether id was handed out by this store or names a base node it shares with the store
+  // that handed it out (any index; n_nodes() bounds it)
+  bool id_ok(RegexId id) const { return tag_of(id) == 0 ? index_of(id) < base_ : tag_of(id) == tag_; }
+
  private:
   struct Node {
     uint8_t kind;
@@ -120,6 +137,8 @@ class RegexStore {
   };
   std::vector<Node> nodes_;
   std::vector<uint32_t> args_;
+  uint32_t tag_;
+  uint32_t base_ = UINT32_MAX;  // ids of nodes below it are plain (unset: all of them)
   // Hash-consing without allocating a key: open addressing over node ids (kFree = empty), the
   // key being the node's (kind, args) in nodes_/args_; the same for partitions and their labels.
   static constexpr uint32_t kFree = 0xFFFFFFFFu;

@@ -162,7 +162,7 @@ class CoreError(LexguideError):
     ``where`` maps what locates the error, as far as the core knows it, to its value:
     ``rule`` (index in the grammar's rules), ``symbol`` (a nonterminal ``x >= 0`` or lexeme
     ``-1 - x``), ``lexeme``, ``token``, ``byte``, ``state`` (lexer state), ``set`` (parser
-    set), ``node`` (regex node), ``row``; the message starts with it (``"rule 3, symbol 7:
+    set), ``node`` (regex node), ``generation`` (a regex id's), ``row``; the message starts with it (``"rule 3, symbol 7:
     ..."``) and ``detail`` is the message without it. Each subclass
     is also the builtin exception (``ValueError`` or ``IndexError``) the core raised before
     its errors were typed, so ``except ValueError`` keeps catching them.
@@ -189,7 +189,9 @@ class CoreGrammarError(CoreError, GrammarError, ValueError):
 
 class CoreRegexError(CoreError, RegexError, ValueError):
     """The core refused a regex argument (a byte set that is not 32 bytes, repetition bounds
-    out of order or range); ``CoreIndexError`` names an unknown ``node``."""
+    out of order or range, or a regex id of another generation, whose store was replaced:
+    ``where`` names its ``node`` and ``generation``); ``CoreIndexError`` names an unknown
+    ``node``."""
 
     def __init__(self, message: str, **where: int) -> None:
         CoreError.__init__(self, message, **where)

@@ -611,7 +611,10 @@ def import_nodes(data: tuple[tuple, ...]) -> list[int]:
 # the current generation is past its marks (``rotate_rx_nodes`` nodes, or the core's marks on
 # lexer states and bytes, csrc/engine/limits.h), the core starts a new generation whose store
 # keeps the *base*: the nodes that existed once every front-end module was imported (their
-# module-level constants, such as a JSON number's regex), with the same ids. The memos here are
+# module-level constants, such as a JSON number's regex), with the same ids. An id past the base
+# carries its generation's tag (its high 32 bits, csrc/engine/regex.h): a new generation hands
+# the same node indices out again, and the core refuses an id of a replaced generation with a
+# CoreRegexError instead of reading it as another regex. The memos here are
 # emptied, ``functools.lru_cache`` caches of lexguide's modules cleared, and the hooks of
 # :func:`on_rotate` run. A grammar is lowered into the core inside the build that made it and
 # keeps its generation (store and lexer DFA) alive, so no live grammar refers to a node that
@@ -671,7 +674,7 @@ def _set_base() -> None:
         todo.extend(_submodules(name, getattr(module, "__path__", None)))
     with _lock:
         if _base is None:
-            _base = _S.n_nodes
+            _base = _S.fix_base()
 
 
 def _submodules(name: str, path: list[str] | None) -> list[str]:
