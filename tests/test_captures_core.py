@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,13 @@ def test_hostile_arguments_raise_typed_errors():
     with pytest.raises(CoreError):  # a regex id that names no node of the grammar's store
         _core.CaptureTable(lp._core, [-1] * len(lp.ir.nonterminals), [(0, -1, 1 << 40, 0)] * lp.n_lexemes)
     assert table.read([], False) == []
+
+
+def test_threads_read_captures_of_one_grammar():
+    # the replay holds the grammar's lock, the parse runs without it (GIL released)
+    g = Grammar.from_lark(GRAMMARS[4][0])
+    texts = [", ".join(str(i * j) if j % 2 else "ab" * j for j in range(1, 40 + i)) for i in range(8)]
+    want = [g.captures(t) for t in texts]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(g.captures, texts * 4))
+    assert got == want * 4
