@@ -61,6 +61,19 @@ def test_dfa_agrees_with_derivatives(allowed: set[int], data: bytes) -> None:
         assert not lp.lexer.accepts_lazy(state)
 
 
+def test_a_cycle_of_empty_lexemes_is_not_a_cut_chain() -> None:
+    """Lexemes matching the empty string may end one after another before a byte; once the
+    chain is back at a (set, lexer state) it tried, every later one was tried too: the byte is
+    refused without counting a cut chain (``chain_limit_hits``), and a byte a lexeme takes is
+    read after any number of empty ones."""
+    g = Grammar.from_lark('start: ("q" | a)*\na: /y*/')
+    lp = g.lexparser
+    assert lp.advance_byte(lp.initial, ord("z")) is None
+    assert lp.advance_bytes(lp.initial, b"yyqqyq") is not None
+    assert lp.chain_limit_hits == 0
+    assert g.validate("yqqy") and not g.validate("yz")
+
+
 def test_lazy_lexeme_ends_at_first_match() -> None:
     g = Grammar.from_lark('start: a b\na[lazy]: /[0-9]+/\nb: /[0-9]*x/')
     assert g.validate("1x") and g.validate("12x") and not g.validate("1")
