@@ -30,8 +30,8 @@ GENERAL = {"json_allow_general_unicode_escapes": True}
 
 
 def _valid(schema: dict, text: str | bytes) -> bool | None:
-    """jsonschema's verdict with numbers read exactly (``int``/``Decimal``); None when a
-    number is out of ``Decimal``'s range (the oracle cannot say)."""
+    """jsonschema's verdict with numbers read exactly (``int``/``Decimal``, the schema's too);
+    None when a number is out of ``Decimal``'s range (the oracle cannot say)."""
     try:
         value = json.loads(text.decode() if isinstance(text, bytes) else text,
                            parse_float=decimal.Decimal)
@@ -39,7 +39,8 @@ def _valid(schema: dict, text: str | bytes) -> bool | None:
         return None
     except ValueError:
         return False
-    return jsonschema.Draft202012Validator(schema).is_valid(value)
+    exact = json.loads(json.dumps(schema), parse_float=decimal.Decimal)  # 0.5 as a Decimal
+    return jsonschema.Draft202012Validator(exact).is_valid(value)
 
 
 def _allowed(mask: np.ndarray, n: int) -> set[int]:
@@ -122,7 +123,6 @@ def test_bounded_strings_with_general_escapes_stay_an_error(items, why):
 
 @pytest.mark.parametrize("items, why", [
     ({"type": "object", "maxProperties": 3}, "one more member"),
-    ({"type": "number", "multipleOf": 2}, "multipleOf"),
     ({"anyOf": [{"type": "string", "maxLength": 3}, {"type": "integer"}]}, "maxLength"),
 ])
 def test_other_items_stay_a_schema_error_naming_why(items, why):

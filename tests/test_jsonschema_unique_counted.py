@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+from decimal import Decimal
 
 import pytest
 
@@ -23,7 +25,7 @@ from test_jsonschema_unique_values import walks_end_valid
 from lexguide.engine import Matcher, TokenizerInfo
 from lexguide.engine.grammar import Grammar
 from lexguide.errors import SchemaError
-from lexguide.jsonschema.unique import UNIQUE_INTEGERS_ARRAY_NAME
+from lexguide.jsonschema.unique import UNIQUE_INTEGERS_ARRAY_NAME, UNIQUE_NUMBERS_ARRAY_NAME
 
 
 def ints(lo: int, hi: int, step: int | float | None = None, **kw) -> dict:
@@ -67,7 +69,8 @@ def test_integer_ranges_compile_with_a_counted_bracket(schema):
 
 @pytest.mark.parametrize("items, why", [
     ({"type": "integer", "minimum": 1, "maximum": 300, "not": {"multipleOf": 3}}, "uniqueItems"),
-    ({"type": "number", "minimum": 0, "maximum": 1}, "uniqueItems"),
+    ({"anyOf": [{"type": "number", "maximum": 1}, {"type": "string", "maxLength": 2}]},
+     "uniqueItems"),
 ])
 def test_ranges_not_counted_stay_a_located_error(items, why):
     with pytest.raises(SchemaError, match=why):
@@ -263,3 +266,152 @@ def test_a_union_with_an_array_that_can_run_out_is_an_error():
     with pytest.raises(SchemaError, match="union"):
         Grammar.from_json_schema({"anyOf": [ints(1, 300), {"type": "array", "items": {
             "type": "boolean"}}]})
+
+
+# -- numbers with a bound or a multipleOf: values listed by value ------------------------------
+def nums(**items) -> dict:
+    return {"type": "array", "items": {"type": "number", **items}, "uniqueItems": True}
+
+
+HALVES = nums(minimum=-1, maximum=1, multipleOf=0.5)  # five values, each spelled many ways
+
+
+@pytest.mark.parametrize("schema", [HALVES, nums(minimum=0, maximum=1), nums(maximum=1),
+                                    nums(minimum=-5, exclusiveMaximum=3.5)])
+def test_bounded_numbers_compile_with_their_bracket(schema):
+    g = Grammar.from_json_schema(schema)
+    assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [
+        UNIQUE_NUMBERS_ARRAY_NAME]
+    assert g.validate("[0.5,1]") and not g.validate("[0.5,0.50]")
+    assert not g.validate("[1,1.0]")
+
+
+@pytest.mark.parametrize("items", [{"type": "integer", "maximum": 1000},
+                                   {"type": "integer", "minimum": -5},
+                                   {"type": "number", "multipleOf": 0.5},
+                                   {"type": "number", "multipleOf": 2}])
+def test_numbers_with_one_bound_or_a_step_are_listed_by_value(items):
+    schema = {"type": "array", "items": items, "uniqueItems": True, "minItems": 12}
+    g = Grammar.from_json_schema(schema)
+    assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [
+        UNIQUE_NUMBERS_ARRAY_NAME]
+    assert g.validate("[2,4,6,8,10,12,14,16,18,20,22,24]")
+    assert not g.validate("[2,4,6,8,10,12,14,16,18,20,22,2]")
+    walks_end_valid(schema, {}, b"-.0125,", 8)
+
+
+def test_bounded_numbers_refused_or_counted():
+    with pytest.raises(SchemaError, match="minItems 6 needs more than the 5 numbers"):
+        Grammar.from_json_schema({**HALVES, "minItems": 6})
+    Grammar.from_json_schema({**HALVES, "minItems": 5})
+    with pytest.raises(SchemaError, match="numbers with a not"):
+        Grammar.from_json_schema(nums(maximum=1, **{"not": {"multipleOf": 0.5}}))
+
+
+def test_a_used_up_value_is_masked_in_any_spelling():
+    g = Grammar.from_json_schema(HALVES)
+    m = _write_text(g, b"[1,-0.5,0,0.5,")
+    assert _bytes_allowed(m) == {b"-"}  # only -1 is left
+    m.consume(ord("-"))
+    assert _bytes_allowed(m) == {b"1"}
+    m = _write_text(g, b"[0.5,0")
+    assert b"." in _bytes_allowed(m)  # 0.0 is 0: fresh
+    m.consume(ord("."))
+    assert _bytes_allowed(m) == {b"0"}  # 0.5 written: 0.0 (zero) only
+    m = _write_text(Grammar.from_json_schema(nums(minimum=0, maximum=1)), b"[1,")
+    assert _bytes_allowed(m) == {b"0"}  # 1, 1.0, 1.00 ... are all 1
+
+
+def _write_text(g: Grammar, text: bytes) -> Matcher:
+    m = Matcher(g, B_INFO)
+    for b in text:
+        m.consume(b)
+    return m
+
+
+def _half_completable(prefix: bytes, min_items: int) -> bool:
+    """Exact for HALVES: ``prefix`` (compact) extends to at least ``min_items`` distinct
+    values of -1, -0.5, 0, 0.5, 1 spelled as the grammar spells them (no exponent, no
+    leading zero, no -0; trailing fraction zeros allowed)."""
+    spelling = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
+    domain = {Decimal(v) for v in ("-1", "-0.5", "0", "0.5", "1")}
+
+    def value(p: str):
+        if not spelling.fullmatch(p) or p.startswith("-0") and not p.strip("-0."):
+            return None
+        v = Decimal(p)
+        return v if v in domain else None
+
+    text = prefix.decode()
+    if not text.startswith("["):
+        return False
+    body = text[1:]
+    if "]" in body:
+        parts = body[:-1].split(",") if body != "]" else []
+        vs = [value(p) for p in parts]
+        return body.index("]") == len(body) - 1 and None not in vs and \
+            len(set(vs)) == len(vs) >= min_items
+    parts = body.split(",")
+    vs = [value(p) for p in parts[:-1]]
+    if None in vs or len(set(vs)) < len(vs):
+        return False
+    fresh = domain - set(vs)
+    need = max(1 if body else 0, min_items - len(vs))
+    if len(fresh) < need:
+        return False
+    cur = parts[-1]
+    if not cur:
+        return True
+    # some fresh value has a spelling (canonical, then maybe zeros) beginning with cur
+    for v in fresh:
+        canon = format(v.normalize(), "f") if v else "0"
+        if canon.startswith(cur):
+            return True
+        rest = cur[len(canon):] if cur.startswith(canon) else None
+        if rest is not None and (rest.strip("0") == "" if "." in canon else
+                                 rest.startswith(".") and rest[1:].strip("0") == ""):
+            return True
+    return False
+
+
+HALF_VOCAB = [b"[", b"]", b",", b"-", b".", b"0", b"1", b"5", b"0.5", b"-1", b"1,", b"0,",
+              b".5", b"-0.5", b"00", b""]
+
+
+@pytest.mark.parametrize("min_items", [0, 5])
+def test_bounded_number_masks_equal_the_exact_oracle(min_items):
+    bad, masked = oracle_walks({**HALVES, "minItems": min_items}, HALF_VOCAB,
+                               lambda text: _half_completable(text, min_items), range(4), 40,
+                               0.97)
+    assert bad == 0
+    assert masked >= 3  # the value walk was needed
+
+
+def test_bounded_numbers_without_the_walk_are_caught(monkeypatch):
+    """The mutation: an open number always counts as able to become a fresh value."""
+    from lexguide.engine.unique_items import UniqueItems
+
+    monkeypatch.setattr(UniqueItems, "_number_open", lambda self, values, item, after: True)
+    bad, _ = oracle_walks({**HALVES, "minItems": 5}, HALF_VOCAB,
+                          lambda text: _half_completable(text, 5), range(2), 40, 0.97)
+    assert bad >= 1
+
+
+@pytest.mark.parametrize("layout", [{}, {"whitespace": "flexible"}, {"indent": 2}])
+@pytest.mark.parametrize("schema", [{**HALVES, "minItems": 5}, nums(minimum=0, maximum=1,
+                                                                    minItems=6),
+                                    nums(minimum=0, maximum=2, multipleOf=0.25, minItems=9)])
+def test_bounded_number_walks_never_stop_in_a_dead_end(schema, layout):
+    walks_end_valid(schema, layout, b"-.0125,", 6)
+
+
+def test_bounded_numbers_validate_agrees_with_jsonschema():
+    rng = random.Random(9)
+
+    def text() -> str:  # values in several spellings: 0.5 and 0.50 are one
+        items = [rng.choice(["0.5", "0.50", "1", "1.0", "0", "0.0", "-1", "-0.5", "0.75", "2"])
+                 for _ in range(rng.randint(0, 5))]
+        return "[" + ",".join(items) + "]"
+
+    _agrees_with_jsonschema(Grammar.from_json_schema(HALVES), HALVES,
+                            (text() for _ in range(300)))

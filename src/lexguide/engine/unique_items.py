@@ -106,6 +106,7 @@ from lexguide.jsonschema.unique import (
     UNIQUE_CLOSED_ARRAY_NAME,
     UNIQUE_FINITE_REST_ARRAY_NAME,
     UNIQUE_INTEGERS_ARRAY_NAME,
+    UNIQUE_NUMBERS_ARRAY_NAME,
     UNIQUE_STRINGS_ARRAY_NAME,
 )
 from lexguide.jsonschema.unique_count import (
@@ -229,7 +230,8 @@ class UniqueItems:
     """The marked lexemes of one grammar and the scan over bytes. Shared; its caches (per
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
-    __slots__ = ("_brackets", "_closed", "_counted", "_finite", "_fresh", "_items",
+    __slots__ = ("_brackets", "_closed", "_counted", "_digits", "_finite", "_fresh", "_items",
+                 "_numbers",
                  "_lp", "_lookahead", "_nonzero", "_number_counts", "_value_counter",
                  "_walks",
                  "bounded")
@@ -240,7 +242,7 @@ class UniqueItems:
         #: marked opening brackets of arrays of any items; the rest are string item lexemes
         self._brackets = frozenset(i for i in item_lexemes if names[i] in (
             UNIQUE_ARRAY_NAME, UNIQUE_CLOSED_ARRAY_NAME, UNIQUE_FINITE_REST_ARRAY_NAME,
-            UNIQUE_STRINGS_ARRAY_NAME, UNIQUE_INTEGERS_ARRAY_NAME))
+            UNIQUE_STRINGS_ARRAY_NAME, UNIQUE_INTEGERS_ARRAY_NAME, UNIQUE_NUMBERS_ARRAY_NAME))
         self._items = item_lexemes - self._brackets
         #: some item can be an object without additional members: its value is fixed when
         #: only ``}`` can follow (:meth:`_arrays_dead`)
@@ -255,6 +257,9 @@ class UniqueItems:
         #: some items come from a bounded integer range: a number item or a "," can leave
         #: only recorded integers (:meth:`_integers_dead`, counting)
         self._counted = any(names[i] == UNIQUE_INTEGERS_ARRAY_NAME for i in self._brackets)
+        #: some items are numbers with a bound or a multipleOf: a number item or a "," can
+        #: leave only recorded values (:meth:`_numbers_dead`, by value)
+        self._numbers = any(names[i] == UNIQUE_NUMBERS_ARRAY_NAME for i in self._brackets)
         self._number_counts: dict[int, int] = {}
         #: some marked item has a bounded length: an open item may run out of fresh values
         self.bounded = bounded
@@ -263,6 +268,7 @@ class UniqueItems:
         self._fresh: dict[tuple[ParseState, frozenset], bool] = {}
         self._value_counter = ValueCounter(lexer.next, lambda ls: bool(lexer.accepting(ls)), 0)
         self._nonzero: dict[int, bool] = {}
+        self._digits: dict[int, bool] = {}  # _digit_reachable per lexer state
         self._walks: dict = {}  # closed_exhausted per (parse state, arrays)
 
     def starts_item(self, after_quote: ParseState) -> bool:
@@ -417,6 +423,8 @@ class UniqueItems:
             return True
         if self._counted and frames and self._integers_dead(a, after, before, data):
             return True
+        if self._numbers and frames and self._numbers_dead(a, after, before, data):
+            return True
         if not frames:
             return False
         d = _target(a)
@@ -466,6 +474,14 @@ class UniqueItems:
         value: an open item (a string, or a number or literal not yet ended by a delimiter)
         all of whose completions (read off the lexer, :meth:`_only_recorded`) are recorded,
         or a ``,`` after which every value an item can start is recorded."""
+        return self._scalar_dead(a, after, before, data, _VALUE_FIRSTS, self._value_used_up)
+
+    def _scalar_dead(self, a: Arrays, after: ParseState | None, before: ParseState | None,
+                     data: bytes, firsts: bytes, used_up) -> bool:
+        """Whether the innermost marked array's open scalar item, or the item a ``,`` requires
+        (any that starts with a byte of ``firsts``), can only become a recorded value:
+        ``used_up(values, item, parse state after it)``. ``after`` may be None when
+        ``before`` and ``data`` say how to reach it."""
         values, item, level, need = a.frames[-1]
         if level or not values or not (item is not None or need):
             return False
@@ -474,8 +490,8 @@ class UniqueItems:
         if after is None:
             return False
         if item is not None:
-            return self._value_used_up(values, item, after)
-        return self._no_fresh_start(after, _VALUE_FIRSTS, lambda b, got: self._value_used_up(
+            return used_up(values, item, after)
+        return self._no_fresh_start(after, firsts, lambda b, got: used_up(
             values, bytes((b,)), got))
 
     def _value_used_up(self, values: frozenset, item: bytes, after: ParseState) -> bool:
@@ -506,6 +522,92 @@ class UniqueItems:
                     todo.append(nxt)
         return True
 
+    def _numbers_dead(self, a: Arrays, after: ParseState | None, before: ParseState | None,
+                      data: bytes) -> bool:
+        """Whether the innermost marked array, of numbers with a bound or a ``multipleOf``,
+        is left with a number item, or a required item after a ``,``, whose every value is
+        recorded (:meth:`number_fresh`, by value: ``1``, ``1.0`` and ``1.00`` are one)."""
+        return not a.in_str and self._scalar_dead(
+            a, after, before, data, b"-0123456789",
+            lambda values, item, got: not self._number_open(values, item, got))
+
+    def _number_open(self, values: frozenset, item: bytes, after: ParseState) -> bool:
+        """Whether the open number ``item`` (parse state ``after`` it) can still become a value
+        not in ``values``."""
+        if not after.pending:
+            try:
+                return value_key(item) not in values
+            except ValueError:
+                return True
+        return self.number_fresh(values, item, after.lexer_state)
+
+    def number_fresh(self, values: frozenset, item: bytes, lstate: int) -> bool:
+        """Whether some completion of the open number ``item`` (lexer state ``lstate``, number
+        bytes only) is a value not in ``values``: a depth-first walk of the completions that
+        stops at the first unrecorded value, or at a loop that changes the value (a digit
+        1-9, a digit of the integer part, or zeros of a fraction after which a digit 1-9 can
+        come: infinitely many values). A loop of zeros ending a fraction only respells and is
+        not followed, so the walk ends; the bounded grammars spell no exponent
+        (:mod:`lexguide.jsonschema.numeric`). At most :data:`MAX_WALK` nodes (past them it
+        answers True; :func:`lexguide.jsonschema.unique.bounded_numbers_problem` keeps the
+        finite domains to :data:`~lexguide.jsonschema.unique.MAX_FINITE_STRINGS` values)."""
+        lexer = self._lp.lexer
+        budget = [MAX_WALK]
+        on_path: dict[int, int] = {}
+
+        def walk(ls: int, text: bytes) -> bool:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return True
+            if lexer.accepting(ls):
+                try:
+                    if value_key(text) not in values:
+                        return True
+                except ValueError:
+                    pass
+            on_path[ls] = len(text)
+            try:
+                for c in b"-.0123456789":
+                    nxt = lexer.next(ls, c)
+                    if nxt == 0:
+                        continue
+                    got = text + bytes((c,))
+                    if nxt in on_path:  # a loop
+                        loop = got[on_path[nxt]:]
+                        if b"." not in text or loop.strip(b"0") or \
+                                self._digit_reachable(nxt):
+                            return True  # each turn gives another value
+                        continue  # trailing zeros: the same value again
+                    if walk(nxt, got):
+                        return True
+                return False
+            finally:
+                del on_path[ls]
+
+        return walk(lstate, item)
+
+    def _digit_reachable(self, lstate: int) -> bool:
+        """Whether the lexer, from ``lstate`` inside a number, can still read a digit 1-9.
+        Memoised."""
+        got = self._digits.get(lstate)
+        if got is None:
+            lexer = self._lp.lexer
+            seen, todo, got = {lstate}, [lstate], False
+            while todo and not got:
+                ls = todo.pop()
+                for c in b"-.0123456789":
+                    nxt = lexer.next(ls, c)
+                    if nxt == 0:
+                        continue
+                    if 0x31 <= c <= 0x39:
+                        got = True
+                        break
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+            self._digits[lstate] = got
+        return got
+
     def _integers_dead(self, a: Arrays, after: ParseState | None, before: ParseState | None,
                        data: bytes) -> bool:
         """Whether the innermost marked array is left with a number item, or a required item
@@ -518,19 +620,10 @@ class UniqueItems:
         spellings than values only make it say False). For the integer ranges of
         :func:`lexguide.jsonschema.unique.integer_range_problem` each value has one spelling,
         so it says True whenever every completion is recorded."""
-        values, item, level, need = a.frames[-1]
-        if level or not values or a.in_str or not (item is not None or need):
-            return False
-        if item is not None and item.strip(b"-0123456789"):
+        item = a.frames[-1].item
+        if a.in_str or item is not None and item.strip(b"-0123456789"):
             return False  # not an integer so far
-        if after is None and before is not None:
-            after = self._lp.advance_bytes(before, data)
-        if after is None:
-            return False
-        if item is not None:
-            return self._integer_used_up(values, item, after)
-        return self._no_fresh_start(after, b"-0123456789", lambda b, got: self._integer_used_up(
-            values, bytes((b,)), got))
+        return self._scalar_dead(a, after, before, data, b"-0123456789", self._integer_used_up)
 
     def _integer_used_up(self, values: frozenset, item: bytes, after: ParseState) -> bool:
         """Whether every completion of the open number ``item`` (the parse state ``after``
@@ -917,7 +1010,7 @@ class UniqueItems:
             closing = self._closed and level >= 1 and item is not None and item[0] == _BRACE \
                 and not (a.in_str and _in_key(item))
             target = a.frames[_target(a)].item
-            if (self._finite or self._counted) and level == 0:
+            if (self._finite or self._counted or self._numbers) and level == 0:
                 # a finite set of strings, or an integer range: any token may leave only
                 # recorded values
                 words = np.full_like(mask, 0xFFFFFFFF)

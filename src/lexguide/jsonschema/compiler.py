@@ -55,7 +55,9 @@ from lexguide.jsonschema.unique import (
     UNIQUE_CLOSED_ARRAY_NAME,
     UNIQUE_FINITE_REST_ARRAY_NAME,
     UNIQUE_INTEGERS_ARRAY_NAME,
+    UNIQUE_NUMBERS_ARRAY_NAME,
     UNIQUE_STRINGS_ARRAY_NAME,
+    bounded_numbers_problem,
     bounded_strings,
     closed_objects,
     deref,
@@ -81,6 +83,7 @@ _ANY_BYTES = rx.star(rx.byte_range(0, 255))
 _ASCII_BYTES = rx.star(rx.byte_range(0, 0x7F))
 _SOME_BYTES = rx.alt(_ANY_BYTES, rx.literal(b"\0"))  # all bytes again, as another node
 _MORE_BYTES = rx.alt(_ANY_BYTES, rx.literal(b"\1"))  # and again
+_OTHER_BYTES = rx.alt(_ANY_BYTES, rx.literal(b"\2"))  # and again
 # distinct sets of patternProperties that keys of one object can match (each needs a rule)
 MAX_PATTERN_REGIONS = 64
 # regex node ids are hash-consed, so this cache is valid across grammars until the store is cut
@@ -477,6 +480,16 @@ class SchemaCompiler:
                     lexeme_class=self.cls, unique_item=True))
             if counted.startswith("minItems"):
                 problem = counted
+            else:  # numbers with a bound or a multipleOf: their values listed by the matcher
+                numbers = bounded_numbers_problem(s, self.schemas.resolve)
+                if numbers is None:
+                    opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
+                    return _Tracked(self.b.lexeme(  # a node of its own, as above
+                        rx.intersect(opener, _OTHER_BYTES), UNIQUE_NUMBERS_ARRAY_NAME,
+                        lexeme_class=self.cls, unique_item=True))
+                if numbers.startswith("minItems") or isinstance(
+                        deref(s.items, self.schemas.resolve), NumberSchema):
+                    problem = numbers
         if problem is not None:
             if self.lenient:
                 self.schemas.note(at, "uniqueItems", f"not enforced: {problem} (lenient)")
@@ -660,6 +673,8 @@ class SchemaCompiler:
             raise SchemaError(f"minProperties/maxProperties {lo}/{hi} with {n} properties is too "
                               "large to enforce", pointer=s.pointer, keyword="maxProperties")
         sep = lay.sep
+        if not need0 and hi is None and lo <= 1:
+            return self.members_uncounted(lay, entries, extra, alts_top)
 
         def sat(c: int) -> int:
             return min(c, cap)
@@ -721,6 +736,35 @@ class SchemaCompiler:
         if (0, need0) not in row:
             return b.alt(alts_top, "object") if alts_top else self.dead
         alts_top.append([lay.obj_open, row[(0, need0)], lay.obj_close])
+        return b.alt(alts_top, "object")
+
+    def members_uncounted(self, lay: _Layout, entries: list[tuple[int, bool, dict[int, int]]],
+                          extra: int | None, alts_top: list[list[int]]) -> int:
+        """:meth:`members` without bounds (at most ``minProperties: 1``) or needed members,
+        most objects: the same rules in the same order, without its bookkeeping. The states
+        are "no member yet" (``row0``) and "one or more" (``row1``); None when no rule is left."""
+        b = self.b
+        sep = lay.sep
+        row0 = b.nonterminal("object_extra") if extra is not None else None
+        row1 = b.nonterminal("object_extra")
+        if extra is not None:
+            b.rule(row0, [extra, row1])
+            b.rule(row1, [b.star(b.seq([sep, extra], "extra_more"))])
+        else:
+            b.rule(row1, [])
+        for member, req, _ in reversed(entries):
+            alts0 = [] if row1 is None else [[member, row1]]
+            alts1 = [] if row1 is None else [[sep, member, row1]]
+            if not req:
+                if row0 is not None:
+                    alts0.append([row0])
+                if row1 is not None:
+                    alts1.append([row1])
+            row0 = b.alt(alts0, "members") if alts0 else None
+            row1 = b.alt(alts1, "members") if alts1 else None
+        if row0 is None:
+            return b.alt(alts_top, "object") if alts_top else self.dead
+        alts_top.append([lay.obj_open, row0, lay.obj_close])
         return b.alt(alts_top, "object")
 
     def extra_members(self, s: ObjectSchema, lay: _Layout, declared: list[str],

@@ -152,7 +152,8 @@ from lexguide.regex import nodes as rx
 
 __all__ = ["MAX_BOUNDED_ITEMS", "MAX_CLOSED_VALUES", "MAX_FINITE_STRINGS", "MAX_FINITE_VALUES", "MAX_OPEN_STATES",
            "MAX_UNIQUE_RULES", "UNIQUE_ARRAY_NAME", "UNIQUE_CLOSED_ARRAY_NAME",
-           "UNIQUE_FINITE_REST_ARRAY_NAME", "UNIQUE_INTEGERS_ARRAY_NAME", "UNIQUE_STRINGS_ARRAY_NAME", "bounded_strings", "closed_objects", "deref", "distinct_subsets",
+           "UNIQUE_FINITE_REST_ARRAY_NAME", "UNIQUE_INTEGERS_ARRAY_NAME", "UNIQUE_NUMBERS_ARRAY_NAME", "UNIQUE_STRINGS_ARRAY_NAME",
+           "bounded_numbers_problem", "bounded_strings", "closed_objects", "deref", "distinct_subsets",
            "finite_rests", "finite_strings_problem", "finite_values", "integer_range_problem", "matcher_items_problem", "regex_open",
            "tracked", "tracked_items_problem", "union_problem", "unique_items_problem",
            "unique_rule_count"]
@@ -171,6 +172,9 @@ UNIQUE_STRINGS_ARRAY_NAME = "[<uniqueItems, finite strings>"
 #: the same, for items from an integer range too large for the grammar
 #: (:func:`integer_range_problem`: the matcher counts the completions of an open item)
 UNIQUE_INTEGERS_ARRAY_NAME = "[<uniqueItems, integer range>"
+#: the same, for numbers with a bound or a ``multipleOf`` (:func:`bounded_numbers_problem`:
+#: the matcher lists the values an open item can still complete)
+UNIQUE_NUMBERS_ARRAY_NAME = "[<uniqueItems, bounded numbers>"
 #: Largest integer range (``maximum - minimum + 1``) read as a finite set of values.
 MAX_FINITE_VALUES = 256
 #: Most strings of a finite set of item strings the matcher keeps distinct
@@ -399,7 +403,7 @@ def tracked(s: ArraySchema, resolve: Callable[[str], Schema],
             matcher_items_problem(s, resolve, False, string_rx) is None:
         return False
     return tracked_items_problem(s, resolve, string_rx) is None or \
-        integer_range_problem(s, resolve) is None
+        integer_range_problem(s, resolve) is None or bounded_numbers_problem(s, resolve) is None
 
 
 #: derivative states :func:`regex_open` explores before it gives up (answers False)
@@ -689,6 +693,48 @@ def _integer_step(m: Decimal) -> int:
     p = int("".join(map(str, digits)))
     k = max(0, -exp)
     return p * 10 ** max(0, exp) // gcd(p, 10 ** k)
+
+
+def bounded_numbers_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> str | None:
+    """Why the matcher cannot keep distinct the items of ``s`` as numbers with a bound or a
+    ``multipleOf`` by listing values (None: it can). The matcher walks an open item's
+    completions by value (:meth:`lexguide.engine.unique_items.UniqueItems.number_values`: a
+    loop appending zeros to a fraction only respells it), so ``1``, ``1.0`` and ``1.00`` are
+    one value. The items must be one ``NumberSchema`` without a ``not``; ``minItems`` at most
+    its values (infinitely many for a range of positive width, else the multiples in it).
+    Pure."""
+    if s.prefix or s.contains is not None:
+        return "uniqueItems with prefixItems or contains is not supported"
+    n = deref(s.items, resolve)
+    if not isinstance(n, NumberSchema):
+        return "the items are not numbers"
+    if n.not_multiples or n.non_integer:
+        return "the items are numbers with a not"
+    size = _number_count(n)
+    if size is not None and s.min_items > size:
+        return f"minItems {s.min_items} needs more than the {size} numbers the items allow"
+    if size == 0:
+        return "the items are an empty range of numbers"
+    return None
+
+
+def _number_count(n: NumberSchema) -> int | None:
+    """The values of ``n`` (None: infinitely many)."""
+    lo, hi, m = n.minimum, n.maximum, n.multiple_of
+    if n.integer and m is None:
+        m = Decimal(1)
+    elif n.integer:
+        m = Decimal(_integer_step(m))
+    if lo is not None and hi is not None and lo == hi:
+        ok = not (n.exclusive_minimum or n.exclusive_maximum) and (m is None or lo % m == 0)
+        return int(ok)
+    if m is None or lo is None or hi is None:
+        return None
+    first = (lo / m).to_integral_value(rounding="ROUND_CEILING")
+    last = (hi / m).to_integral_value(rounding="ROUND_FLOOR")
+    first += n.exclusive_minimum and first * m == lo
+    last -= n.exclusive_maximum and last * m == hi
+    return max(0, int(last - first + 1))
 
 
 def unique_items_problem(s: ArraySchema, values: list | str) -> str | None:
