@@ -2,7 +2,7 @@
 """Mask cost of ``uniqueItems`` arrays kept distinct by the matcher (strings, strings of a
 bounded language whose values the matcher counts (``maxLength``, dates, uuids, codes of a
 pattern), integers, integer ranges counted by the matcher (unique ports 1..65535, integers
-1..300), numbers, objects, objects without additional members ending in a string, a number or
+1..300), numbers, numbers with bounds or a step listed by value (ratios 0..1, prices), objects, objects without additional members ending in a string, a number or
 a boolean, any values, an enum of 48 strings, arrays of arrays) against the same schemas
 without ``uniqueItems``, on the SmolLM2 vocabulary.
 
@@ -78,6 +78,11 @@ def _schemas(unique: bool) -> dict[str, dict]:
             "type": "integer", "minimum": 1, "maximum": 65535}},
         "integers 1..300": {"type": "array", "uniqueItems": unique, "items": {
             "type": "integer", "minimum": 1, "maximum": 300}},
+        "ratios 0..1": {"type": "array", "uniqueItems": unique, "items": {
+            "type": "number", "minimum": 0, "maximum": 1}},
+        "prices 0..100 step 0.01": {"type": "array", "uniqueItems": unique, "maxItems": 4096,
+                                    "items": {"type": "number", "minimum": 0, "maximum": 100,
+                                              "multipleOf": 0.01}},
         "integer arrays of arrays": {"type": "array", "uniqueItems": unique, "items": {
             "type": "array", "items": {"type": "integer"}, "uniqueItems": unique}},
     }
@@ -129,6 +134,11 @@ def _instance(name: str, n: int) -> str:
     elif name == "integers 1..300":
         # up to all 300 values (7 is coprime with 300): the range is used up towards the end
         value = [(i * 7) % 300 + 1 for i in range(min(n, 300))]
+    elif name == "ratios 0..1":
+        # 1/256 steps: 0.5 is written before 0.50390625, which it prefixes
+        value = [((i * 37) % 257) / 256 for i in range(min(n, 257))]
+    elif name.startswith("prices"):
+        value = [((i * 37) % 10001) / 100 for i in range(n)]
     elif name == "integer arrays of arrays":
         value = [[j, 100 + i] for i in range(n // 10) for j in range(10)]
     elif name == "object, two arrays":

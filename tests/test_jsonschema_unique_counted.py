@@ -304,6 +304,10 @@ def test_bounded_numbers_refused_or_counted():
     with pytest.raises(SchemaError, match="minItems 6 needs more than the 5 numbers"):
         Grammar.from_json_schema({**HALVES, "minItems": 6})
     Grammar.from_json_schema({**HALVES, "minItems": 5})
+    cents = nums(minimum=0, maximum=100, multipleOf=0.01)  # 10,001 values
+    with pytest.raises(SchemaError, match="10001 numbers in an array without a maxItems"):
+        Grammar.from_json_schema(cents)
+    Grammar.from_json_schema({**cents, "maxItems": 4096})
     with pytest.raises(SchemaError, match="numbers with a not"):
         Grammar.from_json_schema(nums(maximum=1, **{"not": {"multipleOf": 0.5}}))
 

@@ -115,11 +115,20 @@ saturates exceeds the recorded values (fewer than ``maxItems`` or than the range
 them below :data:`MAX_BOUNDED_ITEMS`), and ``minItems`` is at most the range's size, so every
 state an allowed token reaches has a fresh completion.
 
+Numbers with a bound or a ``multipleOf`` otherwise (a fraction inside bounds, an integer range
+with one bound: :func:`bounded_numbers_problem`) get the bracket
+:data:`UNIQUE_NUMBERS_ARRAY_NAME`. Their grammar spells no exponent but allows trailing
+fraction zeros, so ``1``, ``1.0`` and ``1.00`` are one value and spellings cannot be counted;
+the matcher walks an open item's completions by value
+(:meth:`lexguide.engine.unique_items.UniqueItems.number_fresh`), stopping at the first value
+not recorded or at a loop that changes the value, and masks a token or ``,`` after which none
+is left.
+
 Anything else is not enforceable here: :func:`unique_items_problem`,
 :func:`matcher_items_problem` and :func:`tracked_items_problem` say why, and the compiler
 raises a :class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``. Refused today:
-numbers with a fraction inside bounds (``1``, ``1.0`` and ``1.00`` are one value, so a count of
-spellings says nothing about values), objects with ``maxProperties``, finitely many property
+a finite domain of numbers of more than :data:`MAX_FINITE_STRINGS` values without a
+``maxItems`` of at most that, objects with ``maxProperties``, finitely many property
 names or restricted overlapping patterns, ``contains`` with ``minContains`` above 1 or
 ``maxContains``, bounded strings under general unicode escapes, and a union of a marked array
 with an array whose items can run out (:func:`union_problem`).
@@ -701,8 +710,9 @@ def bounded_numbers_problem(s: ArraySchema, resolve: Callable[[str], Schema]) ->
     completions by value (:meth:`lexguide.engine.unique_items.UniqueItems.number_values`: a
     loop appending zeros to a fraction only respells it), so ``1``, ``1.0`` and ``1.00`` are
     one value. The items must be one ``NumberSchema`` without a ``not``; ``minItems`` at most
-    its values (infinitely many for a range of positive width, else the multiples in it).
-    Pure."""
+    its values (infinitely many for a range of positive width, else the multiples in it); a
+    finite domain of more than :data:`MAX_FINITE_STRINGS` values needs a ``maxItems`` of at
+    most that (the walk finds a fresh value among the first ``maxItems + 1``). Pure."""
     if s.prefix or s.contains is not None:
         return "uniqueItems with prefixItems or contains is not supported"
     n = deref(s.items, resolve)
@@ -715,6 +725,10 @@ def bounded_numbers_problem(s: ArraySchema, resolve: Callable[[str], Schema]) ->
         return f"minItems {s.min_items} needs more than the {size} numbers the items allow"
     if size == 0:
         return "the items are an empty range of numbers"
+    if size is not None and size > MAX_FINITE_STRINGS and (
+            s.max_items is None or s.max_items > MAX_FINITE_STRINGS):
+        return (f"the items are {size} numbers in an array without a maxItems of at most "
+                f"{MAX_FINITE_STRINGS} (the matcher's walk of their values is bounded)")
     return None
 
 
