@@ -131,6 +131,8 @@ void bind_matcher(nb::module_& m) {
         std::vector<Matcher*> ms(n, nullptr);
         for (size_t i = 0; i < n; i++) {
           if (matchers[i].is_none()) continue;
+          if (!nb::isinstance<Matcher>(matchers[i]))
+            throw nb::type_error(("matchers[" + std::to_string(i) + "] is not a lexguide._core.Matcher").c_str());
           ms[i] = nb::cast<Matcher*>(matchers[i]);
           if (out.shape(1) != n_words_of(*ms[i]))
             throw_argument_error("mask buffer rows have the wrong length", "row", int64_t(i));

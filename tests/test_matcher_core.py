@@ -420,3 +420,37 @@ def test_unique_items_layer_leaves_a_rejected_token_unconsumed():
     twin = m.clone()
     twin.consume(4)
     assert m.n_consumed == 3 and len(m._uniq) == 4 and len(twin._uniq) == 5
+
+
+def test_hostile_arguments_raise_typed_errors():
+    from lexguide import _core
+    from lexguide.errors import CoreArgumentError
+
+    m = Matcher(PLAIN, INFO)
+    core = m._core
+    for t in (-1, len(VOCAB), 2**40, -2**63):
+        with pytest.raises(TokenRejected, match="outside vocabulary"):
+            core.consume(t)
+    with pytest.raises(TypeError):
+        core.consume(2**70)
+    for n in (-5, 1, 2**40):
+        with pytest.raises(MatcherError, match="cannot roll back"):
+            core.rollback(n)
+    assert core.validate_tokens([2**63 - 1, -2**63]) == 0 and not core.is_allowed(2**62)
+    plain = m.compute_mask()
+    for remaining in (2**63 - 1, -2**63, 0):  # no overflow: the plain or a narrowed mask
+        assert core.compute_mask(remaining).shape == plain.shape
+    with pytest.raises(CoreArgumentError):
+        core.fill_mask(np.zeros(INFO.n_words + 2, dtype=np.uint32))
+    with pytest.raises(TypeError):
+        core.fill_mask(np.zeros(INFO.n_words, dtype=np.int64))
+    out = np.zeros((2, INFO.n_words), dtype=np.uint32)
+    with pytest.raises(TypeError, match=r"matchers\[1\]"):
+        _core.fill_matcher_masks([core, 3], out)
+    with pytest.raises(CoreArgumentError, match="fewer rows"):
+        _core.fill_matcher_masks([core] * 3, out)
+    with pytest.raises(CoreArgumentError, match="one remaining budget per matcher"):
+        _core.fill_matcher_masks([core], out, 1, [1, 2])
+    with pytest.raises(TypeError):
+        _core.Matcher(3)
+    assert m.n_consumed == 0 and np.array_equal(m.compute_mask(), plain)

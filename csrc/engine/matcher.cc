@@ -208,7 +208,8 @@ std::shared_ptr<const std::vector<uint32_t>> Matcher::last_token_mask(ParseState
 // plain mask applies.
 static std::shared_ptr<const std::vector<uint32_t>> narrowed_budget(MaskEngine& engine, ParseState st,
                                                                     int64_t remaining) {
-  uint32_t left = uint32_t(std::clamp<int64_t>(remaining - 1, 0, int64_t(UINT32_MAX)));
+  // left = remaining - 1 tokens after this one, clamped to [0, UINT32_MAX] (no overflow)
+  uint32_t left = remaining <= 1 ? 0 : uint32_t(std::min<int64_t>(remaining - 1, int64_t(UINT32_MAX)));
   std::vector<uint32_t> m;
   if (!engine.budget_mask(st, left, m)) return nullptr;
   return std::make_shared<const std::vector<uint32_t>>(std::move(m));
