@@ -58,16 +58,9 @@ std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, in
   }
   std::shared_ptr<Walk> fresh;
   int level = trie_id == 0 && lo == 1 && hi == vocab_->trie().n_nodes() ? slice_level(s) : -1;
-  if (level >= 0) {  // the plain tokens at once, a walk of the others
+  if (level >= 0) {  // the plain tokens at once (by reference), a walk of the others
     fresh = compute_root(s, 1 + level);
-    const std::vector<uint32_t>& slice = vocab_->slice_words(level);
-    if (fresh->words.empty()) {
-      fresh->words = slice;
-      for (uint32_t id : fresh->ids) set_bit(fresh->words.data(), id);
-      std::vector<uint32_t>().swap(fresh->ids);
-    } else {
-      for (size_t i = 0; i < slice.size(); i++) fresh->words[i] |= slice[i];
-    }
+    fresh->slice = int8_t(level);
   } else if (lo == 1 && hi == vocab_->trie(trie_id).n_nodes()) {
     fresh = compute_root(s, trie_id);
   } else {
@@ -679,6 +672,11 @@ void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
                          int trie_id) {
   if (lo >= hi) return;
   std::shared_ptr<const Walk> w = walker_->walk(s, lo, hi, trie_id);
+  if (w->slice >= 0) {
+    const uint32_t* src = walker_->vocab().slice_words(w->slice).data();
+    size_t n = walker_->vocab().n_words();
+    for (size_t i = 0; i < n; i++) words[i] |= src[i];
+  }
   if (!w->words.empty()) {
     const uint32_t* src = w->words.data();
     size_t n = w->words.size();

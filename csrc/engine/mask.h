@@ -45,6 +45,9 @@ struct Walk {
   uint8_t trie_id = 0;          // the trie the boundaries' nodes belong to
   std::vector<uint32_t> ids;    // inside tokens, when few
   std::vector<uint32_t> words;  // inside tokens as a bitmask, when many (then ids is empty)
+  // a sliced root walk: the plain tokens of this slice level are inside too, read from the
+  // vocabulary's bitmask (Vocab::slice_words) rather than copied into each walk; -1: none
+  int8_t slice = -1;
   std::vector<Boundary> boundaries;
   size_t memory_bytes() const { return 64 + ids.size() * 4 + words.size() * 4 + boundaries.size() * 12; }
 };
