@@ -180,6 +180,9 @@ def any_json_char(esc: Escapes = DEFAULT) -> int:
 @lru_cache(maxsize=65536)
 def json_literal_body(text: str, esc: Escapes = DEFAULT) -> int:
     """All JSON spellings of the string ``text`` (without the quotes)."""
+    if not esc.general and text.isascii() and text.isprintable() and '"' not in text \
+            and "\\" not in text:  # printable ASCII, no quote or backslash: one spelling
+        return rx.literal(text.encode())
     if not esc.general and not any(_must_escape(ord(c)) or 0xD800 <= ord(c) <= 0xDFFF
                                    for c in text):
         return rx.literal(text.encode())  # the only spelling: no character needs escaping
