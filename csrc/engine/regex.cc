@@ -49,9 +49,12 @@ std::recursive_mutex& store_mutex() {
 }
 
 namespace {
-uint32_t next_tag() {
+uint32_t next_tag() {  // never 0, the tag of plain ids
   static std::atomic<uint32_t> last{0};  // relaxed: only uniqueness matters
-  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+  uint32_t t;
+  do t = last.fetch_add(1, std::memory_order_relaxed) + 1;
+  while (t == 0);
+  return t;
 }
 }  // namespace
 

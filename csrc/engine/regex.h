@@ -116,7 +116,7 @@ class RegexStore {
   // then on nodes from n_nodes() on get tagged ids; returns the base. A store made from
   // another keeps min(keep, its base) as its base.
   uint32_t fix_base();
-  uint32_t tag() const { return tag_; }  // unique in the process, never 0
+  uint32_t tag() const { return tag_; }  // a counter's (unique until it wraps at 2^32), never 0
   RegexId id_of(NodeId x) const { return x < base_ ? RegexId(x) : (RegexId(tag_) << 32) | x; }
   static NodeId index_of(RegexId id) { return NodeId(id); }
   static uint32_t tag_of(RegexId id) { return uint32_t(id >> 32); }
