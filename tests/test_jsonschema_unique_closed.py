@@ -28,11 +28,12 @@ from test_jsonschema_unique_values import (
     _byte_walk,
     _spell_string,
     unique,
+    walks_end_valid,
 )
 
 from lexguide.engine import Matcher, TokenizerInfo
 from lexguide.engine.grammar import Grammar
-from lexguide.errors import TokenRejected
+from lexguide.errors import SchemaError, TokenRejected
 from lexguide.jsonschema.unique import (
     UNIQUE_ARRAY_NAME,
     UNIQUE_CLOSED_ARRAY_NAME,
@@ -223,3 +224,44 @@ def test_validate_agrees_with_jsonschema(schema, pick):
         assert g.validate(text) == want, text
         seen[want] += 1
     assert seen[True] >= 50 and seen[False] >= 50
+
+
+# -- objects with maxProperties: open below it, a finite rest once full ---------------------
+ONE_FLAG = unique({"type": "object", "maxProperties": 1,
+                   "additionalProperties": {"type": "boolean"}})
+
+
+def test_max_properties_objects_are_looked_ahead():
+    g = Grammar.from_json_schema(ONE_FLAG)
+    assert [g.ir.lexemes[i].name for i in g.ir.unique_item_lexemes] == [
+        UNIQUE_FINITE_REST_ARRAY_NAME]
+    assert g.validate('[{"x":true},{"x":false},{}]')
+    assert not g.validate('[{"x":true},{"x":true}]')
+    m = Matcher(g, B_INFO)
+    for b in b'[{"x":true},{"x":false},{"x':
+        m.consume(b)
+    allowed = {BYTES[t] for t in _allowed(m.compute_mask(), len(BYTES))}
+    assert b'"' not in allowed and b"y" in allowed  # "x" is full with both values written
+    for items, why in (({"type": "object", "maxProperties": 0}, "maxProperties 0"),
+                       ({"type": "object", "maxProperties": 2, "additionalProperties": False,
+                         "properties": {"a": {"type": "boolean"}}}, "fresh key"),
+                       (unique({"type": "object", "maxProperties": 1}), "maxProperties")):
+        with pytest.raises(SchemaError, match=why):
+            Grammar.from_json_schema(unique(items))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_max_properties_masks_equal_brute_force(seed):
+    tails = [b"}", b",", b"]", b"{", b'"y":true', b'"y":false', b":true", b":false",
+             b'y":true', b"true", b"false", b"rue", b"alse"]
+    steer = (b"[", b"{", b'"x":', b"true", b"false", b"}", b",")
+    assert _walk_against_brute_force(ONE_FLAG, seed, 24, tails, steer, VOCAB, 4) >= 1
+
+
+@pytest.mark.parametrize("layout", [{}, {"whitespace": "flexible"}])  # indented: too long
+@pytest.mark.parametrize("schema", [{**ONE_FLAG, "minItems": 3},
+                                    unique({"type": "object", "maxProperties": 2,
+                                            "additionalProperties": {"enum": [1, 2]}},
+                                           minItems=3)])
+def test_max_properties_walks_never_stop_in_a_dead_end(schema, layout):
+    walks_end_valid(schema, layout, b'{}[],:"ab tf12', 7, 12)

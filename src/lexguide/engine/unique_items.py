@@ -1014,11 +1014,12 @@ class UniqueItems:
                 # a finite set of strings, or an integer range: any token may leave only
                 # recorded values
                 words = np.full_like(mask, 0xFFFFFFFF)
-            elif self._lookahead and target is not None and target[0] == _BRACE and not (
-                    a.in_str and not a.esc and self._string_loops(state.lexer_state)):
+            elif self._lookahead and target is not None and target[0] == _BRACE:
                 # an object, maybe without more members: outside a string of its own any
-                # token may leave only recorded values (closed_exhausted walks them)
-                words = np.full_like(mask, 0xFFFFFFFF)
+                # token may leave only recorded values (closed_exhausted walks them); inside
+                # a string that can grow, only a token ending it (a key of a full object)
+                words = cls.quote if a.in_str and not a.esc and self._string_loops(
+                    state.lexer_state) else np.full_like(mask, 0xFFFFFFFF)
             elif a.in_str:
                 words = cls.quote if level == 0 or closing else \
                     cls.quote & (cls.nested | cls.trailing_space)

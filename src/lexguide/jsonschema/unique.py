@@ -366,7 +366,28 @@ def tracked_items_problem(s: ArraySchema, resolve: Callable[[str], Schema],
     if s.prefix and not isinstance(s.items, Unsat) and \
             not isinstance(finite_values(s.items, resolve), str):
         return "the items after prefixItems are a finite set of values"
+    items = deref(s.items, resolve)
+    if isinstance(items, ObjectSchema) and items.max_properties is not None and not s.prefix:
+        return _bounded_object_problem(items, resolve, string_rx)
     return _open_problem(s.items, resolve, 0, string_rx)
+
+
+def _bounded_object_problem(s: ObjectSchema, resolve: Callable[[str], Schema],
+                            string_rx: Callable[[StringSchema], int] | None) -> str | None:
+    """Why items that are objects with ``maxProperties`` may run out of values (None: they
+    cannot). Admitted when, below ``maxProperties`` (at least 1), the object can always take
+    a member under a fresh key (:func:`_fresh_keys`, :func:`_infinite_names`): a new item, or
+    one with fewer members, has a fresh value; once the object is full its rest can be
+    finite, and the matcher decides it by its look-ahead (:func:`finite_rests`). Only as the
+    items themselves: nested deeper, a full object's finite rest would not be looked at."""
+    if s.max_properties is not None and s.max_properties < 1:
+        return "the items are objects with maxProperties 0 (one value)"
+    if s.some_members or isinstance(s.additional, Unsat) or \
+            not _infinite_names(s, resolve, string_rx) or \
+            (s.pattern_properties and not _fresh_keys(s, resolve)):
+        return ("the items are objects with maxProperties that cannot always take a member "
+                "under a fresh key below it")
+    return None
 
 
 def union_problem(options: tuple[Schema, ...], resolve: Callable[[str], Schema],
@@ -571,10 +592,12 @@ MAX_CLOSED_VALUES = 64
 def finite_rests(s: Schema, resolve: Callable[[str], Schema], depth: int = 0) -> bool:
     """Whether an item of ``s`` can be an object without additional members whose last member
     is not of an open kind (admitted by :func:`_closed_problem`'s second rule: its rest can be
-    finite before its last member ends)."""
+    finite before its last member ends), or is an object with ``maxProperties``
+    (:func:`_bounded_object_problem`: full, its rest can be finite)."""
     s = deref(s, resolve)
     if isinstance(s, ObjectSchema):
-        return isinstance(s.additional, Unsat) and not _open_last(s, resolve, depth)
+        return isinstance(s.additional, Unsat) and not _open_last(s, resolve, depth) or \
+            depth == 0 and s.max_properties is not None
     if isinstance(s, AnyOfSchema) and depth < MAX_NESTING_DEPTH:
         return any(finite_rests(o, resolve, depth + 1) for o in s.options)
     return False
