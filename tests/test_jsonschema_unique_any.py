@@ -122,7 +122,7 @@ def test_bounded_strings_with_general_escapes_stay_an_error(items, why):
 
 
 @pytest.mark.parametrize("items, why", [
-    ({"type": "object", "maxProperties": 3}, "one more member"),
+    ({"type": "object", "maxProperties": 3, "propertyNames": {"maxLength": 2}}, "fresh key"),
     ({"anyOf": [{"type": "string", "maxLength": 3}, {"type": "integer"}]}, "maxLength"),
 ])
 def test_other_items_stay_a_schema_error_naming_why(items, why):

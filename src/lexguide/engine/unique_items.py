@@ -231,7 +231,7 @@ class UniqueItems:
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
     __slots__ = ("_brackets", "_closed", "_counted", "_digits", "_finite", "_fresh", "_items",
-                 "_numbers",
+                 "_ends", "_numbers", "_starts",
                  "_lp", "_lookahead", "_nonzero", "_number_counts", "_value_counter",
                  "_walks",
                  "bounded")
@@ -266,6 +266,9 @@ class UniqueItems:
         lexer = lp.lexer
         #: values an open bounded string item can still complete (:meth:`is_dead`)
         self._fresh: dict[tuple[ParseState, frozenset], bool] = {}
+        #: lexer states after the opening quote of bounded string items (:meth:`_plenty`)
+        self._starts: set[int] = set()
+        self._ends: dict[tuple[int, str], int] = {}  # _spelled_dead's end states
         self._value_counter = ValueCounter(lexer.next, lambda ls: bool(lexer.accepting(ls)), 0)
         self._nonzero: dict[int, bool] = {}
         self._digits: dict[int, bool] = {}  # _digit_reachable per lexer state
@@ -319,6 +322,8 @@ class UniqueItems:
                 state, done = nxt, i + 1
                 if self.starts_item(nxt):
                     item = b'"'
+                    if self.bounded and len(self._starts) < 64:
+                        self._starts.add(nxt.lexer_state)  # for _plenty
             else:
                 if after and b == _CLOSE:
                     values, raws = frozenset(), frozenset()
@@ -858,6 +863,39 @@ class UniqueItems:
         except ValueError:
             return False
 
+    def _spelled_dead(self, start: int, v: str, limit: int) -> bool:
+        """Whether the raw spelling of ``v`` from the item start ``start`` (a lexer state after
+        the opening quote) may lead to a state with at most ``limit`` values to complete (True
+        too when ``v`` needs an escape or leaves the lexer). Completions only shrink along a
+        spelling, so a prefix of ``v`` has no fewer. The end state is memoised per value."""
+        key = (start, v)
+        end = self._ends.get(key)
+        if end is None:
+            text = canonical_prefix(v)
+            end = -1
+            if len(text.decode("utf-8", errors="surrogatepass")) == len(v):
+                ls, nxt = start, self._lp.lexer.next
+                for b in text:
+                    ls = nxt(ls, b)
+                    if ls == 0:
+                        break
+                end = ls if ls else -1
+            if len(self._ends) >= MAX_WALK:
+                self._ends.clear()
+            self._ends[key] = end
+        if end < 0:
+            return True
+        counter = self._value_counter
+        return counter.count((end, b"", frozenset()), limit + 1) <= limit
+
+    def _plenty(self, values: frozenset[str], most: int) -> bool:
+        """Whether every item start met so far (lexer states after the opening quote) has more
+        values than ``values`` and the ``most`` items one token can close: a ``,`` then always
+        leaves a fresh item. False before any item start is met."""
+        counter, need = self._value_counter, len(values) + most + 1
+        return bool(self._starts) and all(
+            counter.count(counter.node(ls, b'"'), need) >= need for ls in self._starts)
+
     def _no_fresh_string(self, values: frozenset[str], after: ParseState) -> bool:
         """Whether every string item that can start from ``after`` (a ``,`` read; whitespace
         may follow) can only become one of ``values``. Memoised per (state, values), at most
@@ -911,7 +949,9 @@ class UniqueItems:
         lp = self._lp
         item = st.item
         if item is None:
-            scan = _ids_of(mask & (cls.quote | cls.comma))
+            # a "," alone can leave no fresh item only when the language is nearly used up
+            scan = _ids_of(mask & (cls.quote if self._plenty(st.values, quotes.most)
+                                   else cls.quote | cls.comma))
         elif open_escape(item) or (split := _split_partial(item)) is None:
             scan = _ids_of(mask)  # inside an escape: the few allowed tokens, all of them
         else:  # tokens that stay inside the open item, then those that close it
@@ -919,11 +959,16 @@ class UniqueItems:
             cands: set[int] = set()
             escapes = False  # some recorded value extending the item has an escape there
             n = len(prefix)
+            # one item start met and the item written raw: a value whose whole spelling
+            # still has more completions than the recorded values has no dead slice
+            start = next(iter(self._starts)) if len(self._starts) == 1 and \
+                b"\\" not in item else None
             for v in st.values:
                 if v.startswith(prefix):
                     ids, escaped = quotes.slice_ids(v[n:], partial)
-                    cands.update(ids)
                     escapes = escapes or escaped
+                    if start is None or self._spelled_dead(start, v, len(st.values)):
+                        cands.update(ids)
             bad = []
             if cands:  # no quote nor backslash: the item stays open, its text extended
                 ids = np.fromiter(cands, dtype=np.int64, count=len(cands))
@@ -933,7 +978,8 @@ class UniqueItems:
                     if after is not None and after.pending and \
                             self.is_dead(st.values, item + data, after.lexer_state):
                         bad.append(t)
-            closing = _ids_of(mask & ((cls.quote & cls.comma) | cls.quote2))
+            closing = _ids_of(mask & (cls.quote2 if self._plenty(st.values, quotes.most)
+                                      else (cls.quote & cls.comma) | cls.quote2))
             if escapes:  # an escape may lead to a recorded value only then
                 ids = quotes.backslash_ids
                 closing = np.union1d(ids[_allowed(mask, ids)], closing)
