@@ -18,7 +18,7 @@ import pytest
 
 jsonschema = pytest.importorskip("jsonschema")
 
-from test_jsonschema_unique_any import _agrees_with_jsonschema, _allowed
+from test_jsonschema_unique_any import _agrees_with_jsonschema, _allowed, _valid
 from test_jsonschema_unique_counted import oracle_walks
 from test_jsonschema_unique_values import walks_end_valid
 
@@ -335,3 +335,48 @@ def test_an_escape_after_non_ascii_text_is_checked():
     assert _bytes_allowed(m) == {b'"'}  # not "\\": \n and \u000a are "é\n" again
     with pytest.raises(TokenRejected):
         m.clone().consume(ord("\\"))
+
+
+@pytest.mark.parametrize("schema", [
+    strings({"pattern": "^[ab]{1,3}$"}, minItems=14),  # all 14 values
+    strings({"maxLength": 1, "pattern": "^[a-e\n]*$"}, minItems=7),  # "\n" in any spelling
+    {**MIXED, "minItems": 14},
+    {"type": "array", "items": {"type": "number", "minimum": -1, "maximum": 1,
+                                "multipleOf": 0.5}, "uniqueItems": True, "minItems": 5},
+    {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 40,
+                                "multipleOf": 3}, "uniqueItems": True, "minItems": 14},
+    {"type": "array", "items": {"type": "object", "maxProperties": 1,
+                                "propertyNames": {"pattern": "^[ab]+$"},
+                                "additionalProperties": {"type": "boolean"}},
+     "uniqueItems": True, "minItems": 6},
+    strings({"format": "date", "pattern": "^2024-01-0"}, minItems=9),  # all nine days
+])
+def test_smollm2_vocabulary_walks_use_up_the_domains(smollm2_file, schema):
+    """Random walks over SmolLM2's whole vocabulary (short tokens preferred, so the domains
+    get used up): every allowed token is consumed without a rejection (the candidate filters
+    of the masks agree with the exact check of consume), no mask is empty, and every text
+    ended is valid."""
+    import lexguide
+
+    info = TokenizerInfo.from_tokenizer(lexguide.Tokenizer.from_gguf(smollm2_file))
+    g = Grammar.from_json_schema(schema, strict_formats=True)
+    n_done = 0
+    for seed in range(2):
+        rng = random.Random(seed)
+        m = Matcher(g, info)
+        out = b""
+        for _ in range(400):
+            ids = sorted(_allowed(m.compute_mask(), info.vocab_size))
+            assert ids, out
+            choices = [i for i in ids if i not in info.eos_ids]
+            if len(choices) < len(ids) and (not choices or rng.random() < 0.5):
+                break  # the end is allowed
+            short = [i for i in choices if len(info.token_bytes[i]) <= 2]
+            t = rng.choice(short if short and rng.random() < 0.8 else choices)
+            m.consume(t)
+            out += info.token_bytes[t]
+        else:
+            continue
+        n_done += 1
+        assert g.validate(out) and _valid(schema, out), out
+    assert n_done >= 1
