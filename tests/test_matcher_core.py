@@ -34,6 +34,16 @@ BUDGETS = Grammar.from_lark(
     "quoted[max_tokens=3]: /q[a-c]+q/\n"
     "NUM: /[0-9]+/\n")
 PLAIN = Grammar.from_lark('start: "x" WORD ("," " "? (WORD | NUM))*\nWORD: /[a-c]+/\nNUM: /[0-9]+/')
+# special tokens: a separator that is a control token, and a token set of ordinary tokens
+S_VOCAB = VOCAB + [b"<sep>"]
+S_INFO = TokenizerInfo.from_token_bytes(S_VOCAB, eos_ids=[EOS], special_ids=[len(VOCAB)],
+                                        special_names={"<sep>": len(VOCAB)})
+SPECIAL = Grammar.from_lark(
+    'start: item (("," | <sep>) item)* <[10,11]>?\n'
+    "item: word | NUM\n"
+    "word[max_tokens=2]: /[a-c]+/\n"
+    "NUM: /[0-9]+/\n")
+GRAMMARS = {"budgets": (BUDGETS, INFO), "plain": (PLAIN, INFO), "special": (SPECIAL, S_INFO)}
 
 
 def _ids(mask: np.ndarray, n: int = len(VOCAB)) -> list[int]:
@@ -43,11 +53,12 @@ def _ids(mask: np.ndarray, n: int = len(VOCAB)) -> list[int]:
 
 class Reference:
     """A brute-force matcher: bytes through ``lp.advance_byte``, budgets applied per token,
-    masks by trying every token (no special-token lexemes in the grammars used here)."""
+    special-token lexemes through ``lp.advance_token_lexeme``, masks by trying every token."""
 
     def __init__(self, grammar: Grammar, info: TokenizerInfo) -> None:
         self.lp = grammar.lexparser
         self.info = info
+        self.token_lexemes = Matcher(grammar, info)._engine.token_lexemes_of
         self.budgets = self.lp.budgets
         self.history: list[tuple[ParseState, int]] = [(self.lp.initial, 0)]
         self.tokens: list[int] = []
@@ -77,8 +88,15 @@ class Reference:
     def _next(self, t: int) -> tuple[ParseState, int] | None:
         state, count = self.history[-1]
         data = self.info.token_bytes[t]
-        if t in self.info.special_ids or not data:
-            return None
+        lexemes, special = self.token_lexemes(t), t in self.info.special_ids
+        if lexemes or special or not data:  # a whole token: its lexemes, else its bytes
+            nxt = self.lp.advance_token_lexeme(state, lexemes) if lexemes else None
+            if nxt is None and not special:
+                nxt = self.lp.advance_bytes(state, data)
+            if nxt is None:
+                return None
+            c = count if nxt.pending and nxt == state else 0
+            return self._cap(nxt, c), c
         lexer = self.lp.lexer
         same = True  # every byte extended the lexeme being read
         for b in data:
@@ -117,7 +135,8 @@ class Reference:
                 continue
             if self._next(t) is None:
                 continue
-            if last and data:  # the last token of a budget may not leave the lexeme unable to end
+            if last and data and t not in self.info.special_ids:
+                # the last token of a budget may not leave the lexeme unable to end
                 end = self._stays_inside(state.lexer_state, data)
                 if end is not None and self._cap(ParseState(state.set_id, end, True),
                                                  count + 1).lexer_state == 0:
@@ -149,7 +168,8 @@ class Reference:
         if self.stopped:
             return b""
         state, out = self.state, bytearray()
-        while len(out) < MAX_FORCED_BYTES and not self.lp.is_accepting(state):
+        while (len(out) < MAX_FORCED_BYTES and not self.lp.is_accepting(state)
+               and not self.lp.expected_token_lexemes(state)):
             allowed = np.flatnonzero(self.lp.allowed_bytes(state))
             if len(allowed) != 1:
                 break
@@ -159,7 +179,7 @@ class Reference:
 
 
 def _same(m: Matcher, ref: Reference) -> None:
-    assert _ids(m.compute_mask()) == ref.allowed()
+    assert _ids(m.compute_mask(), len(ref.info.token_bytes)) == ref.allowed()
     assert m.state == ref.state
     assert m.n_consumed == ref.n_consumed()
     assert m._tokens == ref.tokens
@@ -168,11 +188,13 @@ def _same(m: Matcher, ref: Reference) -> None:
     assert m.forced_bytes() == ref.forced_bytes()
 
 
-@pytest.mark.parametrize("grammar", [BUDGETS, PLAIN], ids=["budgets", "plain"])
+@pytest.mark.parametrize("name", GRAMMARS)
 @pytest.mark.parametrize("seed", range(8))
-def test_random_walk_equals_the_brute_force_reference(grammar, seed):
+def test_random_walk_equals_the_brute_force_reference(name, seed):
+    grammar, info = GRAMMARS[name]
+    vocab = info.token_bytes
     rng = random.Random(seed)
-    m, ref = Matcher(grammar, INFO), Reference(grammar, INFO)
+    m, ref = Matcher(grammar, info), Reference(grammar, info)
     _same(m, ref)
     for _ in range(120):
         op = rng.random()
@@ -182,7 +204,7 @@ def test_random_walk_equals_the_brute_force_reference(grammar, seed):
             m.consume(t)
             assert ref.consume(t)
         elif op < 0.75:
-            t = rng.randrange(len(VOCAB))
+            t = rng.randrange(len(vocab))
             if t in allowed:
                 continue
             before = (m.state, m.n_consumed, m._tokens)
@@ -328,6 +350,19 @@ def test_forced_bytes_stop_at_the_limit():
     assert m.forced_bytes() == b"!"
     m.consume(2)
     assert m.forced_bytes() == b""  # a choice of letters
+
+
+def test_forced_bytes_stop_where_a_special_token_is_allowed():
+    g = Grammar.from_lark('start: "ab" ("c" | <sep>) "ca"')
+    m, ref = Matcher(g, S_INFO), Reference(g, S_INFO)
+    assert m.forced_bytes() == ref.forced_bytes() == b"ab"
+    for t in (VOCAB.index(b"ab"), len(VOCAB)):  # "ab", then <sep> where "c" is the only byte
+        m.consume(t)
+        ref.consume(t)
+        assert m.forced_bytes() == ref.forced_bytes()
+    assert m.forced_bytes() == b"ca" and m.forced_tokens() == [VOCAB.index(b"c")]
+    m.rollback(1)
+    assert m.forced_bytes() == b"" and m.forced_tokens() == []
 
 
 def test_compute_mask_remaining_is_the_engines_budget_mask():
