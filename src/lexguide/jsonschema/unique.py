@@ -124,12 +124,18 @@ the matcher walks an open item's completions by value
 not recorded or at a loop that changes the value, and masks a token or ``,`` after which none
 is left.
 
+Items that are objects with ``maxProperties`` (at least 1), open to members under fresh keys
+(:func:`_bounded_object_problem`), have a fresh value below ``maxProperties``; once full their
+rest can be finite, so their array takes :data:`UNIQUE_FINITE_REST_ARRAY_NAME` and the matcher's
+look-ahead decides it (the token ending the last key, say, when every value it can take is
+recorded).
+
 Anything else is not enforceable here: :func:`unique_items_problem`,
 :func:`matcher_items_problem` and :func:`tracked_items_problem` say why, and the compiler
 raises a :class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``. Refused today:
 a finite domain of numbers of more than :data:`MAX_FINITE_STRINGS` values without a
-``maxItems`` of at most that, objects with ``maxProperties``, finitely many property
-names or restricted overlapping patterns, ``contains`` with ``minContains`` above 1 or
+``maxItems`` of at most that, objects with ``maxProperties`` nested inside the items (or
+closed to more members), finitely many property names or restricted overlapping patterns, ``contains`` with ``minContains`` above 1 or
 ``maxContains``, bounded strings under general unicode escapes, and a union of a marked array
 with an array whose items can run out (:func:`union_problem`).
 """
