@@ -67,6 +67,7 @@ void bind_matcher(nb::module_& m) {
       .def("clone", [](const Matcher& a) { return Matcher(a); }, "An independent copy.")
       .def_prop_ro("state", [](const Matcher& a) { return to_tuple(a.state()); })
       .def_prop_ro("n_consumed", &Matcher::n_consumed)
+      .def_prop_ro("tokens", [](const Matcher& a) { return a.tokens(); }, "Tokens consumed, EOS excluded.")
       .def_prop_ro("n_tokens", [](const Matcher& a) { return a.tokens().size(); },
                    "Tokens consumed, EOS excluded (the history holds n_tokens + 1 states).")
       .def_prop_ro("eos_consumed", &Matcher::eos_consumed)
@@ -114,10 +115,11 @@ void bind_matcher(nb::module_& m) {
            [](const Matcher& a) {
              nb::list states;
              for (const ParseState& s : a.history()) states.append(nb::make_tuple(s.set_id, s.lexer_state, s.pending));
-             return nb::make_tuple(nb::cast(a.tokens()), states);
+             return nb::make_tuple(nb::cast(a.tokens()), states, nb::cast(a.token_lexeme_scans()));
            },
-           "(consumed tokens, states): states[0] is the initial state, states[i + 1] the state "
-           "after tokens[i] (EOS excluded).");
+           "(consumed tokens, states, scans): states[0] is the initial state, states[i + 1] the "
+           "state after tokens[i] (EOS excluded), scans[i] the special-token lexemes tokens[i] "
+           "was read as (empty: its bytes were read).");
 
   m.def(
       "fill_matcher_masks",

@@ -489,3 +489,37 @@ def test_hostile_arguments_raise_typed_errors():
     with pytest.raises(TypeError):
         _core.Matcher(3)
     assert m.n_consumed == 0 and np.array_equal(m.compute_mask(), plain)
+
+
+def test_captures_read_special_tokens_as_the_matcher_consumed_them():
+    from lexguide.engine.captures import captures
+
+    g = Grammar.from_lark('start: lst\nlst[capture="all"]: item (<sep> item)* <[10,11]>?\n'
+                          'item[capture]: /[a-c]+/ | /[0-9]+/')
+    lp, sep = g.lexparser, len(VOCAB)
+    m = Matcher(g, S_INFO)
+
+    def oracle(final: bool) -> list:
+        """The pieces built token by token (special-token lexemes where they scan)."""
+        engine = m._engine
+        states, pieces, data = [lp.initial], [], b""
+        for t in m._tokens:
+            lexemes = engine.token_lexemes_of(t)
+            after = lp.advance_token_lexeme(states[-1], lexemes) if lexemes else None
+            if after is None:
+                after = lp.advance_bytes(states[-1], S_VOCAB[t])
+                data += S_VOCAB[t]
+                pieces.append((S_VOCAB[t], after))
+            else:
+                pieces.append((lexemes, after))
+            states.append(after)
+        assert states[-1] == m.state
+        return captures(lp, data, pieces, final)
+
+    for t in (VOCAB.index(b"ab"), sep, VOCAB.index(b"12"), sep, VOCAB.index(b"c")):
+        m.consume(t)
+        assert m.captures() == oracle(False)
+    m.consume(VOCAB.index(b"1"))  # "1": a byte of the item, or the token set at the end
+    m.consume(EOS)
+    assert m.captures() == oracle(True)
+    assert m.captures()[-1][0] == "all" and ("item", b"ab") in m.captures()

@@ -54,6 +54,18 @@ Matcher::Matcher(std::shared_ptr<const MatcherTables> tables) : tables_(std::mov
 
 bool Matcher::is_accepting() const { return eos_ || tables_->engine().lexparser().is_accepting(state()); }
 
+std::vector<std::vector<int32_t>> Matcher::token_lexeme_scans() const {
+  MaskEngine& engine = tables_->engine();
+  std::vector<std::vector<int32_t>> out(tokens_.size());
+  if (!tables_->has_token_lexemes()) return out;
+  for (size_t i = 0; i < tokens_.size(); i++) {
+    std::vector<int32_t> lexemes = engine.token_lexemes_of(tokens_[i]);
+    // as MaskEngine::advance_token decided when the token was consumed
+    if (!lexemes.empty() && engine.lexparser().advance_token_lexeme(history_[i], lexemes)) out[i] = std::move(lexemes);
+  }
+  return out;
+}
+
 bool Matcher::is_stopped() const { return eos_ || !tables_->engine().lexparser().can_continue(state()); }
 
 // -- Matcher: advancing -----------------------------------------------------------------------

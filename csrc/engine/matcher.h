@@ -98,6 +98,8 @@ class Matcher {
   ParseState state() const { return history_.back(); }
   const std::vector<ParseState>& history() const { return history_; }
   const std::vector<uint32_t>& tokens() const { return tokens_; }  // EOS excluded
+  // Per consumed token, the special-token lexemes it was read as (empty: its bytes were read).
+  std::vector<std::vector<int32_t>> token_lexeme_scans() const;
   size_t n_consumed() const { return tokens_.size() + (eos_ ? 1 : 0); }
   bool eos_consumed() const { return eos_; }
   bool is_accepting() const;  // EOS consumed or the grammar is complete here

@@ -102,7 +102,7 @@ class Matcher:
     @property
     def _tokens(self) -> list[int]:
         """The consumed tokens (EOS excluded), a new list."""
-        return self._core.history()[0]
+        return self._core.tokens
 
     def is_accepting(self) -> bool:
         """Whether the output so far is a complete sentence (EOS allowed)."""
@@ -277,7 +277,8 @@ class Matcher:
 
         Once the output is complete (EOS consumed, or nothing but EOS can follow) the last
         lexeme counts as ended; before that, only rules a parse of the prefix has completed
-        are reported. Computed on demand from the consumed tokens and states (cost grows with
+        are reported. Computed on demand from the consumed tokens, their states and how special
+        tokens were read (one core call for that history, one for the captures; cost grows with
         the output); ``[]`` at once for grammars without captures.
         """
         lp = self._lp
@@ -285,17 +286,16 @@ class Matcher:
             return []
         from lexguide.engine.captures import captures
 
-        tokens, states = self._core.history()
-        history = [ParseState(*s) for s in states]
+        tokens, states, scans = self._core.history()
+        token_bytes = self.info.token_bytes
         pieces: list = []
         data = bytearray()
-        for before, after, token_id in zip(history, history[1:], tokens):
-            lexemes = self._engine.token_lexemes_of(token_id)
-            if lexemes and lp.advance_token_lexeme(before, lexemes) is not None:
-                pieces.append((lexemes, after))
+        for token_id, after, lexemes in zip(tokens, states[1:], scans):
+            if lexemes:  # a special token, read as these lexemes
+                pieces.append((frozenset(lexemes), ParseState(*after)))
             else:
-                piece = self.info.token_bytes[token_id]
-                pieces.append((piece, after))
+                piece = token_bytes[token_id]
+                pieces.append((piece, ParseState(*after)))
                 data += piece
         final = self._core.is_stopped() and self._core.is_accepting()
         return captures(lp, bytes(data), pieces, final)
