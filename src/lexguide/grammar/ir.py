@@ -56,7 +56,8 @@ def lexeme_index(sym: int) -> int:
 
 
 #: the name of every lexeme marked ``unique_item`` (not a valid Lark or GBNF rule name); a
-#: string of bounded length (``maxLength``) has :data:`UNIQUE_BOUNDED_ITEM_NAME`
+#: string of a bounded language (``maxLength``, a ``pattern`` or ``format``) has
+#: :data:`UNIQUE_BOUNDED_ITEM_NAME`
 UNIQUE_ITEM_NAME = "string<uniqueItems>"
 UNIQUE_BOUNDED_ITEM_NAME = "string<uniqueItems, maxLength>"
 
