@@ -615,29 +615,49 @@ size_t MaskEngine::n_cached() const {
   return cache_.size();
 }
 
+std::shared_ptr<const std::vector<uint32_t>> MaskEngine::expand(const CachedMask& c) const {
+  if (c.words) return c.words;
+  auto words = std::make_shared<std::vector<uint32_t>>(walker_->vocab().n_words(), 0);
+  for (uint32_t id : *c.ids) set_bit(words->data(), id);
+  return words;
+}
+
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::cached_mask(ParseState st) {
-  std::lock_guard<std::mutex> g(mu_);
-  auto it = cache_.find(st.key());
-  if (it == cache_.end()) return nullptr;
-  hits++;
-  return it->second;
+  CachedMask c;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = cache_.find(st.key());
+    if (it == cache_.end()) return nullptr;
+    hits++;
+    c = it->second;
+  }
+  return expand(c);
 }
 
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::mask(ParseState st) {
   uint64_t key = st.key();
+  CachedMask c;
   {
     std::lock_guard<std::mutex> g(mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) {
       hits++;
-      return it->second;
+      c = it->second;
     }
   }
+  if (c.words || c.ids) return expand(c);
   auto m = std::make_shared<const std::vector<uint32_t>>(compute(st));
+  // at most n_words / 16 ids: their list is at most a sixteenth of the words
+  const size_t max_ids = m->size() / 16;
+  std::vector<uint32_t> ids;
+  for (size_t w = 0; w < m->size() && ids.size() <= max_ids; w++)
+    for (uint32_t bits = (*m)[w]; bits != 0 && ids.size() <= max_ids; bits &= bits - 1)
+      ids.push_back(uint32_t(w * 32 + unsigned(__builtin_ctz(bits))));
+  if (ids.size() <= max_ids) c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
+  else c.words = m;
   std::lock_guard<std::mutex> g(mu_);
   misses++;
-  auto [it, inserted] = cache_.emplace(key, m);
-  if (inserted) {
+  if (cache_.emplace(key, std::move(c)).second) {
     order_.push_back(key);
     size_t max_masks = std::max<size_t>(1024, kMaskCacheBytes / (4 * size_t(walker_->vocab().n_words())));
     while (cache_.size() > max_masks && order_head_ < order_.size()) cache_.erase(order_[order_head_++]);
@@ -646,7 +666,7 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::mask(ParseState st) {
       order_head_ = 0;
     }
   }
-  return it->second;
+  return m;  // (the same words as another thread's entry for st, if it was first)
 }
 
 std::vector<uint32_t> MaskEngine::compute(ParseState st) {

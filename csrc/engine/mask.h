@@ -157,7 +157,8 @@ class MaskEngine {
   MaskEngine(std::shared_ptr<LexParser> lp, std::shared_ptr<Walker> walker,
              std::vector<std::pair<int32_t, std::vector<uint32_t>>> token_lexeme_ids);
 
-  // The mask of st (n_words uint32), shared and immutable; cached per parse state.
+  // The mask of st (n_words uint32), shared and immutable; cached per parse state (a mask of
+  // at most n_words / 16 tokens as their ids, expanded into a new vector on each read).
   std::shared_ptr<const std::vector<uint32_t>> mask(ParseState st);
   // The cached mask of st, or nullptr when it is not cached yet (nothing is computed).
   std::shared_ptr<const std::vector<uint32_t>> cached_mask(ParseState st);
@@ -194,7 +195,15 @@ class MaskEngine {
   std::shared_ptr<Walker> walker_;
   std::vector<std::pair<int32_t, std::vector<uint32_t>>> token_lexeme_ids_;  // sorted ids
   mutable std::mutex mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<const std::vector<uint32_t>>> cache_;
+  // A cached mask: its words, or (a mask of few tokens) their ids. Most first-use masks allow
+  // a few tokens (structure, keys, numbers); kept as words, each would take fresh pages (32
+  // KiB at 262k tokens: 8 page faults, ~10 us on a virtual machine), where a vector expanded
+  // for the caller reuses the memory of the one it dropped.
+  struct CachedMask {
+    std::shared_ptr<const std::vector<uint32_t>> words, ids;  // one of the two
+  };
+  std::shared_ptr<const std::vector<uint32_t>> expand(const CachedMask& c) const;
+  std::unordered_map<uint64_t, CachedMask> cache_;
   std::vector<uint64_t> order_;  // insertion order, for eviction
   // under the parser lock: the min_completion memo, the structural search, budget levels
   std::unordered_map<uint64_t, uint32_t> completion_;
