@@ -184,8 +184,8 @@ def test_json_schema_unique_items(client):
     jsonschema.validate(value, schema)
     assert len(set(value)) == 4
     body = _bad(lambda: chat(client, "x", response_format={"type": "json_schema", "json_schema": {
-        "name": "n", "schema": {"type": "array", "uniqueItems": True,
-                                "items": {"type": "number", "minimum": 0, "maximum": 1}}}}))
+        "name": "n", "schema": {"type": "array", "uniqueItems": True, "items": {
+            "type": "object", "maxProperties": 2, "additionalProperties": False}}}}))
     assert body["code"] == "invalid_schema" and "/uniqueItems" in body["message"]
 
 
