@@ -21,6 +21,7 @@ from lexguide import _core
 from lexguide.engine.grammar import Grammar
 from lexguide.engine.lexparser import LexParser, ParseState
 from lexguide.engine.tokenizer_info import TokenizerInfo
+from lexguide.engine.unique_budget import DistinctBudget
 from lexguide.engine.unique_items import QuoteTokens, UniqueItems
 from lexguide.errors import GrammarError
 
@@ -53,6 +54,9 @@ class MaskEngine:
         self.unique_items: UniqueItems | None = (
             UniqueItems(self.lp, marked, grammar.ir.bounded_unique_items) if marked else None)
         self._quote_tokens: QuoteTokens | None = None
+        #: budget-aware masks inside uniqueItems arrays, made by the first matcher that needs
+        #: them (:class:`lexguide.engine.unique_budget.DistinctBudget`)
+        self.distinct_budget: DistinctBudget | None = None
 
     @property
     def quote_tokens(self) -> QuoteTokens:

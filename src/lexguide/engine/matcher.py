@@ -19,6 +19,7 @@ from lexguide.engine.grammar import Grammar
 from lexguide.engine.lexparser import ParseState
 from lexguide.engine.mask import MaskEngine
 from lexguide.engine.tokenizer_info import TokenizerInfo
+from lexguide.engine.unique_budget import DistinctBudget
 from lexguide.engine.unique_items import EMPTY, UniqueItems, UniqueState
 from lexguide.errors import TokenRejected
 
@@ -122,19 +123,35 @@ class Matcher:
         the mask keeps only tokens after which a completion of at most ``remaining - 1``
         tokens is known, so the output ends complete whenever a completion fits in the
         budget it started with. When no completion is known, or none fits, the plain mask.
-        Grammars with token budgets use their budgets' mask instead. Costs, per parse state
-        met in that regime, one completion search per distinct state the allowed tokens lead
-        to (memoised: states repeat, e.g. inside strings). After EOS, all zeros.
+        Inside ``uniqueItems`` arrays the completion must also avoid the recorded items
+        (:mod:`lexguide.engine.unique_budget`: a search over the core's completions, in the
+        tight regime only). Grammars with token budgets use their budgets' mask instead.
+        Costs, per parse state met in that regime, one completion search per distinct state
+        the allowed tokens lead to (memoised: states repeat, e.g. inside strings). After EOS,
+        all zeros.
         """
-        if self._unique is not None and self._masked_in_python():
+        if self._unique is not None and self._masked_in_python(remaining):
             return self._unique_mask(remaining)
         return self._core.compute_mask(remaining)
 
-    def _masked_in_python(self) -> bool:
+    def _masked_in_python(self, remaining: int | None = None) -> bool:
         """Whether :meth:`compute_mask` post-processes the core's mask in Python (a
-        ``uniqueItems`` item that a token could close or leave dead)."""
-        return (self._unique is not None and not self._core.eos_consumed
-                and self._unique.may_mask(self._uniq[-1], self._engine.quote_tokens))
+        ``uniqueItems`` item that a token could close or leave dead, or a tight budget in a
+        grammar with ``uniqueItems``: its completion may need a distinct item)."""
+        if self._unique is None or self._core.eos_consumed:
+            return False
+        if self._unique.may_mask(self._uniq[-1], self._engine.quote_tokens):
+            return True
+        return remaining is not None and not self._core.has_budgets and \
+            self._distinct().tight(self.state, remaining)
+
+    def _distinct(self) -> DistinctBudget:
+        """The grammar's :class:`DistinctBudget` (shared per mask engine, made on first use)."""
+        got = self._engine.distinct_budget
+        if got is None:
+            assert self._unique is not None
+            got = self._engine.distinct_budget = DistinctBudget(self._unique, self._engine)
+        return got
 
     def _without_duplicates(self, mask: np.ndarray) -> np.ndarray:
         """``mask`` less the tokens that close a ``uniqueItems`` item equal to an earlier one."""
@@ -150,17 +167,19 @@ class Matcher:
         return out
 
     def _unique_mask(self, remaining: int | None) -> np.ndarray:
-        """The mask where a token could close a duplicate item: the budget-aware mask without
-        those tokens, or, when that leaves nothing (every short completion of the open item
-        was a duplicate), the plain mask without them, so the output never stops in a dead
-        end; the budget's promise is then lost by the few tokens a distinct item needs."""
+        """The mask of a grammar with ``uniqueItems`` arrays: the plain mask less the tokens
+        that close a duplicate item (or leave one that can only become one); with a tight
+        budget, narrowed to the tokens after which a completion avoiding recorded duplicates
+        fits in ``remaining - 1`` tokens, or else overruns least
+        (:class:`~lexguide.engine.unique_budget.DistinctBudget`). Never empty when some
+        token continues without a duplicate, so the output never stops in a dead end."""
         core = self._core
+        allowed = self._without_duplicates(core.compute_mask(None))
         if remaining is not None and not core.has_budgets:
-            narrowed = core.compute_mask(remaining)
-            out = self._without_duplicates(narrowed)
-            if out.any():
+            out = self._distinct().mask(self._uniq[-1], self.state, remaining, allowed)
+            if out is not None:
                 return out
-        return self._without_duplicates(core.compute_mask(None))
+        return allowed
 
     def min_completion(self) -> int | None:
         """Tokens of a completion from here (0 when complete): a shortest byte completion
@@ -391,7 +410,8 @@ def fill_masks(matchers: Sequence[Matcher], out: Any, n_threads: int | None = No
     rows = _mask_rows(out, n_words)
     if rows.shape[0] < len(matchers):
         raise ValueError(f"mask buffer has {rows.shape[0]} rows for {len(matchers)} matchers")
-    cores = [None if m._masked_in_python() else m._core for m in matchers]
+    cores = [None if m._masked_in_python(None if remaining is None else remaining[i])
+             else m._core for i, m in enumerate(matchers)]
     threads = n_threads if n_threads is not None else (os.cpu_count() or 1)
     _core.fill_matcher_masks(cores, rows, max(1, threads),
                              None if remaining is None else list(remaining))
