@@ -44,13 +44,8 @@ from bisect import bisect_left
 import numpy as np
 
 from lexguide.engine.lexparser import ParseState
-from lexguide.engine.unique_items import (
-    UniqueItems,
-    UniqueState,
-    _decoded_prefix,
-    _ids_of,
-    _split_partial,
-)
+from lexguide.engine.unique_items import UniqueItems
+from lexguide.engine.unique_values import UniqueState, _decoded_prefix, _ids_of, _split_partial
 from lexguide.jsonschema.unique_count import open_escape
 
 __all__ = ["MAX_EXTRA", "MAX_NODES", "DistinctBudget"]

@@ -1,0 +1,253 @@
+"""``uniqueItems`` items from a counted or listed domain: the scalar items of a finite set of
+strings, integers, booleans and null (listed in their canonical spelling), of an integer range
+too large for the grammar (its completions counted over the lexer's automaton), and of
+numbers with a bound or a ``multipleOf`` (their completions walked by value). Each decides
+whether an open item, or the item a ``,`` requires, can only become a recorded value; a part
+of :class:`lexguide.engine.unique_items.UniqueItems`.
+"""
+
+from __future__ import annotations
+
+from lexguide.engine.lexparser import LexParser, ParseState
+from lexguide.engine.unique_values import (
+    Arrays,
+    MAX_WALK,
+    PLENTY,
+    _VALUE_FIRSTS,
+    _WHITESPACE,
+    _ZERO,
+    completions_recorded,
+    value_key,
+)
+
+__all__ = ["ScalarDomains"]
+
+
+class ScalarDomains:
+    """The counted and listed scalar domains of :class:`~lexguide.engine.unique_items.UniqueItems`
+    (a mixin: its state lives there)."""
+
+    __slots__ = ()
+    _lp: LexParser
+
+    def _strings_dead(self, a: Arrays, after: ParseState | None, before: ParseState | None,
+                      data: bytes) -> bool:
+        """Whether the innermost marked array, of a finite set of values (strings, integers,
+        booleans, null), is left with an item or a required item that can only be a recorded
+        value: an open item (a string, or a number or literal not yet ended by a delimiter)
+        all of whose completions (read off the lexer, :meth:`_only_recorded`) are recorded,
+        or a ``,`` after which every value an item can start is recorded."""
+        return self._scalar_dead(a, after, before, data, _VALUE_FIRSTS, self._value_used_up)
+
+    def _scalar_dead(self, a: Arrays, after: ParseState | None, before: ParseState | None,
+                     data: bytes, firsts: bytes, used_up) -> bool:
+        """Whether the innermost marked array's open scalar item, or the item a ``,`` requires
+        (any that starts with a byte of ``firsts``), can only become a recorded value:
+        ``used_up(values, item, parse state after it)``. ``after`` may be None when
+        ``before`` and ``data`` say how to reach it."""
+        values, item, level, need = a.frames[-1]
+        if level or not values or not (item is not None or need):
+            return False
+        if after is None and before is not None:
+            after = self._lp.advance_bytes(before, data)
+        if after is None:
+            return False
+        if item is not None:
+            return used_up(values, item, after)
+        return self._no_fresh_start(after, firsts, lambda b, got: used_up(
+            values, bytes((b,)), got))
+
+    def _value_used_up(self, values: frozenset, item: bytes, after: ParseState) -> bool:
+        """Whether the open scalar item ``item`` (parse state ``after`` it) can only become a
+        recorded value: its lexeme ended (the value fixed), or every completion is one."""
+        if not after.pending:
+            try:
+                return value_key(item) in values
+            except ValueError:
+                return False
+        return self._only_recorded(values, item, after.lexer_state)
+
+    def _no_fresh_start(self, after: ParseState, firsts: bytes, used_up) -> bool:
+        """Whether every item that can start from ``after`` (through whitespace) with a byte
+        of ``firsts`` is used up: ``used_up(byte, parse state after it)``."""
+        lp = self._lp
+        seen, todo = {after}, [after]
+        while todo:
+            st = todo.pop()
+            for b in firsts:
+                got = lp.advance_byte(st, b)
+                if got is not None and not used_up(b, got):
+                    return False
+            for b in _WHITESPACE:
+                nxt = lp.advance_byte(st, b)
+                if nxt is not None and nxt not in seen and len(seen) < 256:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return True
+
+    def _numbers_dead(self, a: Arrays, after: ParseState | None, before: ParseState | None,
+                      data: bytes) -> bool:
+        """Whether the innermost marked array, of numbers with a bound or a ``multipleOf``,
+        is left with a number item, or a required item after a ``,``, whose every value is
+        recorded (:meth:`number_fresh`, by value: ``1``, ``1.0`` and ``1.00`` are one)."""
+        return not a.in_str and self._scalar_dead(
+            a, after, before, data, b"-0123456789",
+            lambda values, item, got: not self._number_open(values, item, got))
+
+    def _number_open(self, values: frozenset, item: bytes, after: ParseState) -> bool:
+        """Whether the open number ``item`` (parse state ``after`` it) can still become a value
+        not in ``values``."""
+        if not after.pending:
+            try:
+                return value_key(item) not in values
+            except ValueError:
+                return True
+        return self.number_fresh(values, item, after.lexer_state)
+
+    def number_fresh(self, values: frozenset, item: bytes, lstate: int) -> bool:
+        """Whether some completion of the open number ``item`` (lexer state ``lstate``, number
+        bytes only) is a value not in ``values``: a depth-first walk of the completions that
+        stops at the first unrecorded value, or at a loop that changes the value (a digit
+        1-9, a digit of the integer part, or zeros of a fraction after which a digit 1-9 can
+        come: infinitely many values). A loop of zeros ending a fraction only respells and is
+        not followed, so the walk ends; the bounded grammars spell no exponent
+        (:mod:`lexguide.jsonschema.numeric`). At most :data:`MAX_WALK` nodes (past them it
+        answers True; :func:`lexguide.jsonschema.unique.bounded_numbers_problem` keeps the
+        finite domains to :data:`~lexguide.jsonschema.unique.MAX_FINITE_STRINGS` values)."""
+        lexer = self._lp.lexer
+        budget = [MAX_WALK]
+        on_path: dict[int, int] = {}
+
+        def walk(ls: int, text: bytes) -> bool:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return True
+            if lexer.accepting(ls):
+                try:
+                    if value_key(text) not in values:
+                        return True
+                except ValueError:
+                    pass
+            on_path[ls] = len(text)
+            try:
+                for c in b"-.0123456789":
+                    nxt = lexer.next(ls, c)
+                    if nxt == 0:
+                        continue
+                    got = text + bytes((c,))
+                    if nxt in on_path:  # a loop
+                        loop = got[on_path[nxt]:]
+                        if b"." not in text or loop.strip(b"0") or \
+                                self._digit_reachable(nxt):
+                            return True  # each turn gives another value
+                        continue  # trailing zeros: the same value again
+                    if walk(nxt, got):
+                        return True
+                return False
+            finally:
+                del on_path[ls]
+
+        return walk(lstate, item)
+
+    def _digit_reachable(self, lstate: int) -> bool:
+        """Whether the lexer, from ``lstate`` inside a number, can still read a digit 1-9.
+        Memoised."""
+        got = self._digits.get(lstate)
+        if got is None:
+            lexer = self._lp.lexer
+            seen, todo, got = {lstate}, [lstate], False
+            while todo and not got:
+                ls = todo.pop()
+                for c in b"-.0123456789":
+                    nxt = lexer.next(ls, c)
+                    if nxt == 0:
+                        continue
+                    if 0x31 <= c <= 0x39:
+                        got = True
+                        break
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+            self._digits[lstate] = got
+        return got
+
+    def _integers_dead(self, a: Arrays, after: ParseState | None, before: ParseState | None,
+                       data: bytes) -> bool:
+        """Whether the innermost marked array is left with a number item, or a required item
+        after a ``,``, that can only be a recorded integer, decided by counting: the number of
+        byte strings the lexer accepts from the item's state (:meth:`number_count`, over the
+        bytes of JSON numbers) against the recorded values whose spelling as a decimal integer
+        extends the item and which the lexer accepts from there. Those are distinct
+        completions, so when there are no fewer of them than completions counted, every
+        completion is recorded: the answer True is exact whatever the grammar spells (more
+        spellings than values only make it say False). For the integer ranges of
+        :func:`lexguide.jsonschema.unique.integer_range_problem` each value has one spelling,
+        so it says True whenever every completion is recorded."""
+        item = a.frames[-1].item
+        if a.in_str or item is not None and item.strip(b"-0123456789"):
+            return False  # not an integer so far
+        return self._scalar_dead(a, after, before, data, b"-0123456789", self._integer_used_up)
+
+    def _integer_used_up(self, values: frozenset, item: bytes, after: ParseState) -> bool:
+        """Whether every completion of the open number ``item`` (the parse state ``after``
+        it) is a recorded value: the lexeme already ended (its value then fixed), or no more
+        completions counted than recorded integers completing it."""
+        if not after.pending:
+            try:
+                return value_key(item) in values
+            except ValueError:
+                return False
+        lstate = after.lexer_state
+        count = self.number_count(lstate)
+        if count >= PLENTY or count > len(values):
+            return False
+        lexer = self._lp.lexer
+        prefix = item.decode()
+        found = 0
+        for v in values:
+            if not (isinstance(v, tuple) and v[0] == "n"):
+                continue
+            text = "0" if v == _ZERO else ("-" if v[1] else "") + v[2] + "0" * v[3] \
+                if v[3] >= 0 else None
+            if text is None or not text.startswith(prefix):
+                continue
+            ls = lstate
+            for c in text[len(prefix):].encode():
+                ls = lexer.next(ls, c)
+                if ls == 0:
+                    break
+            if ls != 0 and lexer.accepting(ls):
+                found += 1
+        return found >= count
+
+    def number_count(self, lstate: int, busy: set[int] | None = None) -> int:
+        """How many byte strings of the bytes of JSON numbers take the lexer from ``lstate``
+        to the end of its lexeme (the empty one when it can end there), or :data:`PLENTY`
+        when there are at least that many (or infinitely many: a cycle). Memoised per lexer
+        state."""
+        got = self._number_counts.get(lstate)
+        if got is not None:
+            return got
+        busy = set() if busy is None else busy
+        busy.add(lstate)
+        lexer = self._lp.lexer
+        total = 1 if lexer.accepting(lstate) else 0
+        for c in b"-+.0123456789eE":
+            nxt = lexer.next(lstate, c)
+            if nxt == 0:
+                continue
+            total += PLENTY if nxt in busy else self.number_count(nxt, busy)
+            if total >= PLENTY:
+                total = PLENTY
+                break
+        busy.discard(lstate)
+        self._number_counts[lstate] = total
+        return total
+
+    def _only_recorded(self, values: frozenset, item: bytes, lstate: int) -> bool:
+        """Whether every completion of the open item ``item`` (a string, number or literal)
+        from lexer state ``lstate`` is one of ``values``: its completions in their canonical
+        spelling (:class:`~lexguide.jsonschema.unique_count.ValueCounter`, one per value),
+        listed when there are no more than ``values``. Memoised per lexer state."""
+        return completions_recorded(self._value_counter, lstate, item, values, value_key)
+
