@@ -12,6 +12,16 @@ warm figures are the best of ``--repeats`` later runs (fresh matchers, the engin
 kept), so they show what the bookkeeping adds to a memoised mask. ``steps masked`` counts the
 steps where the unique mask differs from the plain one (a duplicate close was removed).
 
+A second table walks some of the schemas with a token budget of the instance's tokens plus
+8 (``compute_mask(remaining)``): its last steps are in the tight regime (fewer than
+``c + max(128, c)`` tokens left), where the masks of ``uniqueItems`` arrays keep only tokens
+after which a completion avoiding recorded duplicates fits
+(:mod:`lexguide.engine.unique_budget`). It reports the mask time per tight step, cold (the
+first walk) and warm (best of the repeats), for the plain schema (the core's narrowing alone)
+and the ``uniqueItems`` one. A third table draws random generations (fixed seeds, short tokens
+preferred) at budgets of the shortest completion + 0..3 tokens on schemas whose shortest items
+repeat, where every step is tight and the distinct search does real work.
+
     python bench/unique_items.py            # 200 items per array, 5 repeats
     python bench/unique_items.py --quick    # 20 items, 1 repeat (smoke test)
 """
@@ -148,6 +158,69 @@ def _instance(name: str, n: int) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+#: the schemas walked with a tight token budget too
+BUDGET_SCHEMAS = ("tags", "codes ^[a-z]{1,3}$", "integers", "unique ports", "closed objects",
+                  "enum of 48 strings", "any values")
+
+
+def _tight_walk(grammar, info, ids: list[int]) -> tuple[int, float, float]:
+    """Steps in the tight regime, the seconds compute_mask took on them and the most on one,
+    walking ``ids`` with a budget of ``len(ids) + 8`` tokens."""
+    import lexguide as lg
+
+    m = lg.Matcher(grammar, info)
+    budget = len(ids) + 8
+    steps, seconds, most = 0, 0.0, 0.0
+    for n, t in enumerate(ids):
+        remaining = budget - n
+        c = m.min_completion()
+        if c is not None and remaining < c + max(128, c):
+            t0 = time.perf_counter()
+            m.compute_mask(remaining)
+            took = time.perf_counter() - t0
+            seconds, most, steps = seconds + took, max(most, took), steps + 1
+        m.consume(t)
+    return steps, seconds, most
+
+
+#: schemas whose shortest item repeats, for random generations at the shortest budgets
+SHORT_BUDGET_SCHEMAS = {
+    "strings, minLength 1, minItems 3": {"type": "array", "uniqueItems": True, "minItems": 3,
+                                         "items": {"type": "string", "minLength": 1}},
+    "integers 0..100000, minItems 3": {"type": "array", "uniqueItems": True, "minItems": 3,
+                                       "items": {"type": "integer", "minimum": 0,
+                                                 "maximum": 100000}},
+    "closed objects {k: string}, minItems 2": {
+        "type": "array", "uniqueItems": True, "minItems": 2, "items": {
+            "type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"],
+            "additionalProperties": False}},
+}
+
+
+def _random_generation(grammar, info, budget: int, seed: int) -> tuple[list[float], bool]:
+    """The seconds of each compute_mask(remaining) of one random generation under ``budget``
+    tokens (short tokens preferred), and whether it ended complete."""
+    import random
+
+    import lexguide as lg
+
+    rng = random.Random(seed)
+    m = lg.Matcher(grammar, info)
+    took = []
+    for n in range(budget):
+        t0 = time.perf_counter()
+        mask = m.compute_mask(budget - n)
+        took.append(time.perf_counter() - t0)
+        bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[:info.vocab_size]
+        ids = np.flatnonzero(bits).tolist()
+        short = [t for t in ids if len(info.token_bytes[t]) <= 2]
+        t = rng.choice(short if short and rng.random() < 0.6 else ids)
+        m.consume(t)
+        if t in info.eos_ids:
+            return took, True
+    return took, m.is_accepting()
+
+
 def _walk(grammar, info, ids: list[int]) -> tuple[float, float, list[np.ndarray]]:
     """Seconds in compute_mask, seconds in consume, and the masks."""
     import lexguide as lg
@@ -210,8 +283,52 @@ def main(argv: list[str] | None = None) -> None:
     rep.print("")
     rep.print(f"{args.items} items per instance (SmolLM2 tokens, compact layout); warm = best of "
               f"{args.repeats} runs with the engine's mask cache kept")
+    budget_rows: list[dict] = []
+    random_rows: list[dict] = []
+    rep.print("")
+    rep.print("With a token budget of the instance's tokens + 8 (the tight regime's steps):")
+    rep.print("")
+    rep.print("| schema | tight steps | mode | cold µs/tight step mask | cold µs most | "
+              "warm µs/tight step mask |")
+    rep.print("|---|---|---|---|---|---|")
+    for name in BUDGET_SCHEMAS:
+        ids = tok.encode(_instance(name, args.items), add_special=False)
+        for mode, unique in (("plain", False), ("uniqueItems", True)):
+            g = lg.Grammar.from_json_schema(_schemas(unique)[name], whitespace="compact")
+            steps, cold, most = _tight_walk(g, info, ids)
+            warm = min(_tight_walk(g, info, ids)[1] for _ in range(args.repeats))
+            per = max(steps, 1)
+            rep.print(f"| {name} | {steps} | {mode} | {cold / per * 1e6:.1f} | "
+                      f"{most * 1e6:.0f} | {warm / per * 1e6:.1f} |")
+            budget_rows.append({"schema": name, "mode": mode, "budget": len(ids) + 8,
+                                "tight_steps": steps, "tight_cold_mask_s": cold,
+                                "tight_cold_most_s": most, "tight_warm_mask_s": warm})
+    seeds = 2 if args.quick else 10
+    rep.print("")
+    rep.print(f"Random generations at budgets of the shortest completion + 0..3 ({seeds} seeds "
+              "each; every step tight):")
+    rep.print("")
+    rep.print("| schema | steps | complete | mean µs/step mask | p99 µs | most µs |")
+    rep.print("|---|---|---|---|---|---|")
+    for name, schema in SHORT_BUDGET_SCHEMAS.items():
+        g = lg.Grammar.from_json_schema(schema)
+        shortest = lg.Matcher(g, info).min_completion()
+        took, complete, runs = [], 0, 0
+        for budget in range(shortest, shortest + 4):
+            for seed in range(seeds):
+                times, done = _random_generation(g, info, budget, seed)
+                took += times
+                complete += done
+                runs += 1
+        t = np.asarray(took) * 1e6
+        rep.print(f"| {name} | {len(t)} | {complete}/{runs} | {t.mean():.0f} | "
+                  f"{np.percentile(t, 99):.0f} | {t.max():.0f} |")
+        random_rows.append({"schema": name, "steps": len(t), "complete": complete, "runs": runs,
+                            "mean_mask_s": float(t.mean()) / 1e6,
+                            "most_mask_s": float(t.max()) / 1e6})
     if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
+        Path(args.out).write_text(json.dumps({"rows": rows, "budget_rows": budget_rows,
+                                              "random_rows": random_rows}, indent=1))
     _results.write(__file__, rep.text(), quick=args.quick, results=args.results, argv=argv)
 
 

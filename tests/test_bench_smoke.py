@@ -114,4 +114,6 @@ def test_unique_items_bench_quick(smollm2_file, tmp_path):
     modes = {(r["schema"], r["mode"]) for r in report["rows"]}
     assert ("tags", "plain") in modes and ("arrays of arrays", "uniqueItems") in modes
     assert all(r["warm_mask_s"] > 0 and r["tokens"] > 0 for r in report["rows"])
+    assert all(r["tight_steps"] > 0 for r in report["budget_rows"])
+    assert all(r["complete"] == r["runs"] > 0 for r in report["random_rows"])
     assert not list(tmp_path.glob("*.md"))  # a quick run writes no results file

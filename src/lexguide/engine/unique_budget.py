@@ -20,21 +20,29 @@ unique layer.
 
 In the tight regime (fewer than ``c + max(128, c)`` tokens left, ``c`` the core's
 ``min_completion``, as for the core's narrowing) the mask keeps the tokens the unique layer
-allows after which a distinct completion fits in ``remaining - 1`` tokens. A token whose core
-completion fits in ``remaining - 1 - MAX_EXTRA`` tokens is kept unchecked: avoiding recorded
-values is assumed to cost at most :data:`MAX_EXTRA` more tokens (one more character of a
-string, one more digit). The others are searched. When none fits, the tokens with the least
-overrun (up to :data:`MAX_EXTRA` tokens) are kept; past that, every allowed token. The mask
-is never empty when the unique layer's mask is not, so the output never stops in a dead end,
-and by induction it ends complete whenever a distinct completion known from the state the
-budget started at fits in it.
+allows after which a distinct completion fits in ``remaining - 1`` tokens; when none does,
+the tokens with the least overrun (up to :data:`MAX_EXTRA` tokens); past that, every allowed
+token. The mask is never empty when the unique layer's mask is not, so the output never
+stops in a dead end; and since the first token of a completion found leads to a state where
+its rest is found, the output ends complete whenever a distinct completion found from the
+state the budget started at fits in it -- up to three bounds on the cost, each trusting an
+estimate instead of searching:
+
+* a token whose core completion fits in ``remaining - 1 - MAX_EXTRA`` tokens is kept
+  unchecked (avoiding recorded values is assumed to cost at most :data:`MAX_EXTRA` more
+  tokens: one more character of a string, one more digit);
+* inside a string whose candidates spread over more than ``MAX_CHECKED / 32`` mask words, the
+  tokens that only extend it (no ``"``, no backslash) and whose text then begins no recorded
+  string are judged by one of them per core cost (any close of such an item is fresh);
+* past :data:`MAX_NODES` search nodes in one mask, the remaining tokens are judged by the
+  core's completion alone.
 
 Cost: nothing for grammars without ``uniqueItems``, and nothing before the tight regime. In
-it, per mask: two core narrowed masks, one core step and one unique step per checked token,
-and a search per checked token of a few nodes (the first path tried usually completes),
-shared by tokens that reach the same parse state with an open item that cannot become a
-recorded value (a string whose text begins none). At most :data:`MAX_NODES` search nodes per
-mask; past them the remaining tokens are judged by the core's completion alone.
+it, per mask: the core's narrowed masks per cost level, then per checked token (or group) one
+core step, one unique step and a search of a few nodes (the first path tried usually
+completes; memoised per parse state, unique state and depth, tokens inside a string item
+whose text begins no recorded value sharing one entry). Figures:
+``bench/results/unique_items.md`` (``python bench/unique_items.py``).
 """
 
 from __future__ import annotations
@@ -56,8 +64,8 @@ __all__ = ["MAX_EXTRA", "MAX_NODES", "DistinctBudget"]
 MAX_EXTRA = 4
 #: search nodes (token steps) per mask at most; past them tokens are judged by the core alone
 MAX_NODES = 4096
-#: candidate tokens checked one by one at most inside a string (past it, the tokens that only
-#: extend the string are judged by one per core cost)
+#: inside a string, candidate tokens spread over more than ``MAX_CHECKED / 32`` mask words are
+#: grouped: the tokens that only extend the string are judged by one per core cost
 MAX_CHECKED = 256
 #: memoised searches kept at most (the memo starts afresh past it)
 MAX_MEMO = 100_000
@@ -121,13 +129,12 @@ class DistinctBudget:
         """``(token, group)`` pairs covering the tokens of ``allowed`` after which the core
         knows a completion of at most ``left - 1`` tokens, cheapest first (by level of
         :meth:`_fitting`, from ``lowest``; lazily): a token alone (group None), or the first
-        token of a group judged by it (mask words). Inside a string with more than
-        :data:`MAX_CHECKED` such tokens, the tokens of a level that only extend it (no ``"``,
-        no backslash) and whose text then begins no recorded string form one group; the
-        others come alone."""
+        token of a group judged by it (mask words). Inside a string whose such tokens spread
+        over more than ``MAX_CHECKED / 32`` mask words, the tokens of a level that only
+        extend it (no ``"``, no backslash) and whose text then begins no recorded string form
+        one group; the others come alone."""
         band = self._fitting(state, left) & allowed
-        grouped = _in_string(st) and int(np.count_nonzero(band)) > MAX_CHECKED // 32 and \
-            len(_ids_of(band)) > MAX_CHECKED
+        grouped = _in_string(st) and int(np.count_nonzero(band)) > MAX_CHECKED // 32
         extending = None
         if grouped:
             quotes = self._engine.quote_tokens
@@ -147,9 +154,9 @@ class DistinctBudget:
                     yield t, None
                 continue
             group = new & extending
-            first = _ids_of(group)[:1].tolist()
-            if first:
-                yield first[0], group
+            first = _first_id(group)
+            if first is not None:
+                yield first, group
             for t in _ids_of(new & ~group).tolist():
                 yield t, None
 
@@ -232,6 +239,15 @@ class DistinctBudget:
                 self._memo.clear()
             self._memo[key] = got
         return got
+
+
+def _first_id(words: np.ndarray) -> int | None:
+    """The lowest token id set in the mask words ``words``, or None."""
+    nz = np.flatnonzero(words)
+    if not len(nz):
+        return None
+    w = int(words[nz[0]])
+    return int(nz[0]) * 32 + (w & -w).bit_length() - 1
 
 
 def _in_string(st: UniqueState) -> bool:

@@ -39,10 +39,18 @@ masks the tokens that would close an equal item. Covered, behind ``$ref`` too:
   values (counted over the regex, :func:`~lexguide.jsonschema.unique_count.regex_value_count`),
   so a required item always has a fresh value.
 
-With a token budget (``compute_mask(remaining)``) the shortest completion of an item may
-itself be a duplicate; when the budget-narrowed mask less the masked tokens is empty the
-matcher falls back to the plain mask less them (never empty, by the above), so the output can
-overrun the budget by the characters a distinct item needs, and never stops in a dead end.
+With a token budget (``compute_mask(remaining)``) the core's shortest completion may close an
+item equal to a recorded one. Once the budget is tight the matcher keeps the tokens after
+which a completion *avoiding the recorded items* fits in ``remaining - 1`` tokens
+(:mod:`lexguide.engine.unique_budget`: a depth-first search over the core's narrowed masks,
+each token stepped through the unique layer, memoised), or else those that overrun least;
+the mask is never empty (by the above), so the output never stops in a dead end, and it ends
+complete whenever such a completion fitted in the budget it started with. The search is
+bounded: a token whose core completion leaves
+:data:`~lexguide.engine.unique_budget.MAX_EXTRA` tokens to spare is kept unchecked, tokens
+that only extend a string whose text begins no recorded value are judged one per core cost,
+and past :data:`~lexguide.engine.unique_budget.MAX_NODES` search nodes a mask trusts the
+core's completion.
 
 Any other items are enforced by the matcher as whole JSON values
 (:func:`tracked_items_problem`): the array is an ordinary array whose opening bracket is a
