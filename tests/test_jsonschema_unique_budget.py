@@ -124,7 +124,7 @@ def test_the_search_finds_the_known_distinct_instance():
 def test_mutation_trusting_the_core_completion_overruns(monkeypatch):
     """With the distinct search disabled (every token the core's narrowed mask keeps is
     trusted) the strings generations end incomplete within budgets the instance fits."""
-    monkeypatch.setattr(DistinctBudget, "fits", lambda self, st, state, left: True)
+    monkeypatch.setattr(DistinctBudget, "fits", lambda self, st, state, left, nodes=None: True)
     assert _check("strings", SMALL_INFO, seeds=12, extra=2)
 
 

@@ -76,8 +76,10 @@ _QUOTE = 0x22
 class DistinctBudget:
     """Budget-aware masks for one grammar's ``uniqueItems`` arrays over one tokenizer.
 
-    Shared by the grammar's matchers (like the mask engine); its memo only grows (to
-    :data:`MAX_MEMO`) and holds the same answer whichever matcher fills it.
+    Shared by the grammar's matchers (like the mask engine), which may run on several
+    threads: its memo only grows (to :data:`MAX_MEMO`) and holds the same answer whichever
+    matcher fills it (a search cut by :data:`MAX_NODES` is not kept), and each mask counts
+    its own search nodes.
     """
 
     def __init__(self, unique: UniqueItems, engine) -> None:
@@ -88,7 +90,6 @@ class DistinctBudget:
         self._token_bytes = engine.info.token_bytes
         self._special = engine.info.special_ids
         self._memo: dict = {}
-        self._nodes = 0
         self._structural_words: np.ndarray | None = None
 
     def mask(self, st: UniqueState, state: ParseState, remaining: int,
@@ -100,24 +101,24 @@ class DistinctBudget:
         the shared memo."""
         if not self.tight(state, remaining):
             return None
-        self._nodes = 0
+        nodes = [0]  # search nodes spent by this mask (per call: matchers may share threads)
         safe = self._fitting(state, remaining - MAX_EXTRA) & allowed
         for over in range(MAX_EXTRA + 1):
-            out = safe | self._kept(st, state, remaining + over, allowed & ~safe)
+            out = safe | self._kept(st, state, remaining + over, allowed & ~safe, nodes)
             if out.any():
                 out.flags.writeable = False
                 return out
         return None
 
-    def _kept(self, st: UniqueState, state: ParseState, left: int,
-              allowed: np.ndarray) -> np.ndarray:
+    def _kept(self, st: UniqueState, state: ParseState, left: int, allowed: np.ndarray,
+              nodes: list[int]) -> np.ndarray:
         """The tokens of ``allowed`` after which a distinct completion of at most ``left - 1``
         tokens is found, as mask words (see :meth:`_groups`)."""
         info = self._engine.info
         kept: list[int] = []
         out = np.zeros(info.n_words, dtype=np.uint32)
         for t, group in self._groups(st, state, left, allowed, max(1, left - MAX_EXTRA)):
-            if self._token_fits(st, state, t, left - 1):
+            if self._token_fits(st, state, t, left - 1, nodes):
                 if group is None:
                     kept.append(t)
                 else:
@@ -190,7 +191,8 @@ class DistinctBudget:
             return self._core.mask(state)
         return np.zeros(self._engine.info.n_words, dtype=np.uint32)
 
-    def _token_fits(self, st: UniqueState, state: ParseState, token_id: int, left: int) -> bool:
+    def _token_fits(self, st: UniqueState, state: ParseState, token_id: int, left: int,
+                    nodes: list[int]) -> bool:
         """Whether after ``token_id`` a distinct completion of at most ``left`` tokens is
         found (the core's completion alone once the node budget is spent)."""
         if token_id in self._special:
@@ -199,17 +201,21 @@ class DistinctBudget:
         if after is None:
             return False
         after = ParseState(*after)
-        if self._nodes >= MAX_NODES:
+        if nodes[0] >= MAX_NODES:
             return True  # in the core's narrowed mask: the core's completion fits
         got = self._unique.step(st, state, self._token_bytes[token_id], after)
-        return got is not None and self.fits(got, after, left)
+        return got is not None and self.fits(got, after, left, nodes)
 
-    def fits(self, st: UniqueState, state: ParseState, left: int) -> bool:
+    def fits(self, st: UniqueState, state: ParseState, left: int,
+             nodes: list[int] | None = None) -> bool:
         """Whether a completion of at most ``left`` tokens avoiding recorded duplicates is
         found from ``state`` (unique state ``st``): a depth-first search over the tokens the
         core's narrowed masks keep, each stepped through the unique layer. Memoised per
         (state, unique state, ``left``); tokens that leave a string item whose text begins no
-        recorded value share one entry per parse state."""
+        recorded value share one entry per parse state. ``nodes``: ``[search nodes spent]``,
+        shared along one mask's searches (bounded by :data:`MAX_NODES`)."""
+        if nodes is None:
+            nodes = [0]
         if self._lp.is_accepting(state):
             return True
         if left <= 0:
@@ -222,19 +228,19 @@ class DistinctBudget:
         for t, _ in self._groups(st, state, left, self._core.mask(state)):
             if t in self._special:
                 continue  # EOS: not complete here (above); special tokens hold no item bytes
-            if self._nodes >= MAX_NODES:
+            if nodes[0] >= MAX_NODES:
                 got = True  # unknown: judged by the core's completion, which fits
                 break
-            self._nodes += 1
+            nodes[0] += 1
             after = self._core.advance_token(state, t)
             if after is None:
                 continue
             after = ParseState(*after)
             nxt = self._unique.step(st, state, self._token_bytes[t], after)
-            if nxt is not None and self.fits(nxt, after, left - 1):
+            if nxt is not None and self.fits(nxt, after, left - 1, nodes):
                 got = True
                 break
-        if self._nodes < MAX_NODES:  # an answer of the core's alone is not kept
+        if nodes[0] < MAX_NODES:  # an answer of the core's alone is not kept
             if len(self._memo) >= MAX_MEMO:
                 self._memo.clear()
             self._memo[key] = got
