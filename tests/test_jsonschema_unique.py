@@ -61,7 +61,7 @@ def test_unique_items_through_allof_and_refs():
     ({"anyOf": [{"type": "string", "maxLength": 3}, {"type": "integer"}]}, "maxLength"),
     ({"type": "integer", "maximum": 9, "not": {"multipleOf": 2}}, "not"),
     ({"type": "integer", "minimum": 0, "maximum": 2_000_000}, "2000001 numbers"),
-    ({"type": "number", "minimum": 0, "maximum": 100, "multipleOf": 0.01}, "10001 numbers"),
+    ({"type": "number", "minimum": 0, "maximum": 100, "multipleOf": 0.0001}, "1000001 numbers"),
     ({"type": "object", "maxProperties": 2, "additionalProperties": False}, "fresh key"),
     ({"type": "object", "additionalProperties": False}, "last declared property"),
 ])

@@ -24,6 +24,7 @@ from test_jsonschema_unique_values import walks_end_valid
 
 from lexguide.engine import Matcher, TokenizerInfo
 from lexguide.engine.grammar import Grammar
+from lexguide.engine.unique_values import value_key
 from lexguide.errors import SchemaError
 from lexguide.jsonschema.unique import UNIQUE_INTEGERS_ARRAY_NAME, UNIQUE_NUMBERS_ARRAY_NAME
 
@@ -304,10 +305,11 @@ def test_bounded_numbers_refused_or_counted():
     with pytest.raises(SchemaError, match="minItems 6 needs more than the 5 numbers"):
         Grammar.from_json_schema({**HALVES, "minItems": 6})
     Grammar.from_json_schema({**HALVES, "minItems": 5})
-    cents = nums(minimum=0, maximum=100, multipleOf=0.01)  # 10,001 values
-    with pytest.raises(SchemaError, match="10001 numbers in an array without a maxItems"):
-        Grammar.from_json_schema(cents)
-    Grammar.from_json_schema({**cents, "maxItems": 4096})
+    Grammar.from_json_schema(nums(minimum=0, maximum=100, multipleOf=0.01))  # 10,001 values
+    micro = nums(minimum=0, maximum=100, multipleOf=0.0001)  # 1,000,001 values
+    with pytest.raises(SchemaError, match="1000001 numbers in an array without a maxItems"):
+        Grammar.from_json_schema(micro)
+    Grammar.from_json_schema({**micro, "maxItems": 999_999})
     with pytest.raises(SchemaError, match="numbers with a not"):
         Grammar.from_json_schema(nums(maximum=1, **{"not": {"multipleOf": 0.5}}))
 
@@ -419,3 +421,64 @@ def test_bounded_numbers_validate_agrees_with_jsonschema():
 
     _agrees_with_jsonschema(Grammar.from_json_schema(HALVES), HALVES,
                             (text() for _ in range(300)))
+
+
+def _number_prefixes(g: Grammar, depth: int) -> list:
+    """(bytes, parse state) of every open number item of ``g``'s array up to ``depth``
+    bytes, read after ``[``."""
+    lp = g.lexparser
+    start = lp.advance_bytes(lp.initial, b"[")
+    out, frontier = [], [b""]
+    for _ in range(depth):
+        grown = []
+        for p in frontier:
+            for c in b"-.0123456789":
+                q = p + bytes([c])
+                st = lp.advance_bytes(start, q)
+                if st is not None and st.pending:
+                    out.append((q, st))
+                    grown.append(q)
+        frontier = grown
+    return out
+
+
+@pytest.mark.parametrize("items", [
+    {"minimum": -1, "maximum": 1, "multipleOf": 0.5},
+    {"minimum": 0, "maximum": 3, "multipleOf": 0.25},
+    {"minimum": 0, "maximum": 2, "multipleOf": 0.1},
+    {"minimum": -2, "maximum": 2.5, "multipleOf": 0.5, "exclusiveMaximum": 2.5},
+    {"type": "integer", "minimum": -30, "maximum": 120},
+])
+def test_the_value_count_agrees_with_the_value_walk(items):
+    """Whether an open bounded number can still become a fresh value: counted over the
+    automaton (number_value_count against the recorded values completing it) and walked
+    value by value (number_fresh, the independent oracle), on random prefixes and records
+    that leave few values fresh."""
+    g = Grammar.from_json_schema({**nums(**items), "maxItems": 50})
+    unique = Matcher(g, B_INFO)._unique
+    prefixes = _number_prefixes(g, 5)
+    domain = sorted({value_key(q) for q, st in prefixes if g.lexparser.lexer.accepting(
+        st.lexer_state)}, key=repr)
+    rng = random.Random(0)
+    answers = set()
+    for _ in range(300):
+        k = rng.choice([0, 1, 2, len(domain) // 2])
+        recorded = frozenset(rng.sample(domain, len(domain) - k))
+        q, st = rng.choice(prefixes)
+        got = unique._number_open(recorded, q, st)
+        assert got == unique.number_fresh(recorded, q, st.lexer_state), (q, recorded)
+        answers.add(got)
+    assert answers == {True, False}
+
+
+def test_a_large_domain_without_max_items_is_counted():
+    """Prices 0..100 step 0.01 (10,001 values, no maxItems): the prefix 99.9 is used up once
+    99.9, 99.91, ..., 99.99 are written, in any spelling."""
+    schema = nums(minimum=0, maximum=100, multipleOf=0.01)
+    g = Grammar.from_json_schema(schema)
+    written = b"[99.90," + b",".join(b"99.9%d" % d for d in range(1, 10)) + b","
+    m = _write_text(g, written + b"99.")
+    assert b"9" not in _bytes_allowed(m) and b"8" in _bytes_allowed(m)
+    m = _write_text(g, written[:-len(b",99.99,")] + b",99.")
+    assert b"9" in _bytes_allowed(m)  # 99.99 is fresh
+    walks_end_valid(schema, {}, b"-.0125,", 3)

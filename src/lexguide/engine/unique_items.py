@@ -153,11 +153,9 @@ class UniqueItems(BoundedStrings, ScalarDomains, ClosedLookahead):
     """The marked lexemes of one grammar and the scan over bytes. Shared; its caches (per
     lexer state) only grow, and hold the same answer whichever thread fills them first."""
 
-    __slots__ = ("_brackets", "_closed", "_counted", "_digits", "_finite", "_fresh", "_items",
-                 "_ends", "_numbers", "_starts",
-                 "_lp", "_lookahead", "_nonzero", "_number_counts", "_value_counter",
-                 "_walks",
-                 "bounded")
+    __slots__ = ("_brackets", "_canonical_counts", "_closed", "_counted", "_digits", "_ends",
+                 "_finite", "_fresh", "_items", "_lookahead", "_lp", "_nonzero", "_number_counts",
+                 "_numbers", "_starts", "_value_counter", "_walks", "bounded")
 
     def __init__(self, lp: LexParser, item_lexemes: frozenset[int], bounded: bool = False) -> None:
         self._lp = lp
@@ -184,6 +182,9 @@ class UniqueItems(BoundedStrings, ScalarDomains, ClosedLookahead):
         #: leave only recorded values (:meth:`_numbers_dead`, by value)
         self._numbers = any(names[i] == UNIQUE_NUMBERS_ARRAY_NAME for i in self._brackets)
         self._number_counts: dict[int, int] = {}
+        #: value counts of bounded numbers per (lexer state, in a fraction, last byte a
+        #: fraction zero or "."): :meth:`number_value_count`
+        self._canonical_counts: dict[tuple, int | None] = {}
         #: some marked item has a bounded length: an open item may run out of fresh values
         self.bounded = bounded
         lexer = lp.lexer

@@ -1,7 +1,10 @@
 """``uniqueItems`` items from a counted or listed domain: the scalar items of a finite set of
 strings, integers, booleans and null (listed in their canonical spelling), of an integer range
 too large for the grammar (its completions counted over the lexer's automaton), and of
-numbers with a bound or a ``multipleOf`` (their completions walked by value). Each decides
+numbers with a bound or a ``multipleOf`` (their values counted over the automaton: two
+completions of one prefix are one value exactly when they differ by trailing fraction
+zeros, so an open prefix's fresh values are its values less the recorded ones it can
+complete -- exact for any domain size below the count's saturation). Each decides
 whether an open item, or the item a ``,`` requires, can only become a recorded value; a part
 of :class:`lexguide.engine.unique_items.UniqueItems`.
 """
@@ -89,20 +92,127 @@ class ScalarDomains:
                       data: bytes) -> bool:
         """Whether the innermost marked array, of numbers with a bound or a ``multipleOf``,
         is left with a number item, or a required item after a ``,``, whose every value is
-        recorded (:meth:`number_fresh`, by value: ``1``, ``1.0`` and ``1.00`` are one)."""
+        recorded (:meth:`_number_open`, by value: ``1``, ``1.0`` and ``1.00`` are one)."""
         return not a.in_str and self._scalar_dead(
             a, after, before, data, b"-0123456789",
             lambda values, item, got: not self._number_open(values, item, got))
 
     def _number_open(self, values: frozenset, item: bytes, after: ParseState) -> bool:
         """Whether the open number ``item`` (parse state ``after`` it) can still become a value
-        not in ``values``."""
+        not in ``values``: its values counted (:meth:`number_value_count`) against the
+        recorded ones it can complete; exact below :data:`PLENTY`."""
         if not after.pending:
             try:
                 return value_key(item) not in values
             except ValueError:
                 return True
-        return self.number_fresh(values, item, after.lexer_state)
+        lstate = after.lexer_state
+        count = self.number_value_count(lstate, item)
+        if count is None:  # the lexer spells an exponent: walk the values instead
+            return self.number_fresh(values, item, lstate)
+        return count >= PLENTY or count > self._numbers_extending(values, item, lstate)
+
+    def number_value_count(self, lstate: int, item: bytes) -> int | None:
+        """How many values the open number ``item`` (lexer state ``lstate``) can still
+        complete, counted over the lexer's automaton (:data:`PLENTY` when at least that many,
+        or infinitely many); None when the lexer can read an exponent from here (then values
+        and spellings do not correspond so). Without an exponent, two completions of one
+        prefix are one value exactly when they differ by trailing fraction zeros, so the
+        values are the completions that end neither in a fraction zero nor in ``.``, plus the
+        item's own value when only zeros (or nothing) complete it. Memoised per lexer state."""
+        infrac = b"." in item
+        last_bad = item.endswith(b".") or (infrac and item.endswith(b"0"))
+        total = self._canonical_count(lstate, infrac, last_bad, set())
+        if total is None:
+            return None
+        if last_bad and self._zeros_end(lstate):
+            total += 1  # the item's own value (1.50 = 1.5), reached by zeros or nothing
+        return min(total, PLENTY)
+
+    def _canonical_count(self, lstate: int, infrac: bool, last_bad: bool,
+                         busy: set) -> int | None:
+        """The byte strings of number bytes that take the lexer from ``lstate`` to the end of
+        its number, read after text ending in a fraction (``infrac``) and in a fraction zero
+        or ``.`` (``last_bad``), whose whole text ends in neither (:data:`PLENTY` for a cycle
+        that can still reach such an end); None when an exponent can be read. Memoised."""
+        node = (lstate, infrac, last_bad)
+        memo = self._canonical_counts
+        got = memo.get(node, -1)
+        if got != -1:
+            return got
+        lexer = self._lp.lexer
+        if lexer.next(lstate, 0x65) or lexer.next(lstate, 0x45):
+            memo[node] = None
+            return None
+        busy.add(node)
+        total = 1 if lexer.accepting(lstate) and not last_bad else 0
+        for child in _canonical_steps(lexer, node):
+            if child in busy:
+                if self._canonical_end_reachable(child):
+                    total = PLENTY
+                    break
+                continue
+            got = self._canonical_count(*child, busy)
+            if got is None:
+                total = None
+                break
+            total += got
+            if total >= PLENTY:
+                total = PLENTY
+                break
+        busy.discard(node)
+        memo[node] = total
+        return total
+
+    def _canonical_end_reachable(self, node: tuple) -> bool:
+        """Whether from ``node`` (lexer state, in a fraction, last byte a fraction zero or
+        ``.``) some number bytes end the number in neither."""
+        lexer = self._lp.lexer
+        seen, todo = {node}, [node]
+        while todo:
+            cur = todo.pop()
+            if lexer.accepting(cur[0]) and not cur[2]:
+                return True
+            for child in _canonical_steps(lexer, cur):
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        return False
+
+    def _zeros_end(self, lstate: int) -> bool:
+        """Whether the lexer ends its number from ``lstate`` after zeros only (or none)."""
+        lexer = self._lp.lexer
+        seen = set()
+        while lstate and lstate not in seen:
+            if lexer.accepting(lstate):
+                return True
+            seen.add(lstate)
+            lstate = lexer.next(lstate, 0x30)
+        return False
+
+    def _numbers_extending(self, values: frozenset, item: bytes, lstate: int) -> int:
+        """How many of the recorded ``values`` the open number ``item`` (lexer state
+        ``lstate``) can still complete: some spelling of the value (its digits, maybe with
+        fraction zeros appended up to the item's, or ``-0`` for zero) extends ``item`` and the
+        lexer accepts the rest from ``lstate`` (maybe with more fraction zeros)."""
+        lexer = self._lp.lexer
+        found = 0
+        for v in values:
+            if not (isinstance(v, tuple) and v[0] == "n"):
+                continue
+            for text in _spellings(v, item):
+                if not text.startswith(item):
+                    continue
+                ls = lstate
+                for c in text[len(item):]:
+                    ls = lexer.next(ls, c)
+                    if ls == 0:
+                        break
+                # fraction zeros appended keep the value
+                if ls != 0 and (self._zeros_end(ls) if b"." in text else lexer.accepting(ls)):
+                    found += 1
+                    break
+        return found
 
     def number_fresh(self, values: frozenset, item: bytes, lstate: int) -> bool:
         """Whether some completion of the open number ``item`` (lexer state ``lstate``, number
@@ -110,10 +220,10 @@ class ScalarDomains:
         stops at the first unrecorded value, or at a loop that changes the value (a digit
         1-9, a digit of the integer part, or zeros of a fraction after which a digit 1-9 can
         come: infinitely many values). A loop of zeros ending a fraction only respells and is
-        not followed, so the walk ends; the bounded grammars spell no exponent
-        (:mod:`lexguide.jsonschema.numeric`). At most :data:`MAX_WALK` nodes (past them it
-        answers True; :func:`lexguide.jsonschema.unique.bounded_numbers_problem` keeps the
-        finite domains to :data:`~lexguide.jsonschema.unique.MAX_FINITE_STRINGS` values)."""
+        not followed, so the walk ends. At most :data:`MAX_WALK` nodes (past them it answers
+        True). The matcher counts instead (:meth:`number_value_count`) and walks only where
+        the lexer can read an exponent (the bounded grammars spell none:
+        :mod:`lexguide.jsonschema.numeric`); the tests hold the count to this walk."""
         lexer = self._lp.lexer
         budget = [MAX_WALK]
         on_path: dict[int, int] = {}
@@ -251,3 +361,43 @@ class ScalarDomains:
         listed when there are no more than ``values``. Memoised per lexer state."""
         return completions_recorded(self._value_counter, lstate, item, values, value_key)
 
+
+def _canonical_steps(lexer, node: tuple) -> list[tuple]:
+    """The nodes one number byte leads to from ``node``: (lexer state, in a fraction, last
+    byte a fraction zero or ``.``)."""
+    lstate, infrac, _ = node
+    out = []
+    for c in b"-.0123456789":
+        nxt = lexer.next(lstate, c)
+        if nxt:
+            frac = infrac or c == 0x2E
+            out.append((nxt, frac, c == 0x2E or (frac and c == 0x30)))
+    return out
+
+
+def _spellings(v: tuple, item: bytes) -> list[bytes]:
+    """Spellings without exponent of the number key ``v`` that may extend ``item``: its
+    shortest one, with fraction zeros appended up to the item's fraction length (and a ``.``
+    when the item has one), and ``-0`` for zero."""
+    _, negative, digits, exp = v
+    if not digits:
+        base = [b"0", b"-0"]
+    else:
+        if exp >= 0:
+            text = digits + "0" * exp
+        elif -exp < len(digits):
+            text = digits[:exp] + "." + digits[exp:]
+        else:
+            text = "0." + "0" * (-exp - len(digits)) + digits
+        base = [(("-" if negative else "") + text).encode()]
+    out = []
+    for b in base:
+        out.append(b)
+        if b"." in item:
+            have = b.partition(b".")[2] if b"." in b else None
+            want = len(item.partition(b".")[2])
+            if have is None:
+                out.append(b + b"." + b"0" * want)
+            elif len(have) < want:
+                out.append(b + b"0" * (want - len(have)))
+    return out

@@ -126,11 +126,15 @@ state an allowed token reaches has a fresh completion.
 Numbers with a bound or a ``multipleOf`` otherwise (a fraction inside bounds, an integer range
 with one bound: :func:`bounded_numbers_problem`) get the bracket
 :data:`UNIQUE_NUMBERS_ARRAY_NAME`. Their grammar spells no exponent but allows trailing
-fraction zeros, so ``1``, ``1.0`` and ``1.00`` are one value and spellings cannot be counted;
-the matcher walks an open item's completions by value
-(:meth:`lexguide.engine.unique_items.UniqueItems.number_fresh`), stopping at the first value
-not recorded or at a loop that changes the value, and masks a token or ``,`` after which none
-is left.
+fraction zeros, so ``1``, ``1.0`` and ``1.00`` are one value: two completions of one open
+prefix are one value exactly when they differ by trailing fraction zeros. The matcher counts
+the values an open item can still complete over the lexer's automaton (the completions that
+end neither in a fraction zero nor in ``.``, plus the item's own value when zeros complete it:
+:meth:`lexguide.engine.unique_items.UniqueItems.number_value_count`, saturating at
+:data:`MAX_BOUNDED_ITEMS`) against the recorded values it can complete, and masks a token or
+``,`` after which none is fresh. The count is exact for domains of any size below the
+saturation (prices 0..100 with a 0.01 step need no ``maxItems``); a domain of at least
+:data:`MAX_BOUNDED_ITEMS` values needs a ``maxItems`` below that.
 
 Items that are objects with ``maxProperties`` (at least 1), open to members under fresh keys
 (:func:`_bounded_object_problem`), have a fresh value below ``maxProperties``; once full their
@@ -141,8 +145,8 @@ recorded).
 Anything else is not enforceable here: :func:`unique_items_problem`,
 :func:`matcher_items_problem` and :func:`tracked_items_problem` say why, and the compiler
 raises a :class:`~lexguide.errors.SchemaError` pointing to ``lenient=True``. Refused today:
-a finite domain of numbers of more than :data:`MAX_FINITE_STRINGS` values without a
-``maxItems`` of at most that, objects with ``maxProperties`` nested inside the items (or
+a finite domain of numbers of at least :data:`MAX_BOUNDED_ITEMS` values without a
+``maxItems`` below that, objects with ``maxProperties`` nested inside the items (or
 closed to more members), finitely many property names or restricted overlapping patterns, ``contains`` with ``minContains`` above 1 or
 ``maxContains``, bounded strings under general unicode escapes, and a union of a marked array
 with an array whose items can run out (:func:`union_problem`).

@@ -16,13 +16,13 @@ from lexguide.limits import MAX_NESTING_DEPTH
 __all__ = ["MAX_BOUNDED_ITEMS", "MAX_FINITE_STRINGS", "bounded_numbers_problem", "deref",
            "finite_strings_problem", "integer_range_problem"]
 
-#: Where the matcher's count of an integer range's completions saturates: a range of at
-#: least this many values needs a ``maxItems`` below it (:func:`integer_range_problem`), so a
-#: saturated count always exceeds the recorded values.
+#: Where the matcher's count of an integer range's completions, or of a bounded number's
+#: values, saturates: a domain of at least this many values needs a ``maxItems`` below it
+#: (:func:`integer_range_problem`, :func:`bounded_numbers_problem`), so a saturated count
+#: always exceeds the recorded values.
 MAX_BOUNDED_ITEMS = 1_000_000
 #: Most values of a finite set of items the matcher keeps distinct
-#: (:func:`finite_strings_problem`), and of a finite domain of numbers without a ``maxItems``
-#: of at most this (:func:`bounded_numbers_problem`)
+#: (:func:`finite_strings_problem`)
 MAX_FINITE_STRINGS = 4096
 
 
@@ -106,13 +106,15 @@ def _integer_step(m: Decimal) -> int:
 
 def bounded_numbers_problem(s: ArraySchema, resolve: Callable[[str], Schema]) -> str | None:
     """Why the matcher cannot keep distinct the items of ``s`` as numbers with a bound or a
-    ``multipleOf`` by listing values (None: it can). The matcher walks an open item's
-    completions by value (:meth:`lexguide.engine.unique_items.UniqueItems.number_values`: a
-    loop appending zeros to a fraction only respells it), so ``1``, ``1.0`` and ``1.00`` are
-    one value. The items must be one ``NumberSchema`` without a ``not``; ``minItems`` at most
-    its values (infinitely many for a range of positive width, else the multiples in it); a
-    finite domain of more than :data:`MAX_FINITE_STRINGS` values needs a ``maxItems`` of at
-    most that (the walk finds a fresh value among the first ``maxItems + 1``). Pure."""
+    ``multipleOf`` (None: it can). The matcher counts the values an open item can still
+    complete over the lexer's automaton
+    (:meth:`lexguide.engine.unique_items.UniqueItems.number_value_count`: completions
+    differing by trailing fraction zeros are one value, so ``1``, ``1.0`` and ``1.00`` are
+    one), saturating at :data:`MAX_BOUNDED_ITEMS`, against the recorded values that complete
+    it. The items must be one ``NumberSchema`` without a ``not``; ``minItems`` at most its
+    values (infinitely many for a range of positive width, else the multiples in it); a
+    finite domain of at least :data:`MAX_BOUNDED_ITEMS` values needs a ``maxItems`` below
+    that, so a saturated count exceeds the recorded values. Pure."""
     if s.prefix or s.contains is not None:
         return "uniqueItems with prefixItems or contains is not supported"
     n = deref(s.items, resolve)
@@ -125,10 +127,10 @@ def bounded_numbers_problem(s: ArraySchema, resolve: Callable[[str], Schema]) ->
         return f"minItems {s.min_items} needs more than the {size} numbers the items allow"
     if size == 0:
         return "the items are an empty range of numbers"
-    if size is not None and size > MAX_FINITE_STRINGS and (
-            s.max_items is None or s.max_items > MAX_FINITE_STRINGS):
-        return (f"the items are {size} numbers in an array without a maxItems of at most "
-                f"{MAX_FINITE_STRINGS} (the matcher's walk of their values is bounded)")
+    if size is not None and size >= MAX_BOUNDED_ITEMS and (
+            s.max_items is None or s.max_items >= MAX_BOUNDED_ITEMS):
+        return (f"the items are {size} numbers in an array without a maxItems below "
+                f"{MAX_BOUNDED_ITEMS} (the matcher's count of their values saturates)")
     return None
 
 
