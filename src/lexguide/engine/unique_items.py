@@ -155,7 +155,8 @@ class UniqueItems(BoundedStrings, ScalarDomains, ClosedLookahead):
 
     __slots__ = ("_brackets", "_canonical_counts", "_closed", "_counted", "_digits", "_ends",
                  "_finite", "_fresh", "_items", "_lookahead", "_lp", "_nonzero", "_number_counts",
-                 "_numbers", "_starts", "_value_counter", "_walks", "bounded")
+                 "_numbers", "_spelled_numbers", "_starts", "_value_counter", "_walks",
+                 "bounded")
 
     def __init__(self, lp: LexParser, item_lexemes: frozenset[int], bounded: bool = False) -> None:
         self._lp = lp
@@ -185,6 +186,9 @@ class UniqueItems(BoundedStrings, ScalarDomains, ClosedLookahead):
         #: value counts of bounded numbers per (lexer state, in a fraction, last byte a
         #: fraction zero or "."): :meth:`number_value_count`
         self._canonical_counts: dict[tuple, int | None] = {}
+        #: recorded number values by their shortest spelling, per set of values
+        #: (:meth:`_numbers_extending`)
+        self._spelled_numbers: dict[frozenset, list] = {}
         #: some marked item has a bounded length: an open item may run out of fresh values
         self.bounded = bounded
         lexer = lp.lexer

@@ -11,6 +11,9 @@ of :class:`lexguide.engine.unique_items.UniqueItems`.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from functools import lru_cache
+
 from lexguide.engine.lexparser import LexParser, ParseState
 from lexguide.engine.unique_values import (
     Arrays,
@@ -110,7 +113,8 @@ class ScalarDomains:
         count = self.number_value_count(lstate, item)
         if count is None:  # the lexer spells an exponent: walk the values instead
             return self.number_fresh(values, item, lstate)
-        return count >= PLENTY or count > self._numbers_extending(values, item, lstate)
+        return count >= PLENTY or count > len(values) or \
+            count > self._numbers_extending(values, item, lstate)
 
     def number_value_count(self, lstate: int, item: bytes) -> int | None:
         """How many values the open number ``item`` (lexer state ``lstate``) can still
@@ -119,7 +123,11 @@ class ScalarDomains:
         and spellings do not correspond so). Without an exponent, two completions of one
         prefix are one value exactly when they differ by trailing fraction zeros, so the
         values are the completions that end neither in a fraction zero nor in ``.``, plus the
-        item's own value when only zeros (or nothing) complete it. Memoised per lexer state."""
+        item's own value when only zeros (or nothing) complete it. This relies on the lexer
+        accepting a value's spelling without its trailing fraction zeros whenever it accepts
+        one with them, as the number grammars of :mod:`lexguide.jsonschema.numeric` do (any
+        spelling of a value in the domain); the tests hold the count to :meth:`number_fresh`.
+        Memoised per lexer state."""
         infrac = b"." in item
         last_bad = item.endswith(b".") or (infrac and item.endswith(b"0"))
         total = self._canonical_count(lstate, infrac, last_bad, set())
@@ -197,9 +205,19 @@ class ScalarDomains:
         lexer accepts the rest from ``lstate`` (maybe with more fraction zeros)."""
         lexer = self._lp.lexer
         found = 0
-        for v in values:
-            if not (isinstance(v, tuple) and v[0] == "n"):
-                continue
+        spelled = self._spelled_numbers.get(values)
+        if spelled is None:
+            if len(self._spelled_numbers) >= MAX_WALK:
+                self._spelled_numbers.clear()
+            spelled = self._spelled_numbers[values] = sorted(
+                (_shortest(v), v) for v in values if isinstance(v, tuple) and v[0] == "n")
+        head = item.partition(b".")[0]  # a value extending the item has these digits first
+        lo = bisect_left(spelled, (head,))
+        hi = bisect_left(spelled, (head + b"\xff",))
+        candidates = [v for _, v in spelled[lo:hi]]
+        if _ZERO in values and not b"0".startswith(head):
+            candidates.append(_ZERO)  # -0
+        for v in candidates:
             for text in _spellings(v, item):
                 if not text.startswith(item):
                     continue
@@ -375,21 +393,27 @@ def _canonical_steps(lexer, node: tuple) -> list[tuple]:
     return out
 
 
+@lru_cache(maxsize=65536)
+def _shortest(v: tuple) -> bytes:
+    """The shortest spelling without exponent of the number key ``v``
+    (:func:`~lexguide.engine.unique_values.value_key`)."""
+    _, negative, digits, exp = v
+    if not digits:
+        return b"0"
+    if exp >= 0:
+        text = digits + "0" * exp
+    elif -exp < len(digits):
+        text = digits[:exp] + "." + digits[exp:]
+    else:
+        text = "0." + "0" * (-exp - len(digits)) + digits
+    return (("-" if negative else "") + text).encode()
+
+
 def _spellings(v: tuple, item: bytes) -> list[bytes]:
     """Spellings without exponent of the number key ``v`` that may extend ``item``: its
     shortest one, with fraction zeros appended up to the item's fraction length (and a ``.``
     when the item has one), and ``-0`` for zero."""
-    _, negative, digits, exp = v
-    if not digits:
-        base = [b"0", b"-0"]
-    else:
-        if exp >= 0:
-            text = digits + "0" * exp
-        elif -exp < len(digits):
-            text = digits[:exp] + "." + digits[exp:]
-        else:
-            text = "0." + "0" * (-exp - len(digits)) + digits
-        base = [(("-" if negative else "") + text).encode()]
+    base = [b"0", b"-0"] if not v[2] else [_shortest(v)]
     out = []
     for b in base:
         out.append(b)
