@@ -239,9 +239,14 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
                 k.index += k.index >= simple_pos
         done = [self._simple(simple, ptr) if p is None else p for p in parts]
         out: Schema = ANY
-        with self.intersect.at(ptr):
-            for part in done:
-                out = self.intersect(out, part)
+        inter = self.intersect
+        if len(done) == 1 and inter.steps < inter.limit:  # one part, most schemas: the step
+            inter.steps += 1  # intersect(ANY, part) counts, and its result: the part
+            out = done[0]
+        else:
+            with inter.at(ptr):
+                for part in done:
+                    out = inter(out, part)
         if one_ofs and not isinstance(out, Unsat):
             out = self.one_ofs(done, one_ofs, out)
         for key in deferred:

@@ -92,6 +92,9 @@ _STRING_CACHE: dict[tuple, int] = {}
 rx.on_rotate(_STRING_CACHE.clear)  # its values are regex nodes
 MAX_COUNT_RULES = 50_000
 
+# schema nodes that compile to one lexeme or a fixed alternation: no nested compiles
+_SCALARS = frozenset((NullSchema, BoolSchema, NumberSchema, StringSchema))
+
 
 @dataclass(frozen=True, slots=True)
 class LayoutOptions:
@@ -226,6 +229,12 @@ class SchemaCompiler:
         key = (id(s), lay.depth)
         got = self._cache.get(key)
         if got is None:
+            if type(s) in _SCALARS and self.nesting.depth < self.nesting.limit:
+                # a leaf compiles nothing nested: no pointer or nesting bookkeeping (a third of
+                # the schemas a large object compiles are scalars)
+                self._keep.append(s)
+                got = self._cache[key] = self._compile(s, lay)
+                return got
             where = s.key if isinstance(s, RefSchema) else getattr(s, "pointer", "")
             where = where or self._where[-1]
             with self.nesting(where):
@@ -628,23 +637,32 @@ class SchemaCompiler:
         required = set(s.required)
         some = s.some_members
         entries: list[tuple[int, bool, dict[int, int]]] = []
+        pats = s.pattern_properties
+        keyed = bool(pats) or names_ok is not None or bool(some)  # does a key's body matter
+        body = b""
+        dead, compile, colon = self.dead, self.compile, lay.colon
+        esc = self.layout.escapes
         for name, sch in props:
             quoted = encode_basestring(name)  # as json.dumps(name, ensure_ascii=False)
-            body = quoted[1:-1].encode()
-            if name in listed:
-                for p, ps in s.pattern_properties:
-                    if rx.matches(pattern_rx(p), body):
-                        sch = inter(sch, ps)
-            if names_ok is not None and not rx.matches(names_ok, body):
-                sch = Unsat(f"property name {name!r} violates propertyNames")
-            value = self.dead if isinstance(sch, Unsat) else self.compile(sch, child)
-            if value == self.dead:  # unsatisfiable: absent if optional, else no object at all
+            if keyed:
+                body = quoted[1:-1].encode()
+                if name in listed:
+                    for p, ps in pats:
+                        if rx.matches(pattern_rx(p), body):
+                            sch = inter(sch, ps)
+                if names_ok is not None and not rx.matches(names_ok, body):
+                    sch = Unsat(f"property name {name!r} violates propertyNames")
+            value = dead if isinstance(sch, Unsat) else compile(sch, child)
+            if value == dead:  # unsatisfiable: absent if optional, else no object at all
                 if name in required:
-                    return self.dead
+                    return dead
                 continue
-            key = self.lex(_quoted_literal(name, self.layout.escapes), quoted)
-            member = b.seq([key, lay.colon, value], "member")
+            key = self.lex(_quoted_literal(name, esc), quoted)
+            member = b.seq([key, colon, value], "member")
             witnesses: dict[int, int] = {}
+            if not some:  # no member needs a witness (most objects)
+                entries.append((member, name in required, witnesses))
+                continue
             fits = sum(1 << i for i, w in enumerate(some)
                        if _some_key(w, name, body, self.rejected_keys(w, DEFAULT)))
             for mask in _submasks(fits):

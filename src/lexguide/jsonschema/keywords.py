@@ -51,6 +51,7 @@ class BuilderHooks(Protocol):
     draft: int
     options: Any
     intersect: Any
+    nesting: Any
 
     def build(self, raw: Any, ptr: str) -> Schema: ...
 
@@ -226,9 +227,16 @@ class TypedKeywords(BuilderHooks):
                 self.unsupported(f"patternProperties regex {p!r}: {e}", at, "patternProperties")
                 continue
             pats.append((p, self.build(s, at)))
-        additional = self.build(kw.get("additionalProperties", True),
-                                f"{ptr}/additionalProperties")
-        names = self.build(kw.get("propertyNames", True), f"{ptr}/propertyNames")
+        # absent (true) schemas, most objects': ANY without a build (its pointer and nesting
+        # level), unless at the nesting limit, where build raises
+        nest = self.nesting
+        open_ok = nest.depth < nest.limit
+        additional_raw = kw.get("additionalProperties", True)
+        additional = ANY if additional_raw is True and open_ok else self.build(
+            additional_raw, f"{ptr}/additionalProperties")
+        names_raw = kw.get("propertyNames", True)
+        names = ANY if names_raw is True and open_ok else self.build(
+            names_raw, f"{ptr}/propertyNames")
         return self.intersect.check_object(ObjectSchema(
             props, tuple(dict.fromkeys(required)), additional, tuple(pats), names,
             count_of(kw, "minProperties", ptr) or 0, count_of(kw, "maxProperties", ptr), ptr,

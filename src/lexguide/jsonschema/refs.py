@@ -88,6 +88,9 @@ def bundled_metaschemas() -> dict[str, Any]:
     return json.loads(text)
 
 
+_MISSING = object()
+
+
 def _has_key(value: Any, keys: frozenset[str]) -> bool:
     """Whether some object anywhere in the JSON ``value`` has one of ``keys`` (iterative; one
     set test per object, so cheaper than serialising the value to search its text)."""
@@ -128,6 +131,7 @@ class RefIndex:
             if not isinstance(uri, str) or not _SCHEME.match(uri):
                 raise SchemaError(f"refs: {uri!r} is not an absolute URI", keyword="$ref")
         self.documents[""] = root
+        self._values: dict[str, Any] = {}  # key -> raw value (see get)
         self.resources[DEFAULT_BASE] = ""
         if _has_key(root, frozenset((id_keyword, "$anchor", "$dynamicAnchor",
                                      "$recursiveAnchor"))):
@@ -239,7 +243,17 @@ class RefIndex:
         return self.documents[split_key(key)[0]]
 
     def get(self, key: str, at: str = "") -> Any:
-        """The raw value at ``key``."""
+        """The raw value at ``key`` (found once per key: a reference looks its target up
+        about three times)."""
+        got = self._values.get(key, _MISSING)
+        if got is not _MISSING:
+            return got
+        got = self._find(key, at)
+        if split_key(key)[0] in self.documents:  # not a document still to load
+            self._values[key] = got
+        return got
+
+    def _find(self, key: str, at: str) -> Any:
         doc, ptr = split_key(key)
         node = self.documents.get(doc, self.root if doc == "" else None)
         if ptr == "":
