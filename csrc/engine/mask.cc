@@ -649,10 +649,19 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::mask(ParseState st) {
   auto m = std::make_shared<const std::vector<uint32_t>>(compute(st));
   // at most n_words / 16 ids: their list is at most a sixteenth of the words
   const size_t max_ids = m->size() / 16;
+  // (blocks of 16 words: a mask of few tokens is mostly zero blocks, skipped with one OR each)
   std::vector<uint32_t> ids;
-  for (size_t w = 0; w < m->size() && ids.size() <= max_ids; w++)
-    for (uint32_t bits = (*m)[w]; bits != 0 && ids.size() <= max_ids; bits &= bits - 1)
-      ids.push_back(uint32_t(w * 32 + unsigned(__builtin_ctz(bits))));
+  const uint32_t* mw = m->data();
+  const size_t n_words = m->size();
+  for (size_t b = 0; b < n_words && ids.size() <= max_ids; b += 16) {
+    const size_t e = std::min(b + 16, n_words);
+    uint32_t any = 0;
+    for (size_t w = b; w < e; w++) any |= mw[w];
+    if (any == 0) continue;
+    for (size_t w = b; w < e && ids.size() <= max_ids; w++)
+      for (uint32_t bits = mw[w]; bits != 0 && ids.size() <= max_ids; bits &= bits - 1)
+        ids.push_back(uint32_t(w * 32 + unsigned(__builtin_ctz(bits))));
+  }
   if (ids.size() <= max_ids) c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
   else c.words = m;
   std::lock_guard<std::mutex> g(mu_);
