@@ -388,7 +388,10 @@ class GrammarBuilder:
         return nt
 
     def alt(self, alternatives: Iterable[Sequence[int]], name: str = "alt") -> int:
-        alts = tuple(map(tuple, alternatives))
+        return self.alt_tuples(tuple(map(tuple, alternatives)), name)
+
+    def alt_tuples(self, alts: tuple[tuple[int, ...], ...], name: str = "alt") -> int:
+        """:meth:`alt` of alternatives that are tuples already (no copies; hot callers)."""
         if len(alts) == 1 and len(alts[0]) == 1:
             return alts[0][0]
         key = ("alt", alts)

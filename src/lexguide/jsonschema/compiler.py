@@ -780,16 +780,20 @@ class SchemaCompiler:
             b.rule(row1, [b.star(b.seq([sep, extra], "extra_more"))])
         else:
             b.rule(row1, [])
+        alt = b.alt_tuples
         for member, req, _ in reversed(entries):
-            alts0 = [] if row1 is None else [[member, row1]]
-            alts1 = [] if row1 is None else [[sep, member, row1]]
-            if not req:
-                if row0 is not None:
-                    alts0.append([row0])
-                if row1 is not None:
-                    alts1.append([row1])
-            row0 = b.alt(alts0, "members") if alts0 else None
-            row1 = b.alt(alts1, "members") if alts1 else None
+            if req:
+                if row1 is None:
+                    row0 = None
+                else:
+                    row0 = alt(((member, row1),), "members")
+                    row1 = alt(((sep, member, row1),), "members")
+            elif row1 is None:
+                row0 = None if row0 is None else alt(((row0,),), "members")
+            else:
+                row0 = alt(((member, row1),) if row0 is None else ((member, row1), (row0,)),
+                           "members")
+                row1 = alt(((sep, member, row1), (row1,)), "members")
         if row0 is None:
             return b.alt(alts_top, "object") if alts_top else self.dead
         alts_top.append([lay.obj_open, row0, lay.obj_close])
