@@ -371,6 +371,13 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
       std::vector<uint32_t>().swap(ids);
     }
   };
+  // A state holding no lazy lexeme reaches none (its successors hold residuals of its
+  // lexemes), so its walk skips the lazy-end test at every node.
+  bool lazy = false;
+  {
+    std::lock_guard<std::recursive_mutex> g(store_mutex());  // (lexemes may be registered meanwhile)
+    for (auto& [lex, rx] : lx.state(s0).entries) lazy = lazy || lx.lexeme_lazy(lex);
+  }
   uint64_t loop_subtrees = 0, run_subtrees = 0;
   uint32_t p = lo;
   while (p < hi) {
@@ -383,7 +390,7 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
       p += trie.size(p);
       continue;
     }
-    if (lx.accepts_lazy(t)) {
+    if (lazy && lx.accepts_lazy(t)) {
       w->boundaries.push_back({p, t, BoundaryKind::After});
       p += trie.size(p);
       continue;
