@@ -838,8 +838,7 @@ void bind_engine(nb::module_& m) {
             if (out.shape(0) != h.n_words)
               throw CoreError("CoreArgumentError", "mask buffer has the wrong length", {{"length", int64_t(out.shape(0))}});
             nb::gil_scoped_release nogil;
-            auto m = h.engine->mask(to_state(st));
-            std::memcpy(out.data(), m->data(), size_t(h.n_words) * 4);
+            h.engine->fill(to_state(st), out.data());
           },
           nb::arg("state"), nb::arg("out").noconvert())
       .def("budget_mask",

@@ -622,6 +622,25 @@ size_t MaskEngine::n_cached() const {
   return cache_.size();
 }
 
+bool MaskEngine::lookup(uint64_t key, CachedMask& c) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return false;
+  hits++;
+  c = it->second;
+  return true;
+}
+
+void MaskEngine::write(const CachedMask& c, uint32_t* out) const {
+  const size_t n = walker_->vocab().n_words();
+  if (c.words) {
+    std::memcpy(out, c.words->data(), n * 4);
+    return;
+  }
+  std::memset(out, 0, n * 4);
+  for (uint32_t id : *c.ids) set_bit(out, id);
+}
+
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::expand(const CachedMask& c) const {
   if (c.words) return c.words;
   auto words = std::make_shared<std::vector<uint32_t>>(walker_->vocab().n_words(), 0);
@@ -631,28 +650,30 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::expand(const CachedMask
 
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::cached_mask(ParseState st) {
   CachedMask c;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = cache_.find(st.key());
-    if (it == cache_.end()) return nullptr;
-    hits++;
-    c = it->second;
-  }
-  return expand(c);
+  return lookup(st.key(), c) ? expand(c) : nullptr;
+}
+
+bool MaskEngine::fill_cached(ParseState st, uint32_t* out) {
+  CachedMask c;
+  if (!lookup(st.key(), c)) return false;
+  write(c, out);
+  return true;
+}
+
+void MaskEngine::fill(ParseState st, uint32_t* out) {
+  if (fill_cached(st, out)) return;
+  auto m = compute_cached(st);
+  std::memcpy(out, m->data(), m->size() * 4);
 }
 
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::mask(ParseState st) {
-  uint64_t key = st.key();
   CachedMask c;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      hits++;
-      c = it->second;
-    }
-  }
-  if (c.words || c.ids) return expand(c);
+  return lookup(st.key(), c) ? expand(c) : compute_cached(st);
+}
+
+std::shared_ptr<const std::vector<uint32_t>> MaskEngine::compute_cached(ParseState st) {
+  const uint64_t key = st.key();
+  CachedMask c;
   auto m = std::make_shared<const std::vector<uint32_t>>(compute(st));
   // at most n_words / 16 ids: their list is at most a sixteenth of the words
   const size_t max_ids = m->size() / 16;

@@ -162,6 +162,10 @@ class MaskEngine {
   std::shared_ptr<const std::vector<uint32_t>> mask(ParseState st);
   // The cached mask of st, or nullptr when it is not cached yet (nothing is computed).
   std::shared_ptr<const std::vector<uint32_t>> cached_mask(ParseState st);
+  // mask(st) written into out (n_words words), without a vector of its own for a mask cached
+  // as ids; fill_cached only when it is cached (else false, nothing written).
+  void fill(ParseState st, uint32_t* out);
+  bool fill_cached(ParseState st, uint32_t* out);
   // The mask of st narrowed to the tokens after which the grammar can still complete within
   // `left` more tokens (EOS as in mask()), into out; false when the plain mask applies: the
   // budget is loose (see kBudgetMargin), no completion is known, nothing would be removed, or
@@ -202,7 +206,11 @@ class MaskEngine {
   struct CachedMask {
     std::shared_ptr<const std::vector<uint32_t>> words, ids;  // one of the two
   };
+  bool lookup(uint64_t key, CachedMask& c);  // a hit (counted) into c
+  void write(const CachedMask& c, uint32_t* out) const;  // its n_words words into out
   std::shared_ptr<const std::vector<uint32_t>> expand(const CachedMask& c) const;
+  // a mask not found in the cache: computed and cached
+  std::shared_ptr<const std::vector<uint32_t>> compute_cached(ParseState st);
   std::unordered_map<uint64_t, CachedMask> cache_;
   std::vector<uint64_t> order_;  // insertion order, for eviction
   // under the parser lock: the min_completion memo, the structural search, budget levels

@@ -246,8 +246,7 @@ bool Matcher::fill_special(uint32_t* out, std::optional<int64_t> remaining) {
 }
 
 void Matcher::fill_mask(uint32_t* out, std::optional<int64_t> remaining) {
-  auto m = mask(remaining);
-  std::memcpy(out, m->data(), m->size() * 4);
+  if (!fill_special(out, remaining)) tables_->engine().fill(state(), out);
 }
 
 bool Matcher::is_allowed(int64_t token) {
@@ -289,20 +288,13 @@ std::string Matcher::forced_bytes() {
 
 // -- batch fills ------------------------------------------------------------------------------
 void fill_mask_rows(const std::vector<MaskRow>& rows, size_t n_words, uint32_t n_threads) {
-  // threads only when two or more masks are to be computed (handing work to a thread costs
-  // more than copying a cached mask); then the copies are spread over them too
-  std::vector<std::shared_ptr<const std::vector<uint32_t>>> cached(rows.size());
-  size_t n_new = 0;
-  for (size_t i = 0; i < rows.size(); i++)
-    if (!(cached[i] = rows[i].engine->cached_mask(rows[i].state))) n_new++;
-  const bool spread = n_new >= 2 && n_threads >= 2;
+  // cached masks are written at once; threads only when two or more masks are to be computed
+  // (handing work to a thread costs more than writing a cached mask)
   std::vector<size_t> todo;
-  for (size_t i = 0; i < rows.size(); i++) {
-    if (cached[i] && !spread) std::memcpy(rows[i].out, cached[i]->data(), n_words * 4);
-    else todo.push_back(i);
-  }
+  for (size_t i = 0; i < rows.size(); i++)
+    if (!rows[i].engine->fill_cached(rows[i].state, rows[i].out)) todo.push_back(i);
   size_t n = todo.size();
-  uint32_t k = spread ? std::min<uint32_t>(n_threads, uint32_t(n_new)) : 1;
+  uint32_t k = n >= 2 && n_threads >= 2 ? std::min<uint32_t>(n_threads, uint32_t(n)) : 1;
   // the masks one per thread at a time on the engine's pool; a large root walk is split
   // into pieces that the crew's idle threads share (split.h); the first error is raised once
   // all have stopped
@@ -318,8 +310,7 @@ void fill_mask_rows(const std::vector<MaskRow>& rows, size_t n_words, uint32_t n
       if (k > 1) crew.help();
       size_t i = todo[j];
       try {
-        auto m = cached[i] ? cached[i] : rows[i].engine->mask(rows[i].state);
-        std::memcpy(rows[i].out, m->data(), n_words * 4);
+        rows[i].engine->fill(rows[i].state, rows[i].out);
       } catch (...) {
         std::lock_guard<std::mutex> g(error_mu);
         if (!error) error = std::current_exception();
