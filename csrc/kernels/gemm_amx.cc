@@ -164,13 +164,6 @@ void finish(Kind kind, const ActLayout& al, const WeightUnit& u, Scratch& sc, in
   }
 }
 
-inline int32_t hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
-
 // Weight rows stream from memory once per product when the activation rows are few (decode):
 // when a call's rows are consecutive in memory, each block read is paired with a prefetch of the
 // same block kPrefetchRows rows further on (past the rows read alongside it), as the AVX2 and
