@@ -45,15 +45,19 @@ BUDGET_LARK = ('start: "{\\"note\\": \\"" note "\\", \\"n\\": " INT "}"\n'
 BUDGET_TEXT = '{"note": "A short note, written by hand. It ends here", "n": 12345}'
 
 
-def walk(grammar, info, tokens: list[int], remaining: int) -> None:
-    """One generation loop along ``tokens``: forced tokens, the mask, the token."""
-    from lexguide.engine import Matcher
-
-    m = Matcher(grammar, info)
+def _steps(m, tokens: list[int], remaining: int) -> None:
+    """Drive matcher ``m`` along ``tokens``: forced tokens, the mask, the token."""
     for i, t in enumerate(tokens):
         m.forced_tokens()
         m.compute_mask(remaining - i)
         m.consume(t)
+
+
+def walk(grammar, info, tokens: list[int], remaining: int) -> None:
+    """One generation loop along ``tokens`` on a fresh matcher."""
+    from lexguide.engine import Matcher
+
+    _steps(Matcher(grammar, info), tokens, remaining)
 
 
 def count_frames(grammar, info, tokens: list[int], remaining: int) -> int:
@@ -73,10 +77,7 @@ def count_frames(grammar, info, tokens: list[int], remaining: int) -> int:
     m = Matcher(grammar, info)  # construction is not part of the per-token cost
     sys.setprofile(prof)
     try:
-        for i, t in enumerate(tokens):
-            m.forced_tokens()
-            m.compute_mask(remaining - i)
-            m.consume(t)
+        _steps(m, tokens, remaining)
     finally:
         sys.setprofile(None)
     return frames
