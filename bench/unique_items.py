@@ -203,6 +203,7 @@ def _random_generation(grammar, info, budget: int, seed: int) -> tuple[list[floa
     import random
 
     import lexguide as lg
+    from lexguide.runtime.sampler import mask_to_ids
 
     rng = random.Random(seed)
     m = lg.Matcher(grammar, info)
@@ -211,8 +212,7 @@ def _random_generation(grammar, info, budget: int, seed: int) -> tuple[list[floa
         t0 = time.perf_counter()
         mask = m.compute_mask(budget - n)
         took.append(time.perf_counter() - t0)
-        bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[:info.vocab_size]
-        ids = np.flatnonzero(bits).tolist()
+        ids = mask_to_ids(mask, info.vocab_size).tolist()
         short = [t for t in ids if len(info.token_bytes[t]) <= 2]
         t = rng.choice(short if short and rng.random() < 0.6 else ids)
         m.consume(t)
