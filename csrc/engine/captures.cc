@@ -30,25 +30,13 @@ CaptureTable::CaptureTable(LexParser& lp, std::vector<int32_t> nonterminal_names
     dr_next_[dr] = p.dr_symbol(int32_t(dr));
     dr_lhs_[dr] = p.dr_lhs(int32_t(dr));
   }
-  starts_.resize(n_nt);
+  starts_ = p.rules_of();
   ends_.resize(n_nt);
-  for (size_t r = 0; r < rules.lhs.size(); r++) {
-    int32_t first = p.rule_first_dr(r);
-    starts_[size_t(rules.lhs[r])].push_back(first);
-    ends_[size_t(rules.lhs[r])].push_back(first + int32_t(rules.rhs[r].size()));
-  }
+  for (size_t r = 0; r < rules.lhs.size(); r++)
+    ends_[size_t(rules.lhs[r])].push_back(p.rule_first_dr(r) + int32_t(rules.rhs[r].size()));
   start_dr_ = starts_[size_t(rules.start)].front();  // the parser checked the start has a rule
   accept_dr_ = ends_[size_t(rules.start)].front();
-  nullable_.assign(n_nt, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < rules.lhs.size(); r++) {
-      if (nullable_[size_t(rules.lhs[r])]) continue;
-      bool all = std::all_of(rules.rhs[r].begin(), rules.rhs[r].end(),
-                             [&](int32_t x) { return x >= 0 && nullable_[size_t(x)]; });
-      if (all) nullable_[size_t(rules.lhs[r])] = changed = true;
-    }
-  }
+  nullable_ = p.nullable();
   // rank: post-order over "A derives B alone" (A -> a B b, a and b nullable nonterminals), so a
   // rule spanning the same bytes as one inside it comes after it
   std::vector<std::vector<int32_t>> alone(n_nt);

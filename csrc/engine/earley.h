@@ -63,6 +63,9 @@ class EarleyParser {
   size_t n_dotted() const { return dr_next_.size(); }
   int32_t dr_symbol(int32_t dr) const { return dr_next_[size_t(dr)]; }
   int32_t dr_lhs(int32_t dr) const { return dr_lhs_[size_t(dr)]; }
+  // per nonterminal: the first dotted rules of its rules (in rule order), whether it derives ""
+  const std::vector<std::vector<int32_t>>& rules_of() const { return rules_of_; }
+  const std::vector<bool>& nullable() const { return nullable_; }
   void incomplete_items(int32_t set_id, std::vector<std::pair<int32_t, int32_t>>& out) const;
 
  private:
