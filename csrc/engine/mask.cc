@@ -622,6 +622,10 @@ size_t MaskEngine::n_cached() const {
   return cache_.size();
 }
 
+size_t MaskEngine::max_cached() const {
+  return std::max<size_t>(1024, kMaskCacheBytes / (4 * size_t(walker_->vocab().n_words())));
+}
+
 bool MaskEngine::lookup(uint64_t key, CachedMask& c) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = cache_.find(key);
@@ -696,7 +700,7 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::compute_cached(ParseSta
   misses++;
   if (cache_.emplace(key, std::move(c)).second) {
     order_.push_back(key);
-    size_t max_masks = std::max<size_t>(1024, kMaskCacheBytes / (4 * size_t(walker_->vocab().n_words())));
+    const size_t max_masks = max_cached();
     while (cache_.size() > max_masks && order_head_ < order_.size()) cache_.erase(order_[order_head_++]);
     if (order_head_ > order_.size() / 2 && order_head_ > 1024) {
       order_.erase(order_.begin(), order_.begin() + long(order_head_));

@@ -193,6 +193,8 @@ class MaskEngine {
   uint64_t budget_levels_computed = 0;
   uint32_t direct_walk_nodes = kDirectWalkNodes;  // set before the first mask
   size_t n_cached() const;
+  // how many masks the memo keeps (kMaskCacheBytes of full masks, at least 1024)
+  size_t max_cached() const;
 
  private:
   std::shared_ptr<LexParser> lp_;

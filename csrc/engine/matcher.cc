@@ -40,7 +40,7 @@ std::shared_ptr<const std::vector<uint32_t>> MatcherTables::last_token_mask(Pars
 }
 
 void MatcherTables::remember(ParseState st, uint32_t count, std::shared_ptr<const std::vector<uint32_t>> mask) const {
-  const size_t max_masks = std::max<size_t>(1024, kMaskCacheBytes / (4 * size_t(vocab().n_words())));
+  const size_t max_masks = engine_->max_cached();
   std::lock_guard<std::mutex> g(mu_);
   if (last_token_.size() >= max_masks) last_token_.clear();
   last_token_.emplace(Key{st.key(), count}, std::move(mask));
