@@ -481,8 +481,10 @@ class SchemaCompiler:
             elif not (isinstance(items, NumberSchema) and items.maximum is not None
                       and items.minimum is not None):
                 problem = tracked  # else the size of the integer range is the reason
+        # why the items cannot be counted as an integer range (None: they can)
+        counted = None if problem is None else integer_range_problem(s, self.schemas.resolve)
         if problem is not None and not isinstance(values, str) and not s.prefix and \
-                integer_range_problem(s, self.schemas.resolve) is not None:  # else counted
+                counted is not None:  # else counted
             strings = finite_strings_problem(s, values, self.layout.escapes.general)
             if strings is None:
                 opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
@@ -491,7 +493,6 @@ class SchemaCompiler:
                     lexeme_class=self.cls, unique_item=True))
             problem = strings
         if problem is not None:  # an integer range, counted by the matcher
-            counted = integer_range_problem(s, self.schemas.resolve)
             if counted is None:
                 opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
                 return _Tracked(self.b.lexeme(  # a node of its own: see the closed objects'
