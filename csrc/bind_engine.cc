@@ -920,7 +920,7 @@ void bind_engine(nb::module_& m) {
           rows.push_back(MaskRow{items[i].first->engine.get(), to_state(items[i].second),
                                  out.data() + i * out.shape(1)});
         nb::gil_scoped_release nogil;
-        fill_mask_rows(rows, out.shape(1), n_threads);
+        fill_mask_rows(rows, n_threads);
       },
       nb::arg("items"), nb::arg("out").noconvert(), nb::arg("n_threads") = 1);
 

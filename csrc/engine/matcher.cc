@@ -287,7 +287,7 @@ std::string Matcher::forced_bytes() {
 }
 
 // -- batch fills ------------------------------------------------------------------------------
-void fill_mask_rows(const std::vector<MaskRow>& rows, size_t n_words, uint32_t n_threads) {
+void fill_mask_rows(const std::vector<MaskRow>& rows, uint32_t n_threads) {
   // cached masks are written at once; threads only when two or more masks are to be computed
   // (handing work to a thread costs more than writing a cached mask)
   std::vector<size_t> todo;
@@ -340,7 +340,7 @@ void fill_matcher_masks(const std::vector<Matcher*>& matchers,
     if (!m->fill_special(out, i < remaining.size() ? remaining[i] : std::nullopt))
       rows.push_back(MaskRow{&m->tables().engine(), m->state(), out});
   }
-  fill_mask_rows(rows, n_words, n_threads);
+  fill_mask_rows(rows, n_threads);
 }
 
 }  // namespace lexguide

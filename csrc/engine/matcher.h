@@ -161,11 +161,11 @@ struct MaskRow {
   uint32_t* out;
 };
 
-// Fill every row (n_words words each). Masks already memoised are copied; when two or more are
-// new and n_threads >= 2 they are computed on up to n_threads threads of the engine's pool
-// (a large root walk split among them, split.h). The first error is rethrown once every thread
+// Fill every row (its engine's n_words words). Masks already memoised are written at once;
+// when two or more are new and n_threads >= 2 they are computed on up to n_threads threads of
+// the engine's pool (a large root walk split among them, split.h). The first error is rethrown once every thread
 // has stopped. Call without the GIL.
-void fill_mask_rows(const std::vector<MaskRow>& rows, size_t n_words, uint32_t n_threads);
+void fill_mask_rows(const std::vector<MaskRow>& rows, uint32_t n_threads);
 
 // The masks of matchers (Matcher::mask(remaining[i])) into rows base + i * n_words; a null
 // matcher's row is left alone. Masks other than a plain state mask (after EOS, budgets, a
