@@ -101,9 +101,7 @@ std::optional<std::pair<ParseState, uint32_t>> Matcher::next_budgeted(uint32_t t
     unsigned b = static_cast<unsigned char>(ch);
     if (same_lexeme && !(st.pending && st.lexer_state != DEAD && lx.next(st.lexer_state, b) != DEAD))
       same_lexeme = false;
-    auto r = lp.advance_byte(st, b);
-    if (!r) return std::nullopt;
-    st = *r;
+    if (!lp.step_unlocked(st, b)) return std::nullopt;
   }
   if (!st.pending) return std::make_pair(st, uint32_t(0));
   uint32_t c = same_lexeme ? count + 1 : 1;
@@ -278,10 +276,8 @@ std::string Matcher::forced_bytes() {
         n++;
       }
     if (n != 1) break;
-    auto r = lp.advance_byte(st, unsigned(only));
-    if (!r) break;
+    if (!lp.step_unlocked(st, unsigned(only))) break;
     out.push_back(char(only));
-    st = *r;
   }
   return out;
 }
