@@ -19,6 +19,7 @@ from lexguide.engine.grammar import Grammar
 from lexguide.engine.lexparser import ParseState
 from lexguide.engine.mask import MaskEngine
 from lexguide.engine.tokenizer_info import TokenizerInfo
+from lexguide.engine.unique_budget import BUDGET_MARGIN as _UNIQUE_BUDGET_MARGIN
 from lexguide.engine.unique_budget import DistinctBudget
 from lexguide.engine.unique_items import EMPTY, UniqueItems, UniqueState
 from lexguide.errors import TokenRejected
@@ -30,8 +31,8 @@ __all__ = ["Matcher", "apply_mask", "engine_for", "fill_masks"]
 MAX_FORCED_BYTES: int = _core.MAX_FORCED_BYTES
 #: ``compute_mask(remaining)`` narrows the mask once fewer than ``c + max(BUDGET_MARGIN, c)``
 #: tokens remain, ``c`` the tokens of a shortest completion (``kBudgetMargin`` in
-#: ``csrc/engine/limits.h``)
-BUDGET_MARGIN = 128
+#: ``csrc/engine/limits.h``), one value with the ``uniqueItems`` budget's
+BUDGET_MARGIN: int = _UNIQUE_BUDGET_MARGIN
 #: grammars whose mask caches a tokenizer keeps (the oldest are dropped past this)
 MAX_ENGINES = 256
 

@@ -56,7 +56,7 @@ from lexguide.engine.unique_items import UniqueItems
 from lexguide.engine.unique_values import UniqueState, _decoded_prefix, _ids_of, _split_partial
 from lexguide.jsonschema.unique_count import open_escape
 
-__all__ = ["MAX_EXTRA", "MAX_NODES", "DistinctBudget"]
+__all__ = ["BUDGET_MARGIN", "MAX_EXTRA", "MAX_NODES", "DistinctBudget"]
 
 #: tokens a distinct completion is assumed to need at most beyond the core's completion for
 #: tokens well inside the budget (they are kept unchecked), and the overrun searched at most
@@ -69,7 +69,10 @@ MAX_NODES = 4096
 MAX_CHECKED = 256
 #: memoised searches kept at most (the memo starts afresh past it)
 MAX_MEMO = 100_000
-_BUDGET_MARGIN = 128  # kBudgetMargin in csrc/engine/limits.h
+#: a mask is narrowed once fewer than ``c + max(BUDGET_MARGIN, c)`` tokens remain, ``c`` the
+#: tokens of a shortest completion (``kBudgetMargin`` in ``csrc/engine/limits.h``; the
+#: matcher's :data:`lexguide.engine.matcher.BUDGET_MARGIN`)
+BUDGET_MARGIN = 128
 _QUOTE = 0x22
 
 
@@ -174,7 +177,7 @@ class DistinctBudget:
         the mask: fewer than ``c + max(128, c)``, ``c`` the core's ``min_completion`` (known).
         One memoised core call."""
         c = self._core.min_completion(state)
-        return c is not None and remaining < c + max(_BUDGET_MARGIN, c)
+        return c is not None and remaining < c + max(BUDGET_MARGIN, c)
 
     def _fitting(self, state: ParseState, left: int) -> np.ndarray:
         """The tokens after which the core knows a completion of at most ``left - 1`` tokens
