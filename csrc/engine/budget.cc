@@ -7,11 +7,6 @@
 
 namespace lexguide {
 
-namespace {
-inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1) << (id & 31); }
-inline bool has_bit(const uint32_t* words, uint32_t id) { return (words[id >> 5] >> (id & 31)) & 1; }
-}  // namespace
-
 bool MaskEngine::replay(ParseState st, std::string& w, const std::vector<uint32_t>& junctions,
                         std::vector<ParseState>& states) {
   // at a junction the previous lexeme must end: if the next byte would extend it instead

@@ -8,7 +8,6 @@
 namespace lexguide {
 
 namespace {
-inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1) << (id & 31); }
 // walks look for a looping subtree (Walker::compute) at nodes with at least this many nodes
 // in their subtree; smaller ones cost no more to visit
 constexpr uint32_t kLoopWalkNodes = 4;

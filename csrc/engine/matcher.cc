@@ -10,10 +10,6 @@
 
 namespace lexguide {
 
-namespace {
-inline bool has_bit(const uint32_t* words, uint32_t id) { return (words[id >> 5] >> (id & 31)) & 1; }
-}  // namespace
-
 // -- MatcherTables ----------------------------------------------------------------------------
 MatcherTables::MatcherTables(std::shared_ptr<MaskEngine> engine) : engine_(std::move(engine)) {
   LexParser& lp = engine_->lexparser();

@@ -21,7 +21,6 @@
 namespace lexguide {
 
 namespace {
-inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1) << (id & 31); }
 
 std::vector<bool> special_flags(size_t n, const std::vector<uint32_t>& eos, const std::vector<uint32_t>& special) {
   std::vector<bool> out(n, false);

@@ -14,6 +14,10 @@
 
 namespace lexguide {
 
+// Token masks are words of 32 bits: token t is bit t & 31 of word t >> 5.
+inline void set_bit(uint32_t* words, uint32_t id) { words[id >> 5] |= uint32_t(1) << (id & 31); }
+inline bool has_bit(const uint32_t* words, uint32_t id) { return (words[id >> 5] >> (id & 31)) & 1; }
+
 // JSON-string slices (after llguidance's slicer, docs/engine.md): tokens made only of whole
 // UTF-8 characters that a JSON string takes unescaped (no quote, backslash or control
 // character) are "plain". Most lexer states inside a string accept every plain token of up to
