@@ -441,6 +441,16 @@ class SchemaCompiler:
             alts.append(empty)
         return b.alt(alts, "array")
 
+    def _tracked(self, lay: _Layout, name: str, same_bytes: int | None = None) -> _Tracked:
+        """The :class:`_Tracked` opening bracket named ``name``. With ``same_bytes`` (a node
+        holding every byte string of the bracket) the bracket is met with it: the same bytes
+        as another node, so that each kind of tracked array is a lexeme of its own (the
+        builder shares a lexeme between equal regexes, whatever their names)."""
+        opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
+        if same_bytes is not None:
+            opener = rx.intersect(opener, same_bytes)
+        return _Tracked(self.b.lexeme(opener, name, lexeme_class=self.cls, unique_item=True))
+
     def unique_array(self, s: ArraySchema, lay: _Layout) -> int | _Marked | _Tracked | None:
         """``uniqueItems`` by construction (:mod:`lexguide.jsonschema.unique`): the array's
         symbol; or a :class:`_Marked` item lexeme for an ordinary array whose items the matcher
@@ -460,20 +470,12 @@ class SchemaCompiler:
                                              lexeme_class=self.cls, unique_item=True))
             tracked = tracked_items_problem(s, self.schemas.resolve, self.string_rx)
             if tracked is None:
-                opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
                 parts = (*s.prefix, s.items)
                 if any(finite_rests(p, self.schemas.resolve) for p in parts):
-                    return _Tracked(self.b.lexeme(
-                        rx.intersect(opener, _ASCII_BYTES),  # a node of its own, as below
-                        UNIQUE_FINITE_REST_ARRAY_NAME, lexeme_class=self.cls, unique_item=True))
+                    return self._tracked(lay, UNIQUE_FINITE_REST_ARRAY_NAME, _ASCII_BYTES)
                 if any(closed_objects(p, self.schemas.resolve) for p in parts):
-                    # the same bytes as another node, so that it is a lexeme of its own (the
-                    # builder shares a lexeme between equal regexes, whatever their names)
-                    return _Tracked(self.b.lexeme(
-                        rx.intersect(opener, _ANY_BYTES), UNIQUE_CLOSED_ARRAY_NAME,
-                        lexeme_class=self.cls, unique_item=True))
-                return _Tracked(self.b.lexeme(opener, UNIQUE_ARRAY_NAME, lexeme_class=self.cls,
-                                              unique_item=True))
+                    return self._tracked(lay, UNIQUE_CLOSED_ARRAY_NAME, _ANY_BYTES)
+                return self._tracked(lay, UNIQUE_ARRAY_NAME)
             if s.contains is not None:
                 problem = tracked
             elif isinstance(items, StringSchema) and by_matcher:
@@ -487,26 +489,17 @@ class SchemaCompiler:
                 counted is not None:  # else counted
             strings = finite_strings_problem(s, values, self.layout.escapes.general)
             if strings is None:
-                opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
-                return _Tracked(self.b.lexeme(  # a node of its own: see the closed objects'
-                    rx.intersect(opener, _SOME_BYTES), UNIQUE_STRINGS_ARRAY_NAME,
-                    lexeme_class=self.cls, unique_item=True))
+                return self._tracked(lay, UNIQUE_STRINGS_ARRAY_NAME, _SOME_BYTES)
             problem = strings
         if problem is not None:  # an integer range, counted by the matcher
             if counted is None:
-                opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
-                return _Tracked(self.b.lexeme(  # a node of its own: see the closed objects'
-                    rx.intersect(opener, _MORE_BYTES), UNIQUE_INTEGERS_ARRAY_NAME,
-                    lexeme_class=self.cls, unique_item=True))
+                return self._tracked(lay, UNIQUE_INTEGERS_ARRAY_NAME, _MORE_BYTES)
             if counted.startswith("minItems"):
                 problem = counted
             else:  # numbers with a bound or a multipleOf: their values listed by the matcher
                 numbers = bounded_numbers_problem(s, self.schemas.resolve)
                 if numbers is None:
-                    opener = _LAYOUT_CACHE[(self.layout, lay.depth)][2]
-                    return _Tracked(self.b.lexeme(  # a node of its own, as above
-                        rx.intersect(opener, _OTHER_BYTES), UNIQUE_NUMBERS_ARRAY_NAME,
-                        lexeme_class=self.cls, unique_item=True))
+                    return self._tracked(lay, UNIQUE_NUMBERS_ARRAY_NAME, _OTHER_BYTES)
                 if numbers.startswith("minItems") or isinstance(
                         deref(s.items, self.schemas.resolve), NumberSchema):
                     problem = numbers
