@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpora  # noqa: E402
 import _results  # noqa: E402
+from _stats import percentile  # noqa: E402
 del sys.path[0]
 # this folder holds ``jsonschema.py``: keep it off the import path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -50,12 +51,6 @@ CORPUS_REL = "jsonschemabench"  # in --corpora / LEXGUIDE_CORPORA (docs/bench.md
 OUT = Path(__file__).resolve().parent / "results" / "compile.json"
 PHASES = ("compile", "lower", "first_mask", "ttfm")
 
-
-def pct(xs: list[float], p: float) -> float | None:
-    if not xs:
-        return None
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 def sample(limit: int, seed: int) -> list[tuple[str, dict]]:
@@ -237,13 +232,13 @@ def main() -> None:
         for p, xs in tt.items():
             if not xs or (p == "first_mask" and info is None):
                 continue
-            st = {"p50": pct(xs, 50), "p90": pct(xs, 90), "p99": pct(xs, 99), "max": max(xs),
-                  "mean": sum(xs) / len(xs), "n": len(xs)}
+            st = {"p50": percentile(xs, 50), "p90": percentile(xs, 90), "p99": percentile(xs, 99),
+                  "max": max(xs), "mean": sum(xs) / len(xs), "n": len(xs)}
             summary.setdefault(eng, {})[p] = st
             rep.print(f"| {eng} | {p} | {st['p50']:.2f} | {st['p90']:.2f} | {st['p99']:.2f} | "
                       f"{st['max']:.1f} | {st['mean']:.2f} |")
     if peer and peer["ttfm"] and times["ttfm"]:
-        r = pct(times["ttfm"], 50) / pct(peer["ttfm"], 50)
+        r = percentile(times["ttfm"], 50) / percentile(peer["ttfm"], 50)
         rep.print("")
         rep.print(f"ttfm p50 lexguide / llguidance: {r:.2f} (llguidance: {len(peer['ttfm'])} "
                   "schemas; lexguide's include lowering and Matcher creation)")

@@ -65,6 +65,7 @@ def _bench_last() -> None:
 _bench_last()
 import _corpora  # noqa: E402
 import _results  # noqa: E402
+from _stats import percentile  # noqa: E402
 
 BENCH_REL = "jsonschemabench"
 EXPECTED_REL = "llguidance-data/json_stats/expected_maskbench.json"
@@ -73,12 +74,6 @@ OUT = HERE / "results" / "jsonschema.json"
 PEERS = {"llguidance": "llguidance", "xgrammar": "xgrammar"}
 NO_ADAPTER = {"outlines_core": "outlines_core", "lmfe": "lmformatenforcer"}
 
-
-def pct(xs: list[float], p: float) -> float | None:
-    if not xs:
-        return None
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 def coverage(per_subset: int | None, seed: int, corpora: Path | None,
@@ -124,8 +119,8 @@ def coverage(per_subset: int | None, seed: int, corpora: Path | None,
         out[sub] = {
             "n": len(lines), "lexguide": ok_ours, "llguidance": ok_theirs if llguidance else None,
             "llguidance_recorded": recorded,
-            "lexguide_ms_p50": pct(ours, 50), "lexguide_ms_p99": pct(ours, 99),
-            "llguidance_ms_p50": pct(theirs, 50), "llguidance_ms_p99": pct(theirs, 99),
+            "lexguide_ms_p50": percentile(ours, 50), "lexguide_ms_p99": percentile(ours, 99),
+            "llguidance_ms_p50": percentile(theirs, 50), "llguidance_ms_p99": percentile(theirs, 99),
         }
         print(f"  {sub}: {ok_ours}/{len(lines)}", flush=True)
     return out
@@ -311,7 +306,7 @@ def _summarize(mask, raw: dict[str, dict[str, dict]], engines: list[str], n: int
                   "mask_us_mean_by_repeat": by_rep,
                   "first_pass_us": mask.dist(first)["mean"],
                   "fresh_matcher_us": mask.dist(fresh)["mean"],
-                  "compile_ms": {"p50": pct(comp, 50), "p99": pct(comp, 99)},
+                  "compile_ms": {"p50": percentile(comp, 50), "p99": percentile(comp, 99)},
                   "first_use": {"ttfm_ms": _p50_p99(ttfm0), "compile_ms": _p50_p99(comp0),
                                 "mask_us": _mean_p99(first),
                                 "repeated_mask_us": _mean_p99(repeated)}}
@@ -319,11 +314,11 @@ def _summarize(mask, raw: dict[str, dict[str, dict]], engines: list[str], n: int
 
 
 def _p50_p99(xs: list[float]) -> dict:
-    return {"p50": pct(xs, 50), "p99": pct(xs, 99), "n": len(xs)}
+    return {"p50": percentile(xs, 50), "p99": percentile(xs, 99), "n": len(xs)}
 
 
 def _mean_p99(xs: list[float]) -> dict:
-    return {"mean": sum(xs) / len(xs) if xs else None, "p99": pct(xs, 99), "n": len(xs)}
+    return {"mean": sum(xs) / len(xs) if xs else None, "p99": percentile(xs, 99), "n": len(xs)}
 
 
 def print_first_use(name: str, m: dict, out=print) -> None:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _results  # noqa: E402
+from _stats import percentile  # noqa: E402
 del sys.path[0]
 # bench/jsonschema.py would shadow the jsonschema package: drop this folder from the path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -118,14 +119,6 @@ def _one(client, i: int, response_format: dict) -> tuple[float, bool]:
         return dt, False
 
 
-def _percentile(values: list[float], q: float) -> float:
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    k = min(len(s) - 1, max(0, round(q * (len(s) - 1))))
-    return s[k]
-
-
 def _measure(url: str, counts: dict[int, int], response_format: dict) -> dict[str, dict]:
     import openai
 
@@ -141,7 +134,7 @@ def _measure(url: str, counts: dict[int, int], response_format: dict) -> dict[st
         lat = [dt for dt, _ in results]
         ok = sum(1 for _, good in results if good)
         out[str(level)] = {"requests": n, "valid": ok, "wall_s": wall, "req_s": ok / wall,
-                           "p50_s": _percentile(lat, 0.5), "p99_s": _percentile(lat, 0.99)}
+                           "p50_s": percentile(lat, 50), "p99_s": percentile(lat, 99)}
         print(f"  {level:>3} concurrent: {n} requests in {wall:.1f} s, {ok} valid", flush=True)
     return out
 
