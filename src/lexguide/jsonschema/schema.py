@@ -164,12 +164,17 @@ def is_unsat(s: Schema) -> bool:
 def any_of(options: list[Schema], reason: str = "anyOf is empty") -> Schema:
     """A union with unsatisfiable branches dropped and nested unions flattened."""
     flat: list[Schema] = []
+    nested = False  # a flattened union may hold ANY (a union built directly, not by any_of)
     for o in options:
-        if isinstance(o, AnyOfSchema):
-            flat.extend(o.options)
-        elif not isinstance(o, Unsat):
+        t = type(o)
+        if t is AnyOfSchema:
+            flat.extend(o.options)  # type: ignore[union-attr]
+            nested = True
+        elif t is AnySchema:
+            return ANY
+        elif t is not Unsat:
             flat.append(o)
-    if any(isinstance(o, AnySchema) for o in flat):
+    if nested and any(type(o) is AnySchema for o in flat):
         return ANY
     if not flat:
         reasons = [o.reason for o in options if isinstance(o, Unsat)]
@@ -177,23 +182,31 @@ def any_of(options: list[Schema], reason: str = "anyOf is empty") -> Schema:
     return flat[0] if len(flat) == 1 else AnyOfSchema(tuple(flat))
 
 
+EVERY_TYPE = frozenset({"null", "boolean", "number", "string", "array", "object"})
+
+
 def json_types(s: Schema, resolve: Resolver, depth: int = 0) -> frozenset[str]:
     """The JSON types a schema can produce ("integer" counts as "number")."""
-    if depth > MAX_INTERSECT_DEPTH:
-        return frozenset({"null", "boolean", "number", "string", "array", "object"})
-    if isinstance(s, AnySchema):
-        return frozenset({"null", "boolean", "number", "string", "array", "object"})
-    if isinstance(s, RefSchema):
-        return json_types(resolve(s.key), resolve, depth + 1)
-    if isinstance(s, AnyOfSchema):
-        return frozenset().union(*(json_types(o, resolve, depth + 1) for o in s.options))
-    return frozenset({_TYPE_OF.get(type(s), "")}) - {""}
+    t = type(s)
+    if depth > MAX_INTERSECT_DEPTH or t is AnySchema:
+        return EVERY_TYPE
+    one = _TYPES_OF.get(t)
+    if one is not None:
+        return one
+    if t is RefSchema:
+        return json_types(resolve(s.key), resolve, depth + 1)  # type: ignore[union-attr]
+    if t is AnyOfSchema:
+        return frozenset().union(*(json_types(o, resolve, depth + 1)
+                                   for o in s.options))  # type: ignore[union-attr]
+    return frozenset()
 
 
 _TYPE_OF = {
     NullSchema: "null", BoolSchema: "boolean", NumberSchema: "number", StringSchema: "string",
     ArraySchema: "array", ObjectSchema: "object",
 }
+_TYPES_OF = {t: frozenset((name,)) for t, name in _TYPE_OF.items()}
+_TYPES_OF[Unsat] = frozenset()
 
 
 class Intersector:
@@ -229,21 +242,21 @@ class Intersector:
         self.steps += 1
         if self.steps > self.limit:
             raise self._too_complex(f"took more than {self.limit} intersection steps")
-        if isinstance(a, AnySchema) or a is b:
+        ta = type(a)
+        if ta is AnySchema or a is b:
             return b
-        if isinstance(b, AnySchema):
+        tb = type(b)
+        if tb is AnySchema or ta is Unsat:
             return a
-        if isinstance(a, Unsat):
-            return a
-        if isinstance(b, Unsat):
+        if tb is Unsat:
             return b
-        if isinstance(a, RefSchema):
-            return self(self.resolve(a.key), b, depth + 1)
-        if isinstance(b, RefSchema):
-            return self(a, self.resolve(b.key), depth + 1)
-        if isinstance(a, AnyOfSchema) or isinstance(b, AnyOfSchema):
-            xs = a.options if isinstance(a, AnyOfSchema) else (a,)
-            ys = b.options if isinstance(b, AnyOfSchema) else (b,)
+        if ta is RefSchema:
+            return self(self.resolve(a.key), b, depth + 1)  # type: ignore[union-attr]
+        if tb is RefSchema:
+            return self(a, self.resolve(b.key), depth + 1)  # type: ignore[union-attr]
+        if ta is AnyOfSchema or tb is AnyOfSchema:
+            xs = a.options if ta is AnyOfSchema else (a,)  # type: ignore[union-attr]
+            ys = b.options if tb is AnyOfSchema else (b,)  # type: ignore[union-attr]
             if _all_string_consts(xs) and _all_string_consts(ys):  # enums: set intersection
                 keep = {y.const for y in ys}  # type: ignore[union-attr]
                 return any_of([x for x in xs if x.const in keep],  # type: ignore[union-attr]
@@ -256,10 +269,9 @@ class Intersector:
                 return met
             return any_of([self(x, y, depth + 1) for x in xs for y in ys], "no branch of anyOf "
                           "is compatible with the other constraints")
-        if type(a) is not type(b):
-            return Unsat(f"incompatible types {_TYPE_OF[type(a)]} and {_TYPE_OF[type(b)]}")
-        method = getattr(self, "_" + type(a).__name__)
-        return method(a, b, depth + 1)
+        if ta is not tb:
+            return Unsat(f"incompatible types {_TYPE_OF[ta]} and {_TYPE_OF[tb]}")
+        return _MEET[ta](self, a, b, depth + 1)
 
     # -- per type -----------------------------------------------------------------------------
     def _NullSchema(self, a: NullSchema, b: NullSchema, depth: int) -> Schema:
@@ -356,15 +368,19 @@ class Intersector:
                 "(each doubles the object rule's states)", pointer=b.pointer or a.pointer,
                 keyword="additionalProperties",
             )
-        a_names = dict(a.properties)
-        b_names = dict(b.properties)
         props: list[tuple[str, Schema]] = []
-        for name, s in a.properties:
-            other = b_names[name] if name in b_names else self.extra_schema(b, name)
-            props.append((name, self(s, other, depth)))
-        for name, s in b.properties:
-            if name not in a_names:
-                props.append((name, self(self.extra_schema(a, name), s, depth)))
+        if b.properties:
+            b_names = dict(b.properties)
+            for name, s in a.properties:
+                other = b_names[name] if name in b_names else self._extra(b, name)
+                props.append((name, self(s, other, depth)))
+            a_names = {name for name, _ in a.properties}
+            for name, s in b.properties:
+                if name not in a_names:
+                    props.append((name, self(self._extra(a, name), s, depth)))
+        else:
+            for name, s in a.properties:
+                props.append((name, self(s, self._extra(b, name), depth)))
         pats = tuple((p, self(s, b.additional, depth)) for p, s in a.pattern_properties) + tuple(
             (p, self(s, a.additional, depth)) for p, s in b.pattern_properties
         )
@@ -385,20 +401,25 @@ class Intersector:
             o.max_properties == 0 or any(isinstance(w.value, Unsat) for w in o.some_members)
         ):
             return Unsat("no additional member is possible")
-        names = dict(o.properties)
-        for r in o.required:
-            s = names[r] if r in names else self.extra_schema(o, r)
-            if isinstance(s, Unsat):
-                return Unsat(f"required property {r!r} is unsatisfiable")
+        if o.required:
+            names = dict(o.properties)
+            for r in o.required:
+                s = names[r] if r in names else self._extra(o, r)
+                if type(s) is Unsat:
+                    return Unsat(f"required property {r!r} is unsatisfiable")
         return o
+
+    def _extra(self, o: ObjectSchema, name: str) -> Schema:
+        """:meth:`extra_schema`, its common case (no patternProperties) inline."""
+        return self.extra_schema(o, name) if o.pattern_properties else o.additional
 
     def extra_schema(self, o: ObjectSchema, name: str) -> Schema:
         """Schema a key ``name`` not in ``o.properties`` must satisfy (patterns, else additional)."""
+        if not o.pattern_properties:
+            return o.additional
         from lexguide.jsonschema.pattern import pattern_rx
         from lexguide.regex import nodes as rx
 
-        if not o.pattern_properties:
-            return o.additional
         body = json_body(name)
         matching = [s for p, s in o.pattern_properties if rx.matches(pattern_rx(p), body)]
         if not matching:
@@ -407,6 +428,13 @@ class Intersector:
         for s in matching:
             out = self(out, s)
         return out
+
+
+_MEET: dict[type, Callable[[Intersector, Schema, Schema, int], Schema]] = {
+    NullSchema: Intersector._NullSchema, BoolSchema: Intersector._BoolSchema,
+    NumberSchema: Intersector._NumberSchema, StringSchema: Intersector._StringSchema,
+    ArraySchema: Intersector._ArraySchema, ObjectSchema: Intersector._ObjectSchema,
+}  # type: ignore[dict-item]
 
 
 class _Where:
@@ -462,6 +490,8 @@ def _item(a: ArraySchema, i: int) -> Schema:
 
 
 def _union(x: tuple, y: tuple) -> tuple:
+    if not x or not y:
+        return x or y
     return x + tuple(v for v in y if v not in x)
 
 
