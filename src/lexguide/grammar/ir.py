@@ -269,7 +269,10 @@ class GrammarBuilder:
         self._lexeme_ids: dict[tuple, int] = {}
         self._names: list[str] = []
         self._rules: list[Rule] = []
+        # the rules ``rule`` deduplicates against: ``_rules[:_n_seen]`` (brought up to date by
+        # ``rule``; the rules of a fresh nonterminal are new, so the helpers append them alone)
         self._rule_set: set[Rule] = set()
+        self._n_seen = 0
         self._helpers: dict[tuple, int] = {}
         self._skips: list[int | None] = [None]
         self._captures: dict[int, str] = {}
@@ -366,11 +369,14 @@ class GrammarBuilder:
         if lhs < 0:  # a lexeme
             raise ValueError("the left-hand side of a rule must be a nonterminal")
         r = _new_rule(Rule, (lhs, tuple(rhs)))
-        seen = self._rule_set
+        seen, rules = self._rule_set, self._rules
+        if self._n_seen != len(rules):
+            seen.update(rules[self._n_seen:])
         n = len(seen)
         seen.add(r)  # one hash of the rule, where a test and an add would take two
         if len(seen) != n:
-            self._rules.append(r)
+            rules.append(r)
+        self._n_seen = len(rules)
 
     # -- EBNF helpers (each returns a symbol) ---------------------------------------------
     def seq(self, syms: Sequence[int], name: str = "seq") -> int:
@@ -381,10 +387,10 @@ class GrammarBuilder:
         helpers = self._helpers
         nt = helpers.get(key)
         if nt is None:
-            nt = helpers[key] = self.nonterminal(name)
-            r = _new_rule(Rule, (nt, rhs))  # the first rule of a fresh nonterminal: new
-            self._rule_set.add(r)
-            self._rules.append(r)
+            names = self._names
+            nt = helpers[key] = len(names)
+            names.append(name)
+            self._rules.append(_new_rule(Rule, (nt, rhs)))  # a fresh nonterminal's: new
         return nt
 
     def alt(self, alternatives: Iterable[Sequence[int]], name: str = "alt") -> int:
@@ -398,16 +404,39 @@ class GrammarBuilder:
         helpers = self._helpers
         nt = helpers.get(key)
         if nt is None:
-            nt = helpers[key] = self.nonterminal(name)
-            # rules of a fresh nonterminal: only a repeated alternative can be a duplicate
-            seen, rules = self._rule_set, self._rules
-            for a in alts:
-                r = _new_rule(Rule, (nt, a))
-                n = len(seen)
-                seen.add(r)
-                if len(seen) != n:
-                    rules.append(r)
+            names = self._names
+            nt = helpers[key] = len(names)
+            names.append(name)
+            self.new_rules(nt, alts)
         return nt
+
+    def fresh_alt(self, alts: tuple[tuple[int, ...], ...], name: str = "alt") -> int:
+        """:meth:`alt_tuples` for a caller whose alternatives hold a nonterminal only it knows
+        (one it made with :meth:`nonterminal` or this method), so no other helper call can
+        ask for the same alternatives: the same symbol and rules, without the memo."""
+        if len(alts) == 1 and len(alts[0]) == 1:
+            return alts[0][0]
+        names = self._names
+        nt = len(names)
+        names.append(name)
+        self.new_rules(nt, alts)
+        return nt
+
+    def new_rules(self, nt: int, alts: tuple[tuple[int, ...], ...]) -> None:
+        """Add ``nt -> a`` for each alternative, for a caller that knows ``nt`` has none of
+        them (its own fresh nonterminal, to which it gave other alternatives if any): only a
+        repeated alternative is a duplicate (kept once, at its first place). :meth:`rule`
+        without the search among all rules."""
+        rules = self._rules
+        if len(alts) == 2:
+            first, second = alts
+            rules.append(_new_rule(Rule, (nt, first)))
+            if second != first:
+                rules.append(_new_rule(Rule, (nt, second)))
+        elif len(alts) < 2 or len(set(alts)) == len(alts):
+            rules.extend([_new_rule(Rule, (nt, a)) for a in alts])
+        else:
+            rules.extend([_new_rule(Rule, (nt, a)) for a in dict.fromkeys(alts)])
 
     def empty(self) -> int:
         """A nonterminal deriving only the empty string."""
@@ -417,7 +446,7 @@ class GrammarBuilder:
         key = ("empty",)
         if key not in self._helpers:
             nt = self.nonterminal("empty")
-            self.rule(nt, ())
+            self.new_rules(nt, ((),))
             self._helpers[key] = nt
         return self._helpers[key]
 
@@ -425,8 +454,7 @@ class GrammarBuilder:
         key = ("opt", sym)
         if key not in self._helpers:
             nt = self.nonterminal("opt")
-            self.rule(nt, ())
-            self.rule(nt, (sym,))
+            self.new_rules(nt, ((), (sym,)))
             self._helpers[key] = nt
         return self._helpers[key]
 
@@ -435,8 +463,7 @@ class GrammarBuilder:
         key = ("plus", sym, separator)
         if key not in self._helpers:
             nt = self.nonterminal("plus")
-            self.rule(nt, (sym,))
-            self.rule(nt, (nt, sym) if separator is None else (nt, separator, sym))
+            self.new_rules(nt, ((sym,), (nt, sym) if separator is None else (nt, separator, sym)))
             self._helpers[key] = nt
         return self._helpers[key]
 
@@ -445,8 +472,8 @@ class GrammarBuilder:
         key = ("star", sym, separator)
         if key not in self._helpers:
             nt = self.nonterminal("star")
-            self.rule(nt, ())
-            self.rule(nt, (self.plus(sym, separator),))
+            self.new_rules(nt, ((),))
+            self.new_rules(nt, ((self.plus(sym, separator),),))
             self._helpers[key] = nt
         return self._helpers[key]
 
@@ -477,8 +504,7 @@ class GrammarBuilder:
             upto = self._empty()
             for _ in range(max_count - min_count):
                 nt = self.nonterminal("upto")
-                self.rule(nt, ())
-                self.rule(nt, (sym, upto) if upto != self._empty() else (sym,))
+                self.new_rules(nt, ((), (sym, upto) if upto != self._empty() else (sym,)))
                 upto = nt
             parts = [sym] * min_count + ([upto] if max_count > min_count else [])
             result = self.seq(parts or [self._empty()], name="rep")

@@ -374,7 +374,7 @@ class SchemaCompiler:
             if isinstance(self.schemas.resolve(s.key), Unsat):
                 return self.dead
             nt = self._refs[key] = self.b.nonterminal(f"ref:{s.key or '#'}")
-            self.b.rule(nt, [self.compile(self.schemas.resolve(s.key), lay)])
+            self.b.new_rules(nt, ((self.compile(self.schemas.resolve(s.key), lay),),))
         return nt
 
     # -- arrays -------------------------------------------------------------------------------
@@ -767,23 +767,20 @@ class SchemaCompiler:
         are "no member yet" (``row0``) and "one or more" (``row1``); None when no rule is left."""
         b = self.b
         sep = lay.sep
+        new_rules = b.new_rules
         row0 = b.nonterminal("object_extra") if extra is not None else None
         row1 = b.nonterminal("object_extra")
         if extra is not None:
-            b.rule(row0, [extra, row1])
-            b.rule(row1, [b.star(b.seq([sep, extra], "extra_more"))])
+            new_rules(row0, ((extra, row1),))
+            new_rules(row1, ((b.star(b.seq([sep, extra], "extra_more")),),))
         else:
-            b.rule(row1, [])
-        alt = b.alt_tuples
+            new_rules(row1, ((),))
+        # every alternative below holds row1 or row0, nonterminals of this object alone
+        alt = b.fresh_alt
         for member, req, _ in reversed(entries):
             if req:
-                if row1 is None:
-                    row0 = None
-                else:
-                    row0 = alt(((member, row1),), "members")
-                    row1 = alt(((sep, member, row1),), "members")
-            elif row1 is None:
-                row0 = None if row0 is None else alt(((row0,),), "members")
+                row0 = alt(((member, row1),), "members")
+                row1 = alt(((sep, member, row1),), "members")
             else:
                 row0 = alt(((member, row1),) if row0 is None else ((member, row1), (row0,)),
                            "members")
@@ -791,7 +788,7 @@ class SchemaCompiler:
         if row0 is None:
             return b.alt(alts_top, "object") if alts_top else self.dead
         alts_top.append([lay.obj_open, row0, lay.obj_close])
-        return b.alt(alts_top, "object")
+        return alt(tuple(map(tuple, alts_top)), "object")
 
     def extra_members(self, s: ObjectSchema, lay: _Layout, declared: list[str],
                       names_rx: int | None) -> tuple[list[int], dict[int, list[int]]]:

@@ -1,0 +1,42 @@
+"""GrammarBuilder's rule paths: ``rule`` deduplicates against every rule, whichever helper
+added it; ``new_rules`` and ``fresh_alt`` (callers' own fresh nonterminals) give the rules
+``rule`` and ``alt_tuples`` would."""
+
+from lexguide.grammar.ir import GrammarBuilder, Rule
+
+
+def test_rule_deduplicates_against_helper_rules():
+    b = GrammarBuilder()
+    x = b.nonterminal("x")
+    b.rule(x, ())
+    seq = b.seq([x, x], "pair")
+    alt = b.alt_tuples(((x,), (seq,)), "either")
+    star = b.star(x)
+    n = len(b._rules)
+    b.rule(seq, [x, x])  # each already there, added by a helper
+    b.rule(alt, [seq])
+    b.rule(star, [])
+    b.rule(x, [])
+    assert len(b._rules) == n
+    b.rule(alt, [x, seq])  # a new one is kept
+    assert b._rules[-1] == Rule(alt, (x, seq))
+
+
+def test_new_rules_and_fresh_alt_match_rule_and_alt_tuples():
+    def build(fresh: bool) -> tuple:
+        b = GrammarBuilder()
+        row = b.nonterminal("row")
+        if fresh:
+            b.new_rules(row, ((), (-1, row)))
+        else:
+            b.rule(row, ())
+            b.rule(row, (-1, row))
+        alts = ((-2, row), (row,), (-2, row))  # a repeated alternative is kept once
+        top = b.fresh_alt(alts, "top") if fresh else b.alt_tuples(alts, "top")
+        one = b.fresh_alt(((top,),)) if fresh else b.alt_tuples(((top,),))
+        return top, one, tuple(b._names), tuple(b._rules)
+
+    assert build(True) == build(False)
+    top, one, _, rules = build(True)
+    assert one == top
+    assert [r.rhs for r in rules if r.lhs == top] == [(-2, 0), (0,)]
