@@ -32,6 +32,8 @@ from lexguide.errors import SchemaError
 from lexguide.jsonschema.negate import NotSupported, negate, no_member
 from lexguide.jsonschema.schema import (
     ANY,
+    EVERY_TYPE,
+    TYPES_OF,
     AnyOfSchema,
     AnySchema,
     ArraySchema,
@@ -67,6 +69,7 @@ class Difference:
     def __init__(self, intersect: Intersector) -> None:
         self.intersect = intersect
         self.resolve = intersect.resolve
+        self._types_memo: dict[int, tuple[Schema, frozenset[str]]] = {}
 
     def disjoint(self, a: Schema, b: Schema) -> bool:
         """Provably no common instance (False when unknown, e.g. a reference whose target is
@@ -80,40 +83,51 @@ class Difference:
         return isinstance(both, Unsat)
 
     def _types(self, s: Schema) -> frozenset[str]:
+        """:func:`json_types` of ``s``; those of unions and references are memoised (by
+        node: the nodes are immutable and a built reference target never changes)."""
+        one = TYPES_OF.get(type(s))
+        if one is not None:
+            return one
+        got = self._types_memo.get(id(s))
+        if got is not None:
+            return got[1]
         try:
-            return json_types(s, self.resolve)
+            types = json_types(s, self.resolve)
         except SchemaError:  # a reference under construction (recursion): could be anything
-            return frozenset(("null", "boolean", "number", "string", "array", "object"))
+            return EVERY_TYPE
+        self._types_memo[id(s)] = (s, types)  # s kept alive: its id is not reused
+        return types
 
     def __call__(self, a: Schema, b: Schema, depth: int = 0) -> Schema:
         if depth > MAX_DEPTH:
             raise NotSupported("the exclusion is nested too deeply")
-        if isinstance(a, Unsat) or isinstance(b, Unsat):
+        ta, tb = type(a), type(b)
+        if ta is Unsat or tb is Unsat:
             return a
-        if isinstance(b, AnySchema) or a is b:
+        if tb is AnySchema or a is b:
             return Unsat("excluded by a schema accepting it")
-        if isinstance(a, RefSchema) and isinstance(b, RefSchema) and a.key == b.key:
-            return Unsat("excluded by the same reference")
-        if isinstance(b, RefSchema):
-            return self(a, self.resolve(b.key), depth + 1)
+        if tb is RefSchema:
+            if ta is RefSchema and a.key == b.key:  # type: ignore[union-attr]
+                return Unsat("excluded by the same reference")
+            return self(a, self.resolve(b.key), depth + 1)  # type: ignore[union-attr]
         if not (self._types(a) & self._types(b)):
             return a  # no common JSON type: nothing of a is excluded
-        if isinstance(a, RefSchema):
-            return self(self.resolve(a.key), b, depth + 1)
-        if isinstance(a, AnySchema):
+        if ta is RefSchema:
+            return self(self.resolve(a.key), b, depth + 1)  # type: ignore[union-attr]
+        if ta is AnySchema:
             return any_of([self(t, b, depth + 1) for t in _every_type()],
                           "the excluded schema accepts everything")
-        if isinstance(a, AnyOfSchema):
-            return any_of([self(o, b, depth + 1) for o in a.options],
+        if ta is AnyOfSchema:
+            return any_of([self(o, b, depth + 1) for o in a.options],  # type: ignore[union-attr]
                           "every branch is excluded")
-        if isinstance(b, AnyOfSchema):
+        if tb is AnyOfSchema:
             out = a
-            for o in b.options:
+            for o in b.options:  # type: ignore[union-attr]
                 out = self(out, o, depth + 1)
-                if isinstance(out, Unsat):
+                if type(out) is Unsat:
                     break
             return out
-        if type(a) is not type(b):
+        if ta is not tb:
             return a
         if self.disjoint(a, b):
             return a

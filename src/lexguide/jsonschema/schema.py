@@ -21,7 +21,9 @@ from lexguide.errors import SchemaError
 
 __all__ = [
     "ANY",
+    "EVERY_TYPE",
     "MAX_SOME_MEMBERS",
+    "TYPES_OF",
     "AnyOfSchema",
     "AnySchema",
     "ArraySchema",
@@ -164,18 +166,16 @@ def is_unsat(s: Schema) -> bool:
 def any_of(options: list[Schema], reason: str = "anyOf is empty") -> Schema:
     """A union with unsatisfiable branches dropped and nested unions flattened."""
     flat: list[Schema] = []
-    nested = False  # a flattened union may hold ANY (a union built directly, not by any_of)
     for o in options:
         t = type(o)
-        if t is AnyOfSchema:
+        if t is AnyOfSchema:  # a union built directly (not by any_of) may hold ANY
+            if AnySchema in map(type, o.options):  # type: ignore[union-attr]
+                return ANY
             flat.extend(o.options)  # type: ignore[union-attr]
-            nested = True
         elif t is AnySchema:
             return ANY
         elif t is not Unsat:
             flat.append(o)
-    if nested and any(type(o) is AnySchema for o in flat):
-        return ANY
     if not flat:
         reasons = [o.reason for o in options if isinstance(o, Unsat)]
         return Unsat(reasons[0] if len(reasons) == 1 else reason)
@@ -188,9 +188,9 @@ EVERY_TYPE = frozenset({"null", "boolean", "number", "string", "array", "object"
 def json_types(s: Schema, resolve: Resolver, depth: int = 0) -> frozenset[str]:
     """The JSON types a schema can produce ("integer" counts as "number")."""
     t = type(s)
-    if depth > MAX_INTERSECT_DEPTH or t is AnySchema:
+    if depth > MAX_INTERSECT_DEPTH:
         return EVERY_TYPE
-    one = _TYPES_OF.get(t)
+    one = TYPES_OF.get(t)
     if one is not None:
         return one
     if t is RefSchema:
@@ -205,8 +205,10 @@ _TYPE_OF = {
     NullSchema: "null", BoolSchema: "boolean", NumberSchema: "number", StringSchema: "string",
     ArraySchema: "array", ObjectSchema: "object",
 }
-_TYPES_OF = {t: frozenset((name,)) for t, name in _TYPE_OF.items()}
-_TYPES_OF[Unsat] = frozenset()
+# json_types of the nodes whose types do not depend on their contents
+TYPES_OF: dict[type, frozenset[str]] = {t: frozenset((name,)) for t, name in _TYPE_OF.items()}
+TYPES_OF[Unsat] = frozenset()
+TYPES_OF[AnySchema] = EVERY_TYPE
 
 
 class Intersector:
