@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import NamedTuple
 
 from lexguide import _core
@@ -60,6 +61,7 @@ def lexeme_index(sym: int) -> int:
 #: :data:`UNIQUE_BOUNDED_ITEM_NAME`
 UNIQUE_ITEM_NAME = "string<uniqueItems>"
 UNIQUE_BOUNDED_ITEM_NAME = "string<uniqueItems, maxLength>"
+_UNIQUE_NAMES = frozenset((UNIQUE_ITEM_NAME, UNIQUE_BOUNDED_ITEM_NAME))
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,7 @@ class Rule(NamedTuple):
 
 # ``_new_rule(Rule, (lhs, rhs))`` builds a Rule without the Python-level ``Rule.__new__``
 _new_rule = tuple.__new__
+_lhs_of = itemgetter(0)  # a Rule's lhs, as a C-level function
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,7 +317,7 @@ class GrammarBuilder:
         neither changes what the lexeme matches. ``capture``/``stop_capture`` name its value
         and its tail; ``unique_item`` marks an item of a matcher-enforced ``uniqueItems`` array.
         """
-        unique_item = unique_item or name in (UNIQUE_ITEM_NAME, UNIQUE_BOUNDED_ITEM_NAME)
+        unique_item = unique_item or name in _UNIQUE_NAMES
         if lazy or max_tokens is not None or stop is not None or suffix is not None \
                 or capture is not None or stop_capture is not None or unique_item:
             key: tuple = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture,
@@ -341,6 +344,15 @@ class GrammarBuilder:
             self._lexemes.append(lx)
             self._lexeme_ids[key] = idx
         return -1 - idx  # lexeme_sym(idx)
+
+    def plain_lexeme(self, rx: int, name: str, lexeme_class: int) -> int:
+        """:meth:`lexeme` without options, for hot callers: the same symbol, found by one
+        lookup when the lexeme exists already."""
+        if name not in _UNIQUE_NAMES:
+            idx = self._lexeme_ids.get((rx, lexeme_class))
+            if idx is not None:
+                return -1 - idx
+        return self.lexeme(rx, name, lexeme_class=lexeme_class)
 
     def token_lexeme(self, token_set: TokenSet, *, lexeme_class: int = 0) -> int:
         """The symbol of a special-token lexeme (matches one token id, no bytes)."""
@@ -548,11 +560,11 @@ class GrammarBuilder:
         """
         if is_lexeme(start):
             nt = self.nonterminal("start")
-            self.rule(nt, (start,))
+            self.new_rules(nt, ((start,),))
             start = nt
         top = self.nonterminal("<start>")
-        self.rule(top, (start,))
-        has_rule = {r.lhs for r in self._rules}
+        self.new_rules(top, ((start,),))
+        has_rule = set(map(_lhs_of, self._rules))
         # a nonterminal reachable from top without a rule is an error; most grammars have
         # none without a rule at all, and then there is nothing to search
         seen = {top}

@@ -61,6 +61,18 @@ DRAFT_KEYWORDS = {
 DYNAMIC_REFS = {"$dynamicRef": 2020, "$recursiveRef": 2019}
 INTRODUCED = {"const": 6, "contains": 6, "propertyNames": 6, "prefixItems": 2020,
               "minContains": 2019, "maxContains": 2019}
+CONTENT_KW = ("contentEncoding", "contentMediaType")
+
+# what ``_build`` does with a keyword: one lookup per key; keys not listed (annotations,
+# unknown keywords) are skipped
+_APPLICATOR, _SIMPLE, _CONTENT, _DYNAMIC, _DRAFT = range(5)
+_KEYWORD_KIND: dict[str, tuple[int, int]] = {  # keyword -> (what, first draft having it)
+    **{k: (_APPLICATOR, INTRODUCED.get(k, 0)) for k in APPLICATORS},
+    **{k: (_SIMPLE, INTRODUCED.get(k, 0)) for k in SIMPLE_KW},
+    **{k: (_CONTENT, 0) for k in CONTENT_KW},
+    **{k: (_DYNAMIC, 0) for k in DYNAMIC_REFS},
+    **{k: (_DRAFT, 0) for k in DRAFT_KEYWORDS},
+}
 
 def nesting_error(pointer: str | None, limit: int) -> SchemaError:
     """The error of a schema nested deeper than ``limit`` (subschemas and ``$ref`` hops)."""
@@ -169,9 +181,14 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
     # -- schema objects -----------------------------------------------------------------------
     def build(self, raw: Any, ptr: str) -> Schema:
         """IR of the raw subschema ``raw`` at pointer ``ptr``; one nesting level deeper."""
-        with self.nesting(ptr):
-            res = self.index.resource_of(ptr) if self.index.dynamic else None
-            if res is None or res not in self.index.dynamic or res in self.scope:
+        nesting = self.nesting
+        if nesting.depth >= nesting.limit:
+            raise nesting.make_error(ptr, nesting.limit)
+        nesting.depth += 1
+        try:
+            dynamic = self.index.dynamic
+            res = self.index.resource_of(ptr) if dynamic else None
+            if res is None or res not in dynamic or res in self.scope:
                 return self._build(raw, ptr)
             saved = self.scope
             self.scope = (*saved, res)
@@ -179,6 +196,8 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
                 return self._build(raw, ptr)
             finally:
                 self.scope = saved
+        finally:
+            nesting.depth -= 1
 
     def _draft_of(self, key: str) -> int:
         """The draft of the document holding ``key`` (its ``$schema``, else the root's)."""
@@ -195,16 +214,28 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
             return Unsat(f"false schema at {ptr or '#'}")
         if not isinstance(raw, dict):
             raise SchemaError("schema must be an object or boolean", pointer=ptr)
-        if "$ref" in raw and self.draft <= 7:
+        draft = self.draft
+        if "$ref" in raw and draft <= 7:
             return self._ref(raw["$ref"], ptr)
         parts: list[Schema | None] = []
         one_ofs: list[OneOf] = []
         deferred: list[str] = []  # "not", "if": exclusions relative to everything else
         simple: dict[str, Any] = {}
         simple_pos = 0
+        kind_of = _KEYWORD_KIND.get
         for key, value in raw.items():
-            if key in APPLICATORS:
-                if key in INTRODUCED and self.draft < INTRODUCED[key]:
+            kind = kind_of(key)
+            if kind is None:
+                continue
+            what, since = kind
+            if what == _SIMPLE:
+                if draft < since:
+                    continue
+                if not simple or key == "properties":
+                    simple_pos = len(parts)  # property order follows "properties" (§4.5)
+                simple[key] = value
+            elif what == _APPLICATOR:
+                if draft < since:
                     continue
                 at = f"{ptr}/{escape_pointer(key)}"
                 if key == "oneOf":
@@ -213,33 +244,37 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
                     parts.append(any_of(subs, "every branch of oneOf is unsatisfiable"))
                 else:
                     parts.append(self._applicator(key, value, at, ptr))
-            elif key in SIMPLE_KW:
-                if key in INTRODUCED and self.draft < INTRODUCED[key]:
-                    continue
-                if not simple or key == "properties":
-                    simple_pos = len(parts)  # property order follows "properties" (§4.5)
-                simple[key] = value
-            elif key in ("contentEncoding", "contentMediaType") and self.draft == 7:
-                content = self._content(key, value, raw, ptr)
-                if content is not None:
-                    parts.append(content)
-            elif key in DYNAMIC_REFS:
-                if self.draft == DYNAMIC_REFS[key]:
+            elif what == _CONTENT:
+                if draft == 7:
+                    content = self._content(key, value, raw, ptr)
+                    if content is not None:
+                        parts.append(content)
+            elif what == _DYNAMIC:
+                if draft == DYNAMIC_REFS[key]:
                     parts.append(self._ref(value, ptr, key))
-            elif key in DRAFT_KEYWORDS:
+            else:
                 lo, hi = DRAFT_KEYWORDS[key]
-                if lo <= self.draft <= hi:
+                if lo <= draft <= hi:
                     if key in ("not", "if", "unevaluatedProperties", "unevaluatedItems"):
                         deferred.append(key)
                     elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
                         parts.append(self.dependencies(key, value, f"{ptr}/{key}"))
+        inter = self.intersect
+        if not parts and not deferred:  # the typed keywords alone, or none (most schemas)
+            if not simple:
+                return ANY
+            out = self._simple(simple, ptr)
+            if inter.steps < inter.limit:  # intersect(ANY, out) counts, and its result: out
+                inter.steps += 1
+                return out
+            with inter.at(ptr):
+                return inter(ANY, out)
         if simple:
             parts.insert(simple_pos, None)
             for k in one_ofs:
                 k.index += k.index >= simple_pos
         done = [self._simple(simple, ptr) if p is None else p for p in parts]
         out: Schema = ANY
-        inter = self.intersect
         if len(done) == 1 and inter.steps < inter.limit:  # one part, most schemas: the step
             inter.steps += 1  # intersect(ANY, part) counts, and its result: the part
             out = done[0]

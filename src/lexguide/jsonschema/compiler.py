@@ -78,6 +78,7 @@ __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 
 WHITESPACE_RX = rx.plus(rx.byteset(b" \t\n\r"))
 QUOTE = rx.literal(b'"')
+_NULL_RX = rx.literal(b"null")
 _ANY_BYTES = rx.star(rx.byte_range(0, 255))
 #: the bytes of an opening bracket's layout (ASCII): a third node with its language
 _ASCII_BYTES = rx.star(rx.byte_range(0, 0x7F))
@@ -207,7 +208,7 @@ class SchemaCompiler:
         self._where = [""]  # pointers of the schemas being compiled (for errors)
 
     def lex(self, node: int, name: str) -> int:
-        return self.b.lexeme(node, name, lexeme_class=self.cls)
+        return self.b.plain_lexeme(node, name, self.cls)
 
     def release(self) -> None:
         """Drop the layouts (each refers back to this compiler), so a finished compiler is
@@ -247,33 +248,34 @@ class SchemaCompiler:
         return got
 
     def _compile(self, s: Schema, lay: _Layout) -> int:
-        b = self.b
-        if isinstance(s, AnySchema):
-            return self.any_value(lay)
-        if isinstance(s, Unsat):
-            return self.dead
-        if isinstance(s, NullSchema):
-            return self.lex(rx.literal(b"null"), "null")
-        if isinstance(s, BoolSchema):
-            if s.value is None:
-                return b.alt([[self.lex(rx.literal(b"true"), "true")],
-                              [self.lex(rx.literal(b"false"), "false")]], "boolean")
-            return self.lex(rx.literal(b"true" if s.value else b"false"), str(s.value).lower())
-        if isinstance(s, NumberSchema):
-            return self.lex(self.number(s), "integer" if s.integer else "number")
-        if isinstance(s, StringSchema):
-            return self.lex(self.string(s, self.layout.escapes), "string")
-        if isinstance(s, AnyOfSchema):
-            s = self.unique_union(s)
-            live = [sym for sym in (self.option(o, lay) for o in s.options) if sym != self.dead]
-            return b.alt([[sym] for sym in live], "anyOf") if live else self.dead
-        if isinstance(s, RefSchema):
-            return self.ref(s, lay)
-        if isinstance(s, ArraySchema):
-            return self.array(s, lay)
-        if isinstance(s, ObjectSchema):
-            return self.object(s, lay)
-        raise TypeError(f"not a schema node: {s!r}")
+        """The symbol of ``s``, by the compile method of its node type (:data:`_BY_TYPE`)."""
+        by_type = _BY_TYPE.get(type(s))
+        if by_type is None:
+            raise TypeError(f"not a schema node: {s!r}")
+        return by_type(self, s, lay)
+
+    def _unsat(self, s: Unsat, lay: _Layout) -> int:
+        return self.dead
+
+    def _null(self, s: NullSchema, lay: _Layout) -> int:
+        return self.lex(_NULL_RX, "null")
+
+    def _bool(self, s: BoolSchema, lay: _Layout) -> int:
+        if s.value is None:
+            return self.b.alt([[self.lex(rx.literal(b"true"), "true")],
+                               [self.lex(rx.literal(b"false"), "false")]], "boolean")
+        return self.lex(rx.literal(b"true" if s.value else b"false"), str(s.value).lower())
+
+    def _number(self, s: NumberSchema, lay: _Layout) -> int:
+        return self.lex(self.number(s), "integer" if s.integer else "number")
+
+    def _string(self, s: StringSchema, lay: _Layout) -> int:
+        return self.lex(self.string(s, self.layout.escapes), "string")
+
+    def _any_of(self, s: AnyOfSchema, lay: _Layout) -> int:
+        s = self.unique_union(s)
+        live = [sym for sym in (self.option(o, lay) for o in s.options) if sym != self.dead]
+        return self.b.alt([[sym] for sym in live], "anyOf") if live else self.dead
 
     def option(self, s: Schema, lay: _Layout) -> int:
         """:meth:`compile` of a union's option. A string constant (an enum's value) is its
@@ -361,10 +363,10 @@ class SchemaCompiler:
                     "json_object")
         arr = b.alt([[lay.arr_open, b.plus(inner, lay.sep), lay.arr_close], list(lay.arr_empty)],
                     "json_array")
-        for alt in (obj, arr, string, self.lex(number_rx(integer=False), "number"),
-                    self.lex(rx.literal(b"true"), "true"), self.lex(rx.literal(b"false"), "false"),
-                    self.lex(rx.literal(b"null"), "null")):
-            b.rule(value, [alt])
+        b.new_rules(value, tuple((alt,) for alt in (
+            obj, arr, string, self.lex(number_rx(integer=False), "number"),
+            self.lex(rx.literal(b"true"), "true"), self.lex(rx.literal(b"false"), "false"),
+            self.lex(rx.literal(b"null"), "null"))))
         return value
 
     def ref(self, s: RefSchema, lay: _Layout) -> int:
@@ -636,6 +638,17 @@ class SchemaCompiler:
         body = b""
         dead, compile, colon = self.dead, self.compile, lay.colon
         esc = self.layout.escapes
+        if not keyed:  # no key's body matters (most objects): the loop below, without it
+            lex, seq = self.lex, b.seq
+            for name, sch in props:
+                value = dead if isinstance(sch, Unsat) else compile(sch, child)
+                if value == dead:
+                    if name in required:
+                        return dead
+                    continue
+                key = lex(_quoted_literal(name, esc), encode_basestring(name))
+                entries.append((seq((key, colon, value), "member"), name in required, {}))
+            props = []
         for name, sch in props:
             quoted = encode_basestring(name)  # as json.dumps(name, ensure_ascii=False)
             if keyed:
@@ -804,6 +817,14 @@ class SchemaCompiler:
         if names_rx is not None:
             base = rx.intersect(base, _quoted(names_rx))
         pats = s.pattern_properties
+        if not pats and not s.some_members:  # one region, no witnesses (most objects)
+            if isinstance(s.additional, Unsat):
+                return [], {}
+            value = self.compile(s.additional, child)
+            if value == self.dead:
+                return [], {}
+            return [b.seq((self.lex(base, "additional_key"), lay.colon, value),
+                          "additional_member")], {}
         prx = [_quoted(pattern_rx(p, esc)) for p, _ in pats]
         kinds: list[tuple[int, Schema, str]] = []
         for region, inside in self.key_regions(base, prx, s.pointer):
@@ -887,6 +908,21 @@ class SchemaCompiler:
             parts = [self.key_constraint(o, esc, depth + 1) for o in s.options]
             return None if any(p is None for p in parts) else rx.alt(*parts)
         return rx.NOTHING
+
+
+#: the compile method of each schema node type (:meth:`SchemaCompiler._compile`)
+_BY_TYPE = {
+    AnySchema: lambda comp, s, lay: comp.any_value(lay),
+    Unsat: SchemaCompiler._unsat,
+    NullSchema: SchemaCompiler._null,
+    BoolSchema: SchemaCompiler._bool,
+    NumberSchema: SchemaCompiler._number,
+    StringSchema: SchemaCompiler._string,
+    AnyOfSchema: SchemaCompiler._any_of,
+    RefSchema: SchemaCompiler.ref,
+    ArraySchema: SchemaCompiler.array,
+    ObjectSchema: SchemaCompiler.object,
+}
 
 
 @lru_cache(maxsize=4096)

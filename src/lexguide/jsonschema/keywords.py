@@ -17,6 +17,8 @@ from lexguide.jsonschema.pattern import PatternError, pattern_rx
 from lexguide.jsonschema.refs import escape_pointer
 from lexguide.jsonschema.schema import (
     ANY,
+    AnyOfSchema,
+    AnySchema,
     ArraySchema,
     BoolSchema,
     NullSchema,
@@ -92,7 +94,22 @@ class TypedKeywords(BuilderHooks):
 
     # -- typed keywords -------------------------------------------------------------------------
     def _simple(self, kw: dict[str, Any], ptr: str) -> Schema:
-        types = _types(kw["type"], f"{ptr}/type") if "type" in kw else ALL_TYPES
+        types = _types(kw["type"], ptr) if "type" in kw else ALL_TYPES
+        if len(types) == 1:  # one type (most schemas): its node, as any_of of it gives
+            t = types[0]
+            if t == "string":
+                one = self._string(kw, ptr)
+            elif t == "object":
+                one = self._object(kw, ptr)
+            elif t == "array":
+                one = self._array(kw, ptr)
+            elif t == "number" or t == "integer":
+                one = self._number(kw, t == "integer", ptr)
+            else:
+                one = NullSchema() if t == "null" else BoolSchema()
+            if type(one) not in _NOT_ALONE:
+                return one
+            return any_of([one], f"no type of {list(types)} is satisfiable")
         options: list[Schema] = []
         for t in types:
             if t == "null":
@@ -243,12 +260,22 @@ class TypedKeywords(BuilderHooks):
         ))
 
 
-def _types(value: Any, at: str) -> tuple[str, ...]:
+# nodes that ``any_of`` of one option does not return as they are (flattened, dropped, ANY)
+_NOT_ALONE = (AnyOfSchema, Unsat, AnySchema)
+_TYPE_NAMES = ("null", "boolean", "object", "array", "string", "number", "integer")
+_ONE_TYPE = {t: (t,) for t in _TYPE_NAMES}  # a "type" string -> its types
+
+
+def _types(value: Any, ptr: str) -> tuple[str, ...]:
+    """The types named by the ``type`` keyword of the schema at ``ptr``, each once."""
+    if type(value) is str:
+        one = _ONE_TYPE.get(value)
+        if one is not None:
+            return one
     vals = value if isinstance(value, list) else [value]
-    allowed = ("null", "boolean", "object", "array", "string", "number", "integer")
     for t in vals:
-        if t not in allowed:
-            raise SchemaError(f"Invalid type {t!r}", pointer=at, keyword="type")
+        if t not in _TYPE_NAMES:
+            raise SchemaError(f"Invalid type {t!r}", pointer=f"{ptr}/type", keyword="type")
     return tuple(dict.fromkeys(vals))
 
 
