@@ -1,0 +1,96 @@
+"""The exclusion's shortcuts give what its general path gives: the same IR, the same number of
+intersection steps (budgets and their messages depend on it) and the same errors.
+
+``Difference._other_consts`` answers "string constant minus another string constant" in place;
+patched to answer nothing, every pair takes the general path, which is the reference here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lexguide.errors import SchemaError
+from lexguide.jsonschema.build import SchemaBuilder
+from lexguide.jsonschema.difference import Difference
+from lexguide.jsonschema.schema import (
+    EVERY_TYPE,
+    AnyOfSchema,
+    Intersector,
+    NullSchema,
+    RefSchema,
+    StringSchema,
+)
+
+
+def _build(schema: dict) -> tuple[str, int]:
+    """repr of the root IR (or of the error) and the intersection steps taken."""
+    b = SchemaBuilder(schema)
+    try:
+        out = repr(b.build_root())
+    except SchemaError as e:
+        out = f"SchemaError: {e}"
+    return out, b.intersect.steps
+
+
+def _general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Difference, "_other_consts", lambda self, c, options, start, depth: 0)
+
+
+def _enums(n_a: int, n_b: int, shared: int) -> dict:
+    """oneOf of two objects whose "kind" enums share ``shared`` values."""
+    a = [f"a{i}" for i in range(n_a)]
+    b = [f"b{i}" for i in range(n_b - shared)] + a[:shared]
+    return {"type": "object", "oneOf": [
+        {"properties": {"kind": {"type": "string", "enum": a}, "n": {"type": "integer"}}},
+        {"properties": {"kind": {"enum": b}, "s": {"type": "string"}}, "required": ["kind"]},
+    ]}
+
+
+@pytest.mark.parametrize("shape", [(5, 4, 0), (30, 20, 3), (12, 12, 12), (1, 40, 1)])
+def test_enum_minus_enum_matches_the_general_path(shape, monkeypatch) -> None:
+    fast = _build(_enums(*shape))
+    _general_path(monkeypatch)
+    assert fast == _build(_enums(*shape))
+
+
+def test_budget_running_out_inside_an_enum_product(monkeypatch) -> None:
+    """The product needs more steps than the exact oneOf may take: the shortcut stops where
+    the budget would run out and the error (whose text holds the step limit) is the same."""
+    schema = _enums(400, 300, 50)
+    fast = _build(schema)
+    assert fast[0].startswith("SchemaError") and "intersection steps" in fast[0]
+    _general_path(monkeypatch)
+    assert fast == _build(schema)
+
+
+def test_enum_minus_constant_keeps_every_other_value(monkeypatch) -> None:
+    consts = tuple(StringSchema(const=c) for c in ("x", "y", "z", "w"))
+
+    def run() -> tuple[tuple, int]:
+        b = SchemaBuilder({})
+        out = b.diff(AnyOfSchema(consts), StringSchema(const="y"))
+        assert isinstance(out, AnyOfSchema)
+        return out.options, b.intersect.steps
+
+    fast = run()
+    assert fast[0] == (consts[0], consts[2], consts[3])  # the very nodes, kept whole
+    _general_path(monkeypatch)
+    assert fast == run()
+
+
+def test_types_of_a_reference_under_construction_are_not_memoised() -> None:
+    """json_types of a reference whose target is still being built is "anything"; once built,
+    its real types (the memo keeps only the answers that cannot change)."""
+    built: dict[str, object] = {}
+
+    def resolve(key: str):
+        if key not in built:
+            raise SchemaError("circular references with sibling keywords are not supported")
+        return built[key]
+
+    diff = Difference(Intersector(resolve, lambda s, v: True))
+    ref = RefSchema("#/definitions/x")
+    assert diff._types(ref) == EVERY_TYPE
+    built[ref.key] = NullSchema()
+    assert diff._types(ref) == frozenset({"null"})
+    assert diff._types(AnyOfSchema((ref, StringSchema()))) == frozenset({"null", "string"})
