@@ -39,46 +39,54 @@ def _memoized(kind: str):
     """Cache a ``from_*`` constructor by its arguments: their ``marshal`` bytes (format 2, no
     back-references, so equal arguments give equal bytes; several times cheaper than JSON text,
     ~0.1 ms for a 160 kB schema) for plain dicts, lists, strings and numbers, else their JSON
-    text; arguments that are neither compile uncached."""
+    text; arguments that are neither compile uncached. The whole call, lookup included, is
+    one compile for the garbage collector (:class:`_GcPaused`)."""
 
     def wrap(build):
         @functools.wraps(build)
         def cached(cls, *args: Any, **kwargs: Any) -> Grammar:
-            key: tuple[str, bytes | str]
-            try:
-                key = (kind, marshal.dumps((args, kwargs), 2))
-            except ValueError:  # e.g. a dict subclass: its JSON text
-                try:
-                    key = (kind, json.dumps([args, kwargs], sort_keys=False))
-                except (TypeError, ValueError, RecursionError):  # not JSON data: uncached
-                    return _build_and_lower(build, cls, args, kwargs)
-            with _compiled_lock:
-                hit = _compiled.get(key)
-                if hit is not None:
-                    _compiled.move_to_end(key)
-                    return hit
-            grammar = _build_and_lower(build, cls, args, kwargs)
-            with _compiled_lock:
-                _compiled[key] = grammar
-                while len(_compiled) > MAX_CACHED_GRAMMARS:
-                    _compiled.popitem(last=False)
-            return grammar
+            with _GcPaused():
+                return _cached(build, cls, args, kwargs)
 
         return cached
+
+    def _cached(build, cls, args, kwargs) -> Grammar:
+        key: tuple[str, bytes | str]
+        try:
+            key = (kind, marshal.dumps((args, kwargs), 2))
+        except ValueError:  # e.g. a dict subclass: its JSON text
+            try:
+                key = (kind, json.dumps([args, kwargs], sort_keys=False))
+            except (TypeError, ValueError, RecursionError):  # not JSON data: uncached
+                return _build_and_lower(build, cls, args, kwargs)
+        with _compiled_lock:
+            hit = _compiled.get(key)
+            if hit is not None:
+                _compiled.move_to_end(key)
+                return hit
+        grammar = _build_and_lower(build, cls, args, kwargs)
+        with _compiled_lock:
+            _compiled[key] = grammar
+            while len(_compiled) > MAX_CACHED_GRAMMARS:
+                _compiled.popitem(last=False)
+        return grammar
 
     return wrap
 
 
 class _GcPaused:
-    """No cyclic garbage collection while a compile runs (nested and concurrent compiles
-    share one pause; a collector the application turned off stays off).
+    """No cyclic garbage collection while a compile runs, from the constructor's memo lookup
+    on (nested and concurrent compiles share one pause; a collector the application turned
+    off stays off).
 
     A compile allocates tens of thousands of containers (rules, regex node records, schema
     nodes) and makes no reference cycles (finished compilers break theirs; see
     ``SchemaCompiler.release``), so collections during it find nothing to free. Run anyway
     they cost ~10% of a compile, and when the process holds a large heap a full collection
     landing inside one compile costs more than the compile itself. The allocations still
-    count towards the next collection, which runs once the compile is over."""
+    count towards the next collection, which runs once the compile is over; so does a
+    collection the caller's own allocations made due (the schema it just parsed, say), which
+    would otherwise run at the compile's first allocation."""
 
     _lock = threading.Lock()
     _depth = 0
