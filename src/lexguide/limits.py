@@ -26,6 +26,7 @@ __all__ = [
     "MAX_NESTING_DEPTH",
     "Nesting",
     "json_text_too_deep",
+    "json_value_scan",
     "json_value_too_deep",
 ]
 
@@ -90,23 +91,33 @@ def json_value_too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> list[str | i
     """Path (keys and indices) to the first list/dict nested deeper than ``limit`` in a parsed
     JSON value, or None. Iterative, so any depth is safe; cost linear in the value (paths are
     only built once a value is found too deep)."""
+    return json_value_scan(value, frozenset(), limit)[0]
+
+
+def json_value_scan(value: Any, keys: frozenset[str], limit: int = MAX_JSON_DEPTH
+                    ) -> tuple[list[str | int] | None, bool]:
+    """:func:`json_value_too_deep` and, in the same walk, whether some object in ``value`` has
+    one of ``keys`` as a key (False when the value is too deep: the walk stops there)."""
     todo: list[tuple[Any, int]] = [(value, 0)]
     pop, push = todo.pop, todo.append
+    found = False
     while todo:
         node, depth = pop()
         if isinstance(node, dict):
             children: Any = node.values()
+            if keys and not found and not keys.isdisjoint(node):
+                found = True
         elif isinstance(node, list):
             children = node
         else:
             continue
         if depth + 1 > limit:
-            return _path_too_deep(value, limit)
+            return _path_too_deep(value, limit), False
         depth += 1
         for v in children:
             if isinstance(v, (dict, list)):
                 push((v, depth))
-    return None
+    return None, found
 
 
 def _path_too_deep(value: Any, limit: int) -> list[str | int] | None:

@@ -48,8 +48,8 @@ from lexguide.grammar.ir import GrammarBuilder, GrammarIR, set_json_schema_compi
 from lexguide.jsonschema.build import BuildOptions, SchemaBuilder
 from lexguide.jsonschema.compiler import WHITESPACE_RX, LayoutOptions, SchemaCompiler
 from lexguide.jsonschema.escapes import escapes_from_options
-from lexguide.jsonschema.refs import escape_pointer
-from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep, json_value_too_deep
+from lexguide.jsonschema.refs import anchor_keys, detect_draft, escape_pointer, id_keyword
+from lexguide.limits import MAX_JSON_DEPTH, json_text_too_deep, json_value_scan
 from lexguide.regex import nodes as rx
 from lexguide.regex.syntax import parse_regex
 
@@ -166,7 +166,7 @@ def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int =
     unknown = set(options) - _OPTION_NAMES
     if unknown:
         raise TypeError(f"unknown JSON schema option(s): {sorted(unknown)}")
-    schema = _load(schema)
+    schema, has_anchors = _load(schema, options.get("draft"))
     schema, xg = _x_guidance(schema)
     lenient = bool(xg.get("lenient", options.get("lenient", False)))
     coerce = bool(xg.get("coerce_one_of", options.get("coerce_one_of", False)))
@@ -175,7 +175,7 @@ def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int =
     try:
         schemas = SchemaBuilder(schema, BuildOptions(
             lenient, coerce, options.get("draft"), bool(options.get("strict_formats", False)),
-            options.get("refs")))
+            options.get("refs")), has_anchors=has_anchors)
         root = schemas.build_root()
         compiler = SchemaCompiler(builder, schemas, layout, lenient=lenient)
         start = compiler.compile_root(root)
@@ -189,10 +189,12 @@ def add_json_schema(builder: GrammarBuilder, schema: Any, *, lexeme_class: int =
                 part.release()
 
 
-def _load(schema: Any) -> Any:
-    """The schema as a JSON value: JSON text is parsed; either form must nest at most
-    :data:`~lexguide.limits.MAX_JSON_DEPTH` levels. Raises :class:`SchemaError` (with the
-    line:col of JSON text, or the JSON pointer of the first level too deep)."""
+def _load(schema: Any, draft: int | None) -> tuple[Any, bool]:
+    """The schema as a JSON value (JSON text is parsed; either form must nest at most
+    :data:`~lexguide.limits.MAX_JSON_DEPTH` levels), and whether it has an id or anchor
+    keyword of its draft (``draft``, else its ``$schema``), found in the same walk. Raises
+    :class:`SchemaError` (with the line:col of JSON text, or the JSON pointer of the first
+    level too deep)."""
     if isinstance(schema, bytes):
         schema = schema.decode("utf-8", "replace")
     if isinstance(schema, str):
@@ -205,11 +207,12 @@ def _load(schema: Any) -> Any:
             schema = json.loads(schema)
         except json.JSONDecodeError as e:
             raise SchemaError(f"schema is not valid JSON: {e}") from None
-    path = json_value_too_deep(schema)
+    keys = anchor_keys(id_keyword(draft or detect_draft(schema)))
+    path, has_anchors = json_value_scan(schema, keys)
     if path is not None:
         raise SchemaError(f"schema nested more than {MAX_JSON_DEPTH} JSON levels deep",
                           pointer="".join(f"/{escape_pointer(str(k))}" for k in path))
-    return schema
+    return schema, has_anchors
 
 
 def compile_json_schema(schema: Any, **options: Any) -> GrammarIR:

@@ -21,7 +21,7 @@ from lexguide.jsonschema.difference import Difference
 from lexguide.jsonschema.formats import filter_rx, format_rx
 from lexguide.jsonschema.keywords import TypedKeywords
 from lexguide.jsonschema.pattern import pattern_rx
-from lexguide.jsonschema.refs import RefIndex, detect_draft, escape_pointer, split_key
+from lexguide.jsonschema.refs import RefIndex, detect_draft, escape_pointer, id_keyword, split_key
 from lexguide.jsonschema.schema import (
     ANY,
     ArraySchema,
@@ -95,14 +95,17 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
     Mutates only itself. Cost: linear in the schema size, plus intersections.
     """
 
-    def __init__(self, root: Any, options: BuildOptions = BuildOptions()) -> None:
+    def __init__(self, root: Any, options: BuildOptions = BuildOptions(), *,
+                 has_anchors: bool | None = None) -> None:
+        """``has_anchors``: whether ``root`` has an id or anchor keyword of its draft
+        (:func:`~lexguide.jsonschema.refs.anchor_keys`; None: look)."""
         self.root = root
         self.options = options
         self.draft = self.root_draft = options.draft or detect_draft(root)
         if options.refs is not None and not isinstance(options.refs, dict):
             raise TypeError("refs must be a dict {uri: schema}")
-        self.index = RefIndex(root, "id" if self.draft == 4 else "$id",
-                              ref_overrides=self.draft <= 7, refs=options.refs)
+        self.index = RefIndex(root, id_keyword(self.draft), ref_overrides=self.draft <= 7,
+                              refs=options.refs, has_anchors=has_anchors)
         # dynamic scope (core 2020-12 §7.1): the resources with dynamic anchors entered on
         # the way here, outermost first; a reference target is built once per scope
         self.scope: tuple[str, ...] = ()

@@ -129,11 +129,14 @@ class _Tracked(NamedTuple):
 
 
 class _Layout:
-    """Punctuation lexeme symbols for one nesting depth."""
+    """Punctuation lexeme symbols for one nesting depth, and the symbols of the schema nodes
+    compiled at it (``compiled``: ``id(node)`` -> symbol; the compiler keeps the nodes alive)."""
 
     def __init__(self, comp: SchemaCompiler, depth: int) -> None:
         o = comp.layout
         self.depth = depth
+        self.compiled: dict[int, int] = {}
+        self._child: _Layout | None = None
         key = (o, depth)
         nodes = _LAYOUT_CACHE.get(key)
         if nodes is None:
@@ -154,7 +157,11 @@ class _Layout:
 
     @property
     def child(self) -> _Layout:
-        return self.comp.layout_at(self.next_depth)
+        """The layout one nesting level deeper (this one past the indented depths)."""
+        child = self._child
+        if child is None:
+            child = self._child = self.comp.layout_at(self.next_depth)
+        return child
 
 
 # (LayoutOptions, depth) -> the regexes of _Layout; regex node ids, so emptied with the store
@@ -199,8 +206,7 @@ class SchemaCompiler:
         self.lenient = lenient
         self.cls = builder.new_lexeme_class(layout.skip_rx)
         self._layouts: dict[int, _Layout] = {}
-        self._cache: dict[tuple[int, int], int] = {}
-        self._keep: list[Schema] = []
+        self._keep: list[Schema] = []  # the nodes compiled, so their ids stay theirs
         self._refs: dict[tuple[str, int], int] = {}
         self._any: dict[int, int] = {}
         self.dead = self.lex(rx.NOTHING, "<unsatisfiable>")
@@ -211,8 +217,11 @@ class SchemaCompiler:
         return self.b.plain_lexeme(node, name, self.cls)
 
     def release(self) -> None:
-        """Drop the layouts (each refers back to this compiler), so a finished compiler is
-        freed by reference counting instead of waiting for a cyclic collection."""
+        """Drop the layouts (each refers back to this compiler, and may be its own child), so
+        a finished compiler is freed by reference counting instead of waiting for a cyclic
+        collection."""
+        for lay in self._layouts.values():
+            lay._child = None
         self._layouts.clear()
 
     def layout_at(self, depth: int) -> _Layout:
@@ -227,24 +236,30 @@ class SchemaCompiler:
         return self.compile(s, self.layout_at(0))
 
     def compile(self, s: Schema, lay: _Layout) -> int:
-        key = (id(s), lay.depth)
-        got = self._cache.get(key)
-        if got is None:
-            if type(s) in _SCALARS and self.nesting.depth < self.nesting.limit:
-                # a leaf compiles nothing nested: no pointer or nesting bookkeeping (a third of
-                # the schemas a large object compiles are scalars)
-                self._keep.append(s)
-                got = self._cache[key] = self._compile(s, lay)
-                return got
-            where = s.key if isinstance(s, RefSchema) else getattr(s, "pointer", "")
-            where = where or self._where[-1]
-            with self.nesting(where):
-                self._where.append(where)
-                try:
-                    self._keep.append(s)
-                    got = self._cache[key] = self._compile(s, lay)
-                finally:
-                    self._where.pop()
+        key = id(s)
+        compiled = lay.compiled
+        got = compiled.get(key)
+        if got is not None:
+            return got
+        nesting = self.nesting
+        if type(s) in _SCALARS and nesting.depth < nesting.limit:
+            # a leaf compiles nothing nested: no pointer or nesting bookkeeping (a third of
+            # the schemas a large object compiles are scalars)
+            self._keep.append(s)
+            got = compiled[key] = self._compile(s, lay)
+            return got
+        where = s.key if type(s) is RefSchema else getattr(s, "pointer", "")
+        where = where or self._where[-1]
+        if nesting.depth >= nesting.limit:
+            raise nesting.make_error(where, nesting.limit)
+        nesting.depth += 1
+        self._where.append(where)
+        try:
+            self._keep.append(s)
+            got = compiled[key] = self._compile(s, lay)
+        finally:
+            self._where.pop()
+            nesting.depth -= 1
         return got
 
     def _compile(self, s: Schema, lay: _Layout) -> int:

@@ -35,9 +35,13 @@ _SHORT = {0x22: '"', 0x5C: "\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x0
 _LETTERS = frozenset('"\\bfnrt')
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Escapes:
-    """Which escapes a JSON string lexeme accepts (see the module docstring)."""
+    """Which escapes a JSON string lexeme accepts (see the module docstring).
+
+    One instance per policy (:func:`escapes_from_options` hands out :data:`DEFAULT` or the
+    one made first), so instances compare and hash by identity: the caches keyed by a
+    policy (string regexes, key literals, layouts) hash it without a Python call."""
 
     short: frozenset[str] = _LETTERS
     unicode: bool = True
@@ -61,12 +65,16 @@ def escapes_from_options(allowed: str | None, general: bool | None) -> Escapes:
             raise ValueError(f"invalid escape character in allowed_escapes: {c}")
     short = frozenset(letters) - {"u"}
     unicode = "u" in letters
-    esc = Escapes(short, unicode, bool(general))
-    # one instance per policy: the caches keyed by it then compare by identity
-    return _POLICIES.setdefault(esc, esc)
+    # one instance per policy (see Escapes)
+    key = (short, unicode, bool(general))
+    esc = _POLICIES.get(key)
+    if esc is None:
+        esc = _POLICIES[key] = Escapes(short, unicode, bool(general))
+    return esc
 
 
-_POLICIES: dict[Escapes, Escapes] = {DEFAULT: DEFAULT}
+_POLICIES: dict[tuple[frozenset[str], bool, bool], Escapes] = {
+    (DEFAULT.short, DEFAULT.unicode, DEFAULT.general): DEFAULT}
 
 
 def _hex_digit(lo: int, hi: int) -> int:

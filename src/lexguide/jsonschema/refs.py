@@ -28,8 +28,8 @@ from urllib.parse import unquote, urldefrag, urljoin
 
 from lexguide.errors import SchemaError
 
-__all__ = ["DEFAULT_BASE", "RefIndex", "bundled_metaschemas", "detect_draft", "escape_pointer",
-           "split_key"]
+__all__ = ["DEFAULT_BASE", "RefIndex", "anchor_keys", "bundled_metaschemas", "detect_draft",
+           "escape_pointer", "id_keyword", "split_key"]
 
 DEFAULT_BASE = "http://lexguide.invalid/root.json"
 
@@ -91,6 +91,17 @@ def bundled_metaschemas() -> dict[str, Any]:
 _MISSING = object()
 
 
+def id_keyword(draft: int) -> str:
+    """The keyword that sets a schema's base URI in ``draft``."""
+    return "id" if draft == 4 else "$id"
+
+
+def anchor_keys(id_kw: str) -> frozenset[str]:
+    """The keys that make :class:`RefIndex` scan a document (ids and anchors): without any of
+    them every base is :data:`DEFAULT_BASE`."""
+    return frozenset((id_kw, "$anchor", "$dynamicAnchor", "$recursiveAnchor"))
+
+
 def _has_key(value: Any, keys: frozenset[str]) -> bool:
     """Whether some object anywhere in the JSON ``value`` has one of ``keys`` (iterative; one
     set test per object, so cheaper than serialising the value to search its text)."""
@@ -117,7 +128,8 @@ class RefIndex:
     references to keys. Mutates itself when a reference reaches a new document."""
 
     def __init__(self, root: Any, id_keyword: str = "$id", *, ref_overrides: bool = False,
-                 refs: dict[str, Any] | None = None) -> None:
+                 refs: dict[str, Any] | None = None, has_anchors: bool | None = None) -> None:
+        """``has_anchors``: whether ``root`` has one of :func:`anchor_keys` (None: look)."""
         self.root = root
         self.id_keyword = id_keyword
         self.ref_overrides = ref_overrides  # drafts <= 7: siblings of $ref (incl. $id) ignored
@@ -133,8 +145,9 @@ class RefIndex:
         self.documents[""] = root
         self._values: dict[str, Any] = {}  # key -> raw value (see get)
         self.resources[DEFAULT_BASE] = ""
-        if _has_key(root, frozenset((id_keyword, "$anchor", "$dynamicAnchor",
-                                     "$recursiveAnchor"))):
+        if has_anchors is None:
+            has_anchors = _has_key(root, anchor_keys(id_keyword))
+        if has_anchors:
             self._scan(root, "", DEFAULT_BASE, id_keyword, ref_overrides)
         # else every base is DEFAULT_BASE: no walk needed
 

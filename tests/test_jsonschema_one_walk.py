@@ -1,0 +1,49 @@
+"""One walk of a schema's JSON finds both its depth and whether it has id/anchor keywords
+(json_value_scan), giving what the two separate walks give; escape policies are one instance
+each."""
+
+from __future__ import annotations
+
+import pytest
+
+from lexguide import Grammar
+from lexguide.jsonschema.escapes import DEFAULT, escapes_from_options
+from lexguide.jsonschema.refs import _has_key, anchor_keys, id_keyword
+from lexguide.limits import json_value_scan, json_value_too_deep
+
+_KEYS = anchor_keys(id_keyword(2020))
+
+
+@pytest.mark.parametrize("value, limit", [
+    ({"a": [{"b": {"$anchor": "x"}}]}, 10), ([1, {"$id": "u"}], 10), ({"id": 1}, 10),
+    ({"enum": ["$id", "$anchor"], "const": "$id"}, 10), ({"a": {"b": [1, 2, {"c": None}]}}, 10),
+    ("$id", 10), ({"a": {"b": {"$id": "u"}}}, 2), ([[[{"$anchor": "a"}]]], 3), ({}, 0),
+])
+def test_scan_is_the_two_walks(value, limit):
+    path, found = json_value_scan(value, _KEYS, limit)
+    assert path == json_value_too_deep(value, limit)
+    if path is None:
+        assert found == _has_key(value, _KEYS)
+
+
+def test_draft4_ids_are_found_by_their_keyword():
+    assert anchor_keys(id_keyword(4)) & {"id"} and "$id" not in anchor_keys(id_keyword(4))
+
+
+def test_schema_with_ids_compiles_as_before():
+    schema = {"$id": "http://example.com/root.json", "type": "object",
+              "properties": {"a": {"$ref": "item.json"}},
+              "$defs": {"item": {"$id": "item.json", "type": "integer"}}}
+    assert Grammar.from_json_schema(schema).validate('{"a": 3}')
+    assert not Grammar.from_json_schema(schema).validate('{"a": "x"}')
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://e.com/r.json",
+              "properties": {"a": {"$ref": "#/definitions/n"}},
+              "definitions": {"n": {"id": "#num", "type": "number"}}}
+    assert Grammar.from_json_schema(draft4).validate('{"a": 1.5}')
+
+
+def test_escape_policies_are_interned():
+    assert escapes_from_options(None, None) is DEFAULT
+    a = escapes_from_options("nu", True)
+    assert escapes_from_options("un", True) is a and a != DEFAULT
+    assert hash(a) == hash(escapes_from_options("nu", True))
