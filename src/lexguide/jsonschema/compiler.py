@@ -207,6 +207,7 @@ class SchemaCompiler:
         self.cls = builder.new_lexeme_class(layout.skip_rx)
         self._layouts: dict[int, _Layout] = {}
         self._keep: list[Schema] = []  # the nodes compiled, so their ids stay theirs
+        self._key_lexemes: dict[str, int] = {}  # declared key -> its lexeme
         self._refs: dict[tuple[str, int], int] = {}
         self._any: dict[int, int] = {}
         self.dead = self.lex(rx.NOTHING, "<unsatisfiable>")
@@ -215,6 +216,15 @@ class SchemaCompiler:
 
     def lex(self, node: int, name: str) -> int:
         return self.b.plain_lexeme(node, name, self.cls)
+
+    def key_lexeme(self, name: str) -> int:
+        """The lexeme of the declared key ``name`` (every spelling the escapes allow), named
+        by its JSON text; one lookup when met again in this document."""
+        got = self._key_lexemes.get(name)
+        if got is None:
+            got = self._key_lexemes[name] = self.lex(
+                _quoted_literal(name, self.layout.escapes), encode_basestring(name))
+        return got
 
     def release(self) -> None:
         """Drop the layouts (each refers back to this compiler, and may be its own child), so
@@ -652,17 +662,16 @@ class SchemaCompiler:
         keyed = bool(pats) or names_ok is not None or bool(some)  # does a key's body matter
         body = b""
         dead, compile, colon = self.dead, self.compile, lay.colon
-        esc = self.layout.escapes
         if not keyed:  # no key's body matters (most objects): the loop below, without it
-            lex, seq = self.lex, b.seq
+            seq, key_lexeme = b.seq, self.key_lexeme
             for name, sch in props:
                 value = dead if isinstance(sch, Unsat) else compile(sch, child)
                 if value == dead:
                     if name in required:
                         return dead
                     continue
-                key = lex(_quoted_literal(name, esc), encode_basestring(name))
-                entries.append((seq((key, colon, value), "member"), name in required, {}))
+                entries.append((seq((key_lexeme(name), colon, value), "member"),
+                                name in required, {}))
             props = []
         for name, sch in props:
             quoted = encode_basestring(name)  # as json.dumps(name, ensure_ascii=False)
@@ -679,7 +688,7 @@ class SchemaCompiler:
                 if name in required:
                     return dead
                 continue
-            key = self.lex(_quoted_literal(name, esc), quoted)
+            key = self.key_lexeme(name)
             member = b.seq([key, colon, value], "member")
             witnesses: dict[int, int] = {}
             if not some:  # no member needs a witness (most objects)

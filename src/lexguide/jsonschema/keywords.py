@@ -225,8 +225,11 @@ class TypedKeywords(BuilderHooks):
         if not isinstance(props_raw, dict):
             raise SchemaError("properties must be an object", pointer=f"{ptr}/properties",
                               keyword="properties")
-        props = tuple((name, self.build(s, f"{ptr}/properties/{escape_pointer(name)}"))
-                      for name, s in props_raw.items())
+        at = f"{ptr}/properties/"
+        build = self.build
+        props = tuple([(name, build(s, at + (escape_pointer(name) if "~" in name or "/" in name
+                                             else name)))
+                       for name, s in props_raw.items()])
         required = kw.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise SchemaError("required must be an array of strings", pointer=f"{ptr}/required",
