@@ -94,3 +94,18 @@ def test_types_of_a_reference_under_construction_are_not_memoised() -> None:
     built[ref.key] = NullSchema()
     assert diff._types(ref) == frozenset({"null"})
     assert diff._types(AnyOfSchema((ref, StringSchema()))) == frozenset({"null", "string"})
+
+
+def test_slots_constructors_build_what_the_dataclass_builds() -> None:
+    """The intersector's positional constructors set every field, in the dataclass's order."""
+    from dataclasses import fields
+
+    from lexguide.jsonschema import schema as sc
+
+    for cls, make in ((sc.NumberSchema, sc._new_number), (sc.StringSchema, sc._new_string),
+                      (sc.ArraySchema, sc._new_array), (sc.ObjectSchema, sc._new_object)):
+        values = [f"v{i}" for i in range(len(fields(cls)))]
+        built = make(*values)
+        assert type(built) is cls and repr(built) == repr(cls(*values))
+        with pytest.raises(AttributeError):  # still frozen
+            built.pointer = "x"

@@ -70,6 +70,8 @@ class Difference:
         self.intersect = intersect
         self.resolve = intersect.resolve
         self._types_memo: dict[int, tuple[Schema, frozenset[str]]] = {}
+        # per options tuple of a union: the string constant of each option, else None
+        self._consts_memo: dict[int, tuple[tuple[Schema, ...], list[str | None]]] = {}
 
     def disjoint(self, a: Schema, b: Schema) -> bool:
         """Provably no common instance (False when unknown, e.g. a reference whose target is
@@ -167,18 +169,21 @@ class Difference:
         the step budget would run out: the general path then gives the same result or
         error."""
         inter = self.intersect
-        if depth > MAX_DEPTH:
+        stop = min(len(options), start + inter.limit - inter.steps)
+        if depth > MAX_DEPTH or stop <= start:
             return 0
-        value = c.const  # type: ignore[union-attr]
-        room = inter.limit - inter.steps
-        n = 0
-        for o in options[start:]:
-            if n >= room or type(o) is not StringSchema or o.const is None \
-                    or o.const == value:  # type: ignore[union-attr]
-                break
-            n += 1
-        inter.steps += n
-        return n
+        got = self._consts_memo.get(id(options))
+        if got is None:  # options kept alive: its id is not reused
+            got = self._consts_memo[id(options)] = (options, [
+                o.const if type(o) is StringSchema else None for o in options])
+        consts = got[1]
+        for end in (None, c.const):  # the run ends at a non-constant or at c itself
+            try:
+                stop = consts.index(end, start, stop)
+            except ValueError:
+                pass
+        inter.steps += stop - start
+        return stop - start
 
     def _bool(self, a: BoolSchema, b: BoolSchema) -> Schema:
         if b.value is None or b.value == a.value:
@@ -241,19 +246,20 @@ class Difference:
             alts.append(ObjectSchema(min_properties=b.max_properties + 1))
         named = dict.fromkeys([n for n, _ in a.properties] + list(a.required)
                               + [n for n, _ in b.properties] + list(b.required))
+        listed_a, listed_b = dict(a.properties), dict(b.properties)
         for name in named:
-            sa = _member(inter, a, name)
-            if isinstance(sa, Unsat) or not self._name_ok(a, name):
+            sa = _member(inter, a, listed_a, name)
+            if type(sa) is Unsat or not self._name_ok(a, name):
                 continue  # a never has this member
-            d = sa if not self._name_ok(b, name) else self(sa, _member(inter, b, name),
-                                                            depth + 1)
-            if not isinstance(d, Unsat):
+            d = sa if not self._name_ok(b, name) else self(
+                sa, _member(inter, b, listed_b, name), depth + 1)
+            if type(d) is not Unsat:
                 alts.append(ObjectSchema(properties=((name, d),), required=(name,)))
         alts += self._unnamed(a, b, list(named), depth)
         return self._union(a, alts)
 
     def _name_ok(self, o: ObjectSchema, name: str) -> bool:
-        if isinstance(o.property_names, AnySchema):
+        if type(o.property_names) is AnySchema:
             return True
         return not isinstance(self.intersect(StringSchema(const=name), o.property_names), Unsat)
 
@@ -324,10 +330,10 @@ def _item(a: ArraySchema, i: int) -> Schema:
     return a.prefix[i] if i < len(a.prefix) else a.items
 
 
-def _member(inter: Intersector, o: ObjectSchema, name: str) -> Schema:
+def _member(inter: Intersector, o: ObjectSchema, listed: dict[str, Schema],
+            name: str) -> Schema:
     """The schema the member ``name`` of ``o`` satisfies (listed ∩ matching patterns, or the
-    pattern/additional schema of an unlisted name)."""
-    listed = dict(o.properties)
+    pattern/additional schema of an unlisted name); ``listed`` is ``dict(o.properties)``."""
     if name not in listed:
         return inter.extra_schema(o, name)
     s = listed[name]

@@ -12,10 +12,12 @@ left operand's property order then the right operand's new names.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from typing import Any
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from json.encoder import encode_basestring
 from math import gcd
+from operator import attrgetter
 
 from lexguide.errors import SchemaError
 
@@ -159,6 +161,27 @@ ANY = AnySchema()
 Resolver = Callable[[str], Schema]
 
 
+def _slots_init(cls: type) -> Callable[..., Any]:
+    """A constructor of the frozen slots dataclass ``cls`` taking every field positionally and
+    setting the slots through their descriptors: the generated ``__init__`` goes through
+    ``object.__setattr__`` per field (frozen), twice as slow, and the intersector builds a
+    node per step. Built like the dataclass's own methods, from the field list, so it cannot
+    drift from it."""
+    assert not hasattr(cls, "__post_init__")
+    names = [f.name for f in fields(cls)]
+    env = {"_new": object.__new__, "_cls": cls}
+    env.update({f"_set_{n}": getattr(cls, n).__set__ for n in names})
+    body = "".join(f"    _set_{n}(obj, {n})\n" for n in names)
+    exec(f"def make({', '.join(names)}):\n    obj = _new(_cls)\n{body}    return obj\n", env)
+    return env["make"]
+
+
+_new_number = _slots_init(NumberSchema)
+_new_string = _slots_init(StringSchema)
+_new_array = _slots_init(ArraySchema)
+_new_object = _slots_init(ObjectSchema)
+
+
 def is_unsat(s: Schema) -> bool:
     return isinstance(s, Unsat)
 
@@ -294,9 +317,9 @@ class Intersector:
             mult = b.multiple_of if mult is None else decimal_lcm(mult, b.multiple_of)
         if (a.integer or b.integer) and (a.non_integer or b.non_integer):
             return Unsat("integer and non-integer")
-        return check_number(NumberSchema(a.integer or b.integer, lo, hi, lo_x, hi_x, mult,
-                                         a.pointer or b.pointer,
-                                         _union(a.not_multiples, b.not_multiples),
+        return check_number(_new_number(a.integer or b.integer, lo, hi, lo_x, hi_x, mult,
+                                        a.pointer or b.pointer,
+                                        _union(a.not_multiples, b.not_multiples),
                                          a.non_integer or b.non_integer))
 
     def _consts_meet_string(self, xs: tuple[Schema, ...], ys: tuple[Schema, ...],
@@ -312,10 +335,10 @@ class Intersector:
         y0 = ys[0] if len(ys) == 1 else None
         out: list[Schema]
         if isinstance(y0, StringSchema) and _plain_string(y0) and all(map(_bare_const, xs)):
-            out = [StringSchema(const=x.const, pointer=x.pointer or y0.pointer)
+            out = [_new_string(0, None, (), (), x.const, x.pointer or y0.pointer, ())
                    for x in xs if isinstance(x, StringSchema)]
         elif isinstance(x0, StringSchema) and _plain_string(x0) and all(map(_bare_const, ys)):
-            out = [StringSchema(const=y.const, pointer=x0.pointer or y.pointer)
+            out = [_new_string(0, None, (), (), y.const, x0.pointer or y.pointer, ())
                    for y in ys if isinstance(y, StringSchema)]
         else:
             return None
@@ -329,7 +352,7 @@ class Intersector:
             return a if a.const == b.const else Unsat("contradictory string constants")
         lo = max(a.min_length, b.min_length)
         hi = _min_opt(a.max_length, b.max_length)
-        merged = StringSchema(
+        merged = _new_string(
             lo, hi, _union(a.patterns, b.patterns), _union(a.formats, b.formats),
             a.const if a.const is not None else b.const, a.pointer or b.pointer,
             _union(a.rx_filters, b.rx_filters),
@@ -349,7 +372,7 @@ class Intersector:
             contains = b.contains
             lo_c = max(lo_c, b.min_contains) if a.contains is not None else b.min_contains
             hi_c = _min_opt(hi_c, b.max_contains) if a.contains is not None else b.max_contains
-        return check_array(ArraySchema(
+        return check_array(_new_array(
             max(a.min_items, b.min_items), _min_opt(a.max_items, b.max_items), prefix,
             self(a.items, b.items, depth), contains, lo_c, hi_c, a.pointer or b.pointer,
             a.unique or b.unique,
@@ -386,7 +409,7 @@ class Intersector:
         pats = tuple((p, self(s, b.additional, depth)) for p, s in a.pattern_properties) + tuple(
             (p, self(s, a.additional, depth)) for p, s in b.pattern_properties
         )
-        return self.check_object(ObjectSchema(
+        return self.check_object(_new_object(
             tuple(props), _union(a.required, b.required), self(a.additional, b.additional, depth),
             pats, self(a.property_names, b.property_names, depth),
             max(a.min_properties, b.min_properties), _min_opt(a.max_properties, b.max_properties),
@@ -464,7 +487,12 @@ class _Budget:
 
 
 def _all_string_consts(xs: tuple[Schema, ...]) -> bool:
-    return all(isinstance(x, StringSchema) and x.const is not None for x in xs)
+    """Every one a string constant (both tests loop in C: enums have thousands of values)."""
+    return set(map(type, xs)) <= _STRING_TYPE and None not in map(_const_of, xs)
+
+
+_STRING_TYPE = frozenset((StringSchema,))
+_const_of = attrgetter("const")
 
 
 def _plain_string(s: Schema) -> bool:
@@ -551,7 +579,7 @@ def check_string(s: StringSchema, check: Callable[[StringSchema, str], bool]) ->
     if s.const is not None:
         if not check(s, s.const):
             return Unsat(f"constant {s.const!r} violates the string constraints")
-        return StringSchema(const=s.const, pointer=s.pointer)
+        return _new_string(0, None, (), (), s.const, s.pointer, ())
     return s
 
 
