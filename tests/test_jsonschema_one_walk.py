@@ -47,3 +47,19 @@ def test_escape_policies_are_interned():
     a = escapes_from_options("nu", True)
     assert escapes_from_options("un", True) is a and a != DEFAULT
     assert hash(a) == hash(escapes_from_options("nu", True))
+
+
+def test_reference_resolution_is_per_text_and_base():
+    from lexguide.jsonschema.refs import RefIndex
+
+    root = {"$defs": {"a": {"type": "integer"},
+                      "inner": {"$id": "http://e.com/inner.json",
+                                "$defs": {"a": {"type": "string"}},
+                                "properties": {"x": {"$ref": "#/$defs/a"}}}},
+            "properties": {"x": {"$ref": "#/$defs/a"}}}
+    index = RefIndex(root)
+    assert index.resolve("#/$defs/a", "/properties/x") == "/$defs/a"
+    assert index.resolve("#/$defs/a", "/$defs/inner/properties/x") == "/$defs/inner/$defs/a"
+    assert index.resolve("#/$defs/a", "/properties/x") == "/$defs/a"  # answered again
+    g = Grammar.from_json_schema({**root, "type": "object", "required": ["x"]})
+    assert g.validate('{"x": 1}') and not g.validate('{"x": "s"}')

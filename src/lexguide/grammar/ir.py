@@ -318,41 +318,44 @@ class GrammarBuilder:
         and its tail; ``unique_item`` marks an item of a matcher-enforced ``uniqueItems`` array.
         """
         unique_item = unique_item or name in _UNIQUE_NAMES
-        if lazy or max_tokens is not None or stop is not None or suffix is not None \
-                or capture is not None or stop_capture is not None or unique_item:
-            key: tuple = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture,
-                          stop_capture, unique_item)
-        else:  # a plain lexeme (almost all of them): a shorter key, never equal to a long one
-            key = (rx, lexeme_class)
+        if not (lazy or max_tokens is not None or stop is not None or suffix is not None
+                or capture is not None or stop_capture is not None or unique_item):
+            return self.plain_lexeme(rx, name, lexeme_class)
+        key = (rx, lexeme_class, lazy, None, max_tokens, stop, suffix, capture, stop_capture,
+               unique_item)
         idx = self._lexeme_ids.get(key)
         if idx is None:
             idx = len(self._lexemes)
-            if len(key) == 2:  # plain: the (immutable) Lexeme is shared across grammars
-                shared = (name, rx, lexeme_class)
-                lx = _PLAIN_LEXEMES.get(shared)
-                if lx is None:
-                    if len(_PLAIN_LEXEMES) >= _MAX_PLAIN_LEXEMES:
-                        _PLAIN_LEXEMES.clear()
-                    lx = _PLAIN_LEXEMES[shared] = Lexeme(name, rx, lexeme_class)
-            else:
-                body_rx, stop_rx = stop if stop is not None else (None, None)
-                suffix_rx = None
-                if suffix is not None:
-                    body_rx, suffix_rx = suffix
-                lx = Lexeme(name, rx, lexeme_class, lazy, None, max_tokens, stop_rx, body_rx,
-                            suffix_rx, capture, stop_capture, unique_item)
-            self._lexemes.append(lx)
+            body_rx, stop_rx = stop if stop is not None else (None, None)
+            suffix_rx = None
+            if suffix is not None:
+                body_rx, suffix_rx = suffix
+            self._lexemes.append(Lexeme(name, rx, lexeme_class, lazy, None, max_tokens, stop_rx,
+                                        body_rx, suffix_rx, capture, stop_capture, unique_item))
             self._lexeme_ids[key] = idx
         return -1 - idx  # lexeme_sym(idx)
 
     def plain_lexeme(self, rx: int, name: str, lexeme_class: int) -> int:
-        """:meth:`lexeme` without options, for hot callers: the same symbol, found by one
-        lookup when the lexeme exists already."""
-        if name not in _UNIQUE_NAMES:
-            idx = self._lexeme_ids.get((rx, lexeme_class))
-            if idx is not None:
-                return -1 - idx
-        return self.lexeme(rx, name, lexeme_class=lexeme_class)
+        """:meth:`lexeme` without options (almost all lexemes; hot callers call it directly).
+
+        A plain lexeme's key is ``(rx, lexeme_class)``, shorter than any other lexeme's, so
+        never equal to one; its (immutable) :class:`Lexeme` is shared across grammars."""
+        if name in _UNIQUE_NAMES:  # marked by its name: not plain
+            return self.lexeme(rx, name, lexeme_class=lexeme_class)
+        key = (rx, lexeme_class)
+        ids = self._lexeme_ids
+        idx = ids.get(key)
+        if idx is None:
+            lexemes = self._lexemes
+            idx = ids[key] = len(lexemes)
+            shared = (name, rx, lexeme_class)
+            lx = _PLAIN_LEXEMES.get(shared)
+            if lx is None:
+                if len(_PLAIN_LEXEMES) >= _MAX_PLAIN_LEXEMES:
+                    _PLAIN_LEXEMES.clear()
+                lx = _PLAIN_LEXEMES[shared] = Lexeme(name, rx, lexeme_class)
+            lexemes.append(lx)
+        return -1 - idx
 
     def token_lexeme(self, token_set: TokenSet, *, lexeme_class: int = 0) -> int:
         """The symbol of a special-token lexeme (matches one token id, no bytes)."""

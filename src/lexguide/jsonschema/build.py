@@ -240,6 +240,9 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
             elif what == _APPLICATOR:
                 if draft < since:
                     continue
+                if key == "$ref":  # written at ptr itself
+                    parts.append(self._ref(value, ptr))
+                    continue
                 at = f"{ptr}/{escape_pointer(key)}"
                 if key == "oneOf":
                     subs = self._subschemas(key, value, at)

@@ -144,6 +144,7 @@ class RefIndex:
                 raise SchemaError(f"refs: {uri!r} is not an absolute URI", keyword="$ref")
         self.documents[""] = root
         self._values: dict[str, Any] = {}  # key -> raw value (see get)
+        self._resolved: dict[tuple[str, str], str] = {}  # (reference, base) -> key
         self.resources[DEFAULT_BASE] = ""
         if has_anchors is None:
             has_anchors = _has_key(root, anchor_keys(id_keyword))
@@ -216,13 +217,22 @@ class RefIndex:
         return _defrag(self.base_of(key))[0]
 
     def resolve(self, ref: str, at: str) -> str:
-        """Key of the target of ``ref`` written at key ``at``."""
+        """Key of the target of ``ref`` written at key ``at``. Resolved once per reference
+        text and base URI: the answer depends on nothing else (the documents loaded for it
+        stay loaded)."""
+        base = self.base_at.get(at, DEFAULT_BASE)
+        got = self._resolved.get((ref, base))
+        if got is None:
+            got = self._resolved[(ref, base)] = self._resolve(ref, at, base)
+        return got
+
+    def _resolve(self, ref: str, at: str, base: str) -> str:
         if ref.startswith("#") and not _URL_STRIPPED.intersection(ref):
             # a fragment of the current document: what urldefrag(join_uri(base, ref)) gives,
             # without parsing a new URI at every reference
-            doc, frag = _defrag(_defrag(self.base_of(at))[0] + "#")[0], ref[1:]
+            doc, frag = _defrag(_defrag(base)[0] + "#")[0], ref[1:]
         else:
-            doc, frag = _defrag(join_uri(self.base_of(at), ref))
+            doc, frag = _defrag(join_uri(base, ref))
         if doc not in self.resources:
             self._load(doc, at, ref)
         if frag and not frag.startswith("/"):
