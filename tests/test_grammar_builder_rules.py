@@ -40,3 +40,15 @@ def test_new_rules_and_fresh_alt_match_rule_and_alt_tuples():
     top, one, _, rules = build(True)
     assert one == top
     assert [r.rhs for r in rules if r.lhs == top] == [(-2, 0), (0,)]
+
+
+def test_new_nonterminals_and_add_new_rules():
+    b = GrammarBuilder()
+    b.nonterminal("before")
+    first = b.new_nonterminals("row", 3)
+    assert first == 1 and b._names == ["before", "row", "row", "row"]
+    b.add_new_rules([(first, (-1,)), (first + 1, (first,)), (first + 2, ())])
+    assert b._rules == [Rule(1, (-1,)), Rule(2, (1,)), Rule(3, ())]
+    assert all(type(r) is Rule for r in b._rules)
+    b.rule(first + 1, [first])  # already there
+    assert len(b._rules) == 3

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -375,6 +376,13 @@ class GrammarBuilder:
         names.append(name)
         return len(names) - 1
 
+    def new_nonterminals(self, name: str, count: int) -> int:
+        """``count`` fresh nonterminals named ``name``, numbered consecutively; the first."""
+        names = self._names
+        first = len(names)
+        names += [name] * count
+        return first
+
     def capture(self, nonterminal: int, name: str) -> None:
         """Report the bytes each completion of ``nonterminal`` spans under ``name``."""
         self._captures[nonterminal] = name
@@ -441,18 +449,26 @@ class GrammarBuilder:
         self.new_rules(nt, alts)
         return nt
 
+    def add_new_rules(self, rules: Iterable[tuple[int, tuple[int, ...]]]) -> None:
+        """Add each ``(lhs, rhs)`` in order, for a caller that knows none of them is there
+        (distinct rules of its own fresh nonterminals): :meth:`new_rules` for many
+        nonterminals in one call."""
+        self._rules += map(_new_rule, repeat(Rule), rules)
+
     def new_rules(self, nt: int, alts: tuple[tuple[int, ...], ...]) -> None:
         """Add ``nt -> a`` for each alternative, for a caller that knows ``nt`` has none of
         them (its own fresh nonterminal, to which it gave other alternatives if any): only a
         repeated alternative is a duplicate (kept once, at its first place). :meth:`rule`
         without the search among all rules."""
         rules = self._rules
-        if len(alts) == 2:
+        if len(alts) == 1:
+            rules.append(_new_rule(Rule, (nt, alts[0])))
+        elif len(alts) == 2:
             first, second = alts
             rules.append(_new_rule(Rule, (nt, first)))
             if second != first:
                 rules.append(_new_rule(Rule, (nt, second)))
-        elif len(alts) < 2 or len(set(alts)) == len(alts):
+        elif not alts or len(set(alts)) == len(alts):
             rules.extend([_new_rule(Rule, (nt, a)) for a in alts])
         else:
             rules.extend([_new_rule(Rule, (nt, a)) for a in dict.fromkeys(alts)])

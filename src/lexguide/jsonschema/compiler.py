@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from json.encoder import encode_basestring
+from operator import itemgetter
 from typing import NamedTuple
 
 from lexguide.errors import LimitExceeded, SchemaError
@@ -93,6 +94,7 @@ _STRING_CACHE: dict[tuple, int] = {}
 rx.on_rotate(_STRING_CACHE.clear)  # its values are regex nodes
 MAX_COUNT_RULES = 50_000
 
+_first, _second = itemgetter(0), itemgetter(1)  # of a pair, as C-level functions
 # schema nodes that compile to one lexeme or a fixed alternation: no nested compiles
 _SCALARS = frozenset((NullSchema, BoolSchema, NumberSchema, StringSchema))
 
@@ -649,12 +651,11 @@ class SchemaCompiler:
         names_ok = None if names_rx is None else self.key_constraint(s.property_names, DEFAULT)
         inter = self.schemas.intersect
         props = list(s.properties)
-        declared = [n for n, _ in props]
+        declared = list(map(_first, props))
         for r in s.required:
             if r not in declared:
                 props.append((r, inter.extra_schema(s, r)))
                 declared.append(r)
-        listed = {n for n, _ in s.properties}
         required = set(s.required)
         some = s.some_members
         entries: list[tuple[int, bool, dict[int, int]]] = []
@@ -673,6 +674,7 @@ class SchemaCompiler:
                 entries.append((seq((key_lexeme(name), colon, value), "member"),
                                 name in required, {}))
             props = []
+        listed = set(map(_first, s.properties)) if props else ()  # not only required
         for name, sch in props:
             quoted = encode_basestring(name)  # as json.dumps(name, ensure_ascii=False)
             if keyed:
@@ -705,10 +707,11 @@ class SchemaCompiler:
                     witnesses[mask] = b.seq([key, lay.colon, w_value], "some_member")
             entries.append((member, name in required, witnesses))
         extras, w_extras = self.extra_members(s, lay, declared, names_rx)
-        extra = b.alt([[m] for m in extras], "extra_member") if extras else None
+        extra = None if not extras else extras[0] if len(extras) == 1 else b.alt(
+            [[m] for m in extras], "extra_member")
         w_extra = {mask: b.alt([[m] for m in ms], "some_extra_member")
-                   for mask, ms in w_extras.items() if ms}
-        return self.members(s, lay, entries, extra, w_extra, any(r for _, r, _ in entries))
+                   for mask, ms in w_extras.items() if ms} if w_extras else {}
+        return self.members(s, lay, entries, extra, w_extra, any(map(_second, entries)))
 
     def members(self, s: ObjectSchema, lay: _Layout,
                 entries: list[tuple[int, bool, dict[int, int]]], extra: int | None,
@@ -812,20 +815,25 @@ class SchemaCompiler:
             new_rules(row1, ((b.star(b.seq([sep, extra], "extra_more")),),))
         else:
             new_rules(row1, ((),))
-        # every alternative below holds row1 or row0, nonterminals of this object alone
-        alt = b.fresh_alt
+        # two fresh nonterminals per member (rows 0 and 1 before it), their rules made here:
+        # every alternative holds the rows after the member, nonterminals of this object alone
+        nt = b.new_nonterminals("members", 2 * len(entries))
+        rules: list[tuple[int, tuple[int, ...]]] = []
+        add = rules.append
         for member, req, _ in reversed(entries):
-            if req:
-                row0 = alt(((member, row1),), "members")
-                row1 = alt(((sep, member, row1),), "members")
-            else:
-                row0 = alt(((member, row1),) if row0 is None else ((member, row1), (row0,)),
-                           "members")
-                row1 = alt(((sep, member, row1), (row1,)), "members")
+            add((nt, (member, row1)))
+            if not req and row0 is not None:
+                add((nt, (row0,)))
+            add((nt + 1, (sep, member, row1)))
+            if not req:
+                add((nt + 1, (row1,)))
+            row0, row1 = nt, nt + 1
+            nt += 2
+        b.add_new_rules(rules)
         if row0 is None:
             return b.alt(alts_top, "object") if alts_top else self.dead
         alts_top.append([lay.obj_open, row0, lay.obj_close])
-        return alt(tuple(map(tuple, alts_top)), "object")
+        return b.fresh_alt(tuple(map(tuple, alts_top)), "object")
 
     def extra_members(self, s: ObjectSchema, lay: _Layout, declared: list[str],
                       names_rx: int | None) -> tuple[list[int], dict[int, list[int]]]:
