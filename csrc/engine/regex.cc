@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "engine/limits.h"
 
@@ -58,7 +59,22 @@ uint32_t next_tag() {  // never 0, the tag of plain ids
 }
 }  // namespace
 
+// A generation is replaced once it passes kRotateRegexNodes nodes (limits.h; checked between
+// compiles, so one may take it somewhat past), so its per-node arrays are reserved and its
+// hash-consing table sized for that many at once: reserved memory that is not written yet
+// costs address space only, and no compile pays for copying the arrays or rehashing every
+// node when they would double (a pause growing with the store, landing on whichever compile
+// crosses the power of two). The table (4 MiB) is written once, here.
+void RegexStore::reserve_generation(size_t n_nodes) {
+  size_t n = std::max<size_t>(n_nodes, kRotateRegexNodes + kRotateRegexNodes / 4);
+  nodes_.reserve(n);
+  args_.reserve(3 * n);
+  doff_.reserve(n);
+  grow_cons(n);
+}
+
 RegexStore::RegexStore() : tag_(next_tag()) {
+  reserve_generation(0);
   std::array<uint8_t, 256> zero{};
   trivial_part_ = intern_partition(zero);
   mk(K_NOTHING, nullptr, 0, false, trivial_part_);
@@ -79,7 +95,7 @@ RegexStore::RegexStore(const RegexStore& from, size_t keep) : tag_(next_tag()) {
   for (const Node& nd : nodes_) n_parts = std::max(n_parts, nd.part + 1);
   parts_.assign(from.parts_.begin(), from.parts_.begin() + n_parts);
   trivial_part_ = from.trivial_part_;
-  grow_cons(nodes_.size());
+  reserve_generation(nodes_.size());
   grow_parts(parts_.size());
 }
 
@@ -91,10 +107,12 @@ uint32_t RegexStore::fix_base() {
 size_t RegexStore::memory_bytes() const {
   // an unordered_map entry: its node (next pointer, cached hash, value) plus a bucket slot
   auto map_bytes = [](size_t n, size_t value) { return n * map_entry_bytes(value); };
-  size_t b = nodes_.capacity() * sizeof(Node) + args_.capacity() * sizeof(uint32_t);
+  // the per-node arrays by their size: their reserve (reserve_generation) is not written yet
+  size_t b = nodes_.size() * sizeof(Node) + (args_.size() + doff_.size()) * sizeof(uint32_t);
   b += (cons_slots_.capacity() + part_slots_.capacity()) * sizeof(uint32_t);
   b += parts_.size() * (sizeof(Partition) + 16 + 34);  // its tables, ~16 representatives and their offsets
-  b += refine_memo_.memory_bytes() + dmemo_.memory_bytes() + map_bytes(nonempty_memo_.size(), 8);
+  b += dtable_.capacity() * sizeof(uint32_t);
+  b += refine_memo_.memory_bytes() + map_bytes(nonempty_memo_.size(), 8);
   return b + alt_index_bytes_;
 }
 
@@ -502,10 +520,18 @@ bool RegexStore::matches(NodeId x, const uint8_t* data, size_t n) {
 }
 
 NodeId RegexStore::derivative(NodeId x, unsigned b) {
-  uint64_t key = (uint64_t(x) << 8) | parts_[nodes_[x].part].rep[b];
-  if (const uint32_t* hit = dmemo_.find(key)) return *hit;
-  NodeId r = derive(x, b);
-  dmemo_.emplace(key, r);
+  const Partition& part = parts_[nodes_[x].part];
+  uint32_t label = part.label[b];
+  if (x >= doff_.size()) doff_.resize(nodes_.size(), kFree);
+  uint32_t off = doff_[x];
+  if (off == kFree) {
+    off = doff_[x] = uint32_t(dtable_.size());
+    dtable_.resize(dtable_.size() + part.reps.size(), kFree);
+  } else if (dtable_[off + label] != kFree) {
+    return dtable_[off + label];
+  }
+  NodeId r = derive(x, b);  // may grow nodes_, parts_, doff_ and dtable_
+  dtable_[off + label] = r;
   return r;
 }
 
@@ -578,7 +604,7 @@ bool RegexStore::nonempty(NodeId node) {
   auto hit = nonempty_memo_.find(node);
   if (hit != nonempty_memo_.end()) return hit->second;
   std::vector<NodeId> frontier{node}, seen{node};
-  std::unordered_map<NodeId, bool> seen_set{{node, true}};
+  std::unordered_set<NodeId> seen_set{node};
   bool result = nodes_[node].null;
   while (!frontier.empty() && !result) {
     if (seen.size() > kNonEmptyBudget) {
@@ -587,15 +613,15 @@ bool RegexStore::nonempty(NodeId node) {
     }
     std::vector<NodeId> next;
     for (NodeId x : frontier) {
-      for (uint8_t b : parts_[nodes_[x].part].reps) {
-        NodeId d = derivative(x, b);
-        if (d == NOTHING || seen_set.count(d)) continue;
+      uint32_t part = nodes_[x].part;
+      for (size_t i = 0; i < parts_[part].reps.size(); i++) {  // derivative() may grow parts_
+        NodeId d = derivative(x, parts_[part].reps[i]);
+        if (d == NOTHING || !seen_set.insert(d).second) continue;
         auto m = nonempty_memo_.find(d);
         if (nodes_[d].null || (m != nonempty_memo_.end() && m->second) || !nodes_[d].boolean) {
           result = true;
           break;
         }
-        seen_set.emplace(d, true);
         seen.push_back(d);
         next.push_back(d);
       }

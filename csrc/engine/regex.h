@@ -147,7 +147,12 @@ class RegexStore {
   std::vector<uint32_t> part_slots_;
   FlatMap64 refine_memo_;
   std::vector<uint16_t> refine_labels_;  // refine()'s scratch: the label of each class pair
-  FlatMap64 dmemo_;  // (node << 8 | byte class) -> derivative
+  // Derivatives: x's by the bytes of class l (the label of its partition) is
+  // dtable_[doff_[x] + l], kFree until asked; doff_[x] is kFree until x is first derived (then
+  // one slot per class of x is appended). Two array reads per memo hit; growing copies flat
+  // arrays instead of rehashing every entry, a pause that would land on one compile.
+  std::vector<uint32_t> doff_;
+  std::vector<NodeId> dtable_;
   std::unordered_map<NodeId, std::vector<std::vector<NodeId>>> alt_index_;
   size_t alt_index_bytes_ = 0;  // what alt_index_ holds (its entries never change once made)
   // an unordered_map entry holding a value of `value` bytes: its node (next pointer, cached
@@ -183,6 +188,7 @@ class RegexStore {
   size_t find_node(uint8_t kind, const uint32_t* a, uint32_t n, uint64_t h) const;  // its slot
   size_t find_partition(const std::array<uint8_t, 256>& labels, uint64_t h) const;
   uint64_t node_hash(NodeId x) const;
+  void reserve_generation(size_t n_nodes);  // n_nodes: at least this many
   void grow_cons(size_t at_least = 0);
   void grow_parts(size_t at_least = 0);
   uint32_t intern_partition(const std::array<uint8_t, 256>& labels);
