@@ -20,8 +20,10 @@ known ``A`` far more is expressible, because only the values ``A`` admits must b
   ``contains`` count of ``B`` not reached / exceeded.
 
 Every alternative is intersected with ``A``, so ``A``'s property order is kept. Provably
-disjoint pairs return ``A`` unchanged. Costs are counted by the intersector's budget; deeper
-than :data:`MAX_DEPTH` nested members raises :class:`NotSupported`.
+disjoint pairs return ``A`` unchanged; two different string constants (an enum minus the values
+of another) are answered by comparison, with the one intersection step their disjointness test
+takes. Costs are counted by the intersector's budget; deeper than :data:`MAX_DEPTH` nested
+members raises :class:`NotSupported`.
 """
 
 from __future__ import annotations
@@ -112,7 +114,8 @@ class Difference:
             if ta is RefSchema and a.key == b.key:  # type: ignore[union-attr]
                 return Unsat("excluded by the same reference")
             return self(a, self.resolve(b.key), depth + 1)  # type: ignore[union-attr]
-        if not (self._types(a) & self._types(b)):
+        types_a = TYPES_OF.get(ta) or self._types(a)
+        if types_a.isdisjoint(TYPES_OF.get(tb) or self._types(b)):
             return a  # no common JSON type: nothing of a is excluded
         if ta is RefSchema:
             return self(self.resolve(a.key), b, depth + 1)  # type: ignore[union-attr]

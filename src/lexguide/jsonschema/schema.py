@@ -406,9 +406,9 @@ class Intersector:
         else:
             for name, s in a.properties:
                 props.append((name, self(s, self._extra(b, name), depth)))
-        pats = tuple((p, self(s, b.additional, depth)) for p, s in a.pattern_properties) + tuple(
-            (p, self(s, a.additional, depth)) for p, s in b.pattern_properties
-        )
+        pats = () if not (a.pattern_properties or b.pattern_properties) else tuple(
+            (p, self(s, b.additional, depth)) for p, s in a.pattern_properties) + tuple(
+            (p, self(s, a.additional, depth)) for p, s in b.pattern_properties)
         return self.check_object(_new_object(
             tuple(props), _union(a.required, b.required), self(a.additional, b.additional, depth),
             pats, self(a.property_names, b.property_names, depth),
