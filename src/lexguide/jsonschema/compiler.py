@@ -210,6 +210,7 @@ class SchemaCompiler:
         self._layouts: dict[int, _Layout] = {}
         self._keep: list[Schema] = []  # the nodes compiled, so their ids stay theirs
         self._key_lexemes: dict[str, int] = {}  # declared key -> its lexeme
+        self._string_lexemes: dict[tuple, int] = {}  # string constraints -> their lexeme
         self._refs: dict[tuple[str, int], int] = {}
         self._any: dict[int, int] = {}
         self.dead = self.lex(rx.NOTHING, "<unsatisfiable>")
@@ -258,7 +259,7 @@ class SchemaCompiler:
             # a leaf compiles nothing nested: no pointer or nesting bookkeeping (a third of
             # the schemas a large object compiles are scalars)
             self._keep.append(s)
-            got = compiled[key] = self._compile(s, lay)
+            got = compiled[key] = _BY_TYPE[type(s)](self, s, lay)
             return got
         where = s.key if type(s) is RefSchema else getattr(s, "pointer", "")
         where = where or self._where[-1]
@@ -297,7 +298,19 @@ class SchemaCompiler:
         return self.lex(self.number(s), "integer" if s.integer else "number")
 
     def _string(self, s: StringSchema, lay: _Layout) -> int:
-        return self.lex(self.string(s, self.layout.escapes), "string")
+        return self.string_lexeme(s)
+
+    def string_lexeme(self, s: StringSchema) -> int:
+        """The lexeme of ``s``'s JSON strings; one lookup for constraints met before in this
+        document, unless making it could note something (lenient lengths), which is noted
+        at each schema."""
+        key = (s.const, s.min_length, s.max_length, s.patterns, s.formats, s.rx_filters)
+        got = self._string_lexemes.get(key)
+        if got is None:
+            got = self.lex(self.string(s, self.layout.escapes), "string")
+            if not self.lenient or (s.min_length == 0 and s.max_length is None):
+                self._string_lexemes[key] = got
+        return got
 
     def _any_of(self, s: AnyOfSchema, lay: _Layout) -> int:
         s = self.unique_union(s)
@@ -311,7 +324,7 @@ class SchemaCompiler:
         nesting limit ``compile`` raises as it would."""
         if isinstance(s, StringSchema) and s.const is not None \
                 and self.nesting.depth < self.nesting.limit:
-            return self.lex(self.string(s, self.layout.escapes), "string")
+            return self.string_lexeme(s)
         return self.compile(s, lay)
 
     # -- scalars ------------------------------------------------------------------------------

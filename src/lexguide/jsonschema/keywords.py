@@ -129,6 +129,8 @@ class TypedKeywords(BuilderHooks):
         return any_of(options, f"no type of {list(types)} is satisfiable")
 
     def _number(self, kw: dict[str, Any], integer: bool, ptr: str) -> Schema:
+        if len(kw) == 1 and "type" in kw:  # no numeric keyword: what the lines below give
+            return NumberSchema(integer, None, None, False, False, None, ptr)
         lo, lo_x = _num(kw, "minimum", ptr), False
         hi, hi_x = _num(kw, "maximum", ptr), False
         for key, sign in (("exclusiveMinimum", 1), ("exclusiveMaximum", -1)):
@@ -155,6 +157,8 @@ class TypedKeywords(BuilderHooks):
         return check_number(NumberSchema(integer, lo, hi, lo_x, hi_x, mult, ptr))
 
     def _string(self, kw: dict[str, Any], ptr: str) -> Schema:
+        if len(kw) == 1 and "type" in kw:  # no string keyword: what the lines below give
+            return StringSchema(0, None, (), (), None, ptr)
         lo = count_of(kw, "minLength", ptr) or 0
         hi = count_of(kw, "maxLength", ptr)
         patterns: tuple[str, ...] = ()
