@@ -279,7 +279,7 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
             parts.insert(simple_pos, None)
             for k in one_ofs:
                 k.index += k.index >= simple_pos
-        done = [self._simple(simple, ptr) if p is None else p for p in parts]
+        done = [self._simple(simple, ptr) if p is None else p for p in parts] if simple else parts
         out: Schema = ANY
         if len(done) == 1 and inter.steps < inter.limit:  # one part, most schemas: the step
             inter.steps += 1  # intersect(ANY, part) counts, and its result: the part

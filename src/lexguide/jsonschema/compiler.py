@@ -820,18 +820,19 @@ class SchemaCompiler:
         are "no member yet" (``row0``) and "one or more" (``row1``); None when no rule is left."""
         b = self.b
         sep = lay.sep
-        new_rules = b.new_rules
-        row0 = b.nonterminal("object_extra") if extra is not None else None
-        row1 = b.nonterminal("object_extra")
+        # the rows after the last member, then two fresh nonterminals per member (rows 0 and
+        # 1 before it) and the object's own, their rules made here in order: every
+        # alternative holds rows after the member, nonterminals of this object alone
+        rules: list[tuple[int, tuple[int, ...]]]
         if extra is not None:
-            new_rules(row0, ((extra, row1),))
-            new_rules(row1, ((b.star(b.seq([sep, extra], "extra_more")),),))
+            row0 = b.new_nonterminals("object_extra", 2)
+            row1 = row0 + 1
+            b.new_rules(row0, ((extra, row1),))
+            rules = [(row1, (b.star(b.seq((sep, extra), "extra_more")),))]
         else:
-            new_rules(row1, ((),))
-        # two fresh nonterminals per member (rows 0 and 1 before it), their rules made here:
-        # every alternative holds the rows after the member, nonterminals of this object alone
+            row0, row1 = None, b.new_nonterminals("object_extra", 1)
+            rules = [(row1, ())]
         nt = b.new_nonterminals("members", 2 * len(entries))
-        rules: list[tuple[int, tuple[int, ...]]] = []
         add = rules.append
         for member, req, _ in reversed(entries):
             add((nt, (member, row1)))
@@ -842,11 +843,15 @@ class SchemaCompiler:
                 add((nt + 1, (row1,)))
             row0, row1 = nt, nt + 1
             nt += 2
-        b.add_new_rules(rules)
         if row0 is None:
+            b.add_new_rules(rules)
             return b.alt(alts_top, "object") if alts_top else self.dead
-        alts_top.append([lay.obj_open, row0, lay.obj_close])
-        return b.fresh_alt(tuple(map(tuple, alts_top)), "object")
+        top = b.new_nonterminals("object", 1)
+        for alt in alts_top:  # the empty object's, if any
+            add((top, tuple(alt)))
+        add((top, (lay.obj_open, row0, lay.obj_close)))
+        b.add_new_rules(rules)
+        return top
 
     def extra_members(self, s: ObjectSchema, lay: _Layout, declared: list[str],
                       names_rx: int | None) -> tuple[list[int], dict[int, list[int]]]:

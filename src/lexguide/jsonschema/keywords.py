@@ -8,6 +8,7 @@ A mixin of :class:`~lexguide.jsonschema.build.SchemaBuilder`: it uses the builde
 from __future__ import annotations
 
 from decimal import Decimal
+from itertools import repeat
 from typing import Any, Protocol
 
 from lexguide.errors import SchemaError
@@ -235,10 +236,10 @@ class TypedKeywords(BuilderHooks):
                                              else name)))
                        for name, s in props_raw.items()])
         required = kw.get("required", [])
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        if not isinstance(required, list) or not all(map(isinstance, required, repeat(str))):
             raise SchemaError("required must be an array of strings", pointer=f"{ptr}/required",
                               keyword="required")
-        pats_raw = kw.get("patternProperties", {})
+        pats_raw = kw.get("patternProperties", _NO_PATTERNS)
         if not isinstance(pats_raw, dict):
             raise SchemaError("patternProperties must be an object",
                               pointer=f"{ptr}/patternProperties", keyword="patternProperties")
@@ -261,12 +262,15 @@ class TypedKeywords(BuilderHooks):
         names_raw = kw.get("propertyNames", True)
         names = ANY if names_raw is True and open_ok else self.build(
             names_raw, f"{ptr}/propertyNames")
+        bounded = "minProperties" in kw or "maxProperties" in kw
         return self.intersect.check_object(ObjectSchema(
-            props, tuple(dict.fromkeys(required)), additional, tuple(pats), names,
-            count_of(kw, "minProperties", ptr) or 0, count_of(kw, "maxProperties", ptr), ptr,
+            props, tuple(dict.fromkeys(required)) if required else (), additional, tuple(pats),
+            names, (count_of(kw, "minProperties", ptr) or 0) if bounded else 0,
+            count_of(kw, "maxProperties", ptr) if bounded else None, ptr,
         ))
 
 
+_NO_PATTERNS: dict[str, Any] = {}  # an absent patternProperties (read, never written)
 # nodes that ``any_of`` of one option does not return as they are (flattened, dropped, ANY)
 _NOT_ALONE = (AnyOfSchema, Unsat, AnySchema)
 _TYPE_NAMES = ("null", "boolean", "object", "array", "string", "number", "integer")

@@ -41,7 +41,7 @@ _SCHEMA_ONE = ("additionalProperties", "additionalItems", "items", "not", "if", 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 #: ``urldefrag`` memoised: a compile splits the same few base URIs at every reference
 _defrag = lru_cache(maxsize=4096)(urldefrag)
-_URL_STRIPPED = frozenset("\t\r\n")  # characters urlsplit removes from a URL
+_URL_STRIPPED = re.compile("[\t\r\n]")  # characters urlsplit removes from a URL
 
 
 def join_uri(base: str, ref: str) -> str:
@@ -227,7 +227,7 @@ class RefIndex:
         return got
 
     def _resolve(self, ref: str, at: str, base: str) -> str:
-        if ref.startswith("#") and not _URL_STRIPPED.intersection(ref):
+        if ref.startswith("#") and not _URL_STRIPPED.search(ref):
             # a fragment of the current document: what urldefrag(join_uri(base, ref)) gives,
             # without parsing a new URI at every reference
             doc, frag = _defrag(_defrag(base)[0] + "#")[0], ref[1:]
