@@ -40,9 +40,10 @@ constexpr uint32_t kMaxEmptyLexemes = 64;
 // cache is emptied and refilled on demand
 constexpr size_t kWalkCacheBytes = size_t(512) << 20;
 constexpr size_t kMaskCacheBytes = size_t(256) << 20;
-// subtrees below a lexeme boundary of at most this many trie nodes are walked with the parser
-// in the loop instead of through the walk cache (the default of MaskEngine's direct_walk_nodes;
-// tests set it to 0 to take the cached path on small vocabularies)
+// a group of lexeme boundaries (same state, same kind: mask.h) whose subtrees hold at most this
+// many trie nodes in all is walked with the parser in the loop instead of through the walk cache
+// (the default of MaskEngine's direct_walk_nodes; tests set it to 0 to take the cached path on
+// small vocabularies)
 constexpr uint32_t kDirectWalkNodes = 1024;
 // root walks of tries with at least this many nodes are split into about kSplitWalkPieces
 // pieces (of at least half that many nodes) shared by fill_masks' threads (split.h)

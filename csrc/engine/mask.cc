@@ -18,11 +18,53 @@ constexpr uint32_t kRunWalkNodes = 16;
 // search may enter; past either the answer is "unsure" (the slice search then decides)
 constexpr int kEternalDepth = 64;
 constexpr size_t kEternalPairs = 64;
+// free mask buffers a vocabulary's MaskBuffers keeps (2 MiB at 262k tokens); the masks alive
+// at once are the callers' (a row or two per sequence) and the cache's dense entries
+constexpr size_t kMaskBuffersKept = 64;
 }  // namespace
+
+// -- MaskBuffers, MaskBuilder -----------------------------------------------------------------
+std::shared_ptr<std::vector<uint32_t>> MaskBuffers::take() {
+  std::unique_ptr<std::vector<uint32_t>> b;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!free_.empty()) {
+      b = std::move(free_.back());
+      free_.pop_back();
+    }
+  }
+  if (!b) b = std::make_unique<std::vector<uint32_t>>(n_words_);
+  std::shared_ptr<MaskBuffers> self = shared_from_this();  // (the pool outlives its buffers)
+  return std::shared_ptr<std::vector<uint32_t>>(b.release(), [self](std::vector<uint32_t>* v) { self->give_back(v); });
+}
+
+void MaskBuffers::give_back(std::vector<uint32_t>* buffer) {
+  std::unique_ptr<std::vector<uint32_t>> b(buffer);
+  std::lock_guard<std::mutex> g(mu_);
+  if (free_.size() < kMaskBuffersKept) free_.push_back(std::move(b));
+}
+
+size_t MaskBuffers::n_free() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return free_.size();
+}
+
+uint32_t* MaskBuilder::dense() {
+  if (words_ != nullptr) return words_;
+  buffer_ = buffers_.take();
+  words_ = buffer_->data();
+  std::memset(words_, 0, size_t(n_words_) * 4);
+  for (uint32_t id : ids_) set_bit(words_, id);
+  ids_.clear();
+  return words_;
+}
 
 // -- Walker -----------------------------------------------------------------------------------
 Walker::Walker(std::shared_ptr<const Vocab> vocab, std::shared_ptr<LexerDFA> lexer)
-    : vocab_(std::move(vocab)), lexer_(std::move(lexer)), shards_(new WalkShard[kWalkShards]) {
+    : vocab_(std::move(vocab)),
+      lexer_(std::move(lexer)),
+      buffers_(std::make_shared<MaskBuffers>(vocab_->n_words())),
+      shards_(new WalkShard[kWalkShards]) {
   slice_levels_.reset(new std::atomic<int8_t>[lexer_->max_states()]);
   for (uint32_t i = 0; i < lexer_->max_states(); i++) slice_levels_[i].store(kSliceUnknown, std::memory_order_relaxed);
   size_t n = (size_t(lexer_->max_states()) * 8 + kBoundsChunk - 1) / kBoundsChunk;
@@ -47,14 +89,28 @@ std::atomic<uint32_t>& Walker::bounds_at(size_t at) {
   return chunk[at % kBoundsChunk];
 }
 
+std::shared_ptr<const Walk> Walker::cached(const WalkKey& k) {
+  WalkShard& shard = shards_[WalkKeyHash()(k) % kWalkShards];
+  std::lock_guard<std::mutex> g(shard.mu);
+  auto it = shard.walks.find(k);
+  return it == shard.walks.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const Walk> Walker::remember(const WalkKey& k, std::shared_ptr<const Walk> w) {
+  WalkShard& shard = shards_[WalkKeyHash()(k) % kWalkShards];
+  std::lock_guard<std::mutex> g(shard.mu);
+  if (shard.bytes + w->memory_bytes() > kWalkCacheBytes / kWalkShards) {
+    shard.walks.clear();
+    shard.bytes = 0;
+  }
+  auto [it, inserted] = shard.walks.emplace(k, std::move(w));
+  if (inserted) shard.bytes += it->second->memory_bytes();
+  return it->second;
+}
+
 std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, int trie_id) {
   WalkKey k{uint64_t(s) << 32 | lo, uint64_t(hi) << 8 | uint8_t(trie_id)};
-  WalkShard& shard = shards_[WalkKeyHash()(k) % kWalkShards];
-  {
-    std::lock_guard<std::mutex> g(shard.mu);
-    auto it = shard.walks.find(k);
-    if (it != shard.walks.end()) return it->second;
-  }
+  if (auto w = cached(k)) return w;
   std::shared_ptr<Walk> fresh;
   int level = trie_id == 0 && lo == 1 && hi == vocab_->trie().n_nodes() ? slice_level(s) : -1;
   if (level >= 0) {  // the plain tokens at once (by reference), a walk of the others
@@ -65,15 +121,62 @@ std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, in
   } else {
     fresh = compute(s, lo, hi, trie_id);
   }
-  std::shared_ptr<const Walk> w = fresh;
-  std::lock_guard<std::mutex> g(shard.mu);
-  if (shard.bytes + w->memory_bytes() > kWalkCacheBytes / kWalkShards) {
-    shard.walks.clear();
-    shard.bytes = 0;
+  const uint32_t start = level >= 0 ? 1 : lo;  // (a sliced walk's range is its own trie's)
+  group_boundaries(*fresh, &start, 1);
+  return remember(k, std::move(fresh));
+}
+
+std::shared_ptr<const Walk> Walker::group_walk(const Walk& parent, uint32_t g, StateId s) {
+  // (trie byte 0xFF: no trie has that id, so no key of walk() is one of these)
+  WalkKey k{uint64_t(s) << 32 | g, parent.serial << 8 | 0xFF};
+  if (auto w = cached(k)) return w;
+  const BoundaryGroup& grp = parent.groups[g];
+  const TokenTrie& trie = vocab_->trie(parent.trie_id);
+  std::vector<Range> ranges;
+  std::vector<uint32_t> starts;
+  ranges.reserve(grp.end - grp.begin);
+  for (uint32_t i = grp.begin; i < grp.end; i++) {
+    const uint32_t node = parent.boundaries[i].node, end = node + trie.size(node);
+    const uint32_t lo = grp.kind == BoundaryKind::Before ? node : node + 1;
+    if (lo >= end) continue;
+    ranges.push_back({lo, end});
+    starts.push_back(lo);
   }
-  auto [it, inserted] = shard.walks.emplace(k, w);
-  if (inserted) shard.bytes += w->memory_bytes();
-  return it->second;
+  std::shared_ptr<Walk> fresh = compute_ranges(s, ranges.data(), ranges.size(), parent.trie_id);
+  group_boundaries(*fresh, starts.data(), starts.size());
+  return remember(k, std::move(fresh));
+}
+
+void Walker::group_boundaries(Walk& w, const uint32_t* range_starts, size_t n_starts) {
+  w.serial = serials_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (w.boundaries.empty()) return;
+  const TokenTrie& trie = vocab_->trie(w.trie_id);
+  // group index per (state, kind), in order of first occurrence; then a counting sort
+  FlatMap64 index;
+  std::vector<uint32_t> group_of(w.boundaries.size());
+  std::vector<Boundary> rest;
+  rest.reserve(w.boundaries.size());
+  for (const Boundary& bd : w.boundaries) {
+    if (bd.kind == BoundaryKind::Before && std::binary_search(range_starts, range_starts + n_starts, bd.node)) {
+      w.starts.push_back(bd);
+      continue;
+    }
+    auto [gi, fresh] = index.emplace(uint64_t(bd.state) << 1 | uint64_t(bd.kind), uint32_t(w.groups.size()));
+    if (fresh) w.groups.push_back(BoundaryGroup{bd.state, bd.kind, 0, 0, 0});
+    BoundaryGroup& grp = w.groups[*gi];
+    grp.end++;
+    grp.nodes += trie.size(bd.node) - (bd.kind == BoundaryKind::After ? 1 : 0);
+    group_of[rest.size()] = *gi;
+    rest.push_back(bd);
+  }
+  uint32_t at = 0;
+  for (BoundaryGroup& grp : w.groups) {
+    grp.begin = at;
+    at += grp.end;
+    grp.end = grp.begin;
+  }
+  w.boundaries.resize(rest.size());
+  for (size_t i = 0; i < rest.size(); i++) w.boundaries[w.groups[group_of[i]].end++] = rest[i];
 }
 
 namespace {
@@ -339,17 +442,18 @@ int Walker::slice_level(StateId s) {
 }
 
 std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int trie_id) {
+  const Range r{lo, hi};
+  return compute_ranges(s0, &r, 1, trie_id);
+}
+
+std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, size_t n_ranges, int trie_id) {
   const TokenTrie& trie = vocab_->trie(trie_id);
   LexerDFA& lx = *lexer_;
   auto w = std::make_shared<Walk>();
   w->trie_id = uint8_t(trie_id);
-  if (lo >= hi) return w;
   // per depth: the state before that depth's byte and its row (rows never move)
   std::vector<StateId> stack(size_t(trie.max_depth()) + 2, DEAD);
   std::vector<const std::atomic<uint32_t>*> rows(stack.size(), nullptr);
-  uint32_t d0 = trie.depth(lo) - 1u;
-  stack[d0] = s0;
-  rows[d0] = lx.row_of(s0);
   std::vector<uint32_t>& ids = w->ids;
   // Inside tokens go to an id list until there are more of them than the bitmask has words,
   // then straight into the bitmask (growing a list of ~vocabulary size, then converting it,
@@ -377,57 +481,65 @@ std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int 
     std::lock_guard<std::recursive_mutex> g(store_mutex());  // (lexemes may be registered meanwhile)
     for (auto& [lex, rx] : lx.state(s0).entries) lazy = lazy || lx.lexeme_lazy(lex);
   }
-  uint64_t loop_subtrees = 0, run_subtrees = 0;
-  uint32_t p = lo;
-  while (p < hi) {
-    uint32_t d = trie.depth(p);
-    // single transitions: deep states see few distinct bytes, a whole row would waste
-    // one derivative per byte class
-    StateId t = lx.next_from(stack[d - 1], rows[d - 1], trie.byte(p));
-    if (t == DEAD) {
-      if (lx.accepts(stack[d - 1])) w->boundaries.push_back({p, stack[d - 1], BoundaryKind::Before});
-      p += trie.size(p);
-      continue;
-    }
-    if (lazy && lx.accepts_lazy(t)) {
-      w->boundaries.push_back({p, t, BoundaryKind::After});
-      p += trie.size(p);
-      continue;
-    }
-    if (!(p + 1 < hi && trie.depth(p + 1) > d)) {  // a leaf: no child reads t's row
+  uint64_t loop_subtrees = 0, run_subtrees = 0, visited = 0;
+  for (size_t r = 0; r < n_ranges; r++) {
+    const uint32_t lo = ranges[r].lo, hi = ranges[r].hi;
+    if (lo >= hi) continue;
+    const uint32_t d0 = trie.depth(lo) - 1u;
+    stack[d0] = s0;
+    rows[d0] = lx.row_of(s0);
+    uint32_t p = lo;
+    while (p < hi) {
+      uint32_t d = trie.depth(p);
+      // single transitions: deep states see few distinct bytes, a whole row would waste
+      // one derivative per byte class
+      StateId t = lx.next_from(stack[d - 1], rows[d - 1], trie.byte(p));
+      if (t == DEAD) {
+        if (lx.accepts(stack[d - 1])) w->boundaries.push_back({p, stack[d - 1], BoundaryKind::Before});
+        p += trie.size(p);
+        continue;
+      }
+      if (lazy && lx.accepts_lazy(t)) {
+        w->boundaries.push_back({p, t, BoundaryKind::After});
+        p += trie.size(p);
+        continue;
+      }
+      if (!(p + 1 < hi && trie.depth(p + 1) > d)) {  // a leaf: no child reads t's row
+        add(trie.tokens_begin(p), trie.tokens_end(p));
+        p++;
+        continue;
+      }
+      const std::atomic<uint32_t>* row = lx.row_of(t);
+      // A subtree whose bytes all lead from t back to t: every token in it stays in t (inside
+      // the lexeme, no lazy end, no boundary), so take them all without visiting it. Tried when
+      // the first child's byte loops (the node and transition the walk reads next anyway, so a
+      // state that does not loop costs no extra memory read). Likewise a subtree whose tokens
+      // are no longer than t's run on the buckets below it (a counted repetition: every token
+      // of those bytes steps from count to count, inside the lexeme): tried for large subtrees
+      // whose first child's byte lives, since the run costs the rows along it.
+      const uint32_t sz = trie.size(p);
+      const StateId t1 = sz >= kLoopWalkNodes ? lx.next_from(t, row, trie.byte(p + 1)) : DEAD;
+      if (t1 == t && (trie.below(p) & ~lx.loop_buckets(t)) == 0) {
+        add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
+        loop_subtrees++;
+        p += sz;
+        continue;
+      }
+      if (t1 != DEAD && t1 != t && sz >= kRunWalkNodes && !lx.accepts_lazy(t1) &&
+          (trie.below(p) & ~lx.run_buckets(t, trie.height(p))) == 0) {
+        add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
+        run_subtrees++;
+        p += sz;
+        continue;
+      }
       add(trie.tokens_begin(p), trie.tokens_end(p));
+      stack[d] = t;
+      rows[d] = row;
       p++;
-      continue;
     }
-    const std::atomic<uint32_t>* row = lx.row_of(t);
-    // A subtree whose bytes all lead from t back to t: every token in it stays in t (inside
-    // the lexeme, no lazy end, no boundary), so take them all without visiting it. Tried when
-    // the first child's byte loops (the node and transition the walk reads next anyway, so a
-    // state that does not loop costs no extra memory read). Likewise a subtree whose tokens
-    // are no longer than t's run on the buckets below it (a counted repetition: every token
-    // of those bytes steps from count to count, inside the lexeme): tried for large subtrees
-    // whose first child's byte lives, since the run costs the rows along it.
-    const uint32_t sz = trie.size(p);
-    const StateId t1 = sz >= kLoopWalkNodes ? lx.next_from(t, row, trie.byte(p + 1)) : DEAD;
-    if (t1 == t && (trie.below(p) & ~lx.loop_buckets(t)) == 0) {
-      add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
-      loop_subtrees++;
-      p += sz;
-      continue;
-    }
-    if (t1 != DEAD && t1 != t && sz >= kRunWalkNodes && !lx.accepts_lazy(t1) &&
-        (trie.below(p) & ~lx.run_buckets(t, trie.height(p))) == 0) {
-      add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
-      run_subtrees++;
-      p += sz;
-      continue;
-    }
-    add(trie.tokens_begin(p), trie.tokens_end(p));
-    stack[d] = t;
-    rows[d] = row;
-    p++;
+    visited += p - lo;
   }
-  nodes_walked.fetch_add(p - lo, std::memory_order_relaxed);
+  nodes_walked.fetch_add(visited, std::memory_order_relaxed);
   if (loop_subtrees) loop_walks.fetch_add(loop_subtrees, std::memory_order_relaxed);
   if (run_subtrees) run_walks.fetch_add(run_subtrees, std::memory_order_relaxed);
   return w;
@@ -646,7 +758,8 @@ void MaskEngine::write(const CachedMask& c, uint32_t* out) const {
 
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::expand(const CachedMask& c) const {
   if (c.words) return c.words;
-  auto words = std::make_shared<std::vector<uint32_t>>(walker_->vocab().n_words(), 0);
+  std::shared_ptr<std::vector<uint32_t>> words = walker_->buffers().take();
+  std::memset(words->data(), 0, words->size() * 4);
   for (uint32_t id : *c.ids) set_bit(words->data(), id);
   return words;
 }
@@ -676,25 +789,39 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::mask(ParseState st) {
 
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::compute_cached(ParseState st) {
   const uint64_t key = st.key();
-  CachedMask c;
-  auto m = std::make_shared<const std::vector<uint32_t>>(compute(st));
+  const uint32_t n_words = walker_->vocab().n_words();
+  MaskBuilder out(walker_->buffers(), n_words);
+  compute(st, out);
   // at most n_words / 16 ids: their list is at most a sixteenth of the words
-  const size_t max_ids = m->size() / 16;
-  // (blocks of 16 words: a mask of few tokens is mostly zero blocks, skipped with one OR each)
-  std::vector<uint32_t> ids;
-  const uint32_t* mw = m->data();
-  const size_t n_words = m->size();
-  for (size_t b = 0; b < n_words && ids.size() <= max_ids; b += 16) {
-    const size_t e = std::min(b + 16, n_words);
-    uint32_t any = 0;
-    for (size_t w = b; w < e; w++) any |= mw[w];
-    if (any == 0) continue;
-    for (size_t w = b; w < e && ids.size() <= max_ids; w++)
-      for (uint32_t bits = mw[w]; bits != 0 && ids.size() <= max_ids; bits &= bits - 1)
-        ids.push_back(uint32_t(w * 32 + unsigned(__builtin_ctz(bits))));
+  const size_t max_ids = n_words / 16;
+  CachedMask c;
+  std::shared_ptr<std::vector<uint32_t>> m;
+  if (!out.is_dense()) {  // few ids, never a bitmask: no scan
+    std::vector<uint32_t>& ids = out.ids();
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    m = walker_->buffers().take();
+    std::memset(m->data(), 0, size_t(n_words) * 4);
+    for (uint32_t id : ids) set_bit(m->data(), id);
+    if (ids.size() <= max_ids) c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
+    else c.words = m;
+  } else {
+    m = std::move(out.buffer());
+    // (blocks of 16 words: a mask of few tokens is mostly zero blocks, skipped with one OR each)
+    std::vector<uint32_t> ids;
+    const uint32_t* mw = m->data();
+    for (size_t b = 0; b < n_words && ids.size() <= max_ids; b += 16) {
+      const size_t e = std::min<size_t>(b + 16, n_words);
+      uint32_t any = 0;
+      for (size_t w = b; w < e; w++) any |= mw[w];
+      if (any == 0) continue;
+      for (size_t w = b; w < e && ids.size() <= max_ids; w++)
+        for (uint32_t bits = mw[w]; bits != 0 && ids.size() <= max_ids; bits &= bits - 1)
+          ids.push_back(uint32_t(w * 32 + unsigned(__builtin_ctz(bits))));
+    }
+    if (ids.size() <= max_ids) c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
+    else c.words = m;
   }
-  if (ids.size() <= max_ids) c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
-  else c.words = m;
   std::lock_guard<std::mutex> g(mu_);
   misses++;
   if (cache_.emplace(key, std::move(c)).second) {
@@ -709,75 +836,70 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::compute_cached(ParseSta
   return m;  // (the same words as another thread's entry for st, if it was first)
 }
 
-std::vector<uint32_t> MaskEngine::compute(ParseState st) {
+void MaskEngine::compute(ParseState st, MaskBuilder& out) {
   const Vocab& v = walker_->vocab();
-  std::vector<uint32_t> words(v.n_words(), 0);
   std::lock_guard<std::recursive_mutex> g(lp_->mu());
   LexerDFA& lx = lp_->lexer();
   int32_t set_id = st.set_id;
   StateId s = st.lexer_state;
   if (s != DEAD && !st.pending && lx.accepts_lazy(s)) std::tie(set_id, s) = lp_->finish(set_id, s);
-  if (set_id != DEAD_SET && s != DEAD) collect(set_id, s, 1, v.trie().n_nodes(), 0, words.data(), 0);
+  if (set_id != DEAD_SET && s != DEAD) collect(set_id, s, 1, v.trie().n_nodes(), 0, out, 0);
   if (!token_lexeme_ids_.empty())  // (a grammar without token lexemes skips the parser query)
     for (int32_t lex : lp_->expected_token_lexemes(st))
       for (auto& [l, ids] : token_lexeme_ids_)
         if (l == lex)
-          for (uint32_t id : ids) set_bit(words.data(), id);
-  if (lp_->is_accepting(st))
-    for (uint32_t id : v.eos_ids()) set_bit(words.data(), id);
-  return words;
+          out.set(ids.data(), ids.data() + ids.size());
+  if (lp_->is_accepting(st)) out.set(v.eos_ids().data(), v.eos_ids().data() + v.eos_ids().size());
 }
 
-void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words,
+void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, MaskBuilder& out,
                          int trie_id) {
   if (lo >= hi) return;
-  std::shared_ptr<const Walk> w = walker_->walk(s, lo, hi, trie_id);
-  if (w->slice >= 0) {
-    const uint32_t* src = walker_->vocab().slice_words(w->slice).data();
-    size_t n = walker_->vocab().n_words();
-    for (size_t i = 0; i < n; i++) words[i] |= src[i];
-  }
-  if (!w->words.empty()) {
-    const uint32_t* src = w->words.data();
-    size_t n = w->words.size();
-    for (size_t i = 0; i < n; i++) words[i] |= src[i];
-  } else {
-    for (uint32_t id : w->ids) set_bit(words, id);
-  }
-  int tid = w->trie_id;  // a sliced root walk's boundaries are nodes of its own trie
+  assemble(set_id, *walker_->walk(s, lo, hi, trie_id), chain, out);
+}
+
+void MaskEngine::assemble(int32_t set_id, const Walk& w, uint32_t chain, MaskBuilder& out) {
+  if (w.slice >= 0) out.or_words(walker_->vocab().slice_words(w.slice).data());
+  if (!w.words.empty()) out.or_words(w.words.data());
+  else out.set(w.ids.data(), w.ids.data() + w.ids.size());
+  const int tid = w.trie_id;  // a sliced root walk's boundaries are nodes of its own trie
   const TokenTrie& trie = walker_->vocab().trie(tid);
-  boundaries += w->boundaries.size();
-  // boundaries mostly share their state (a string's closing quote before every follower):
-  // the last lexeme end is kept at hand
-  StateId last_state = DEAD;
-  std::pair<int32_t, StateId> last_end{DEAD_SET, DEAD};
-  for (const Boundary& bd : w->boundaries) {
-    if (bd.state != last_state) last_end = lp_->finish(set_id, last_state = bd.state);  // (never DEAD)
-    auto [set2, s2] = last_end;
+  boundaries += w.boundaries.size() + w.starts.size();
+  // Before the first node of a range the restart state read no byte: its node is read again
+  // from the state after the next lexeme end (an empty lexeme), a chain bounded one by one.
+  for (const Boundary& bd : w.starts) {
+    auto [set2, s2] = lp_->finish(set_id, bd.state);
     if (set2 == DEAD_SET) continue;
-    uint32_t end = bd.node + trie.size(bd.node);
-    if (end - bd.node <= direct_walk_nodes) {
-      if (bd.kind == BoundaryKind::Before) {
-        walk_direct(ParseState{set2, s2, true}, bd.node, end, words, trie);
-      } else {
-        for (const uint32_t* q = trie.tokens_begin(bd.node); q != trie.tokens_end(bd.node); ++q) set_bit(words, *q);
-        if (bd.node + 1 < end) walk_direct(ParseState{set2, s2, false}, bd.node + 1, end, words, trie);
+    if (chain + 1 > kMaxEmptyLexemes) {
+      lp_->chain_limit_hits++;
+      continue;
+    }
+    if (s2 != DEAD) collect(set2, s2, bd.node, bd.node + trie.size(bd.node), chain + 1, out, tid);
+  }
+  for (uint32_t g = 0; g < w.groups.size(); g++) {
+    const BoundaryGroup& grp = w.groups[g];
+    auto [set2, s2] = lp_->finish(set_id, grp.state);  // (never DEAD)
+    if (set2 == DEAD_SET) continue;
+    const Boundary* first = w.boundaries.data() + grp.begin;
+    const Boundary* last = w.boundaries.data() + grp.end;
+    if (grp.kind == BoundaryKind::After)  // a lazy lexeme ended with the node's byte
+      for (const Boundary* bd = first; bd != last; ++bd)
+        out.set(trie.tokens_begin(bd->node), trie.tokens_end(bd->node));
+    if (grp.nodes <= direct_walk_nodes) {
+      for (const Boundary* bd = first; bd != last; ++bd) {
+        const uint32_t end = bd->node + trie.size(bd->node);
+        if (bd->kind == BoundaryKind::Before) walk_direct(ParseState{set2, s2, true}, bd->node, end, out, trie);
+        else if (bd->node + 1 < end) walk_direct(ParseState{set2, s2, false}, bd->node + 1, end, out, trie);
       }
       continue;
     }
-    if (bd.kind == BoundaryKind::Before) {
-      // the node's byte is read again from the restart state: no byte was consumed when the
-      // boundary is at the start of this walk (a chain of empty lexemes, bounded)
-      uint32_t c = bd.node == lo ? chain + 1 : 0;
-      if (c > kMaxEmptyLexemes) {
-        lp_->chain_limit_hits++;
-        continue;
-      }
-      if (s2 != DEAD) collect(set2, s2, bd.node, end, c, words, tid);
-    } else {
-      for (const uint32_t* q = trie.tokens_begin(bd.node); q != trie.tokens_end(bd.node); ++q) set_bit(words, *q);
-      restart(set2, s2, bd.node + 1, end, 0, words, tid);
+    // after a lazy lexeme ended, a lazy lexeme matching the empty string ends before the next byte
+    if (grp.kind == BoundaryKind::After && s2 != DEAD && lp_->lexer().accepts_lazy(s2)) {
+      std::tie(set2, s2) = lp_->finish(set2, s2);
+      if (set2 == DEAD_SET) continue;
     }
+    if (s2 == DEAD) continue;
+    assemble(set2, *walker_->group_walk(w, g, s2), 0, out);
   }
 }
 
@@ -785,7 +907,7 @@ void MaskEngine::collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, ui
 // grammar's lock.
 bool MaskEngine::step(ParseState& st, unsigned b) { return lp_->step_unlocked(st, b); }
 
-void MaskEngine::walk_direct(ParseState st0, uint32_t lo, uint32_t hi, uint32_t* words, const TokenTrie& trie) {
+void MaskEngine::walk_direct(ParseState st0, uint32_t lo, uint32_t hi, MaskBuilder& out, const TokenTrie& trie) {
   ParseState stack[kMaxTokenBytes + 2];
   uint32_t d0 = trie.depth(lo) - 1u;
   stack[d0] = st0;
@@ -798,20 +920,10 @@ void MaskEngine::walk_direct(ParseState st0, uint32_t lo, uint32_t hi, uint32_t*
       p += trie.size(p);
       continue;
     }
-    for (const uint32_t* q = trie.tokens_begin(p); q != trie.tokens_end(p); ++q) set_bit(words, *q);
+    out.set(trie.tokens_begin(p), trie.tokens_end(p));
     stack[d] = st;
     p++;
   }
-}
-
-void MaskEngine::restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words,
-                         int trie_id) {
-  // after a lazy lexeme ended, a lazy lexeme matching the empty string ends before the next byte
-  if (s != DEAD && lp_->lexer().accepts_lazy(s)) {
-    std::tie(set_id, s) = lp_->finish(set_id, s);
-    if (set_id == DEAD_SET) return;
-  }
-  if (s != DEAD) collect(set_id, s, lo, hi, chain, words, trie_id);
 }
 
 template <class T>

@@ -7,10 +7,10 @@
 // the DFA in an accepting state: greedy end) or AFTER it (a lazy lexeme matched). Walks depend
 // only on lexer states, which every grammar shares (lexer.h), so they are cached per
 // tokenizer and DFA (Walker) and reused by all grammars and requests. A mask for a parse state
-// is then the walk's inside tokens plus, for each boundary the parser accepts, the walk of
-// that node's subtree from the restart state (recursively), plus the special tokens the
-// parser expects, plus EOS iff the grammar is complete. Full masks are memoised per parse
-// state (MaskEngine).
+// is then the walk's inside tokens plus, for each group of boundaries (same state, same kind)
+// the parser accepts, the walk of the group's subtrees from the restart state (recursively),
+// plus the special tokens the parser expects, plus EOS iff the grammar is complete. Full masks
+// are memoised per parse state (MaskEngine).
 //
 // Thread safety: Walker and MaskEngine guard their caches with their own mutexes; cached
 // results are immutable and shared by pointer, so a mask is assembled without holding them.
@@ -40,6 +40,16 @@ struct Boundary {
   BoundaryKind kind;
 };
 
+// The boundaries of one walk that end the same lexeme state the same way: one parser
+// question (LexParser::finish) for all of them, and one walk of all their subtrees from the
+// restart state it answers (Walker::group_walk).
+struct BoundaryGroup {
+  StateId state;
+  BoundaryKind kind;
+  uint32_t begin, end;  // its boundaries: Walk::boundaries[begin, end), in node order
+  uint32_t nodes;       // trie nodes below its boundaries that a walk of the group reads
+};
+
 // Result of one walk: the tokens that stay inside the lexeme and the boundaries.
 struct Walk {
   uint8_t trie_id = 0;          // the trie the boundaries' nodes belong to
@@ -48,8 +58,16 @@ struct Walk {
   // a sliced root walk: the plain tokens of this slice level are inside too, read from the
   // vocabulary's bitmask (Vocab::slice_words) rather than copied into each walk; -1: none
   int8_t slice = -1;
+  // Boundaries grouped by (state, kind) in order of first occurrence, each group in node
+  // order; apart from them, `starts`: the boundaries before the first node of a walked range
+  // (no byte was read after the restart: a chain of empty lexemes, counted one by one).
   std::vector<Boundary> boundaries;
-  size_t memory_bytes() const { return 64 + ids.size() * 4 + words.size() * 4 + boundaries.size() * 12; }
+  std::vector<BoundaryGroup> groups;
+  std::vector<Boundary> starts;
+  uint64_t serial = 0;  // unique per walk of a Walker: names its groups' walks in the cache
+  size_t memory_bytes() const {
+    return 80 + ids.size() * 4 + words.size() * 4 + (boundaries.size() + starts.size()) * 12 + groups.size() * 20;
+  }
 };
 
 // The tokens that stay inside the current lexeme from one lexer state, grouped by the state
@@ -60,11 +78,35 @@ struct InsideGroup {
   std::vector<uint32_t> words;
 };
 
+// Mask buffers of one vocabulary's width, recycled: a mask dropped by its last holder (the
+// Python array over it, an evicted cache entry) returns its buffer here, and the next mask is
+// written into memory already mapped. A fresh buffer costs a page fault per 4 KiB on first
+// write (eight at 262k tokens, about as much as assembling a mask), and the allocator hands
+// back freshly mapped memory whenever a compile in between has shrunk its heap. Thread-safe.
+class MaskBuffers : public std::enable_shared_from_this<MaskBuffers> {
+ public:
+  explicit MaskBuffers(uint32_t n_words) : n_words_(n_words) {}
+  // A buffer of n_words words, contents unspecified; it comes back here when dropped.
+  std::shared_ptr<std::vector<uint32_t>> take();
+  size_t n_free() const;
+
+ private:
+  uint32_t n_words_;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<std::vector<uint32_t>>> free_;
+  void give_back(std::vector<uint32_t>* buffer);
+};
+
 class Walker {
  public:
   Walker(std::shared_ptr<const Vocab> vocab, std::shared_ptr<LexerDFA> lexer);
   // Walk of nodes [lo, hi) from lexer state s (the state before the byte of node lo's depth).
   std::shared_ptr<const Walk> walk(StateId s, uint32_t lo, uint32_t hi, int trie_id = 0);
+  // Walk of the subtrees below the boundaries of group g of `parent` from restart state s:
+  // each Before boundary's node with its subtree, each After boundary's subtree without the
+  // node, every one read from s (the ranges start over, one after the other). Cached like
+  // walk(), by the parent's serial.
+  std::shared_ptr<const Walk> group_walk(const Walk& parent, uint32_t g, StateId s);
   // The largest slice level whose plain tokens all stay inside the lexeme from s, or -1.
   int slice_level(StateId s);
   // Every token that stays inside the lexeme from s (from the root) and the state it ends in.
@@ -72,6 +114,7 @@ class Walker {
   // The same, grouped by end state; cached per lexer state (a quarter of kWalkCacheBytes).
   std::shared_ptr<const std::vector<InsideGroup>> inside_groups(StateId s);
   const Vocab& vocab() const { return *vocab_; }
+  MaskBuffers& buffers() { return *buffers_; }
   size_t n_walks() const;
   std::atomic<uint64_t> nodes_walked{0};  // statistics: trie nodes visited by cached walks
   std::atomic<uint64_t> split_walks{0};   // statistics: root walks split among threads
@@ -84,6 +127,7 @@ class Walker {
  private:
   std::shared_ptr<const Vocab> vocab_;
   std::shared_ptr<LexerDFA> lexer_;
+  std::shared_ptr<MaskBuffers> buffers_;
   // The walk cache in shards by key, each under its own lock (the threads of fill_masks look
   // walks up all the time: one lock serialised them); a shard past its share of
   // kWalkCacheBytes is emptied.
@@ -143,12 +187,59 @@ class Walker {
   std::unordered_map<NodeId, uint32_t> bound_;
   std::unordered_map<StateId, std::shared_ptr<const std::vector<InsideGroup>>> inside_;
   size_t inside_bytes_ = 0;
+  struct Range {
+    uint32_t lo, hi;
+  };
   std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi, int trie_id);
+  // The walk of each range in turn, every one from s (the state before the byte of its first
+  // node's depth), into one result.
+  std::shared_ptr<Walk> compute_ranges(StateId s, const Range* ranges, size_t n_ranges, int trie_id);
+  // Sorts w's boundaries into starts (at one of the ranges' first nodes, sorted) and groups;
+  // gives w its serial.
+  void group_boundaries(Walk& w, const uint32_t* range_starts, size_t n_starts);
+  std::shared_ptr<const Walk> cached(const WalkKey& k);
+  std::shared_ptr<const Walk> remember(const WalkKey& k, std::shared_ptr<const Walk> w);
+  std::atomic<uint64_t> serials_{0};
   // A walk of a whole trie: in pieces shared with the crew of this thread's fill_masks call
   // when there is one and the trie is large (split.h), else compute().
   std::shared_ptr<Walk> compute_root(StateId s, int trie_id);
   std::shared_ptr<const std::vector<TriePiece>> pieces(int trie_id);  // split_trie, cached
   std::shared_ptr<const std::vector<TriePiece>> pieces_[1 + kSliceLevels];  // under mu_
+};
+
+// A mask being assembled: its token ids while they are few (a mask outside strings allows a
+// handful of tokens: no bitmask is cleared, filled and scanned for them), a recycled bitmask
+// once they are many or a walk's bitmask joins.
+class MaskBuilder {
+ public:
+  MaskBuilder(MaskBuffers& buffers, uint32_t n_words) : buffers_(buffers), n_words_(n_words) {}
+  void set(uint32_t id) {
+    if (words_ != nullptr) {
+      set_bit(words_, id);
+      return;
+    }
+    ids_.push_back(id);
+    if (ids_.size() > n_words_ / 8) dense();
+  }
+  void set(const uint32_t* begin, const uint32_t* end) {
+    for (const uint32_t* q = begin; q != end; ++q) set(*q);
+  }
+  void or_words(const uint32_t* src) {  // n_words words
+    uint32_t* w = dense();
+    for (uint32_t i = 0; i < n_words_; i++) w[i] |= src[i];
+  }
+  // The bitmask (zeroed, the ids so far set) from now on.
+  uint32_t* dense();
+  bool is_dense() const { return words_ != nullptr; }
+  std::vector<uint32_t>& ids() { return ids_; }  // while not dense (unsorted, may repeat)
+  std::shared_ptr<std::vector<uint32_t>>& buffer() { return buffer_; }  // once dense
+
+ private:
+  MaskBuffers& buffers_;
+  uint32_t n_words_;
+  std::vector<uint32_t> ids_;
+  std::shared_ptr<std::vector<uint32_t>> buffer_;
+  uint32_t* words_ = nullptr;
 };
 
 // One grammar on one vocabulary: masks per parse state.
@@ -232,10 +323,13 @@ class MaskEngine {
   size_t levels_bytes_ = 0;
   size_t order_head_ = 0;
 
-  void collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words, int trie_id);
+  void collect(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, MaskBuilder& out, int trie_id);
+  // w's tokens for a parse at set_id: its inside tokens, then its boundaries' (the parser
+  // asked once per group); chain: empty lexemes ended so far at the first node of a range.
+  void assemble(int32_t set_id, const Walk& w, uint32_t chain, MaskBuilder& out);
   // A subtree walked with the parser in the loop, uncached: cheaper than a cached walk for
-  // the small subtrees below a boundary.
-  void walk_direct(ParseState st, uint32_t lo, uint32_t hi, uint32_t* words, const TokenTrie& trie);
+  // the few nodes below a small group of boundaries.
+  void walk_direct(ParseState st, uint32_t lo, uint32_t hi, MaskBuilder& out, const TokenTrie& trie);
   bool step(ParseState& st, unsigned b);
   bool byte_search(ParseState st, std::string& out);
   // Step w from st (fixing lexeme junctions, see completion.h; w becomes what was stepped),
@@ -243,8 +337,7 @@ class MaskEngine {
   bool replay(ParseState st, std::string& w, const std::vector<uint32_t>& junctions,
               std::vector<ParseState>& states);
   std::shared_ptr<const BudgetLevels> budget_levels(ParseState st, const std::vector<uint32_t>& full);
-  void restart(int32_t set_id, StateId s, uint32_t lo, uint32_t hi, uint32_t chain, uint32_t* words, int trie_id);
-  std::vector<uint32_t> compute(ParseState st);
+  void compute(ParseState st, MaskBuilder& out);
 };
 
 // Logits rows masked in place from packed bitmask rows: logit t of row rows[i] becomes
