@@ -323,6 +323,8 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
         if not isinstance(ref, str):
             raise SchemaError(f"{keyword} must be a string", pointer=ptr, keyword=keyword)
         target = self.index.resolve(ref, ptr)
+        if keyword == "$ref":
+            return target
         raw = self.index.get(target)
         if keyword == "$dynamicRef":  # dynamic only when it lands on a matching $dynamicAnchor
             name = urldefrag(ref)[1]

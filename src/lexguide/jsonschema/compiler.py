@@ -255,12 +255,19 @@ class SchemaCompiler:
         if got is not None:
             return got
         nesting = self.nesting
-        if type(s) in _SCALARS and nesting.depth < nesting.limit:
-            # a leaf compiles nothing nested: no pointer or nesting bookkeeping (a third of
-            # the schemas a large object compiles are scalars)
-            self._keep.append(s)
-            got = compiled[key] = _BY_TYPE[type(s)](self, s, lay)
-            return got
+        if nesting.depth < nesting.limit:
+            # a leaf compiles nothing nested, nor does a reference whose rule exists: no
+            # pointer or nesting bookkeeping (a third of the schemas a large object compiles
+            # are scalars)
+            kind = type(s)
+            if kind in _SCALARS:
+                got = _BY_TYPE[kind](self, s, lay)
+            elif kind is RefSchema:
+                got = self._refs.get((s.key, lay.depth))
+            if got is not None:
+                self._keep.append(s)
+                compiled[key] = got
+                return got
         where = s.key if type(s) is RefSchema else getattr(s, "pointer", "")
         where = where or self._where[-1]
         if nesting.depth >= nesting.limit:
@@ -443,8 +450,8 @@ class SchemaCompiler:
                                   pointer=s.pointer, keyword="contains")
             return self.array_contains(s, lay, opener)
         k = len(s.prefix) if hi is None else min(len(s.prefix), hi)
-        prefix = [self.compile(p, child) for p in s.prefix[:k]]
-        if self.dead in prefix:  # positions from the first impossible one on cannot exist
+        prefix = [self.compile(p, child) for p in s.prefix[:k]] if k else []
+        if k and self.dead in prefix:  # positions from the first impossible one on cannot exist
             k = prefix.index(self.dead)
             prefix, hi = prefix[:k], k if hi is None else min(hi, k)
             if lo > k:
@@ -458,30 +465,30 @@ class SchemaCompiler:
         if item is None and lo > k:
             return self.dead
         sep = lay.sep
-
-        def tail_reps(n_done: int) -> int:
-            """Further items after ``n_done >= k`` items, each preceded by a separator."""
-            if item is None:
-                return b.empty()
-            more_hi = None if hi is None else hi - n_done
-            return b.repeat(b.seq([sep, item], "array_more"), max(lo - n_done, 0), more_hi)
-
         if k == 0:
             if item is None:
                 return b.seq(empty, "array")
-            body = b.seq([item, tail_reps(1)], "array_items")
+            body = b.seq((item, self._more_items(item, sep, lo, hi, 1)), "array_items")
         else:
-            rest = tail_reps(k)  # continuation after k items
+            rest = self._more_items(item, sep, lo, hi, k)  # continuation after k items
             for i in range(k - 1, 0, -1):
                 alts = [[sep, prefix[i], rest]]
                 if i >= lo:
                     alts.append([])
                 rest = b.alt(alts, "array_rest")
             body = b.seq([prefix[0], rest], "array_items")
-        alts = [[opener, body, lay.arr_close]]
-        if lo == 0:
-            alts.append(empty)
-        return b.alt(alts, "array")
+        close = (opener, body, lay.arr_close)
+        return b.alt_tuples((close, lay.arr_empty) if lo == 0 else (close,), "array")
+
+    def _more_items(self, item: int | None, sep: int, lo: int, hi: int | None,
+                    n_done: int) -> int:
+        """Further items (``item``, None: none) after ``n_done`` of an array of ``lo`` to
+        ``hi`` items, each preceded by the separator ``sep``."""
+        b = self.b
+        if item is None:
+            return b.empty()
+        more_hi = None if hi is None else hi - n_done
+        return b.repeat(b.seq((sep, item), "array_more"), max(lo - n_done, 0), more_hi)
 
     def _tracked(self, lay: _Layout, name: str, same_bytes: int | None = None) -> _Tracked:
         """The :class:`_Tracked` opening bracket named ``name``. With ``same_bytes`` (a node
@@ -660,7 +667,8 @@ class SchemaCompiler:
     def object(self, s: ObjectSchema, lay: _Layout) -> int:
         b = self.b
         child = lay.child
-        names_rx = self.key_constraint(s.property_names, self.layout.escapes)
+        names_rx = None if type(s.property_names) is AnySchema else self.key_constraint(
+            s.property_names, self.layout.escapes)  # any key (most objects): None at once
         names_ok = None if names_rx is None else self.key_constraint(s.property_names, DEFAULT)
         inter = self.schemas.intersect
         props = list(s.properties)
