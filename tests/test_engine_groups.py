@@ -65,7 +65,8 @@ def test_boundary_groups_reproduce_recorded_masks(smollm2, monkeypatch, direct_w
     mismatched = [
         cid
         for cid in sorted(digests)[:N_CASES]
-        if _digest(Matcher(compile_case(DATA["cases"][cid]), smollm2), digests[cid]["tokens"]) != digests[cid]["sha1"]
+        if _digest(Matcher(compile_case(DATA["cases"][cid]), smollm2), digests[cid]["tokens"])
+        != digests[cid]["sha1"]
     ]
     assert not mismatched, f"{len(mismatched)} cases differ, e.g. {mismatched[:5]}"
 
@@ -77,7 +78,11 @@ def test_recycled_mask_buffers_keep_masks_exact(smollm2, monkeypatch):
     _fresh_engines(monkeypatch, None)
     schema = {
         "type": "object",
-        "properties": {"name": {"type": "string"}, "n": {"type": "integer"}, "tags": {"type": "array"}},
+        "properties": {
+            "name": {"type": "string"},
+            "n": {"type": "integer"},
+            "tags": {"type": "array"},
+        },
         "required": ["name", "n"],
     }
     text = '{"name":"a b\\"c","n":-120,"tags":["x",1,{"y":null}]}'
