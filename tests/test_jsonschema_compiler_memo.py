@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lexguide import Grammar
+from lexguide.errors import SchemaError
 from lexguide.jsonschema.compiler import SchemaCompiler
 
 
@@ -32,3 +33,20 @@ def test_string_lexeme_made_once_unless_it_can_note(monkeypatch, lenient, length
     key = f"{tag}_1"
     assert g.validate(f'{{"{key}": "memo_{tag}x"}}')
     assert not g.validate(f'{{"{key}": "other"}}')
+
+
+def _nested(depth: int, leaf: dict, seen_first: bool) -> dict:
+    for _ in range(depth):
+        leaf = {"type": "object", "properties": {"p": leaf}}
+    props = {"deep": leaf}
+    if seen_first:  # the reference's rule exists before the deep one is met
+        props = {"x": {"$ref": "#/$defs/a"}, **props}
+    return {"$defs": {"a": {"type": "string"}}, "type": "object", "properties": props}
+
+
+@pytest.mark.parametrize("seen_first", [False, True])
+def test_reference_with_a_rule_is_still_refused_past_the_nesting_limit(seen_first):
+    leaf = {"$ref": "#/$defs/a"}
+    Grammar.from_json_schema(_nested(97, leaf, seen_first))
+    with pytest.raises(SchemaError, match="nested more than 100 levels"):
+        Grammar.from_json_schema(_nested(99 if seen_first else 98, leaf, seen_first))
