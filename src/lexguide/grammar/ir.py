@@ -277,7 +277,9 @@ class GrammarBuilder:
         # ``rule``; the rules of a fresh nonterminal are new, so the helpers append them alone)
         self._rule_set: set[Rule] = set()
         self._n_seen = 0
-        self._helpers: dict[tuple, int] = {}
+        self._helpers: dict[tuple, int] = {}  # EBNF helpers by (kind, operands)
+        self._seqs: dict[tuple[int, ...], int] = {}  # seq helpers by their symbols
+        self._alts: dict[tuple[tuple[int, ...], ...], int] = {}  # alt helpers by alternatives
         self._skips: list[int | None] = [None]
         self._captures: dict[int, str] = {}
         self.options = GrammarOptions()
@@ -406,12 +408,11 @@ class GrammarBuilder:
         if len(syms) == 1:
             return syms[0]
         rhs = tuple(syms)
-        key = ("seq", rhs)
-        helpers = self._helpers
-        nt = helpers.get(key)
+        seqs = self._seqs
+        nt = seqs.get(rhs)
         if nt is None:
             names = self._names
-            nt = helpers[key] = len(names)
+            nt = seqs[rhs] = len(names)
             names.append(name)
             self._rules.append(_new_rule(Rule, (nt, rhs)))  # a fresh nonterminal's: new
         return nt
@@ -423,12 +424,11 @@ class GrammarBuilder:
         """:meth:`alt` of alternatives that are tuples already (no copies; hot callers)."""
         if len(alts) == 1 and len(alts[0]) == 1:
             return alts[0][0]
-        key = ("alt", alts)
-        helpers = self._helpers
-        nt = helpers.get(key)
+        choices = self._alts
+        nt = choices.get(alts)
         if nt is None:
             names = self._names
-            nt = helpers[key] = len(names)
+            nt = choices[alts] = len(names)
             names.append(name)
             self.new_rules(nt, alts)
         return nt
@@ -496,21 +496,22 @@ class GrammarBuilder:
     def plus(self, sym: int, separator: int | None = None) -> int:
         """One or more ``sym`` (separated by ``separator``), as a left-recursive rule."""
         key = ("plus", sym, separator)
-        if key not in self._helpers:
-            nt = self.nonterminal("plus")
+        nt = self._helpers.get(key)
+        if nt is None:
+            nt = self._helpers[key] = self.nonterminal("plus")
             self.new_rules(nt, ((sym,), (nt, sym) if separator is None else (nt, separator, sym)))
-            self._helpers[key] = nt
-        return self._helpers[key]
+        return nt
 
     def star(self, sym: int, separator: int | None = None) -> int:
         """Zero or more ``sym``."""
         key = ("star", sym, separator)
-        if key not in self._helpers:
+        nt = self._helpers.get(key)
+        if nt is None:
             nt = self.nonterminal("star")
             self.new_rules(nt, ((),))
             self.new_rules(nt, ((self.plus(sym, separator),),))
             self._helpers[key] = nt
-        return self._helpers[key]
+        return nt
 
     def repeat(self, sym: int, min_count: int, max_count: int | None) -> int:
         """``sym{min,max}`` (``max=None``: unbounded), unambiguous. Counts up to
