@@ -266,10 +266,11 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
                     elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
                         parts.append(self.dependencies(key, value, f"{ptr}/{key}"))
         inter = self.intersect
-        if not parts and not deferred:  # the typed keywords alone, or none (most schemas)
-            if not simple:
+        if not deferred and not one_ofs and (not parts or not simple and len(parts) == 1):
+            # the typed keywords alone, one other part ($ref), or none (most schemas)
+            if not simple and not parts:
                 return ANY
-            out = self._simple(simple, ptr)
+            out = parts[0] if parts else self._simple(simple, ptr)
             if inter.steps < inter.limit:  # intersect(ANY, out) counts, and its result: out
                 inter.steps += 1
                 return out

@@ -226,7 +226,7 @@ class TypedKeywords(BuilderHooks):
         return check_array(ArraySchema(lo, hi, prefix, rest, contains, lo_c, hi_c, ptr, unique))
 
     def _object(self, kw: dict[str, Any], ptr: str) -> Schema:
-        props_raw = kw.get("properties", {})
+        props_raw = kw.get("properties", _ABSENT)
         if not isinstance(props_raw, dict):
             raise SchemaError("properties must be an object", pointer=f"{ptr}/properties",
                               keyword="properties")
@@ -239,7 +239,7 @@ class TypedKeywords(BuilderHooks):
         if not isinstance(required, list) or not all(map(isinstance, required, repeat(str))):
             raise SchemaError("required must be an array of strings", pointer=f"{ptr}/required",
                               keyword="required")
-        pats_raw = kw.get("patternProperties", _NO_PATTERNS)
+        pats_raw = kw.get("patternProperties", _ABSENT)
         if not isinstance(pats_raw, dict):
             raise SchemaError("patternProperties must be an object",
                               pointer=f"{ptr}/patternProperties", keyword="patternProperties")
@@ -270,7 +270,7 @@ class TypedKeywords(BuilderHooks):
         ))
 
 
-_NO_PATTERNS: dict[str, Any] = {}  # an absent patternProperties (read, never written)
+_ABSENT: dict[str, Any] = {}  # an absent properties/patternProperties (read, never written)
 # nodes that ``any_of`` of one option does not return as they are (flattened, dropped, ANY)
 _NOT_ALONE = (AnyOfSchema, Unsat, AnySchema)
 _TYPE_NAMES = ("null", "boolean", "object", "array", "string", "number", "integer")
