@@ -21,6 +21,15 @@ constexpr size_t kEternalPairs = 64;
 // free mask buffers a vocabulary's MaskBuffers keeps (2 MiB at 262k tokens); the masks alive
 // at once are the callers' (a row or two per sequence) and the cache's dense entries
 constexpr size_t kMaskBuffersKept = 64;
+
+// A walk's growing lists and per-depth stacks, one set per thread, reused from walk to walk.
+struct WalkScratch {
+  bool busy = false;
+  std::vector<StateId> stack;
+  std::vector<const std::atomic<uint32_t>*> rows;
+  std::vector<uint32_t> ids;
+  std::vector<Boundary> boundaries;
+};
 }  // namespace
 
 // -- MaskBuffers, MaskBuilder -----------------------------------------------------------------
@@ -151,23 +160,33 @@ void Walker::group_boundaries(Walk& w, const uint32_t* range_starts, size_t n_st
   w.serial = serials_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (w.boundaries.empty()) return;
   const TokenTrie& trie = vocab_->trie(w.trie_id);
-  // group index per (state, kind), in order of first occurrence; then a counting sort
+  // group index per boundary (kNoGroup: a start), groups in order of first occurrence (a run
+  // of one state, the common case, asks the index once); then a counting sort
+  constexpr uint32_t kNoGroup = 0xFFFFFFFFu;
   FlatMap64 index;
   std::vector<uint32_t> group_of(w.boundaries.size());
-  std::vector<Boundary> rest;
-  rest.reserve(w.boundaries.size());
-  for (const Boundary& bd : w.boundaries) {
+  uint64_t last_key = ~uint64_t(0);
+  uint32_t last_group = 0;
+  size_t n_grouped = 0;
+  for (size_t i = 0; i < w.boundaries.size(); i++) {
+    const Boundary& bd = w.boundaries[i];
     if (bd.kind == BoundaryKind::Before && std::binary_search(range_starts, range_starts + n_starts, bd.node)) {
       w.starts.push_back(bd);
+      group_of[i] = kNoGroup;
       continue;
     }
-    auto [gi, fresh] = index.emplace(uint64_t(bd.state) << 1 | uint64_t(bd.kind), uint32_t(w.groups.size()));
-    if (fresh) w.groups.push_back(BoundaryGroup{bd.state, bd.kind, 0, 0, 0});
-    BoundaryGroup& grp = w.groups[*gi];
+    const uint64_t key = uint64_t(bd.state) << 1 | uint64_t(bd.kind);
+    if (key != last_key) {
+      auto [gi, fresh] = index.emplace(key, uint32_t(w.groups.size()));
+      if (fresh) w.groups.push_back(BoundaryGroup{bd.state, bd.kind, 0, 0, 0});
+      last_key = key;
+      last_group = *gi;
+    }
+    BoundaryGroup& grp = w.groups[last_group];
     grp.end++;
     grp.nodes += trie.size(bd.node) - (bd.kind == BoundaryKind::After ? 1 : 0);
-    group_of[rest.size()] = *gi;
-    rest.push_back(bd);
+    group_of[i] = last_group;
+    n_grouped++;
   }
   uint32_t at = 0;
   for (BoundaryGroup& grp : w.groups) {
@@ -175,8 +194,10 @@ void Walker::group_boundaries(Walk& w, const uint32_t* range_starts, size_t n_st
     at += grp.end;
     grp.end = grp.begin;
   }
-  w.boundaries.resize(rest.size());
-  for (size_t i = 0; i < rest.size(); i++) w.boundaries[w.groups[group_of[i]].end++] = rest[i];
+  std::vector<Boundary> sorted(n_grouped);
+  for (size_t i = 0; i < w.boundaries.size(); i++)
+    if (group_of[i] != kNoGroup) sorted[w.groups[group_of[i]].end++] = w.boundaries[i];
+  w.boundaries.swap(sorted);
 }
 
 namespace {
@@ -451,10 +472,25 @@ std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, si
   LexerDFA& lx = *lexer_;
   auto w = std::make_shared<Walk>();
   w->trie_id = uint8_t(trie_id);
+  // The walk's lists grow in this thread's scratch vectors and are copied out at their final
+  // size: grown in place, each doubling would take (and fault in) fresh memory again.
+  thread_local WalkScratch scratch;
+  std::unique_ptr<WalkScratch> own;  // (a walk inside a walk on this thread: none today)
+  WalkScratch& sc = scratch.busy ? *(own = std::make_unique<WalkScratch>()) : scratch;
+  sc.busy = true;
+  struct Release {
+    WalkScratch& sc;
+    ~Release() { sc.busy = false; }
+  } release{sc};  // (also when a lexer limit throws)
+  sc.ids.clear();
+  sc.boundaries.clear();
   // per depth: the state before that depth's byte and its row (rows never move)
-  std::vector<StateId> stack(size_t(trie.max_depth()) + 2, DEAD);
-  std::vector<const std::atomic<uint32_t>*> rows(stack.size(), nullptr);
-  std::vector<uint32_t>& ids = w->ids;
+  sc.stack.assign(size_t(trie.max_depth()) + 2, DEAD);
+  sc.rows.assign(sc.stack.size(), nullptr);
+  std::vector<StateId>& stack = sc.stack;
+  std::vector<const std::atomic<uint32_t>*>& rows = sc.rows;
+  std::vector<uint32_t>& ids = sc.ids;
+  std::vector<Boundary>& boundaries = sc.boundaries;
   // Inside tokens go to an id list until there are more of them than the bitmask has words,
   // then straight into the bitmask (growing a list of ~vocabulary size, then converting it,
   // cost as much as a root walk itself).
@@ -471,7 +507,7 @@ std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, si
       w->words.assign(n_words, 0);
       bits = w->words.data();
       for (uint32_t id : ids) set_bit(bits, id);
-      std::vector<uint32_t>().swap(ids);
+      ids.clear();
     }
   };
   // A state holding no lazy lexeme reaches none (its successors hold residuals of its
@@ -495,12 +531,12 @@ std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, si
       // one derivative per byte class
       StateId t = lx.next_from(stack[d - 1], rows[d - 1], trie.byte(p));
       if (t == DEAD) {
-        if (lx.accepts(stack[d - 1])) w->boundaries.push_back({p, stack[d - 1], BoundaryKind::Before});
+        if (lx.accepts(stack[d - 1])) boundaries.push_back({p, stack[d - 1], BoundaryKind::Before});
         p += trie.size(p);
         continue;
       }
       if (lazy && lx.accepts_lazy(t)) {
-        w->boundaries.push_back({p, t, BoundaryKind::After});
+        boundaries.push_back({p, t, BoundaryKind::After});
         p += trie.size(p);
         continue;
       }
@@ -542,6 +578,8 @@ std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, si
   nodes_walked.fetch_add(visited, std::memory_order_relaxed);
   if (loop_subtrees) loop_walks.fetch_add(loop_subtrees, std::memory_order_relaxed);
   if (run_subtrees) run_walks.fetch_add(run_subtrees, std::memory_order_relaxed);
+  w->ids.assign(ids.begin(), ids.end());
+  w->boundaries.assign(boundaries.begin(), boundaries.end());
   return w;
 }
 
