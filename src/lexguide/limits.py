@@ -98,25 +98,18 @@ def json_value_scan(value: Any, keys: frozenset[str], limit: int = MAX_JSON_DEPT
                     ) -> tuple[list[str | int] | None, bool]:
     """:func:`json_value_too_deep` and, in the same walk, whether some object in ``value`` has
     one of ``keys`` as a key (False when the value is too deep: the walk stops there)."""
-    todo: list[tuple[Any, int]] = [(value, 0)]
-    pop, push = todo.pop, todo.append
+    # level by level: the lists and dicts ``depth`` levels down
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
     found = False
-    while todo:
-        node, depth = pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-            if keys and not found and not keys.isdisjoint(node):
-                found = True
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
+    while level:
         if depth + 1 > limit:
             return _path_too_deep(value, limit), False
         depth += 1
-        for v in children:
-            if isinstance(v, (dict, list)):
-                push((v, depth))
+        if keys and not found:
+            found = any(not keys.isdisjoint(node) for node in level if isinstance(node, dict))
+        level = [v for node in level for v in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(v, (dict, list))]
     return None, found
 
 
