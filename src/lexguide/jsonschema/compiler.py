@@ -79,7 +79,7 @@ __all__ = ["WHITESPACE_RX", "LayoutOptions", "SchemaCompiler"]
 
 WHITESPACE_RX = rx.plus(rx.byteset(b" \t\n\r"))
 QUOTE = rx.literal(b'"')
-_NULL_RX = rx.literal(b"null")
+_NULL_RX, _TRUE_RX, _FALSE_RX = rx.literal(b"null"), rx.literal(b"true"), rx.literal(b"false")
 _ANY_BYTES = rx.star(rx.byte_range(0, 255))
 #: the bytes of an opening bracket's layout (ASCII): a third node with its language
 _ASCII_BYTES = rx.star(rx.byte_range(0, 0x7F))
@@ -211,6 +211,7 @@ class SchemaCompiler:
         self._keep: list[Schema] = []  # the nodes compiled, so their ids stay theirs
         self._key_lexemes: dict[str, int] = {}  # declared key -> its lexeme
         self._string_lexemes: dict[tuple, int] = {}  # string constraints -> their lexeme
+        self._bools: dict[bool | None, int] = {}  # BoolSchema value -> its symbol
         self._refs: dict[tuple[str, int], int] = {}
         self._any: dict[int, int] = {}
         self.dead = self.lex(rx.NOTHING, "<unsatisfiable>")
@@ -296,10 +297,15 @@ class SchemaCompiler:
         return self.lex(_NULL_RX, "null")
 
     def _bool(self, s: BoolSchema, lay: _Layout) -> int:
-        if s.value is None:
-            return self.b.alt([[self.lex(rx.literal(b"true"), "true")],
-                               [self.lex(rx.literal(b"false"), "false")]], "boolean")
-        return self.lex(rx.literal(b"true" if s.value else b"false"), str(s.value).lower())
+        got = self._bools.get(s.value)  # one symbol per value (None: either) in a document
+        if got is None:
+            if s.value is None:
+                got = self.b.alt([[self.lex(_TRUE_RX, "true")], [self.lex(_FALSE_RX, "false")]],
+                                 "boolean")
+            else:
+                got = self.lex(_TRUE_RX if s.value else _FALSE_RX, str(s.value).lower())
+            self._bools[s.value] = got
+        return got
 
     def _number(self, s: NumberSchema, lay: _Layout) -> int:
         return self.lex(self.number(s), "integer" if s.integer else "number")
