@@ -109,3 +109,15 @@ def test_slots_constructors_build_what_the_dataclass_builds() -> None:
         assert type(built) is cls and repr(built) == repr(cls(*values))
         with pytest.raises(AttributeError):  # still frozen
             built.pointer = "x"
+
+
+@pytest.mark.parametrize("n", [2, 9, 40])
+def test_union_of_keyword_lists_keeps_order_and_repeats(n) -> None:
+    """``_union`` (required names, patterns, ...): x, then y's values not in x, in order; the
+    hashed lookup for long lists answers as the tuple scan does."""
+    from lexguide.jsonschema.schema import _union
+
+    x = tuple(f"k{i}" for i in range(n))
+    y = tuple(f"k{i}" for i in range(n // 2, n + 3)) + ("k1", f"k{n + 1}")
+    assert _union(x, y) == x + tuple(v for v in y if v not in x)
+    assert _union(x, x) is x and _union((), y) is y and _union(x, ()) is x

@@ -520,9 +520,11 @@ def _item(a: ArraySchema, i: int) -> Schema:
 
 
 def _union(x: tuple, y: tuple) -> tuple:
-    if not x or not y:
+    """``x`` then the values of ``y`` not in ``x`` (in order; repeats within ``y`` kept)."""
+    if not x or not y or x is y:
         return x or y
-    return x + tuple(v for v in y if v not in x)
+    inside = set(x) if len(x) * len(y) > 64 else x  # long required lists: hashed lookups
+    return x + tuple(v for v in y if v not in inside)
 
 
 def _min_opt(x: int | None, y: int | None) -> int | None:
