@@ -183,22 +183,112 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
 
     # -- schema objects -----------------------------------------------------------------------
     def build(self, raw: Any, ptr: str) -> Schema:
-        """IR of the raw subschema ``raw`` at pointer ``ptr``; one nesting level deeper."""
+        """IR of the raw subschema ``raw`` at pointer ``ptr``; one nesting level deeper. A
+        subschema entering a resource with dynamic anchors is built with the resource added
+        to the dynamic scope."""
+        dynamic = self.index.dynamic
+        if dynamic:
+            res = self.index.resource_of(ptr)
+            if res in dynamic and res not in self.scope:
+                saved = self.scope
+                self.scope = (*saved, res)
+                try:
+                    return self.build(raw, ptr)  # in the scope now: built below
+                finally:
+                    self.scope = saved
         nesting = self.nesting
         if nesting.depth >= nesting.limit:
             raise nesting.make_error(ptr, nesting.limit)
         nesting.depth += 1
         try:
-            dynamic = self.index.dynamic
-            res = self.index.resource_of(ptr) if dynamic else None
-            if res is None or res not in dynamic or res in self.scope:
-                return self._build(raw, ptr)
-            saved = self.scope
-            self.scope = (*saved, res)
-            try:
-                return self._build(raw, ptr)
-            finally:
-                self.scope = saved
+            if raw is True:
+                return ANY
+            if raw is False:
+                return Unsat(f"false schema at {ptr or '#'}")
+            if not isinstance(raw, dict):
+                raise SchemaError("schema must be an object or boolean", pointer=ptr)
+            draft = self.draft
+            if "$ref" in raw and draft <= 7:
+                return self._ref(raw["$ref"], ptr)
+            parts: list[Schema | None] = []
+            one_ofs: list[OneOf] = []
+            deferred: list[str] = []  # "not", "if": exclusions relative to everything else
+            simple: dict[str, Any] = {}
+            simple_pos = 0
+            kind_of = _KEYWORD_KIND.get
+            for key, value in raw.items():
+                kind = kind_of(key)
+                if kind is None:
+                    continue
+                what, since = kind
+                if what == _SIMPLE:
+                    if draft < since:
+                        continue
+                    if not simple or key == "properties":
+                        simple_pos = len(parts)  # property order follows "properties" (§4.5)
+                    simple[key] = value
+                elif what == _APPLICATOR:
+                    if draft < since:
+                        continue
+                    if key == "$ref":  # written at ptr itself
+                        parts.append(self._ref(value, ptr))
+                        continue
+                    at = f"{ptr}/{escape_pointer(key)}"
+                    if key == "oneOf":
+                        subs = self._subschemas(key, value, at)
+                        one_ofs.append(OneOf(len(parts), subs, at))
+                        parts.append(any_of(subs, "every branch of oneOf is unsatisfiable"))
+                    else:
+                        parts.append(self._applicator(key, value, at, ptr))
+                elif what == _CONTENT:
+                    if draft == 7:
+                        content = self._content(key, value, raw, ptr)
+                        if content is not None:
+                            parts.append(content)
+                elif what == _DYNAMIC:
+                    if draft == DYNAMIC_REFS[key]:
+                        parts.append(self._ref(value, ptr, key))
+                else:
+                    lo, hi = DRAFT_KEYWORDS[key]
+                    if lo <= draft <= hi:
+                        if key in ("not", "if", "unevaluatedProperties", "unevaluatedItems"):
+                            deferred.append(key)
+                        elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
+                            parts.append(self.dependencies(key, value, f"{ptr}/{key}"))
+            inter = self.intersect
+            if not deferred and not one_ofs and (not parts or not simple and len(parts) == 1):
+                # the typed keywords alone, one other part ($ref), or none (most schemas)
+                if not simple and not parts:
+                    return ANY
+                out = parts[0] if parts else self._simple(simple, ptr)
+                if inter.steps < inter.limit:  # intersect(ANY, out) counts, and its result: out
+                    inter.steps += 1
+                    return out
+                with inter.at(ptr):
+                    return inter(ANY, out)
+            if simple:
+                parts.insert(simple_pos, None)
+                for k in one_ofs:
+                    k.index += k.index >= simple_pos
+            done = [self._simple(simple, ptr) if p is None else p for p in parts] if simple else parts
+            out: Schema = ANY
+            if len(done) == 1 and inter.steps < inter.limit:  # one part, most schemas: the step
+                inter.steps += 1  # intersect(ANY, part) counts, and its result: the part
+                out = done[0]
+            else:
+                with inter.at(ptr):
+                    for part in done:
+                        out = inter(out, part)
+            if one_ofs and not isinstance(out, Unsat):
+                out = self.one_ofs(done, one_ofs, out)
+            for key in deferred:
+                if key == "not":
+                    out = self.not_keyword(raw["not"], f"{ptr}/not", out)
+                elif key == "if":
+                    out = self.if_keyword(raw, ptr, out)
+            if "unevaluatedProperties" in deferred or "unevaluatedItems" in deferred:
+                out = self.unevaluated(raw, ptr, out)
+            return out
         finally:
             nesting.depth -= 1
 
@@ -209,96 +299,6 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
         if doc == "" or not (isinstance(raw, dict) and "$schema" in raw):
             return self.root_draft
         return detect_draft(raw)
-
-    def _build(self, raw: Any, ptr: str) -> Schema:
-        if raw is True:
-            return ANY
-        if raw is False:
-            return Unsat(f"false schema at {ptr or '#'}")
-        if not isinstance(raw, dict):
-            raise SchemaError("schema must be an object or boolean", pointer=ptr)
-        draft = self.draft
-        if "$ref" in raw and draft <= 7:
-            return self._ref(raw["$ref"], ptr)
-        parts: list[Schema | None] = []
-        one_ofs: list[OneOf] = []
-        deferred: list[str] = []  # "not", "if": exclusions relative to everything else
-        simple: dict[str, Any] = {}
-        simple_pos = 0
-        kind_of = _KEYWORD_KIND.get
-        for key, value in raw.items():
-            kind = kind_of(key)
-            if kind is None:
-                continue
-            what, since = kind
-            if what == _SIMPLE:
-                if draft < since:
-                    continue
-                if not simple or key == "properties":
-                    simple_pos = len(parts)  # property order follows "properties" (§4.5)
-                simple[key] = value
-            elif what == _APPLICATOR:
-                if draft < since:
-                    continue
-                if key == "$ref":  # written at ptr itself
-                    parts.append(self._ref(value, ptr))
-                    continue
-                at = f"{ptr}/{escape_pointer(key)}"
-                if key == "oneOf":
-                    subs = self._subschemas(key, value, at)
-                    one_ofs.append(OneOf(len(parts), subs, at))
-                    parts.append(any_of(subs, "every branch of oneOf is unsatisfiable"))
-                else:
-                    parts.append(self._applicator(key, value, at, ptr))
-            elif what == _CONTENT:
-                if draft == 7:
-                    content = self._content(key, value, raw, ptr)
-                    if content is not None:
-                        parts.append(content)
-            elif what == _DYNAMIC:
-                if draft == DYNAMIC_REFS[key]:
-                    parts.append(self._ref(value, ptr, key))
-            else:
-                lo, hi = DRAFT_KEYWORDS[key]
-                if lo <= draft <= hi:
-                    if key in ("not", "if", "unevaluatedProperties", "unevaluatedItems"):
-                        deferred.append(key)
-                    elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
-                        parts.append(self.dependencies(key, value, f"{ptr}/{key}"))
-        inter = self.intersect
-        if not deferred and not one_ofs and (not parts or not simple and len(parts) == 1):
-            # the typed keywords alone, one other part ($ref), or none (most schemas)
-            if not simple and not parts:
-                return ANY
-            out = parts[0] if parts else self._simple(simple, ptr)
-            if inter.steps < inter.limit:  # intersect(ANY, out) counts, and its result: out
-                inter.steps += 1
-                return out
-            with inter.at(ptr):
-                return inter(ANY, out)
-        if simple:
-            parts.insert(simple_pos, None)
-            for k in one_ofs:
-                k.index += k.index >= simple_pos
-        done = [self._simple(simple, ptr) if p is None else p for p in parts] if simple else parts
-        out: Schema = ANY
-        if len(done) == 1 and inter.steps < inter.limit:  # one part, most schemas: the step
-            inter.steps += 1  # intersect(ANY, part) counts, and its result: the part
-            out = done[0]
-        else:
-            with inter.at(ptr):
-                for part in done:
-                    out = inter(out, part)
-        if one_ofs and not isinstance(out, Unsat):
-            out = self.one_ofs(done, one_ofs, out)
-        for key in deferred:
-            if key == "not":
-                out = self.not_keyword(raw["not"], f"{ptr}/not", out)
-            elif key == "if":
-                out = self.if_keyword(raw, ptr, out)
-        if "unevaluatedProperties" in deferred or "unevaluatedItems" in deferred:
-            out = self.unevaluated(raw, ptr, out)
-        return out
 
     def _content(self, key: str, value: Any, raw: dict, ptr: str) -> Schema | None:
         """Draft 7 ``contentEncoding``/``contentMediaType``: annotations noted on the result,
