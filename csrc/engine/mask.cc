@@ -435,6 +435,15 @@ int Walker::slice_level(StateId s) {
   // plain string that long stays inside the lexeme (no token of the slice needs walking)
   uint32_t max_len = vocab_->max_plain_len();
   int level = -1;
+  // Most states outside strings die on the plain byte 'a': no level then (a sound structural
+  // bound would be 0), without asking the lexemes' structure.
+  if (max_len > 0) {
+    const StateId t = lexer_->next(s, 'a');
+    if (t == DEAD || lexer_->accepts_lazy(t)) {
+      slice_levels_[s].store(int8_t(level), std::memory_order_release);
+      return level;
+    }
+  }
   // by structure when the lexemes tell (no successor search), else by the search
   const uint32_t bound = state_plain_bound(s);
   if (bound == kInf) eternal_states.fetch_add(1, std::memory_order_relaxed);
