@@ -498,8 +498,11 @@ class GrammarBuilder:
         key = ("plus", sym, separator)
         nt = self._helpers.get(key)
         if nt is None:
-            nt = self._helpers[key] = self.nonterminal("plus")
-            self.new_rules(nt, ((sym,), (nt, sym) if separator is None else (nt, separator, sym)))
+            names = self._names
+            nt = self._helpers[key] = len(names)
+            names.append("plus")
+            self._rules += (_new_rule(Rule, (nt, (sym,))), _new_rule(
+                Rule, (nt, (nt, sym) if separator is None else (nt, separator, sym))))
         return nt
 
     def star(self, sym: int, separator: int | None = None) -> int:
@@ -507,9 +510,11 @@ class GrammarBuilder:
         key = ("star", sym, separator)
         nt = self._helpers.get(key)
         if nt is None:
-            nt = self.nonterminal("star")
-            self.new_rules(nt, ((),))
-            self.new_rules(nt, ((self.plus(sym, separator),),))
+            names, rules = self._names, self._rules
+            nt = len(names)
+            names.append("star")
+            rules.append(_new_rule(Rule, (nt, ())))
+            rules.append(_new_rule(Rule, (nt, (self.plus(sym, separator),))))
             self._helpers[key] = nt
         return nt
 
