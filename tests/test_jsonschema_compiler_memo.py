@@ -50,3 +50,15 @@ def test_reference_with_a_rule_is_still_refused_past_the_nesting_limit(seen_firs
     Grammar.from_json_schema(_nested(97, leaf, seen_first))
     with pytest.raises(SchemaError, match="nested more than 100 levels"):
         Grammar.from_json_schema(_nested(99 if seen_first else 98, leaf, seen_first))
+
+
+def test_declared_keys_and_booleans_are_one_lexeme_per_document():
+    schema = {"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"name": {"type": "boolean"}}},
+        "b": {"type": "object", "properties": {"name": {"type": "boolean"}}},
+        "c": {"type": "boolean"}}}
+    g = Grammar.from_json_schema(schema)
+    names = [lx.name for lx in g.ir.lexemes]
+    assert names.count('"name"') == 1 and names.count("true") == 1
+    assert g.validate('{"a": {"name": true}, "b": {"name": false}, "c": true}')
+    assert not g.validate('{"a": {"name": 1}}')
