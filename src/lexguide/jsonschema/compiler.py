@@ -875,15 +875,16 @@ class SchemaCompiler:
         b = self.b
         child = lay.child
         esc = self.layout.escapes
+        pats = s.pattern_properties
+        plain = not pats and not s.some_members  # one region, no witnesses (most objects)
+        if plain and isinstance(s.additional, Unsat):  # closed: no extra member at all
+            return [], {}
         # key regions are regexes over whole quoted keys: the declared names' key lexemes are
         # then the excluded spellings, so no second chain per name is made (nor exported)
         base = _undeclared_keys(tuple(sorted(declared)), esc)
         if names_rx is not None:
             base = rx.intersect(base, _quoted(names_rx))
-        pats = s.pattern_properties
-        if not pats and not s.some_members:  # one region, no witnesses (most objects)
-            if isinstance(s.additional, Unsat):
-                return [], {}
+        if plain:
             value = self.compile(s.additional, child)
             if value == self.dead:
                 return [], {}
