@@ -12,12 +12,12 @@ left operand's property order then the right operand's new names.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from json.encoder import encode_basestring
 from math import gcd
 from operator import attrgetter
+from typing import Any
 
 from lexguide.errors import SchemaError
 
@@ -320,7 +320,7 @@ class Intersector:
         return check_number(_new_number(a.integer or b.integer, lo, hi, lo_x, hi_x, mult,
                                         a.pointer or b.pointer,
                                         _union(a.not_multiples, b.not_multiples),
-                                         a.non_integer or b.non_integer))
+                                        a.non_integer or b.non_integer))
 
     def _consts_meet_string(self, xs: tuple[Schema, ...], ys: tuple[Schema, ...],
                             depth: int) -> Schema | None:
