@@ -79,7 +79,10 @@ StateId LexerDFA::intern(Entries entries) {
     }
   entry_bytes_ += 2 * entries.size() * sizeof(entries[0]) + st->accepting.size() * sizeof(uint32_t);
   ids_.emplace(entries, sid);
-  flags_[sid] = uint8_t((st->accepting.empty() ? 0 : kAccepts) | (st->lazy_accept ? kLazyAccept : 0));
+  bool holds_lazy = false;
+  for (auto& [lex, x] : entries) holds_lazy = holds_lazy || lexeme_lazy_[lex];
+  flags_[sid] = uint8_t((st->accepting.empty() ? 0 : kAccepts) | (st->lazy_accept ? kLazyAccept : 0) |
+                        (holds_lazy ? kHoldsLazy : 0));
   st->entries = std::move(entries);
   auto row = std::unique_ptr<std::atomic<uint32_t>[]>(new std::atomic<uint32_t>[256]);
   for (int b = 0; b < 256; b++) row[b].store(MISSING, std::memory_order_relaxed);

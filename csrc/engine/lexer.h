@@ -86,6 +86,9 @@ class LexerDFA {
   const LexerState& state(StateId s) const { return *states_[s]; }
   bool accepts(StateId s) const { return flags_[s] & kAccepts; }
   bool accepts_lazy(StateId s) const { return flags_[s] & kLazyAccept; }
+  // Whether s holds a lazy lexeme (its successors hold residuals of its lexemes only, so a
+  // state without one never reaches a lazy end).
+  bool holds_lazy(StateId s) const { return flags_[s] & kHoldsLazy; }
   // The row of s as it is now (entries MISSING until computed): for walks that step many
   // times from one state. next_from(s, row, b) is next(s, b) given row == row_of(s).
   const std::atomic<uint32_t>* row_of(StateId s) const { return row_ptr(s); }
@@ -134,8 +137,9 @@ class LexerDFA {
   std::unique_ptr<std::unique_ptr<LexerState>[]> states_;
   std::unique_ptr<std::unique_ptr<std::atomic<uint32_t>[]>[]> rows_;
   std::unique_ptr<std::atomic<bool>[]> has_row_;
-  // per state, written once before the state's id is published: accepting / lazy lexeme ends
-  static constexpr uint8_t kAccepts = 1, kLazyAccept = 2;
+  // per state, written once before the state's id is published: accepting / lazy lexeme ends /
+  // a lazy lexeme held
+  static constexpr uint8_t kAccepts = 1, kLazyAccept = 2, kHoldsLazy = 4;
   std::unique_ptr<uint8_t[]> flags_;
   static constexpr uint32_t kLoopsUnknown = 0x80000000u;  // above every bucket bit
   std::unique_ptr<std::atomic<uint32_t>[]> loops_;        // loop_buckets, once known

@@ -420,9 +420,7 @@ uint32_t Walker::state_plain_bound(StateId s) {
   if (known != LexerState::kPlainBoundUnknown) return known;
   std::lock_guard<std::recursive_mutex> g(store_mutex());
   uint32_t bound = 0;
-  bool lazy = false;
-  for (auto& [lex, rx] : st.entries) lazy = lazy || lx.lexeme_lazy(lex);
-  if (!lazy)  // (a lazy lexeme may end inside a token: 0)
+  if (!lx.holds_lazy(s))  // (a lazy lexeme may end inside a token: 0)
     for (auto& [lex, rx] : st.entries) bound = std::max(bound, plain_bound(rx, lx.regex(), 0));
   st.plain_bound.store(bound, std::memory_order_release);
   return bound;
@@ -521,11 +519,7 @@ std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, si
   };
   // A state holding no lazy lexeme reaches none (its successors hold residuals of its
   // lexemes), so its walk skips the lazy-end test at every node.
-  bool lazy = false;
-  {
-    std::lock_guard<std::recursive_mutex> g(store_mutex());  // (lexemes may be registered meanwhile)
-    for (auto& [lex, rx] : lx.state(s0).entries) lazy = lazy || lx.lexeme_lazy(lex);
-  }
+  const bool lazy = lx.holds_lazy(s0);
   uint64_t loop_subtrees = 0, run_subtrees = 0, visited = 0;
   for (size_t r = 0; r < n_ranges; r++) {
     const uint32_t lo = ranges[r].lo, hi = ranges[r].hi;
