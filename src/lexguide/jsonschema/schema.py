@@ -292,11 +292,36 @@ class Intersector:
             met = self._consts_meet_string(xs, ys, depth)
             if met is not None:
                 return met
-            return any_of([self(x, y, depth + 1) for x in xs for y in ys], "no branch of anyOf "
-                          "is compatible with the other constraints")
+            return self._product(xs, ys, depth + 1)
         if ta is not tb:
             return Unsat(f"incompatible types {_TYPE_OF[ta]} and {_TYPE_OF[tb]}")
         return _MEET[ta](self, a, b, depth + 1)
+
+    def _product(self, xs: tuple[Schema, ...], ys: tuple[Schema, ...], depth: int) -> Schema:
+        """The union of ``self(x, y, depth)`` over every pair, in order. A pair of two different
+        JSON types (the most of a product of mixed unions) is answered in place: one counted
+        step, an Unsat that the union drops; ``any_of`` is given what it needs of those, the
+        number of them (one or more) and the reason of one, so the result is the same. The
+        general path takes over where the step budget or the depth would run out."""
+        out: list[Schema] = []
+        mismatched = 0
+        reason = ""
+        inline = depth <= MAX_INTERSECT_DEPTH
+        for x in xs:
+            tx = type(x)
+            kx = _TYPE_OF.get(tx)
+            for y in ys:
+                ty = type(y)
+                if kx is not None and ty is not tx and inline and ty in _TYPE_OF \
+                        and self.steps < self.limit:
+                    self.steps += 1
+                    mismatched += 1
+                    reason = reason or f"incompatible types {kx} and {_TYPE_OF[ty]}"
+                else:
+                    out.append(self(x, y, depth))
+        if mismatched:  # the Unsats of those pairs, for the reason any_of gives no branch
+            out += [Unsat(reason)] * min(mismatched, 2)
+        return any_of(out, "no branch of anyOf is compatible with the other constraints")
 
     # -- per type -----------------------------------------------------------------------------
     def _NullSchema(self, a: NullSchema, b: NullSchema, depth: int) -> Schema:
