@@ -424,7 +424,7 @@ class Intersector:
             for name, s in a.properties:
                 other = b_names[name] if name in b_names else self._extra(b, name)
                 props.append((name, self(s, other, depth)))
-            a_names = {name for name, _ in a.properties}
+            a_names = dict(a.properties)
             for name, s in b.properties:
                 if name not in a_names:
                     props.append((name, self(self._extra(a, name), s, depth)))
