@@ -58,11 +58,12 @@ size_t MaskBuffers::n_free() const {
   return free_.size();
 }
 
-uint32_t* MaskBuilder::dense() {
+uint32_t* MaskBuilder::dense(const uint32_t* from) {
   if (words_ != nullptr) return words_;
   buffer_ = buffers_.take();
   words_ = buffer_->data();
-  std::memset(words_, 0, size_t(n_words_) * 4);
+  if (from != nullptr) std::memcpy(words_, from, size_t(n_words_) * 4);
+  else std::memset(words_, 0, size_t(n_words_) * 4);
   for (uint32_t id : ids_) set_bit(words_, id);
   ids_.clear();
   return words_;

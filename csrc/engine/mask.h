@@ -225,11 +225,14 @@ class MaskBuilder {
     for (const uint32_t* q = begin; q != end; ++q) set(*q);
   }
   void or_words(const uint32_t* src) {  // n_words words
-    uint32_t* w = dense();
-    for (uint32_t i = 0; i < n_words_; i++) w[i] |= src[i];
+    if (words_ == nullptr) {  // the first bitmask is copied, not ORed into a cleared one
+      dense(src);
+      return;
+    }
+    for (uint32_t i = 0; i < n_words_; i++) words_[i] |= src[i];
   }
-  // The bitmask (zeroed, the ids so far set) from now on.
-  uint32_t* dense();
+  // The bitmask (zeroed, or a copy of `from`; the ids so far set) from now on.
+  uint32_t* dense(const uint32_t* from = nullptr);
   bool is_dense() const { return words_ != nullptr; }
   std::vector<uint32_t>& ids() { return ids_; }  // while not dense (unsorted, may repeat)
   std::shared_ptr<std::vector<uint32_t>>& buffer() { return buffer_; }  // once dense
