@@ -61,9 +61,40 @@ uint32_t LexerDFA::lexeme_id(NodeId rx, bool lazy, int64_t max_tokens) {
   return id;
 }
 
+StateId LexerDFA::find_state(const Entries& entries, uint64_t h) const {
+  if (id_slots_.empty()) return MISSING;
+  const size_t mask = id_slots_.size() - 1;
+  const uint64_t tag = h >> 32;
+  for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+    const uint64_t v = id_slots_[i];
+    if (v == 0) return MISSING;
+    const StateId s = StateId(uint32_t(v) - 1);
+    if ((v >> 32) == tag && states_[s]->entries == entries) return s;
+  }
+}
+
+void LexerDFA::index_state(StateId s, uint64_t h) {
+  if (2 * (n_ids_ + 1) > id_slots_.size()) {  // grow: the states' hashes again
+    std::vector<uint64_t> old;
+    old.swap(id_slots_);
+    id_slots_.assign(std::max<size_t>(1024, 2 * old.size()), 0);
+    n_ids_ = 0;
+    for (uint64_t v : old)
+      if (v != 0) {
+        const StateId t = StateId(uint32_t(v) - 1);
+        index_state(t, EntriesHash()(states_[t]->entries));
+      }
+  }
+  const size_t mask = id_slots_.size() - 1;
+  size_t i = size_t(h) & mask;
+  while (id_slots_[i] != 0) i = (i + 1) & mask;
+  id_slots_[i] = (h >> 32 << 32) | (uint64_t(s) + 1);
+  n_ids_++;
+}
+
 StateId LexerDFA::intern(Entries entries) {
-  auto it = ids_.find(entries);
-  if (it != ids_.end()) return it->second;
+  const uint64_t h = EntriesHash()(entries);
+  if (StateId found = find_state(entries, h); found != MISSING) return found;
   uint32_t sid = n_states_.load(std::memory_order_relaxed);
   if (sid >= max_states_)
     throw LimitError("max_dfa_states", max_states_,
@@ -77,8 +108,7 @@ StateId LexerDFA::intern(Entries entries) {
       st->accepting.push_back(lex);
       if (lexeme_lazy_[lex]) st->lazy_accept = true;
     }
-  entry_bytes_ += 2 * entries.size() * sizeof(entries[0]) + st->accepting.size() * sizeof(uint32_t);
-  ids_.emplace(entries, sid);
+  entry_bytes_ += entries.size() * sizeof(entries[0]) + st->accepting.size() * sizeof(uint32_t);
   bool holds_lazy = false;
   for (auto& [lex, x] : entries) holds_lazy = holds_lazy || lexeme_lazy_[lex];
   flags_[sid] = uint8_t((st->accepting.empty() ? 0 : kAccepts) | (st->lazy_accept ? kLazyAccept : 0) |
@@ -88,6 +118,7 @@ StateId LexerDFA::intern(Entries entries) {
   for (int b = 0; b < 256; b++) row[b].store(MISSING, std::memory_order_relaxed);
   states_[sid] = std::move(st);
   rows_[sid] = std::move(row);
+  index_state(sid, h);
   n_states_.store(sid + 1, std::memory_order_release);
   return sid;
 }
@@ -145,8 +176,8 @@ StateId LexerDFA::successor(const Entries& entries, unsigned b) {
     NodeId d = rs.derivative(x, b);
     if (d != NOTHING) scratch_.emplace_back(lex, d);
   }
-  auto it = ids_.find(scratch_);  // most successors exist already: no allocation then
-  StateId t = it != ids_.end() ? it->second : intern(scratch_);
+  StateId t = find_state(scratch_, EntriesHash()(scratch_));  // most exist already: no allocation
+  if (t == MISSING) t = intern(scratch_);
   return is_live(t) ? t : DEAD;
 }
 
@@ -208,10 +239,10 @@ void LexerDFA::compute_row(StateId s) {
 
 size_t LexerDFA::memory_bytes() const {
   size_t n = n_states();
-  // per state: its row, descriptor and flags, the ids_ entry; the fixed tables of max_states_
-  size_t per_state = 256 * sizeof(std::atomic<uint32_t>) + sizeof(LexerState) + 1 + 64;
+  // per state: its row, descriptor and flags; the fixed tables of max_states_; the id table
+  size_t per_state = 256 * sizeof(std::atomic<uint32_t>) + sizeof(LexerState) + 1;
   size_t fixed = size_t(max_states_) * (2 * sizeof(void*) + sizeof(std::atomic<bool>) + 1 + 4 + 4 + 1);
-  return fixed + n * per_state + entry_bytes_ + start_cache_.size() * 64 +
+  return fixed + n * per_state + id_slots_.size() * sizeof(uint64_t) + entry_bytes_ + start_cache_.size() * 64 +
          lexeme_rx_.size() * 48;
 }
 

@@ -154,7 +154,14 @@ class LexerDFA {
       return size_t(h ^ (h >> 29));
     }
   };
-  std::unordered_map<std::vector<std::pair<uint32_t, NodeId>>, StateId, EntriesHash> ids_;
+  // The states by their entries: open addressing over one array of (upper hash bits << 32 |
+  // state + 1), 0 empty, at most half full; a probe compares the hash bits, then the state's
+  // own entries (a node-based map kept a second copy of every state's entries, and a lookup,
+  // one per new transition, missed the cache on its bucket, node and key)
+  std::vector<uint64_t> id_slots_;
+  size_t n_ids_ = 0;
+  StateId find_state(const std::vector<std::pair<uint32_t, NodeId>>& entries, uint64_t h) const;  // MISSING: none
+  void index_state(StateId s, uint64_t h);
   std::vector<std::pair<uint32_t, NodeId>> scratch_;  // successor()'s buffer (under store_mutex)
   std::unordered_map<std::string, StateId> start_cache_;
   // per state, under store_mutex(), 0 until known: 1 + the byte partition of its stepping
