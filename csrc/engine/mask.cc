@@ -58,6 +58,40 @@ size_t MaskBuffers::n_free() const {
   return free_.size();
 }
 
+namespace {
+// A hash of n words (four independent lanes, so it runs at the speed of loads).
+uint64_t hash_words(const uint32_t* w, size_t n) {
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  uint64_t lane[4] = {1, 2, 3, 4};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 4; k++) {
+      uint64_t x;
+      std::memcpy(&x, w + i + 2 * k, 8);
+      lane[k] = (lane[k] ^ x) * kMul;
+    }
+  uint64_t h = n;
+  for (; i < n; i++) h = (h ^ w[i]) * kMul;
+  for (int k = 0; k < 4; k++) h = (h ^ (lane[k] >> 29) ^ lane[k]) * kMul;
+  return h ^ (h >> 32);
+}
+}  // namespace
+
+std::shared_ptr<std::vector<uint32_t>> MaskBuffers::share(std::shared_ptr<std::vector<uint32_t>> mask) {
+  const uint64_t h = hash_words(mask->data(), n_words_);
+  std::lock_guard<std::mutex> g(shared_mu_);
+  auto [lo, hi] = shared_.equal_range(h);
+  for (auto it = lo; it != hi; ++it)
+    if (auto kept = it->second.lock(); kept && std::memcmp(kept->data(), mask->data(), size_t(n_words_) * 4) == 0)
+      return kept;  // (mask's buffer returns to the pool as it is dropped)
+  if (shared_.size() >= sweep_at_) {
+    for (auto it = shared_.begin(); it != shared_.end();) it = it->second.expired() ? shared_.erase(it) : std::next(it);
+    sweep_at_ = std::max<size_t>(64, 2 * shared_.size());
+  }
+  shared_.emplace(h, mask);
+  return mask;
+}
+
 uint32_t* MaskBuilder::dense(const uint32_t* from) {
   if (words_ != nullptr) return words_;
   buffer_ = buffers_.take();
@@ -846,7 +880,7 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::compute_cached(ParseSta
     std::memset(m->data(), 0, size_t(n_words) * 4);
     for (uint32_t id : ids) set_bit(m->data(), id);
     if (ids.size() <= max_ids) c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
-    else c.words = m;
+    else c.words = m = walker_->buffers().share(std::move(m));
   } else {
     m = std::move(out.buffer());
     // (blocks of 16 words: a mask of few tokens is mostly zero blocks, skipped with one OR each)
@@ -862,7 +896,7 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::compute_cached(ParseSta
           ids.push_back(uint32_t(w * 32 + unsigned(__builtin_ctz(bits))));
     }
     if (ids.size() <= max_ids) c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
-    else c.words = m;
+    else c.words = m = walker_->buffers().share(std::move(m));
   }
   std::lock_guard<std::mutex> g(mu_);
   misses++;

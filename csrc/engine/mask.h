@@ -83,18 +83,32 @@ struct InsideGroup {
 // written into memory already mapped. A fresh buffer costs a page fault per 4 KiB on first
 // write (eight at 262k tokens, about as much as assembling a mask), and the allocator hands
 // back freshly mapped memory whenever a compile in between has shrunk its heap. Thread-safe.
+//
+// Bitmasks kept for long (the dense entries of every grammar's mask cache) are also shared by
+// content: share() hands out the equal mask some holder still keeps, so the new one's buffer
+// comes back at once (grammars on one vocabulary meet the same dense masks: inside strings,
+// any value). The table holds weak references by a hash of the words; a mask lives as long as
+// its last holder, whichever grammar made it.
 class MaskBuffers : public std::enable_shared_from_this<MaskBuffers> {
  public:
   explicit MaskBuffers(uint32_t n_words) : n_words_(n_words) {}
   // A buffer of n_words words, contents unspecified; it comes back here when dropped.
   std::shared_ptr<std::vector<uint32_t>> take();
   size_t n_free() const;
+  // A finished mask taken from here, to be kept and never written again: the mask with the
+  // same words that a holder still keeps (then `mask` is dropped), else `mask`, registered.
+  std::shared_ptr<std::vector<uint32_t>> share(std::shared_ptr<std::vector<uint32_t>> mask);
 
  private:
   uint32_t n_words_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<std::vector<uint32_t>>> free_;
   void give_back(std::vector<uint32_t>* buffer);
+  // share(): hash of the words -> mask (expired entries dropped whenever the table has doubled
+  // since the last sweep)
+  std::mutex shared_mu_;
+  std::unordered_multimap<uint64_t, std::weak_ptr<std::vector<uint32_t>>> shared_;
+  size_t sweep_at_ = 64;
 };
 
 class Walker {
