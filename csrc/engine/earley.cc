@@ -79,6 +79,9 @@ EarleyParser::EarleyParser(GrammarRules g) : g_(std::move(g)) {
   size_t n_rules = g_.lhs.size();
   if (g_.rhs.size() != n_rules) throw std::invalid_argument("grammar: lhs and rhs differ in length");
   rules_of_.resize(size_t(g_.n_nonterminals));
+  predicts_.resize(size_t(g_.n_nonterminals));
+  nt_items_.resize(size_t(g_.n_nonterminals));
+  items_ready_.assign(size_t(g_.n_nonterminals), 0);
   for (size_t r = 0; r < n_rules; r++) {
     int32_t lhs = g_.lhs[r];
     if (lhs < 0 || lhs >= g_.n_nonterminals) throw std::invalid_argument("grammar: bad left-hand side");
@@ -285,8 +288,8 @@ std::unique_ptr<EarleyParser::Set> EarleyParser::closure(const std::vector<Item>
 }
 
 const std::vector<int32_t>& EarleyParser::predicted_by(int32_t nt) {
-  auto hit = predicts_.find(nt);
-  if (hit != predicts_.end()) return hit->second;
+  std::vector<int32_t>& known = predicts_[size_t(nt)];
+  if (!known.empty()) return known;
   std::vector<int32_t> found{nt}, todo{nt};
   std::unordered_set<int32_t> in{nt};
   while (!todo.empty()) {
@@ -301,13 +304,14 @@ const std::vector<int32_t>& EarleyParser::predicted_by(int32_t nt) {
     }
   }
   std::sort(found.begin(), found.end());
-  return predicts_.emplace(nt, std::move(found)).first->second;
+  known = std::move(found);
+  return known;
 }
 
 const std::vector<std::pair<int32_t, int32_t>>& EarleyParser::items_of(int32_t nt) {
-  auto hit = nt_items_.find(nt);
-  if (hit != nt_items_.end()) return hit->second;
-  std::vector<std::pair<int32_t, int32_t>> out;
+  std::vector<std::pair<int32_t, int32_t>>& out = nt_items_[size_t(nt)];
+  if (items_ready_[size_t(nt)]) return out;
+  items_ready_[size_t(nt)] = 1;
   for (int32_t dr : rules_of_[size_t(nt)]) {
     while (true) {
       int32_t sym = dr_next_[size_t(dr)];
@@ -317,7 +321,7 @@ const std::vector<std::pair<int32_t, int32_t>>& EarleyParser::items_of(int32_t n
       dr++;
     }
   }
-  return nt_items_.emplace(nt, std::move(out)).first->second;
+  return out;
 }
 
 uint32_t EarleyParser::predictions_for(const std::vector<int32_t>& nts) {

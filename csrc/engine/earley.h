@@ -96,8 +96,11 @@ class EarleyParser {
   int32_t start_dr_ = 0, initial_ = 0;
   std::vector<std::unique_ptr<Set>> sets_;
   std::unordered_map<std::string, int32_t> by_kernel_, by_signature_;
-  std::unordered_map<int32_t, std::vector<int32_t>> predicts_;  // nt -> nts it predicts (sorted)
-  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> nt_items_;
+  // per nonterminal, filled on first use: the nonterminals it predicts (sorted, itself included,
+  // so empty means not yet computed) and its (symbol, dotted rule) items (items_ready_ marks them)
+  std::vector<std::vector<int32_t>> predicts_;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> nt_items_;
+  std::vector<char> items_ready_;
   std::vector<std::unique_ptr<Predictions>> pred_blocks_;
   std::unordered_map<std::string, uint32_t> pred_ids_;
 

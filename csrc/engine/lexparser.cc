@@ -78,11 +78,18 @@ const std::vector<int32_t>& LexParser::locals_of(uint32_t global) const {
 }
 
 StateId LexParser::lexer_start(int32_t set_id, int mode, const std::vector<int32_t>& skipped) {
-  std::string key(reinterpret_cast<const char*>(&set_id), 4);
-  key.push_back(char(mode));
-  key.append(reinterpret_cast<const char*>(skipped.data()), skipped.size() * 4);
-  auto hit = start_memo_.find(key);
-  if (hit != start_memo_.end()) return hit->second;
+  const bool by_set = mode == NORMAL && skipped.empty() && set_id >= 0;
+  std::string key;
+  if (by_set) {
+    if (size_t(set_id) < normal_starts_.size() && normal_starts_[size_t(set_id)] != kNoStart)
+      return normal_starts_[size_t(set_id)];
+  } else {
+    key.assign(reinterpret_cast<const char*>(&set_id), 4);
+    key.push_back(char(mode));
+    key.append(reinterpret_cast<const char*>(skipped.data()), skipped.size() * 4);
+    auto hit = start_memo_.find(key);
+    if (hit != start_memo_.end()) return hit->second;
+  }
   std::vector<int32_t> expected;
   for (int32_t lex : parser_.expected(set_id)) {
     if (token_lexeme_[size_t(lex)]) continue;
@@ -105,7 +112,12 @@ StateId LexParser::lexer_start(int32_t set_id, int mode, const std::vector<int32
     }
   }
   StateId st = lexer_->start(std::move(allowed));
-  start_memo_.emplace(std::move(key), st);
+  if (by_set) {
+    if (size_t(set_id) >= normal_starts_.size()) normal_starts_.resize(size_t(set_id) + 1, kNoStart);
+    normal_starts_[size_t(set_id)] = st;
+  } else {
+    start_memo_.emplace(std::move(key), st);
+  }
   return st;
 }
 
