@@ -142,3 +142,27 @@ def test_lexer_never_enters_a_state_with_an_empty_language():
     lp = g.lexparser
     assert lp.advance_byte(lp.initial, ord("a")) is None
     assert lp.allowed_bytes(lp.initial).tolist() == [b == ord("q") for b in range(256)]
+
+
+def test_scans_are_memoised_per_set_and_lexeme():
+    # One grammar answers inputs whose scans from the same parser sets take different single
+    # lexemes, and lexemes two regexes match at once; each answer is a fresh grammar's.
+    def build():
+        b = GrammarBuilder()
+        start = b.nonterminal("start")
+        a, bs = _lex(b, "a+"), _lex(b, "b+")
+        foo, quoted = _lex(b, "'foo'"), _lex(b, "'[^']*'")
+        b.rule(start, [foo, a])
+        b.rule(start, [quoted, bs])
+        b.rule(start, [a, foo])
+        b.rule(start, [bs, quoted, a])
+        return Grammar(b.build(start))
+
+    expected = {
+        "aa'foo'": True, "bb'x'a": True, "'foo'a": True, "'foo'bb": True, "'x'b": True,
+        "'x'a": False, "b'foo'a": True, "a'x'": False, "bb'foo'": False, "aaa'foo'": True,
+    }
+    shared = build()
+    for text, ok in expected.items():
+        assert shared.validate(text) == ok, text
+        assert build().validate(text) == ok, text

@@ -137,17 +137,26 @@ void EarleyParser::incomplete_items(int32_t set_id, std::vector<std::pair<int32_
 
 int32_t EarleyParser::scan(int32_t set_id, const std::vector<int32_t>& lexemes) {
   Set& s = *sets_[size_t(set_id)];
-  std::string key = bytes_key(lexemes);
-  auto hit = s.scans.find(key);
-  if (hit != s.scans.end()) return hit->second;
-  std::vector<Item> waiting, kernel;
+  const bool single = lexemes.size() == 1;
+  const uint64_t single_key = single ? (uint64_t(uint32_t(set_id)) << 32) | uint32_t(lexemes[0]) : 0;
+  std::string key;
+  if (single) {
+    if (const int32_t* hit = single_scans_.find(single_key)) return *hit;
+  } else {
+    key = bytes_key(lexemes);
+    auto hit = s.scans.find(key);
+    if (hit != s.scans.end()) return hit->second;
+  }
+  std::vector<Item>& waiting = scan_waiting_;
+  std::vector<Item> kernel;
   for (int32_t lex : lexemes) {
     waiting.clear();
     waiting_for(set_id, -1 - lex, waiting);
     for (Item it : waiting) kernel.push_back(item(item_dr(it) + 1, item_origin(it)));
   }
   int32_t result = kernel.empty() ? DEAD_SET : intern(std::move(kernel));
-  sets_[size_t(set_id)]->scans.emplace(std::move(key), result);
+  if (single) single_scans_.emplace(single_key, result);
+  else sets_[size_t(set_id)]->scans.emplace(std::move(key), result);
   return result;
 }
 
@@ -163,7 +172,8 @@ int32_t EarleyParser::intern(std::vector<Item> kernel) {
                          " (deeply nested or highly ambiguous input)");
   std::unique_ptr<Set> set = closure(kernel);
   // lexeme classes of the lexeme whose scan produced this set
-  std::vector<int32_t> classes;
+  std::vector<int32_t>& classes = classes_;
+  classes.clear();
   for (Item k : kernel) {
     int32_t dr = item_dr(k);
     if (dr <= 0) continue;
@@ -175,8 +185,8 @@ int32_t EarleyParser::intern(std::vector<Item> kernel) {
   classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
   set->last_classes = classes;
   // completed items have no future: closures with the same waiting items are one state
-  std::vector<Item> all;  // (the items are unique already: closure's seen set)
-  all.reserve(set->waiting.size() + 1 + classes.size());
+  std::vector<Item>& all = signature_;  // (the items are unique already: closure's seen set)
+  all.clear();
   for (auto& [sym, it] : set->waiting) all.push_back(it);
   std::sort(all.begin(), all.end());
   all.push_back((uint64_t(set->pred_id) << 1) | uint64_t(set->accepting));

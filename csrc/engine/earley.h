@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/flat_map.h"
+
 namespace lexguide {
 
 constexpr int32_t SELF = -1;
@@ -86,7 +88,7 @@ class EarleyParser {
     std::vector<int32_t> last_classes;
     bool accepting = false;
     uint32_t n_items = 0;
-    std::unordered_map<std::string, int32_t> scans;
+    std::unordered_map<std::string, int32_t> scans;  // scans of two or more lexemes
   };
 
   GrammarRules g_;
@@ -96,6 +98,8 @@ class EarleyParser {
   int32_t start_dr_ = 0, initial_ = 0;
   std::vector<std::unique_ptr<Set>> sets_;
   std::unordered_map<std::string, int32_t> by_kernel_, by_signature_;
+  // scans of one lexeme (the usual case), by set id << 32 | lexeme: no key string, no map per set
+  FlatMap<int32_t> single_scans_;
   // per nonterminal, filled on first use: the nonterminals it predicts (sorted, itself included,
   // so empty means not yet computed) and its (symbol, dotted rule) items (items_ready_ marks them)
   std::vector<std::vector<int32_t>> predicts_;
@@ -123,6 +127,9 @@ class EarleyParser {
   ItemSet seen_;
   std::vector<int32_t> predicted_, merged_;
   std::vector<Item> todo_, waiting_;
+  // intern()'s scratch: the kernel's lexeme classes, the closure's signature; scan()'s items
+  std::vector<int32_t> classes_;
+  std::vector<Item> signature_, scan_waiting_;
 
   static Item item(int32_t dr, int32_t origin) { return (uint64_t(uint32_t(dr)) << 32) | uint32_t(origin); }
   static int32_t item_dr(Item it) { return int32_t(it >> 32); }
