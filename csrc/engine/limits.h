@@ -36,6 +36,9 @@ constexpr uint64_t kMaxCaptureItems = 4'000'000;
 constexpr uint64_t kMaxCaptureSteps = 50'000'000;
 // lexemes matching the empty string that may end one after another at one position
 constexpr uint32_t kMaxEmptyLexemes = 64;
+// bytes one Matcher::forced_bytes() call returns at most (a grammar may force an unbounded run;
+// the rest is forced after them)
+constexpr size_t kMaxForcedBytes = 512;
 // memory of the per-tokenizer walk cache and of one grammar's mask memo (bytes); past it the
 // cache is emptied and refilled on demand
 constexpr size_t kWalkCacheBytes = size_t(512) << 20;

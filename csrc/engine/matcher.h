@@ -35,9 +35,6 @@
 
 namespace lexguide {
 
-// forced_bytes() stops after this many bytes (a grammar may force an unbounded run)
-constexpr size_t kMaxForcedBytes = 512;
-
 // A token the grammar does not take here; the matcher is unchanged. `reason` is empty for the
 // plain case (the binding then gives the default message).
 struct TokenRejection : std::runtime_error {
