@@ -81,7 +81,7 @@ StateId LexParser::lexer_start(int32_t set_id, int mode, const std::vector<int32
   const bool by_set = mode == NORMAL && skipped.empty() && set_id >= 0;
   std::string key;
   if (by_set) {
-    if (size_t(set_id) < normal_starts_.size() && normal_starts_[size_t(set_id)] != kNoStart)
+    if (size_t(set_id) < normal_starts_.size() && normal_starts_[size_t(set_id)] != MISSING)
       return normal_starts_[size_t(set_id)];
   } else {
     key.assign(reinterpret_cast<const char*>(&set_id), 4);
@@ -113,7 +113,7 @@ StateId LexParser::lexer_start(int32_t set_id, int mode, const std::vector<int32
   }
   StateId st = lexer_->start(std::move(allowed));
   if (by_set) {
-    if (size_t(set_id) >= normal_starts_.size()) normal_starts_.resize(size_t(set_id) + 1, kNoStart);
+    if (size_t(set_id) >= normal_starts_.size()) normal_starts_.resize(size_t(set_id) + 1, MISSING);
     normal_starts_[size_t(set_id)] = st;
   } else {
     start_memo_.emplace(std::move(key), st);

@@ -132,8 +132,7 @@ class LexParser {
   std::vector<bool> token_lexeme_;
   FlatMap<std::pair<int32_t, StateId>> finish_memo_;  // (set, lexer state) -> finish()
   // lexer_start's answers: for NORMAL mode with nothing skipped (the start after each lexeme),
-  // by set id (kNoStart until known); other modes by a key of (set, mode, skipped classes)
-  static constexpr StateId kNoStart = ~StateId(0);
+  // by set id (MISSING until known); other modes by a key of (set, mode, skipped classes)
   std::vector<StateId> normal_starts_;
   std::unordered_map<std::string, StateId> start_memo_;
   ParseState initial_{0, 0, false};

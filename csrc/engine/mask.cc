@@ -165,8 +165,7 @@ std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, in
   } else {
     fresh = compute(s, lo, hi, trie_id);
   }
-  const uint32_t start = level >= 0 ? 1 : lo;  // (a sliced walk's range is its own trie's)
-  group_boundaries(*fresh, &start, 1);
+  group_boundaries(*fresh, &lo, 1);  // (a sliced walk's range starts at node 1 of its own trie too)
   return remember(k, std::move(fresh));
 }
 
@@ -832,12 +831,15 @@ void MaskEngine::write(const CachedMask& c, uint32_t* out) const {
   for (uint32_t id : *c.ids) set_bit(out, id);
 }
 
-std::shared_ptr<const std::vector<uint32_t>> MaskEngine::expand(const CachedMask& c) const {
-  if (c.words) return c.words;
+std::shared_ptr<std::vector<uint32_t>> MaskEngine::bitmask_of(const std::vector<uint32_t>& ids) const {
   std::shared_ptr<std::vector<uint32_t>> words = walker_->buffers().take();
   std::memset(words->data(), 0, words->size() * 4);
-  for (uint32_t id : *c.ids) set_bit(words->data(), id);
+  for (uint32_t id : ids) set_bit(words->data(), id);
   return words;
+}
+
+std::shared_ptr<const std::vector<uint32_t>> MaskEngine::expand(const CachedMask& c) const {
+  return c.words ? c.words : bitmask_of(*c.ids);
 }
 
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::cached_mask(ParseState st) {
@@ -876,9 +878,7 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::compute_cached(ParseSta
     std::vector<uint32_t>& ids = out.ids();
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    m = walker_->buffers().take();
-    std::memset(m->data(), 0, size_t(n_words) * 4);
-    for (uint32_t id : ids) set_bit(m->data(), id);
+    m = bitmask_of(ids);
     if (ids.size() <= max_ids) c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
     else c.words = m = walker_->buffers().share(std::move(m));
   } else {

@@ -319,6 +319,8 @@ class MaskEngine {
   bool lookup(uint64_t key, CachedMask& c);  // a hit (counted) into c
   void write(const CachedMask& c, uint32_t* out) const;  // its n_words words into out
   std::shared_ptr<const std::vector<uint32_t>> expand(const CachedMask& c) const;
+  // A recycled bitmask with exactly these ids set.
+  std::shared_ptr<std::vector<uint32_t>> bitmask_of(const std::vector<uint32_t>& ids) const;
   // a mask not found in the cache: computed and cached
   std::shared_ptr<const std::vector<uint32_t>> compute_cached(ParseState st);
   std::unordered_map<uint64_t, CachedMask> cache_;

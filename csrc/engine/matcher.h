@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/limits.h"
 #include "engine/mask.h"
 
 namespace lexguide {
