@@ -1,6 +1,5 @@
 """GrammarBuilder's rule paths: ``rule`` deduplicates against every rule, whichever helper
-added it; ``new_rules`` and ``fresh_alt`` (callers' own fresh nonterminals) give the rules
-``rule`` and ``alt_tuples`` would."""
+added it; ``new_rules`` (a caller's own fresh nonterminal) gives the rules ``rule`` would."""
 
 from lexguide.grammar.ir import GrammarBuilder, Rule
 
@@ -22,7 +21,7 @@ def test_rule_deduplicates_against_helper_rules():
     assert b._rules[-1] == Rule(alt, (x, seq))
 
 
-def test_new_rules_and_fresh_alt_match_rule_and_alt_tuples():
+def test_new_rules_match_rule():
     def build(fresh: bool) -> tuple:
         b = GrammarBuilder()
         row = b.nonterminal("row")
@@ -32,8 +31,8 @@ def test_new_rules_and_fresh_alt_match_rule_and_alt_tuples():
             b.rule(row, ())
             b.rule(row, (-1, row))
         alts = ((-2, row), (row,), (-2, row))  # a repeated alternative is kept once
-        top = b.fresh_alt(alts, "top") if fresh else b.alt_tuples(alts, "top")
-        one = b.fresh_alt(((top,),)) if fresh else b.alt_tuples(((top,),))
+        top = b.alt_tuples(alts, "top")
+        one = b.alt_tuples(((top,),))
         return top, one, tuple(b._names), tuple(b._rules)
 
     assert build(True) == build(False)

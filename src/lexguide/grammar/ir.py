@@ -433,22 +433,6 @@ class GrammarBuilder:
             self.new_rules(nt, alts)
         return nt
 
-    def fresh_alt(self, alts: tuple[tuple[int, ...], ...], name: str = "alt") -> int:
-        """:meth:`alt_tuples` for a caller whose alternatives hold a nonterminal only it knows
-        (one it made with :meth:`nonterminal` or this method), so no other helper call can
-        ask for the same alternatives: the same symbol and rules, without the memo."""
-        names = self._names
-        nt = len(names)
-        if len(alts) == 2 and alts[0] != alts[1]:  # most calls: the two rules, at once
-            names.append(name)
-            self._rules += (_new_rule(Rule, (nt, alts[0])), _new_rule(Rule, (nt, alts[1])))
-            return nt
-        if len(alts) == 1 and len(alts[0]) == 1:
-            return alts[0][0]
-        names.append(name)
-        self.new_rules(nt, alts)
-        return nt
-
     def add_new_rules(self, rules: Iterable[tuple[int, tuple[int, ...]]]) -> None:
         """Add each ``(lhs, rhs)`` in order, for a caller that knows none of them is there
         (distinct rules of its own fresh nonterminals): :meth:`new_rules` for many
