@@ -690,22 +690,10 @@ class SchemaCompiler:
         keyed = bool(pats) or names_ok is not None or bool(some)  # does a key's body matter
         body = b""
         dead, compile, colon = self.dead, self.compile, lay.colon
-        if not keyed:  # no key's body matters (most objects): the loop below, without it
-            seq, key_lexeme = b.seq, self.key_lexeme
-            for name, sch in props:
-                value = dead if isinstance(sch, Unsat) else compile(sch, child)
-                if value == dead:
-                    if name in required:
-                        return dead
-                    continue
-                entries.append((seq((key_lexeme(name), colon, value), "member"),
-                                name in required, {}))
-            props = []
-        listed = set(map(_first, s.properties)) if props else ()  # not only required
+        listed = set(map(_first, s.properties)) if keyed else ()  # not only required
         for name, sch in props:
-            quoted = encode_basestring(name)  # as json.dumps(name, ensure_ascii=False)
-            if keyed:
-                body = quoted[1:-1].encode()
+            if keyed:  # as json.dumps(name, ensure_ascii=False)
+                body = encode_basestring(name)[1:-1].encode()
                 if name in listed:
                     for p, ps in pats:
                         if rx.matches(pattern_rx(p), body):
@@ -718,7 +706,7 @@ class SchemaCompiler:
                     return dead
                 continue
             key = self.key_lexeme(name)
-            member = b.seq([key, colon, value], "member")
+            member = b.seq((key, colon, value), "member")
             witnesses: dict[int, int] = {}
             if not some:  # no member needs a witness (most objects)
                 entries.append((member, name in required, witnesses))
