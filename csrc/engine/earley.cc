@@ -163,9 +163,7 @@ int32_t EarleyParser::scan(int32_t set_id, const std::vector<int32_t>& lexemes) 
 int32_t EarleyParser::intern(std::vector<Item> kernel) {
   std::sort(kernel.begin(), kernel.end());
   kernel.erase(std::unique(kernel.begin(), kernel.end()), kernel.end());
-  std::string kkey = bytes_key(kernel);
-  auto it = by_kernel_.find(kkey);
-  if (it != by_kernel_.end()) return it->second;
+  if (const int32_t* known = by_kernel_.find(kernel)) return *known;
   if (sets_.size() >= kMaxParserSets)
     throw LimitError("max_parser_states", kMaxParserSets,
                      "grammar parser exceeded max_parser_states=" + std::to_string(kMaxParserSets) +
@@ -191,18 +189,11 @@ int32_t EarleyParser::intern(std::vector<Item> kernel) {
   std::sort(all.begin(), all.end());
   all.push_back((uint64_t(set->pred_id) << 1) | uint64_t(set->accepting));
   for (int32_t c : classes) all.push_back(~uint64_t(uint32_t(c)));
-  std::string skey = bytes_key(all);
-  auto sig = by_signature_.find(skey);
-  int32_t sid;
-  if (sig != by_signature_.end()) {
-    sid = sig->second;
-  } else {
-    sid = int32_t(sets_.size());
-    sets_.push_back(std::move(set));
-    by_signature_.emplace(std::move(skey), sid);
-  }
-  by_kernel_.emplace(std::move(kkey), sid);
-  return sid;
+  auto [sid, fresh] = by_signature_.emplace(all, int32_t(sets_.size()));
+  if (fresh) sets_.push_back(std::move(set));
+  const int32_t id = *sid;
+  by_kernel_.emplace(kernel, id);
+  return id;
 }
 
 void EarleyParser::ItemSet::reset() {
@@ -335,9 +326,7 @@ const std::vector<std::pair<int32_t, int32_t>>& EarleyParser::items_of(int32_t n
 }
 
 uint32_t EarleyParser::predictions_for(const std::vector<int32_t>& nts) {
-  std::string key = bytes_key(nts);
-  auto hit = pred_ids_.find(key);
-  if (hit != pred_ids_.end()) return hit->second;
+  if (const uint32_t* known = pred_ids_.find(nts)) return *known;
   auto p = std::make_unique<Predictions>();
   for (int32_t nt : nts)
     for (auto& [sym, dr] : items_of(nt)) {
@@ -349,7 +338,7 @@ uint32_t EarleyParser::predictions_for(const std::vector<int32_t>& nts) {
   std::sort(p->expected.begin(), p->expected.end());
   uint32_t id = uint32_t(pred_blocks_.size());
   pred_blocks_.push_back(std::move(p));
-  pred_ids_.emplace(std::move(key), id);
+  pred_ids_.emplace(nts, id);
   return id;
 }
 

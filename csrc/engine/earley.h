@@ -97,7 +97,7 @@ class EarleyParser {
   std::vector<bool> nullable_;
   int32_t start_dr_ = 0, initial_ = 0;
   std::vector<std::unique_ptr<Set>> sets_;
-  std::unordered_map<std::string, int32_t> by_kernel_, by_signature_;
+  KeyIndex<Item, int32_t> by_kernel_, by_signature_;
   // scans of one lexeme (the usual case), by set id << 32 | lexeme: no key string, no map per set
   FlatMap<int32_t> single_scans_;
   // per nonterminal, filled on first use: the nonterminals it predicts (sorted, itself included,
@@ -106,7 +106,7 @@ class EarleyParser {
   std::vector<std::vector<std::pair<int32_t, int32_t>>> nt_items_;
   std::vector<char> items_ready_;
   std::vector<std::unique_ptr<Predictions>> pred_blocks_;
-  std::unordered_map<std::string, uint32_t> pred_ids_;
+  KeyIndex<int32_t, uint32_t> pred_ids_;
 
   // The items a closure has met: open addressing over reused arrays, emptied in O(1) by a new
   // stamp (a closure meets tens to thousands of items; a node-based set was a malloc each).

@@ -1,10 +1,16 @@
-// An open-addressing hash map from 64-bit keys to small values, for the engine's memo tables
-// (derivatives, partition refinements, lexeme ends): one flat array, no allocation per entry (an
-// unordered_map node per derivative was a malloc and a free on the path that builds lexer
-// states). Linear probing, power-of-two capacity, grown at 1/2 load; the all-ones key is
-// reserved as "empty" (memo keys never use it: they pack ids below 2^32 and a byte class).
+// Open-addressing hash tables for the engine's memo tables: one flat array each, no allocation
+// per entry (an unordered_map node per entry was a malloc and a free, and a lookup missed the
+// cache on its bucket, its node and, for a string key, the string). Linear probing,
+// power-of-two capacity, grown at 1/2 load.
+//
+// FlatMap: 64-bit keys to small values (derivatives, partition refinements, lexeme ends); the
+// all-ones key is reserved as "empty" (memo keys never use it: they pack ids below 2^32 and a
+// byte class).
+// KeyIndex: keys that are sequences of words (a parser set's kernel, a list of lexemes) to small
+// values; the keys are copied into one pool.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -73,5 +79,75 @@ class FlatMap {
 };
 
 using FlatMap64 = FlatMap<uint32_t>;
+
+template <class W, class V>
+class KeyIndex {
+ public:
+  // The value of the key k[0..n), or nullptr.
+  const V* find(const W* k, size_t n) const {
+    if (slots_.empty()) return nullptr;
+    const uint64_t h = hash(k, n);
+    for (size_t i = size_t(h) & mask_;; i = (i + 1) & mask_) {
+      const uint64_t s = slots_[i];
+      if (s == 0) return nullptr;
+      if ((s >> 32) == (h >> 32) && equal(uint32_t(s) - 1, k, n)) return &values_[uint32_t(s) - 1];
+    }
+  }
+  const V* find(const std::vector<W>& k) const { return find(k.data(), k.size()); }
+  // Inserts k -> value unless k is present; the entry's value, and whether it is new. (The
+  // pointer is valid until the next insertion.)
+  std::pair<V*, bool> emplace(const W* k, size_t n, V value) {
+    if (2 * (values_.size() + 1) > slots_.size()) grow();
+    const uint64_t h = hash(k, n);
+    size_t i = size_t(h) & mask_;
+    for (;; i = (i + 1) & mask_) {
+      const uint64_t s = slots_[i];
+      if (s == 0) break;
+      if ((s >> 32) == (h >> 32) && equal(uint32_t(s) - 1, k, n)) return {&values_[uint32_t(s) - 1], false};
+    }
+    const uint32_t e = uint32_t(values_.size());
+    slots_[i] = (h >> 32 << 32) | (uint64_t(e) + 1);
+    pool_.insert(pool_.end(), k, k + n);
+    starts_.push_back(pool_.size());
+    values_.push_back(value);
+    return {&values_[e], true};
+  }
+  std::pair<V*, bool> emplace(const std::vector<W>& k, V value) { return emplace(k.data(), k.size(), value); }
+  size_t size() const { return values_.size(); }
+  size_t memory_bytes() const {
+    return slots_.capacity() * 8 + pool_.capacity() * sizeof(W) + starts_.capacity() * sizeof(size_t) +
+           values_.capacity() * sizeof(V);
+  }
+
+ private:
+  std::vector<uint64_t> slots_;  // upper 32 bits of the key's hash << 32 | entry + 1; 0 empty
+  std::vector<W> pool_;          // every key, one after the other
+  std::vector<size_t> starts_{0};  // entry e's key is pool_[starts_[e], starts_[e + 1])
+  std::vector<V> values_;
+  size_t mask_ = 0;
+
+  static uint64_t hash(const W* k, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    for (size_t i = 0; i < n; i++) {
+      h ^= uint64_t(k[i]) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+      h *= 0xFF51AFD7ED558CCDull;
+    }
+    return h ^ (h >> 29);
+  }
+  bool equal(uint32_t e, const W* k, size_t n) const {
+    const size_t b = starts_[e];
+    return starts_[e + 1] - b == n && std::equal(k, k + n, pool_.data() + b);
+  }
+  void grow() {
+    slots_.assign(slots_.empty() ? 64 : 2 * slots_.size(), 0);
+    mask_ = slots_.size() - 1;
+    for (uint32_t e = 0; e < values_.size(); e++) {
+      const uint64_t h = hash(pool_.data() + starts_[e], starts_[e + 1] - starts_[e]);
+      size_t i = size_t(h) & mask_;
+      while (slots_[i] != 0) i = (i + 1) & mask_;
+      slots_[i] = (h >> 32 << 32) | (uint64_t(e) + 1);
+    }
+  }
+};
 
 }  // namespace lexguide

@@ -126,17 +126,15 @@ StateId LexerDFA::intern(Entries entries) {
 StateId LexerDFA::start(std::vector<uint32_t> lexemes) {
   std::sort(lexemes.begin(), lexemes.end());
   lexemes.erase(std::unique(lexemes.begin(), lexemes.end()), lexemes.end());
-  std::string key(reinterpret_cast<const char*>(lexemes.data()), lexemes.size() * 4);
   std::lock_guard<std::recursive_mutex> g(store_mutex());
-  auto it = start_cache_.find(key);
-  if (it != start_cache_.end()) return it->second;
+  if (const StateId* known = start_cache_.find(lexemes)) return *known;
   Entries e;
   for (uint32_t l : lexemes) {
     if (l >= lexeme_rx_.size()) throw std::out_of_range("lexeme index out of range");
     if (lexeme_rx_[l] != NOTHING) e.emplace_back(l, lexeme_rx_[l]);
   }
   StateId s = intern(std::move(e));
-  start_cache_.emplace(std::move(key), s);
+  start_cache_.emplace(lexemes, s);
   return s;
 }
 
@@ -242,7 +240,7 @@ size_t LexerDFA::memory_bytes() const {
   // per state: its row, descriptor and flags; the fixed tables of max_states_; the id table
   size_t per_state = 256 * sizeof(std::atomic<uint32_t>) + sizeof(LexerState) + 1;
   size_t fixed = size_t(max_states_) * (2 * sizeof(void*) + sizeof(std::atomic<bool>) + 1 + 4 + 4 + 1);
-  return fixed + n * per_state + id_slots_.size() * sizeof(uint64_t) + entry_bytes_ + start_cache_.size() * 64 +
+  return fixed + n * per_state + id_slots_.size() * sizeof(uint64_t) + entry_bytes_ + start_cache_.memory_bytes() +
          lexeme_rx_.size() * 48;
 }
 

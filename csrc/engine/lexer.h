@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine/byte_buckets.h"
+#include "engine/flat_map.h"
 #include "engine/limits.h"
 #include "engine/regex.h"
 
@@ -163,7 +164,7 @@ class LexerDFA {
   StateId find_state(const std::vector<std::pair<uint32_t, NodeId>>& entries, uint64_t h) const;  // MISSING: none
   void index_state(StateId s, uint64_t h);
   std::vector<std::pair<uint32_t, NodeId>> scratch_;  // successor()'s buffer (under store_mutex)
-  std::unordered_map<std::string, StateId> start_cache_;
+  KeyIndex<uint32_t, StateId> start_cache_;  // by the sorted lexemes
   // per state, under store_mutex(), 0 until known: 1 + the byte partition of its stepping
   // entries; whether it can still match (kLive or kDeadEnd)
   static constexpr uint8_t kLive = 1, kDeadEnd = 2;

@@ -79,16 +79,13 @@ const std::vector<int32_t>& LexParser::locals_of(uint32_t global) const {
 
 StateId LexParser::lexer_start(int32_t set_id, int mode, const std::vector<int32_t>& skipped) {
   const bool by_set = mode == NORMAL && skipped.empty() && set_id >= 0;
-  std::string key;
   if (by_set) {
     if (size_t(set_id) < normal_starts_.size() && normal_starts_[size_t(set_id)] != MISSING)
       return normal_starts_[size_t(set_id)];
   } else {
-    key.assign(reinterpret_cast<const char*>(&set_id), 4);
-    key.push_back(char(mode));
-    key.append(reinterpret_cast<const char*>(skipped.data()), skipped.size() * 4);
-    auto hit = start_memo_.find(key);
-    if (hit != start_memo_.end()) return hit->second;
+    start_key_.assign({set_id, mode});
+    start_key_.insert(start_key_.end(), skipped.begin(), skipped.end());
+    if (const StateId* known = start_memo_.find(start_key_)) return *known;
   }
   std::vector<int32_t> expected;
   for (int32_t lex : parser_.expected(set_id)) {
@@ -116,7 +113,7 @@ StateId LexParser::lexer_start(int32_t set_id, int mode, const std::vector<int32
     if (size_t(set_id) >= normal_starts_.size()) normal_starts_.resize(size_t(set_id) + 1, MISSING);
     normal_starts_[size_t(set_id)] = st;
   } else {
-    start_memo_.emplace(std::move(key), st);
+    start_memo_.emplace(start_key_, st);  // (start_key_ as built above: nothing between uses it)
   }
   return st;
 }

@@ -134,7 +134,8 @@ class LexParser {
   // lexer_start's answers: for NORMAL mode with nothing skipped (the start after each lexeme),
   // by set id (MISSING until known); other modes by a key of (set, mode, skipped classes)
   std::vector<StateId> normal_starts_;
-  std::unordered_map<std::string, StateId> start_memo_;
+  KeyIndex<int32_t, StateId> start_memo_;
+  std::vector<int32_t> start_key_;  // lexer_start()'s key scratch
   ParseState initial_{0, 0, false};
 };
 

@@ -133,23 +133,42 @@ std::atomic<uint32_t>& Walker::bounds_at(size_t at) {
   return chunk[at % kBoundsChunk];
 }
 
+std::pair<Walker::WalkKey, std::shared_ptr<const Walk>>& Walker::WalkShard::slot(const WalkKey& k, size_t h) {
+  const size_t mask = slots.size() - 1;
+  for (size_t i = (h / kWalkShards) & mask;; i = (i + 1) & mask)  // (h % kWalkShards chose the shard)
+    if (!slots[i].second || slots[i].first == k) return slots[i];
+}
+
 std::shared_ptr<const Walk> Walker::cached(const WalkKey& k) {
-  WalkShard& shard = shards_[WalkKeyHash()(k) % kWalkShards];
+  const size_t h = WalkKeyHash()(k);
+  WalkShard& shard = shards_[h % kWalkShards];
   std::lock_guard<std::mutex> g(shard.mu);
-  auto it = shard.walks.find(k);
-  return it == shard.walks.end() ? nullptr : it->second;
+  return shard.slots.empty() ? nullptr : shard.slot(k, h).second;
 }
 
 std::shared_ptr<const Walk> Walker::remember(const WalkKey& k, std::shared_ptr<const Walk> w) {
-  WalkShard& shard = shards_[WalkKeyHash()(k) % kWalkShards];
+  const size_t h = WalkKeyHash()(k);
+  WalkShard& shard = shards_[h % kWalkShards];
   std::lock_guard<std::mutex> g(shard.mu);
   if (shard.bytes + w->memory_bytes() > kWalkCacheBytes / kWalkShards) {
-    shard.walks.clear();
-    shard.bytes = 0;
+    shard.slots.clear();
+    shard.slots.shrink_to_fit();
+    shard.n = shard.bytes = 0;
   }
-  auto [it, inserted] = shard.walks.emplace(k, std::move(w));
-  if (inserted) shard.bytes += it->second->memory_bytes();
-  return it->second;
+  if (2 * (shard.n + 1) > shard.slots.size()) {  // grow (from empty: 16 slots)
+    std::vector<std::pair<WalkKey, std::shared_ptr<const Walk>>> old(std::max<size_t>(16, 2 * shard.slots.size()));
+    old.swap(shard.slots);
+    for (auto& e : old)
+      if (e.second) shard.slot(e.first, WalkKeyHash()(e.first)) = std::move(e);
+  }
+  auto& e = shard.slot(k, h);
+  if (!e.second) {
+    e.first = k;
+    e.second = std::move(w);
+    shard.n++;
+    shard.bytes += e.second->memory_bytes();
+  }
+  return e.second;
 }
 
 std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, int trie_id) {
@@ -340,7 +359,7 @@ Walker::Survival Walker::survives_all(StateId s, uint32_t depth, uint32_t& budge
 //   x | y: either is.  ~y: y is finite.  x & ~y1 & ~y2 ...: x is and every y is finite.
 bool Walker::eternal(NodeId x, RegexStore& rs, int depth) {
   if (depth > kEternalDepth) return false;
-  if (auto it = eternal_.find(x); it != eternal_.end()) return it->second;
+  if (const uint8_t* known = eternal_.find(x)) return *known;
   // a copy: the searches below derive, which adds nodes and may move the store's arrays
   const std::vector<uint32_t> a(rs.children(x), rs.children(x) + rs.n_children(x));
   const uint32_t n = uint32_t(a.size());
@@ -370,7 +389,7 @@ bool Walker::eternal(NodeId x, RegexStore& rs, int depth) {
 // Whether x's language is finite, by structure (false when unsure).
 bool Walker::finite(NodeId x, RegexStore& rs, int depth) {
   if (depth > kEternalDepth) return false;
-  if (auto it = finite_.find(x); it != finite_.end()) return it->second;
+  if (const uint8_t* known = finite_.find(x)) return *known;
   const uint32_t* a = rs.children(x);  // (no node is added below: the pointer stays valid)
   uint32_t n = rs.n_children(x);
   bool r = false;
@@ -423,7 +442,7 @@ bool Walker::plain_search(NodeId x, RegexStore& rs, bool one_char) {
 uint32_t Walker::plain_bound(NodeId x, RegexStore& rs, int depth) {
   if (depth > kEternalDepth) return 0;
   if (eternal(x, rs, depth)) return kInf;
-  if (auto it = bound_.find(x); it != bound_.end()) return it->second;
+  if (const uint32_t* known = bound_.find(x)) return *known;
   const std::vector<uint32_t> a(rs.children(x), rs.children(x) + rs.n_children(x));  // (as in eternal)
   uint32_t n = uint32_t(a.size()), r = 0;
   switch (rs.kind(x)) {
@@ -439,7 +458,7 @@ uint32_t Walker::plain_bound(NodeId x, RegexStore& rs, int depth) {
 }
 
 bool Walker::covers_plain(NodeId c, RegexStore& rs) {
-  if (auto it = covers_.find(c); it != covers_.end()) return it->second;
+  if (const uint8_t* known = covers_.find(c)) return *known;
   bool ok = plain_search(c, rs, true);
   covers_.emplace(c, ok);
   return ok;
@@ -754,7 +773,7 @@ size_t Walker::n_walks() const {
   size_t n = 0;
   for (size_t i = 0; i < kWalkShards; i++) {
     std::lock_guard<std::mutex> g(shards_[i].mu);
-    n += shards_[i].walks.size();
+    n += shards_[i].n;
   }
   return n;
 }
@@ -763,7 +782,7 @@ size_t Walker::memory_bytes() const {
   size_t n = size_t(lexer_->max_states());  // the slice levels
   for (size_t i = 0; i < kWalkShards; i++) {
     std::lock_guard<std::mutex> g(shards_[i].mu);
-    n += shards_[i].bytes;
+    n += shards_[i].bytes + shards_[i].slots.capacity() * sizeof(shards_[i].slots[0]);
   }
   std::lock_guard<std::mutex> g(mu_);
   return n + inside_bytes_;

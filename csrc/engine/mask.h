@@ -144,7 +144,10 @@ class Walker {
   std::shared_ptr<MaskBuffers> buffers_;
   // The walk cache in shards by key, each under its own lock (the threads of fill_masks look
   // walks up all the time: one lock serialised them); a shard past its share of
-  // kWalkCacheBytes is emptied.
+  // kWalkCacheBytes is emptied. A shard's walks are one open-addressing table of (key, walk)
+  // slots (linear probing, power-of-two capacity grown at 1/2 load, a slot without a walk
+  // empty): a lookup reads one slot, where a node-based map missed the cache on its bucket
+  // and its node.
   struct WalkKey {
     uint64_t a, b;  // lexer state << 32 | lo, hi << 8 | trie
     bool operator==(const WalkKey& o) const { return a == o.a && b == o.b; }
@@ -158,8 +161,10 @@ class Walker {
   static constexpr size_t kWalkShards = 32;
   struct alignas(64) WalkShard {
     mutable std::mutex mu;
-    std::unordered_map<WalkKey, std::shared_ptr<const Walk>, WalkKeyHash> walks;
-    size_t bytes = 0;
+    std::vector<std::pair<WalkKey, std::shared_ptr<const Walk>>> slots;
+    size_t n = 0, bytes = 0;
+    // the slot of k: its walk's, or the empty one where it would go (slots not empty)
+    std::pair<WalkKey, std::shared_ptr<const Walk>>& slot(const WalkKey& k, size_t h);
   };
   std::unique_ptr<WalkShard[]> shards_;
   // slice level per lexer state: kSliceUnknown until checked (written once per state; two
@@ -197,8 +202,8 @@ class Walker {
   bool finite(NodeId x, RegexStore& rs, int depth);
   bool plain_search(NodeId x, RegexStore& rs, bool one_char);
   bool covers_plain(NodeId c, RegexStore& rs);  // every plain character is a word of c (memoised)
-  std::unordered_map<NodeId, bool> eternal_, finite_, covers_;
-  std::unordered_map<NodeId, uint32_t> bound_;
+  FlatMap<uint8_t> eternal_, finite_, covers_;
+  FlatMap<uint32_t> bound_;
   std::unordered_map<StateId, std::shared_ptr<const std::vector<InsideGroup>>> inside_;
   size_t inside_bytes_ = 0;
   struct Range {
