@@ -889,6 +889,7 @@ void bind_engine(nb::module_& m) {
         d["split_walks"] = h.engine->walker().split_walks.load();
         d["loop_walks"] = h.engine->walker().loop_walks.load();
         d["run_walks"] = h.engine->walker().run_walks.load();
+        d["plain_walks"] = h.engine->walker().plain_walks.load();
         d["eternal_states"] = h.engine->walker().eternal_states.load();
         d["bounded_states"] = h.engine->walker().bounded_states.load();
         d["direct_nodes"] = h.engine->direct_nodes;

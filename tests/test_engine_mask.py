@@ -251,20 +251,29 @@ def test_other_keys_take_every_slice_by_structure(seed, additional):
 def test_counted_strings_take_slices_by_structure(seed, max_length):
     """A string of at most N characters survives any plain string of at most N remaining
     bytes (a byte string has no more characters than bytes): its states take the slices that
-    fit by the regex's structure. Tokens at the edges (one byte more or less than what is
-    left, multi-byte characters) must come out as brute force says."""
+    fit by the regex's structure, and the walk of the other tokens takes whole every subtree
+    of plain tokens that fit. Tokens at the edges (one byte more or less than what is left,
+    multi-byte characters, a plain prefix then a quote or escape) must come out as brute force
+    says."""
     rng = random.Random(seed)
     vocab = [b"<eos>", b"<ctl>", b"[", b'["', b'"', b'"]', b'",', b',"', b"]", "é".encode()]
     for n in (1, 2, 3, 8, 9, 10, 11, 12, 13, 29, 30, 31, 32, 39, 40, 41):
-        vocab += [bytes(rng.choice(b"ab c") for _ in range(n)) for _ in range(3)]
+        words = [bytes(rng.choice(b"ab c") for _ in range(n)) for _ in range(3)]
+        vocab += words
         vocab.append(("é" * (n // 2)).encode())
+        # below a plain word, tokens that are not plain (a quote, an escape, a control byte,
+        # half a character): the subtree is no longer plain as a whole
+        vocab += [words[0] + rng.choice([b'"', b"\\n", b"\x01", b"\xc3", b'",'])]
     vocab = list(dict.fromkeys(vocab))
     info = TokenizerInfo.from_token_bytes(vocab, eos_ids=[0], special_ids=[1])
     schema = {"type": "array", "items": {"type": "string", "maxLength": max_length}}
     m = Matcher(Grammar.from_json_schema(schema, whitespace="compact"), info)
     m.consume(vocab.index(b'["'))
     _inside_string_checking_masks(m, info, vocab, rng, steps=8)
-    assert m._engine._core.stats["bounded_states"] > 0
+    stats = m._engine._core.stats
+    assert stats["bounded_states"] > 0
+    # plain subtrees no longer than what is left taken without stepping (TokenTrie::plain_len)
+    assert stats["plain_walks"] > 0
 
 
 def test_a_declared_name_is_no_other_key_after_its_turn():
@@ -405,16 +414,20 @@ def _run_vocab(seed: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("grammar_text", [
-    "start: X\nX: /[a-z0-9]{4,9}/",
-    "start: X \"!\"\nX: /[a-f0-9]{12}/",
-    "start: X\nX: /[a-z]{2}[0-9a-z]{10}x/",
-    '%llguidance {}\nstart: %json {"type": "string", "maxLength": 11, "pattern": "[0-9a-f]"}',
-    '%llguidance {}\nstart: %json {"type": "string", "minLength": 9, "maxLength": 9}',
+@pytest.mark.parametrize(("grammar_text", "shortcut"), [
+    ("start: X\nX: /[a-z0-9]{4,9}/", "run_walks"),
+    ("start: X \"!\"\nX: /[a-f0-9]{12}/", "run_walks"),
+    ("start: X\nX: /[a-z]{2}[0-9a-z]{10}x/", "run_walks"),
+    ('%llguidance {}\nstart: %json {"type": "string", "maxLength": 11, "pattern": "[0-9a-f]"}',
+     "run_walks"),
+    # a JSON string of at most 9 characters survives every plain string that fits: its plain
+    # subtrees are taken whole before the run is asked (TokenTrie::plain_len)
+    ('%llguidance {}\nstart: %json {"type": "string", "minLength": 9, "maxLength": 9}',
+     "plain_walks"),
 ])
-def test_counted_runs_taken_whole_equal_brute_force(seed, grammar_text):
+def test_counted_runs_taken_whole_equal_brute_force(seed, grammar_text, shortcut):
     """A counted repetition steps from count to count on its class's buckets: a subtree whose
     bytes lie in them and whose tokens fit in the count left is taken whole
     (LexerDFA::run_buckets, TokenTrie::height). Masks stay those of brute force all along,
     as the count runs out, and the shortcut is taken."""
-    assert _random_walk_checking_masks(_run_vocab(seed), grammar_text, seed, 14)["run_walks"] > 0
+    assert _random_walk_checking_masks(_run_vocab(seed), grammar_text, seed, 14)[shortcut] > 0

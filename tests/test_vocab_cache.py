@@ -177,6 +177,22 @@ def test_round_trip_equals_fresh_build(written, tmp_path):
     assert sorted(os.listdir(tmp_path)) == [path.name]  # no temporary file left
 
 
+def test_loaded_vocabulary_takes_plain_subtrees_whole(tmp_path):
+    """Which subtrees hold only plain tokens is derived from the bytes, not stored: a loaded
+    vocabulary's walks take them whole as a fresh build's do."""
+    # plain tokens longer than the first slice level and shorter than what is left
+    vocab = VOCAB + [b"ab" * 8, b"ba" * 9 + b"b", b"0a" * 6]
+    g = Grammar.from_json_schema({"type": "string", "maxLength": 25})
+    taken = []
+    for info in (_info(tmp_path, vocab), _info(tmp_path, vocab), _info(False, vocab)):
+        m = Matcher(g, info)
+        m.consume(vocab.index(b'"'))
+        m.compute_mask()
+        taken.append((info.cache_status, m._engine._core.stats["plain_walks"]))
+    assert [status for status, _ in taken] == ["written", "loaded", "off"]
+    assert taken[0][1] == taken[1][1] == taken[2][1] > 0
+
+
 def test_round_trip_real_vocabulary(smollm2_file, tmp_path):
     from lexguide import Tokenizer
 

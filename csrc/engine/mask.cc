@@ -175,12 +175,20 @@ std::shared_ptr<const Walk> Walker::walk(StateId s, uint32_t lo, uint32_t hi, in
   WalkKey k{uint64_t(s) << 32 | lo, uint64_t(hi) << 8 | uint8_t(trie_id)};
   if (auto w = cached(k)) return w;
   std::shared_ptr<Walk> fresh;
-  int level = trie_id == 0 && lo == 1 && hi == vocab_->trie().n_nodes() ? slice_level(s) : -1;
+  const bool root = lo == 1 && hi == vocab_->trie(trie_id).n_nodes();
+  int level = trie_id == 0 && root ? slice_level(s) : -1;
+  // the plain reach of a whole-trie walk: the structural bound slice_level found (none when it
+  // did not ask, e.g. a state that dies on a plain byte)
+  uint32_t reach = 0;
+  if (root) {
+    const uint32_t bound = lexer_->state(s).plain_bound.load(std::memory_order_acquire);
+    if (bound != LexerState::kPlainBoundUnknown) reach = std::min(bound, kMaxTokenBytes);
+  }
   if (level >= 0) {  // the plain tokens at once (by reference), a walk of the others
-    fresh = compute_root(s, 1 + level);
+    fresh = compute_root(s, 1 + level, reach);
     fresh->slice = int8_t(level);
-  } else if (lo == 1 && hi == vocab_->trie(trie_id).n_nodes()) {
-    fresh = compute_root(s, trie_id);
+  } else if (root) {
+    fresh = compute_root(s, trie_id, reach);
   } else {
     fresh = compute(s, lo, hi, trie_id);
   }
@@ -522,12 +530,13 @@ int Walker::slice_level(StateId s) {
   return level;
 }
 
-std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int trie_id) {
+std::shared_ptr<Walk> Walker::compute(StateId s0, uint32_t lo, uint32_t hi, int trie_id, uint32_t reach) {
   const Range r{lo, hi};
-  return compute_ranges(s0, &r, 1, trie_id);
+  return compute_ranges(s0, &r, 1, trie_id, reach);
 }
 
-std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, size_t n_ranges, int trie_id) {
+std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, size_t n_ranges, int trie_id,
+                                             uint32_t reach) {
   const TokenTrie& trie = vocab_->trie(trie_id);
   LexerDFA& lx = *lexer_;
   auto w = std::make_shared<Walk>();
@@ -573,7 +582,7 @@ std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, si
   // A state holding no lazy lexeme reaches none (its successors hold residuals of its
   // lexemes), so its walk skips the lazy-end test at every node.
   const bool lazy = lx.holds_lazy(s0);
-  uint64_t loop_subtrees = 0, run_subtrees = 0, visited = 0;
+  uint64_t loop_subtrees = 0, run_subtrees = 0, plain_subtrees = 0, visited = 0;
   for (size_t r = 0; r < n_ranges; r++) {
     const uint32_t lo = ranges[r].lo, hi = ranges[r].hi;
     if (lo >= hi) continue;
@@ -582,6 +591,14 @@ std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, si
     rows[d0] = lx.row_of(s0);
     uint32_t p = lo;
     while (p < hi) {
+      // plain tokens within reach stay inside the lexeme: no lexer step, no boundary below p
+      if (reach != 0 && trie.plain_len(p) <= reach) {
+        const uint32_t sz = trie.size(p);
+        add(trie.tokens_begin(p), trie.tokens_begin(p + sz));
+        plain_subtrees++;
+        p += sz;
+        continue;
+      }
       uint32_t d = trie.depth(p);
       // single transitions: deep states see few distinct bytes, a whole row would waste
       // one derivative per byte class
@@ -634,6 +651,7 @@ std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, si
   nodes_walked.fetch_add(visited, std::memory_order_relaxed);
   if (loop_subtrees) loop_walks.fetch_add(loop_subtrees, std::memory_order_relaxed);
   if (run_subtrees) run_walks.fetch_add(run_subtrees, std::memory_order_relaxed);
+  if (plain_subtrees) plain_walks.fetch_add(plain_subtrees, std::memory_order_relaxed);
   w->ids.assign(ids.begin(), ids.end());
   w->boundaries.assign(boundaries.begin(), boundaries.end());
   return w;
@@ -650,7 +668,7 @@ std::shared_ptr<const std::vector<TriePiece>> Walker::pieces(int trie_id) {
   return p;
 }
 
-std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
+std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id, uint32_t reach) {
   const TokenTrie& trie = vocab_->trie(trie_id);
   // split only inside a fill_masks call: among its crew, or, when it has one new mask and
   // may use more threads, on the engine's pool if that is free (a Matcher's own mask on the
@@ -664,7 +682,7 @@ std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
   // (busy first: while a job runs, asking the pool anything would wait for the job)
   const bool pool_splits = busy.owns_lock() && engine_pool().size() >= 2;
   if (trie.n_nodes() < kSplitWalkNodes || !(crew_splits || pool_splits))
-    return compute(s0, 1, trie.n_nodes(), trie_id);
+    return compute(s0, 1, trie.n_nodes(), trie_id, reach);
   std::shared_ptr<const std::vector<TriePiece>> plan = pieces(trie_id);
   std::vector<std::shared_ptr<Walk>> parts(plan->size());
   LexerDFA& lx = *lexer_;
@@ -676,7 +694,7 @@ std::shared_ptr<Walk> Walker::compute_root(StateId s0, int trie_id) {
       s = lx.next(s, b);
       if (s == DEAD || lx.accepts_lazy(s)) return;
     }
-    parts[i] = compute(s, piece.lo, piece.hi, trie_id);
+    parts[i] = compute(s, piece.lo, piece.hi, trie_id, reach);  // (its tokens are strings from s0)
   };
   if (crew_splits) {
     crew->share(plan->size(), piece_walk);

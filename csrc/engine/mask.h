@@ -134,6 +134,7 @@ class Walker {
   std::atomic<uint64_t> split_walks{0};   // statistics: root walks split among threads
   std::atomic<uint64_t> loop_walks{0};    // statistics: subtrees taken whole (a looping state)
   std::atomic<uint64_t> run_walks{0};     // statistics: subtrees taken whole (a run, e.g. a count)
+  std::atomic<uint64_t> plain_walks{0};   // statistics: subtrees taken whole (plain, within reach)
   std::atomic<uint64_t> eternal_states{0};  // statistics: states given every slice by structure
   std::atomic<uint64_t> bounded_states{0};  // statistics: states given slices up to a length by structure
   size_t memory_bytes() const;
@@ -209,10 +210,14 @@ class Walker {
   struct Range {
     uint32_t lo, hi;
   };
-  std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi, int trie_id);
+  std::shared_ptr<Walk> compute(StateId s, uint32_t lo, uint32_t hi, int trie_id, uint32_t reach = 0);
   // The walk of each range in turn, every one from s (the state before the byte of its first
-  // node's depth), into one result.
-  std::shared_ptr<Walk> compute_ranges(StateId s, const Range* ranges, size_t n_ranges, int trie_id);
+  // node's depth), into one result. reach (a whole-trie walk from s, or a piece of one): every
+  // plain string of at most reach bytes keeps s inside its lexeme, so a subtree whose tokens
+  // are all plain and no longer (TokenTrie::plain_len) is taken whole without stepping the
+  // lexer; 0: none.
+  std::shared_ptr<Walk> compute_ranges(StateId s, const Range* ranges, size_t n_ranges, int trie_id,
+                                       uint32_t reach = 0);
   // Sorts w's boundaries into starts (at one of the ranges' first nodes, sorted) and groups;
   // gives w its serial.
   void group_boundaries(Walk& w, const uint32_t* range_starts, size_t n_starts);
@@ -221,7 +226,7 @@ class Walker {
   std::atomic<uint64_t> serials_{0};
   // A walk of a whole trie: in pieces shared with the crew of this thread's fill_masks call
   // when there is one and the trie is large (split.h), else compute().
-  std::shared_ptr<Walk> compute_root(StateId s, int trie_id);
+  std::shared_ptr<Walk> compute_root(StateId s, int trie_id, uint32_t reach);
   std::shared_ptr<const std::vector<TriePiece>> pieces(int trie_id);  // split_trie, cached
   std::shared_ptr<const std::vector<TriePiece>> pieces_[1 + kSliceLevels];  // under mu_
 };

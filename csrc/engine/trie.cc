@@ -103,6 +103,7 @@ bool TokenTrie::derive_sizes() {
   size_.assign(n_nodes, 1);
   below_.assign(n_nodes, 0);
   height_.assign(n_nodes, 0);
+  plain_len_.assign(n_nodes, kNotPlain);
   if (n_nodes == 0 || depth_[0] != 0 || byte_.size() != n_nodes) return false;
   std::vector<uint32_t> path(size_t(kMaxTokenBytes) + 1);
   uint32_t* sz = size_.data();
@@ -130,6 +131,27 @@ bool TokenTrie::derive_sizes() {
   sz[0] = n_nodes;
   max_depth_ = uint16_t(max_depth);
   return true;
+}
+
+void TokenTrie::mark_plain(const std::vector<bool>& plain) {
+  // a node's own tokens first (0: none), then, children before parents (preorder backwards),
+  // each node into its parent: the longest, or kNotPlain once any token below is not plain
+  const uint32_t n_nodes = this->n_nodes();
+  for (uint32_t n = 0; n < n_nodes; n++) {
+    uint16_t own = 0;
+    for (const uint32_t* t = tokens_begin(n); t != tokens_end(n) && own != kNotPlain; ++t)
+      own = *t < plain.size() && plain[*t] ? depth_[n] : kNotPlain;
+    plain_len_[n] = own;
+  }
+  std::vector<uint32_t> parent(n_nodes, 0), path(size_t(max_depth_) + 1, 0);
+  for (uint32_t n = 1; n < n_nodes; n++) {
+    path[depth_[n]] = n;
+    parent[n] = path[depth_[n] - 1u];
+  }
+  for (uint32_t n = n_nodes; n-- > 1;) {
+    uint16_t& up = plain_len_[parent[n]];
+    up = plain_len_[n] == kNotPlain || up == kNotPlain ? kNotPlain : std::max(up, plain_len_[n]);
+  }
 }
 
 TokenTrie TokenTrie::from_arrays(std::vector<uint8_t> bytes, std::vector<uint16_t> depths,
@@ -162,7 +184,7 @@ bool TokenTrie::operator==(const TokenTrie& o) const {
 }
 
 size_t TokenTrie::memory_bytes() const {
-  return byte_.size() * (1 + 2 + 4 + 4 + 2 + 4) + tok_ids_.size() * 4;
+  return byte_.size() * (1 + 2 + 4 + 4 + 2 + 2 + 4) + tok_ids_.size() * 4;
 }
 
 }  // namespace lexguide

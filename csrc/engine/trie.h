@@ -65,6 +65,13 @@ class TokenTrie {
   uint32_t below(uint32_t n) const { return below_[n]; }
   // The bytes of the longest token below n after n's own (0 for a leaf).
   uint16_t height(uint32_t n) const { return height_[n]; }
+  // The bytes of the longest token in n's subtree (n's own included) when every token there is
+  // plain (vocab.h: whole UTF-8 characters a JSON string takes unescaped), else kNotPlain; set
+  // by mark_plain (kNotPlain everywhere until then).
+  static constexpr uint16_t kNotPlain = 0xFFFF;
+  uint16_t plain_len(uint32_t n) const { return plain_len_[n]; }
+  // Sets plain_len from which tokens are plain (indexed by token id).
+  void mark_plain(const std::vector<bool>& plain);
   const uint32_t* tokens_begin(uint32_t n) const { return tok_ids_.data() + tok_lo_[n]; }
   const uint32_t* tokens_end(uint32_t n) const { return tok_ids_.data() + tok_lo_[n + 1]; }
   uint16_t max_depth() const { return max_depth_; }
@@ -83,6 +90,7 @@ class TokenTrie {
   std::vector<uint32_t> size_;
   std::vector<uint32_t> below_;  // derived with size_
   std::vector<uint16_t> height_;  // derived with size_
+  std::vector<uint16_t> plain_len_;  // mark_plain
   std::vector<uint32_t> tok_lo_;  // n_nodes + 1 entries: tokens of node n are [lo[n], lo[n+1])
   std::vector<uint32_t> tok_ids_;
   uint16_t max_depth_ = 0;

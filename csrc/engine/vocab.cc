@@ -78,16 +78,9 @@ Vocab::Vocab(std::shared_ptr<const TokenBytes> token_bytes, std::vector<uint32_t
     : Vocab(std::move(token_bytes), std::move(eos_ids), special_ids, true) {
   const TokenBytes& tb = *tokens_;
   tries_.emplace_back(tb, negated(special_));
-  std::vector<bool> plain(tb.size(), false);
-  for (uint32_t id : tries_[0].token_order()) {  // text tokens with bytes
-    int u = 0;
-    for (unsigned char c : tb[id])
-      if ((u = utf8_plain_next(u, c)) < 0) break;
-    if (u == 0) {
-      plain[id] = true;
-      max_plain_len_ = std::max<uint32_t>(max_plain_len_, uint32_t(tb[id].size()));
-    }
-  }
+  const std::vector<bool> plain = plain_tokens();
+  for (uint32_t id : tries_[0].token_order())
+    if (plain[id]) max_plain_len_ = std::max<uint32_t>(max_plain_len_, uint32_t(tb[id].size()));
   for (int k = 0; k < kSliceLevels; k++) {
     std::vector<uint32_t> words(n_words(), 0);
     std::vector<uint32_t> rest;  // in the main trie's order: no sort
@@ -100,6 +93,19 @@ Vocab::Vocab(std::shared_ptr<const TokenBytes> token_bytes, std::vector<uint32_t
     tries_.emplace_back(tb, std::move(rest));
     slice_words_.push_back(std::move(words));
   }
+  for (TokenTrie& t : tries_) t.mark_plain(plain);
+}
+
+std::vector<bool> Vocab::plain_tokens() const {
+  const TokenBytes& tb = *tokens_;
+  std::vector<bool> plain(tb.size(), false);
+  for (uint32_t id : tries_[0].token_order()) {  // text tokens with bytes
+    int u = 0;
+    for (unsigned char c : tb[id])
+      if ((u = utf8_plain_next(u, c)) < 0) break;
+    plain[id] = u == 0;
+  }
+  return plain;
 }
 
 size_t Vocab::memory_bytes() const {
@@ -298,6 +304,8 @@ std::shared_ptr<Vocab> Vocab::load(const std::string& path, std::shared_ptr<cons
   }
   if (h.max_plain_len > v->tokens_->max_len()) throw VocabFileError(path + ": plain length beyond the longest token");
   v->max_plain_len_ = uint32_t(h.max_plain_len);
+  const std::vector<bool> plain = v->plain_tokens();  // (derived from the bytes, not stored)
+  for (TokenTrie& t : v->tries_) t.mark_plain(plain);
   return v;
 }
 

@@ -72,6 +72,7 @@ class Vocab {
  private:
   Vocab(std::shared_ptr<const TokenBytes> token_bytes, std::vector<uint32_t> eos_ids,
         const std::vector<uint32_t>& special_ids, bool /*unbuilt*/);
+  std::vector<bool> plain_tokens() const;  // per token id: a text token that is plain (trie 0 built)
   std::shared_ptr<const TokenBytes> tokens_;
   std::vector<uint32_t> eos_;
   std::vector<bool> special_;
