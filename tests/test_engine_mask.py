@@ -397,6 +397,33 @@ def _random_walk_checking_masks(vocab: list[bytes], grammar_text: str, seed: int
     return m._engine._core.stats
 
 
+def _class_vocab(seed: int) -> list[bytes]:
+    """Pieces of texts of tests/test_lexer_dfa.py's MANY_CLASSES lexeme (states of many byte
+    classes) cut anywhere, and the same with one byte changed."""
+    rng = random.Random(seed)
+    units = [b"a0", b"c3", b"d4", b"e56", b"g77", b"h.", b"k.", b"l-p", b"o-s", b"t_", b"z_", b"AN",
+             b"MZ", "é".encode(), b" ", b"\x01!"]
+    vocab = [b"<eos>", b"<ctl>"]
+    for _ in range(150):
+        text = bytearray(b"".join(rng.choice(units) for _ in range(6)))
+        cut = rng.randint(0, len(text) - 1)
+        piece = text[cut:cut + rng.randint(1, 8)]
+        vocab.append(bytes(piece))
+        piece[rng.randrange(len(piece))] = rng.choice(b"abdgkmqtzAZ059._-! \x01\xc3")
+        vocab.append(bytes(piece))
+    return list(dict.fromkeys(vocab))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_many_class_rows_equal_brute_force(seed):
+    """Walks through lexer states whose rows hold many byte classes (each leading elsewhere):
+    a walk steps each state on bytes of several classes, filled one by one as it goes."""
+    from test_lexer_dfa import MANY_CLASSES
+
+    pattern = MANY_CLASSES + f"{seed}?"  # (a lexeme of its own per seed)
+    _random_walk_checking_masks(_class_vocab(seed), f"start: X\nX: /{pattern}/", seed, 10)
+
+
 def _run_vocab(seed: int) -> list[bytes]:
     """Short words of letters and digits (subtrees that a count keeps whole while it has
     room), longer ones (a count runs out inside them) and words leaving the class."""

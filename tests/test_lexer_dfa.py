@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
+
+import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -59,6 +62,46 @@ def test_dfa_agrees_with_derivatives(allowed: set[int], data: bytes) -> None:
         assert tuple(got_acc) == tuple(i for i in alive if rx.matches(rxs[i], prefix))
         assert (state == 0) == (not alive)
         assert not lp.lexer.accepts_lazy(state)
+
+
+# A lexeme whose states split the bytes into many classes, each leading elsewhere
+MANY_CLASSES = r"([a-c][0-3]|[d-f][4-6]+|g[7-9]{2}|[h-k]\.|[l-o]-[p-s]|[t-z]_|[A-M][N-Z]|é|\x20|[\x00-\x08]!)+"
+
+
+@pytest.mark.parametrize("full_rows", [False, True])
+def test_class_rows_equal_derivatives_byte_by_byte(full_rows: bool) -> None:
+    """Every byte from every state (breadth first, bytes in random order, so a class is
+    filled by any of its bytes and read by the others) leads where the regex derivative does:
+    the state is alive exactly when the derivative is, and states and derivatives correspond
+    one to one. With full_rows each state's whole row is computed first (can_extend). Each
+    case has its own lexeme (the DFA is shared: states another test stepped are filled)."""
+    b = GrammarBuilder()
+    start = b.nonterminal("start")
+    x = parse_regex(MANY_CLASSES + ("#" if full_rows else "~"))
+    b.rule(start, [b.lexeme(x, "many")])
+    lp = Grammar(b.build(start)).lexparser
+    rng = random.Random(int(full_rows))
+    node_of = {lp.initial.lexer_state: x}
+    state_of = {x: lp.initial.lexer_state}
+    queue = [lp.initial.lexer_state]
+    classes = set()
+    for s in queue[:60]:
+        if full_rows:
+            assert lp.lexer.can_extend(s)
+        order = list(range(256))
+        rng.shuffle(order)
+        successors = set()
+        for byte in order:
+            t, d = lp.lexer.next(s, byte), rx.derivative(node_of[s], byte)
+            assert (t == 0) == (d == rx.NOTHING), (s, byte)
+            successors.add(t)
+            if t == 0:
+                continue
+            assert node_of.setdefault(t, d) == d and state_of.setdefault(d, t) == t, (s, byte)
+            if t not in queue:
+                queue.append(t)
+        classes.add(len(successors))
+    assert max(classes) >= 10  # the rows tried hold many classes
 
 
 def test_a_cycle_of_empty_lexemes_is_not_a_cut_chain() -> None:

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <string>
 
 namespace lexguide {
@@ -27,20 +28,24 @@ LexerDFA::LexerDFA(RegexStore rx, uint32_t max_states)
       serial_(next_serial()),
       max_states_(max_states),
       states_(new std::unique_ptr<LexerState>[max_states]),
-      rows_(new std::unique_ptr<std::atomic<uint32_t>[]>[max_states]),
+      rows_(new std::atomic<ClassRow*>[max_states]),
       has_row_(new std::atomic<bool>[max_states]),
       flags_(new uint8_t[max_states]()),
       loops_(new std::atomic<uint32_t>[max_states]),
-      part_(new uint32_t[max_states]()),
       live_(new uint8_t[max_states]()) {
+  std::lock_guard<std::recursive_mutex> g(store_mutex());
+  uint8_t* zeros = static_cast<uint8_t*>(slab_alloc(256));  // one class: every byte's label 0
+  std::fill(zeros, zeros + 256, uint8_t(0));
+  unknown_row_ = new_row(zeros, 1, MISSING);
+  dead_row_ = new_row(zeros, 1, DEAD);
   for (uint32_t i = 0; i < max_states; i++) {
+    rows_[i].store(unknown_row_, std::memory_order_relaxed);
     has_row_[i].store(false, std::memory_order_relaxed);
     loops_[i].store(kLoopsUnknown, std::memory_order_relaxed);
   }
   loops_[DEAD].store(0, std::memory_order_relaxed);  // (it loops on every byte, but is no lexeme)
-  std::lock_guard<std::recursive_mutex> g(store_mutex());
   intern({});  // DEAD
-  for (int b = 0; b < 256; b++) rows_[DEAD][b].store(DEAD, std::memory_order_relaxed);
+  rows_[DEAD].store(dead_row_, std::memory_order_release);
   has_row_[DEAD].store(true, std::memory_order_release);
 }
 
@@ -114,10 +119,7 @@ StateId LexerDFA::intern(Entries entries) {
   flags_[sid] = uint8_t((st->accepting.empty() ? 0 : kAccepts) | (st->lazy_accept ? kLazyAccept : 0) |
                         (holds_lazy ? kHoldsLazy : 0));
   st->entries = std::move(entries);
-  auto row = std::unique_ptr<std::atomic<uint32_t>[]>(new std::atomic<uint32_t>[256]);
-  for (int b = 0; b < 256; b++) row[b].store(MISSING, std::memory_order_relaxed);
-  states_[sid] = std::move(st);
-  rows_[sid] = std::move(row);
+  states_[sid] = std::move(st);  // (its row: unknown_row_ since the DFA was made)
   index_state(sid, h);
   n_states_.store(sid + 1, std::memory_order_release);
   return sid;
@@ -179,11 +181,6 @@ StateId LexerDFA::successor(const Entries& entries, unsigned b) {
   return is_live(t) ? t : DEAD;
 }
 
-uint32_t LexerDFA::state_partition(StateId s, const Entries& stepping) {
-  if (!part_[s]) part_[s] = 1 + partition_of(stepping);
-  return part_[s] - 1;
-}
-
 uint32_t LexerDFA::partition_of(const Entries& e) {
   RegexStore& rs = rx_;
   uint32_t pid = rs.partition_id(e[0].second);
@@ -191,66 +188,99 @@ uint32_t LexerDFA::partition_of(const Entries& e) {
   return pid;
 }
 
+void* LexerDFA::slab_alloc(size_t bytes) {
+  bytes = (bytes + 7) & ~size_t(7);
+  if (bytes > slab_left_) {
+    // 64 KiB slabs: a row is at most 8 + 256 * 4 bytes, so at most ~1.6% of a slab is left over
+    constexpr size_t kSlab = size_t(64) << 10;
+    slabs_.emplace_back(new char[kSlab]);
+    slab_next_ = slabs_.back().get();
+    slab_left_ = kSlab;
+    slab_bytes_ += kSlab;
+  }
+  void* p = slab_next_;
+  slab_next_ += bytes;
+  slab_left_ -= bytes;
+  return p;
+}
+
+ClassRow* LexerDFA::new_row(const uint8_t* label, uint32_t n_classes, uint32_t fill) {
+  void* p = slab_alloc(sizeof(ClassRow) + n_classes * sizeof(std::atomic<uint32_t>));
+  ClassRow* r = new (p) ClassRow{label};
+  std::atomic<uint32_t>* cells = r->cells();
+  for (uint32_t i = 0; i < n_classes; i++) new (&cells[i]) std::atomic<uint32_t>(fill);
+  return r;
+}
+
+ClassRow* LexerDFA::own_row(StateId s, const Entries& stepping) {
+  ClassRow* r = rows_[s].load(std::memory_order_relaxed);  // (only written under the lock)
+  if (r != unknown_row_) return r;
+  const uint32_t pid = partition_of(stepping);
+  if (labels_.size() <= pid) labels_.resize(size_t(pid) + 1, nullptr);
+  const Partition& part = rx_.partition(pid);
+  if (!labels_[pid]) {  // a copy that never moves (the store's partitions do as they grow)
+    uint8_t* l = static_cast<uint8_t*>(slab_alloc(256));
+    std::copy(part.label.begin(), part.label.end(), l);
+    labels_[pid] = l;
+  }
+  r = new_row(labels_[pid], uint32_t(part.reps.size()), MISSING);
+  rows_[s].store(r, std::memory_order_release);
+  return r;
+}
+
 StateId LexerDFA::next_slow(StateId s, unsigned b) {
   std::lock_guard<std::recursive_mutex> g(store_mutex());
-  uint32_t t = rows_[s][b].load(std::memory_order_acquire);
+  uint32_t t = row_of(s)->at(b);
   if (t != MISSING) return t;
   Entries buf;
   const Entries& e = stepping_entries(s, buf);
-  if (e.empty()) {
-    t = DEAD;
-    rows_[s][b].store(t, std::memory_order_release);
-    return t;
+  if (e.empty()) {  // nothing alive: every byte dies
+    rows_[s].store(dead_row_, std::memory_order_release);
+    return DEAD;
   }
   // the whole class of b at once: its bytes have the same derivative in every entry, and a
   // walk that comes back to s mostly reads other bytes of the class
-  const uint32_t pid = state_partition(s, e);
-  const unsigned l = rx_.partition(pid).label[b];
+  ClassRow* r = own_row(s, e);
   t = successor(e, b);
-  const Partition& part = rx_.partition(pid);  // (again: successor may add partitions)
-  for (unsigned i = part.first[l]; i < part.first[l + 1]; i++)
-    rows_[s][part.members[i]].store(t, std::memory_order_release);
+  r->cells()[r->label[b]].store(t, std::memory_order_release);
   return t;
 }
 
 void LexerDFA::compute_row(StateId s) {
   std::lock_guard<std::recursive_mutex> g(store_mutex());
   if (has_row_[s].load(std::memory_order_acquire)) return;
-  RegexStore& rs = rx_;
   Entries buf;
   const Entries& e = stepping_entries(s, buf);
   if (e.empty()) {  // nothing alive: every byte dies
-    for (int b = 0; b < 256; b++) rows_[s][b].store(DEAD, std::memory_order_release);
+    rows_[s].store(dead_row_, std::memory_order_release);
   } else {
-    const Partition& part = rs.partition(state_partition(s, e));
-    std::vector<uint8_t> reps = part.reps;  // copy: successor() may add partitions
-    std::array<uint8_t, 256> label = part.label;
-    std::vector<StateId> targets(reps.size());
-    for (size_t i = 0; i < reps.size(); i++) {
-      uint32_t known = rows_[s][reps[i]].load(std::memory_order_acquire);
-      targets[i] = known != MISSING ? known : successor(e, reps[i]);
+    ClassRow* r = own_row(s, e);
+    std::atomic<uint32_t>* cells = r->cells();
+    for (unsigned b = 0; b < 256; b++) {  // each class from its first byte
+      std::atomic<uint32_t>& c = cells[r->label[b]];
+      if (c.load(std::memory_order_relaxed) == MISSING) c.store(successor(e, b), std::memory_order_release);
     }
-    for (int b = 0; b < 256; b++) rows_[s][b].store(targets[label[b]], std::memory_order_release);
   }
   has_row_[s].store(true, std::memory_order_release);
 }
 
 size_t LexerDFA::memory_bytes() const {
   size_t n = n_states();
-  // per state: its row, descriptor and flags; the fixed tables of max_states_; the id table
-  size_t per_state = 256 * sizeof(std::atomic<uint32_t>) + sizeof(LexerState) + 1;
-  size_t fixed = size_t(max_states_) * (2 * sizeof(void*) + sizeof(std::atomic<bool>) + 1 + 4 + 4 + 1);
-  return fixed + n * per_state + id_slots_.size() * sizeof(uint64_t) + entry_bytes_ + start_cache_.memory_bytes() +
-         lexeme_rx_.size() * 48;
+  // per state: its descriptor and flags; the fixed tables of max_states_; the slabs of the
+  // rows and label maps; the id table
+  size_t per_state = sizeof(LexerState) + 1;
+  size_t fixed = size_t(max_states_) * (2 * sizeof(void*) + sizeof(std::atomic<bool>) + 1 + 4 + 1);
+  return fixed + n * per_state + slab_bytes_ + slabs_.capacity() * sizeof(void*) + labels_.capacity() * sizeof(void*) +
+         id_slots_.size() * sizeof(uint64_t) + entry_bytes_ + start_cache_.memory_bytes() + lexeme_rx_.size() * 48;
 }
 
 uint32_t LexerDFA::loop_buckets(StateId s) {
   uint32_t known = loops_[s].load(std::memory_order_acquire);
   if (known != kLoopsUnknown) return known;
-  const std::atomic<uint32_t>* r = row(s);
+  const ClassRow* r = row(s);
   uint32_t leaves = 0;  // buckets with a byte that leads elsewhere
   for (unsigned b = 0; b < 256; b++)
-    if (r[b].load(std::memory_order_relaxed) != s) leaves |= bucket_bit(b);
+    if (r->at(b) != s) leaves |= bucket_bit(b);
   uint32_t loops = ((uint32_t(1) << kByteBuckets) - 1) & ~leaves;
   loops_[s].store(loops, std::memory_order_release);
   return loops;
@@ -403,9 +433,9 @@ void LexerDFA::compute_run(StateId s0) {
 
 bool LexerDFA::can_extend(StateId s) {
   if (s == DEAD) return false;
-  const std::atomic<uint32_t>* r = row(s);
-  for (int b = 0; b < 256; b++)
-    if (r[b].load(std::memory_order_relaxed) != DEAD) return true;
+  const ClassRow* r = row(s);
+  for (unsigned b = 0; b < 256; b++)
+    if (r->at(b) != DEAD) return true;
   return false;
 }
 

@@ -4,19 +4,26 @@
 // lexemes onto them, so "inside a JSON string" is one DFA state for every grammar and the
 // per-state vocabulary walks (mask.h) are shared by all grammars and requests of a tokenizer.
 // A state is the sorted vector of (global lexeme, derivative) pairs still alive; state 0 is
-// DEAD. Transitions live in one 256-wide row per state, filled on demand one derivative per
-// byte class; successors whose language is empty become DEAD, so no mask admits a lexeme that
-// can never end. Lazy lexemes end at their first match: a lazy lexeme whose derivative is
-// nullable is not carried into successors.
+// DEAD. Transitions are stored per byte class: each state points to a ClassRow, its byte ->
+// class map (the 256 labels of the byte partition of its entries, one copy per partition,
+// shared by every state with that partition) followed by one cell per class. A state whose
+// partition is not known yet points to a shared row whose every byte maps to one MISSING cell;
+// its first missing transition computes the partition, gives the state its own row (from a
+// slab of the DFA) and fills the byte's class (one derivative for all its bytes). Successors
+// whose language is empty become DEAD, so no mask admits a lexeme that can never end. Lazy
+// lexemes end at their first match: a lazy lexeme whose derivative is nullable is not carried
+// into successors.
 //
 // Each DFA owns the regex store its lexemes and derivatives live in: the two are one
 // generation (the front ends build their regexes in the current one; next_generation() in
 // lexparser.h starts a new one from a prefix of its store, and an old one is freed with the
 // last grammar using it).
 //
-// Thread safety: rows are read without a lock (entries are atomics written once, MISSING
-// until then); everything that builds (states, rows, the regex store) takes store_mutex().
-// State descriptors are immutable once their id is published.
+// Thread safety: rows are read without a lock. A state's row pointer changes once (from the
+// shared unknown row to its own, or to the shared dead row when nothing in it steps; published
+// with release); cells are atomics written once, MISSING until then; rows and label maps are
+// never moved or freed before the DFA. Everything that builds (states, rows, the regex store)
+// takes store_mutex(). State descriptors are immutable once their id is published.
 #pragma once
 
 #include <array>
@@ -47,6 +54,17 @@ struct LexerRun {
   uint32_t set[kRunPoints] = {};
 };
 
+// A state's transitions by byte class: label maps a byte to its class, whose cell holds the
+// successor (MISSING until computed). The cells follow the struct in memory, one per class.
+struct ClassRow {
+  const uint8_t* label;
+  std::atomic<uint32_t>* cells() { return reinterpret_cast<std::atomic<uint32_t>*>(this + 1); }
+  const std::atomic<uint32_t>* cells() const {
+    return reinterpret_cast<const std::atomic<uint32_t>*>(this + 1);
+  }
+  uint32_t at(unsigned b) const { return cells()[label[b]].load(std::memory_order_acquire); }
+};
+
 struct LexerState {
   std::vector<std::pair<uint32_t, NodeId>> entries;  // (global lexeme, derivative), sorted
   std::vector<uint32_t> accepting;                   // global lexemes whose derivative is nullable
@@ -74,15 +92,16 @@ class LexerDFA {
   uint32_t lexeme_id(NodeId rx, bool lazy, int64_t max_tokens);  // registered on first use
   StateId start(std::vector<uint32_t> lexemes);                   // exactly these lexemes begin
 
-  // Successor on one byte (computes that transition when missing; never the whole row).
+  // Successor on one byte (computes that transition's byte class when missing, never the
+  // whole row).
   StateId next(StateId s, unsigned b) {
-    uint32_t t = row_ptr(s)[b].load(std::memory_order_acquire);
+    uint32_t t = row_of(s)->at(b);
     return t != MISSING ? t : next_slow(s, b);
   }
-  // The full 256-entry row of s (computed on first use).
-  const std::atomic<uint32_t>* row(StateId s) {
+  // The row of s with every class computed (on first use).
+  const ClassRow* row(StateId s) {
     if (!has_row_[s].load(std::memory_order_acquire)) compute_row(s);
-    return row_ptr(s);
+    return row_of(s);
   }
   const LexerState& state(StateId s) const { return *states_[s]; }
   bool accepts(StateId s) const { return flags_[s] & kAccepts; }
@@ -90,12 +109,17 @@ class LexerDFA {
   // Whether s holds a lazy lexeme (its successors hold residuals of its lexemes only, so a
   // state without one never reaches a lazy end).
   bool holds_lazy(StateId s) const { return flags_[s] & kHoldsLazy; }
-  // The row of s as it is now (entries MISSING until computed): for walks that step many
-  // times from one state. next_from(s, row, b) is next(s, b) given row == row_of(s).
-  const std::atomic<uint32_t>* row_of(StateId s) const { return row_ptr(s); }
-  StateId next_from(StateId s, const std::atomic<uint32_t>* row, unsigned b) {
-    uint32_t t = row[b].load(std::memory_order_acquire);
-    return t != MISSING ? t : next_slow(s, b);
+  // The row of s as it is now (cells MISSING until computed; the shared unknown row until s
+  // has its own): for walks that step many times from one state. next_from(s, row, b) is
+  // next(s, b) given row == row_of(s); after computing a transition it sets row to row_of(s)
+  // again (s may have its own row now), so the caller's copy leaves the unknown row.
+  const ClassRow* row_of(StateId s) const { return rows_[s].load(std::memory_order_acquire); }
+  StateId next_from(StateId s, const ClassRow*& row, unsigned b) {
+    uint32_t t = row->at(b);
+    if (t != MISSING) return t;
+    t = next_slow(s, b);
+    row = row_of(s);
+    return t;
   }
   bool can_extend(StateId s);
   // The byte buckets (byte_buckets.h) all of whose bytes lead from s back to s: a token whose
@@ -120,7 +144,8 @@ class LexerDFA {
   // This generation's regex store (hold store_mutex() while using it).
   RegexStore& regex() { return rx_; }
   const RegexStore& regex() const { return rx_; }
-  // Heap bytes of the states, rows and tables (regex store excluded); under store_mutex().
+  // Heap bytes of the states, rows, label maps and tables (regex store excluded); under
+  // store_mutex().
   size_t memory_bytes() const;
   // Numbers the generations of the process: 1, 2, ... in order of creation.
   uint64_t serial() const { return serial_; }
@@ -136,7 +161,15 @@ class LexerDFA {
   bool any_lazy_ = false;
   std::unordered_map<uint64_t, uint32_t> lexeme_ids_;  // key: rx, lazy, budget (hashed below)
   std::unique_ptr<std::unique_ptr<LexerState>[]> states_;
-  std::unique_ptr<std::unique_ptr<std::atomic<uint32_t>[]>[]> rows_;
+  // per state: its row (unknown_row_ until the state's partition is known, dead_row_ when no
+  // entry steps); rows and label maps live in slabs_, freed with the DFA
+  std::unique_ptr<std::atomic<ClassRow*>[]> rows_;
+  ClassRow* unknown_row_ = nullptr;  // every byte -> one MISSING cell, never written
+  ClassRow* dead_row_ = nullptr;     // every byte -> DEAD
+  std::vector<const uint8_t*> labels_;  // per partition id: its label map once a row uses it
+  std::vector<std::unique_ptr<char[]>> slabs_;
+  char* slab_next_ = nullptr;
+  size_t slab_left_ = 0, slab_bytes_ = 0;
   std::unique_ptr<std::atomic<bool>[]> has_row_;
   // per state, written once before the state's id is published: accepting / lazy lexeme ends /
   // a lazy lexeme held
@@ -165,13 +198,16 @@ class LexerDFA {
   void index_state(StateId s, uint64_t h);
   std::vector<std::pair<uint32_t, NodeId>> scratch_;  // successor()'s buffer (under store_mutex)
   KeyIndex<uint32_t, StateId> start_cache_;  // by the sorted lexemes
-  // per state, under store_mutex(), 0 until known: 1 + the byte partition of its stepping
-  // entries; whether it can still match (kLive or kDeadEnd)
+  // per state, under store_mutex(), 0 until known: whether it can still match (kLive or
+  // kDeadEnd)
   static constexpr uint8_t kLive = 1, kDeadEnd = 2;
-  std::unique_ptr<uint32_t[]> part_;
   std::unique_ptr<uint8_t[]> live_;
 
-  std::atomic<uint32_t>* row_ptr(StateId s) const { return rows_[s].get(); }
+  void* slab_alloc(size_t bytes);  // 8-aligned, under store_mutex()
+  ClassRow* new_row(const uint8_t* label, uint32_t n_classes, uint32_t fill);
+  // s's own row (made for its partition and published when s has the unknown row); stepping
+  // is not empty
+  ClassRow* own_row(StateId s, const std::vector<std::pair<uint32_t, NodeId>>& stepping);
   StateId intern(std::vector<std::pair<uint32_t, NodeId>> entries);
   bool is_live(StateId t);
   // the entries of s that take more bytes (lazy lexemes that matched end): s's own, or buf
@@ -180,7 +216,6 @@ class LexerDFA {
   StateId successor(const std::vector<std::pair<uint32_t, NodeId>>& entries, unsigned b);
   StateId next_slow(StateId s, unsigned b);
   uint32_t partition_of(const std::vector<std::pair<uint32_t, NodeId>>& entries);  // non-empty
-  uint32_t state_partition(StateId s, const std::vector<std::pair<uint32_t, NodeId>>& stepping);
   void compute_row(StateId s);
   void compute_run(StateId s);
   std::pair<StateId, uint32_t> run_step(StateId s, uint32_t among);

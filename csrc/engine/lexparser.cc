@@ -245,9 +245,9 @@ void LexParser::allowed_bytes(ParseState st, bool out[256]) {
   restarts(st.set_id, st.lexer_state, st.pending, rs);
   for (auto& [sid, ls] : rs) {
     if (ls == DEAD) continue;
-    const std::atomic<uint32_t>* row = lexer_->row(ls);
-    for (int b = 0; b < 256; b++)
-      if (row[b].load(std::memory_order_relaxed) != DEAD) out[b] = true;
+    const ClassRow* row = lexer_->row(ls);
+    for (unsigned b = 0; b < 256; b++)
+      if (row->at(b) != DEAD) out[b] = true;
   }
 }
 

@@ -26,7 +26,7 @@ constexpr size_t kMaskBuffersKept = 64;
 struct WalkScratch {
   bool busy = false;
   std::vector<StateId> stack;
-  std::vector<const std::atomic<uint32_t>*> rows;
+  std::vector<const ClassRow*> rows;
   std::vector<uint32_t> ids;
   std::vector<Boundary> boundaries;
 };
@@ -310,12 +310,12 @@ Walker::Survival Walker::survives(uint64_t key, uint32_t depth, SliceCheck& chec
   if (check.budget == 0) return Survival::OverBudget;
   check.budget--;
   LexerDFA& lx = *lexer_;
-  const std::atomic<uint32_t>* row = lx.row(StateId(key >> 3));
+  const ClassRow* row = lx.row(StateId(key >> 3));
   // the distinct successors (most plain bytes share a few: one per byte class)
   size_t base = check.next.size();
   uint64_t last = ~uint64_t(0);
   for (auto [b, u2] : plain_moves().from[key & 7]) {
-    StateId t = row[b].load(std::memory_order_acquire);
+    StateId t = row->at(b);
     if (t == DEAD || lx.accepts_lazy(t)) {
       note_fail(1);
       check.next.resize(base);
@@ -553,11 +553,12 @@ std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, si
   } release{sc};  // (also when a lexer limit throws)
   sc.ids.clear();
   sc.boundaries.clear();
-  // per depth: the state before that depth's byte and its row (rows never move)
+  // per depth: the state before that depth's byte and its row (a row never moves; next_from
+  // moves a state's entry from the shared unknown row to the state's own)
   sc.stack.assign(size_t(trie.max_depth()) + 2, DEAD);
   sc.rows.assign(sc.stack.size(), nullptr);
   std::vector<StateId>& stack = sc.stack;
-  std::vector<const std::atomic<uint32_t>*>& rows = sc.rows;
+  std::vector<const ClassRow*>& rows = sc.rows;
   std::vector<uint32_t>& ids = sc.ids;
   std::vector<Boundary>& boundaries = sc.boundaries;
   // Inside tokens go to an id list until there are more of them than the bitmask has words,
@@ -618,7 +619,7 @@ std::shared_ptr<Walk> Walker::compute_ranges(StateId s0, const Range* ranges, si
         p++;
         continue;
       }
-      const std::atomic<uint32_t>* row = lx.row_of(t);
+      const ClassRow* row = lx.row_of(t);
       // A subtree whose bytes all lead from t back to t: every token in it stays in t (inside
       // the lexeme, no lazy end, no boundary), so take them all without visiting it. Tried when
       // the first child's byte loops (the node and transition the walk reads next anyway, so a
