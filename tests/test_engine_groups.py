@@ -73,8 +73,9 @@ def test_boundary_groups_reproduce_recorded_masks(smollm2, monkeypatch, direct_w
 
 def test_recycled_mask_buffers_keep_masks_exact(smollm2, monkeypatch):
     """Masks of few tokens (numbers, keys) and of many (inside strings), read once with every
-    array dropped at once (their buffers come back and are written again) and once with every
-    array kept, on engines of their own."""
+    array dropped at once (their buffers come back and are written again: a mask of few tokens
+    clears only its own words as it returns) and once with every array kept, on engines of
+    their own."""
     _fresh_engines(monkeypatch, None)
     schema = {
         "type": "object",

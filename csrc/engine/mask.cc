@@ -37,9 +37,10 @@ std::shared_ptr<std::vector<uint32_t>> MaskBuffers::take() {
   std::unique_ptr<std::vector<uint32_t>> b;
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (!free_.empty()) {
-      b = std::move(free_.back());
-      free_.pop_back();
+    auto& pool = !free_.empty() ? free_ : zeroed_;  // (the zero ones kept for take_bits first)
+    if (!pool.empty()) {
+      b = std::move(pool.back());
+      pool.pop_back();
     }
   }
   if (!b) b = std::make_unique<std::vector<uint32_t>>(n_words_);
@@ -53,9 +54,35 @@ void MaskBuffers::give_back(std::vector<uint32_t>* buffer) {
   if (free_.size() < kMaskBuffersKept) free_.push_back(std::move(b));
 }
 
+std::shared_ptr<std::vector<uint32_t>> MaskBuffers::take_bits(std::shared_ptr<const std::vector<uint32_t>> ids) {
+  std::unique_ptr<std::vector<uint32_t>> b;
+  bool zero = false;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!zeroed_.empty()) {
+      b = std::move(zeroed_.back());
+      zeroed_.pop_back();
+      zero = true;
+    } else if (!free_.empty()) {
+      b = std::move(free_.back());
+      free_.pop_back();
+    }
+  }
+  if (!b) b = std::make_unique<std::vector<uint32_t>>(n_words_);  // (zeroed)
+  else if (!zero) std::memset(b->data(), 0, size_t(n_words_) * 4);
+  for (uint32_t id : *ids) set_bit(b->data(), id);
+  std::shared_ptr<MaskBuffers> self = shared_from_this();
+  return std::shared_ptr<std::vector<uint32_t>>(b.release(), [self, ids](std::vector<uint32_t>* v) {
+    std::unique_ptr<std::vector<uint32_t>> back(v);
+    for (uint32_t id : *ids) v->data()[id >> 5] = 0;  // (its only bits: zero again)
+    std::lock_guard<std::mutex> g(self->mu_);
+    if (self->zeroed_.size() < kMaskBuffersKept) self->zeroed_.push_back(std::move(back));
+  });
+}
+
 size_t MaskBuffers::n_free() const {
   std::lock_guard<std::mutex> g(mu_);
-  return free_.size();
+  return free_.size() + zeroed_.size();
 }
 
 namespace {
@@ -222,13 +249,19 @@ void Walker::group_boundaries(Walk& w, const uint32_t* range_starts, size_t n_st
   if (w.boundaries.empty()) return;
   const TokenTrie& trie = vocab_->trie(w.trie_id);
   // group index per boundary (kNoGroup: a start), groups in order of first occurrence (a run
-  // of one state, the common case, asks the index once); then a counting sort
+  // of one state, the common case, finds its group at once; a handful of groups by a scan,
+  // more by an index); then a counting sort, unless the groups already come one after the
+  // other (then only the starts are taken out). The lists are this thread's scratch.
   constexpr uint32_t kNoGroup = 0xFFFFFFFFu;
-  FlatMap64 index;
-  std::vector<uint32_t> group_of(w.boundaries.size());
+  constexpr size_t kScanGroups = 8;
+  thread_local std::vector<uint32_t> group_of;
+  thread_local std::vector<Boundary> sorted;
+  std::unique_ptr<FlatMap64> index;  // once there are more than kScanGroups groups
+  group_of.resize(w.boundaries.size());
   uint64_t last_key = ~uint64_t(0);
   uint32_t last_group = 0;
   size_t n_grouped = 0;
+  bool in_order = true;  // every group's boundaries one after the other
   for (size_t i = 0; i < w.boundaries.size(); i++) {
     const Boundary& bd = w.boundaries[i];
     if (bd.kind == BoundaryKind::Before && std::binary_search(range_starts, range_starts + n_starts, bd.node)) {
@@ -238,10 +271,23 @@ void Walker::group_boundaries(Walk& w, const uint32_t* range_starts, size_t n_st
     }
     const uint64_t key = uint64_t(bd.state) << 1 | uint64_t(bd.kind);
     if (key != last_key) {
-      auto [gi, fresh] = index.emplace(key, uint32_t(w.groups.size()));
-      if (fresh) w.groups.push_back(BoundaryGroup{bd.state, bd.kind, 0, 0, 0});
+      uint32_t g = uint32_t(w.groups.size());
+      if (index) {
+        g = *index->emplace(key, g).first;
+      } else {
+        for (uint32_t j = 0; j < w.groups.size(); j++)
+          if (w.groups[j].state == bd.state && w.groups[j].kind == bd.kind) g = j;
+        if (w.groups.size() >= kScanGroups) {
+          index = std::make_unique<FlatMap64>();
+          for (uint32_t j = 0; j < w.groups.size(); j++)
+            index->emplace(uint64_t(w.groups[j].state) << 1 | uint64_t(w.groups[j].kind), j);
+          index->emplace(key, g);
+        }
+      }
+      if (g == w.groups.size()) w.groups.push_back(BoundaryGroup{bd.state, bd.kind, 0, 0, 0});
+      else in_order = false;  // a group met again after another one
       last_key = key;
-      last_group = *gi;
+      last_group = g;
     }
     BoundaryGroup& grp = w.groups[last_group];
     grp.end++;
@@ -253,12 +299,21 @@ void Walker::group_boundaries(Walk& w, const uint32_t* range_starts, size_t n_st
   for (BoundaryGroup& grp : w.groups) {
     grp.begin = at;
     at += grp.end;
-    grp.end = grp.begin;
+    grp.end = in_order ? at : grp.begin;
   }
-  std::vector<Boundary> sorted(n_grouped);
+  if (in_order) {  // (stable: the groups' boundaries are in place once the starts are out)
+    if (n_grouped != w.boundaries.size()) {
+      size_t k = 0;
+      for (size_t i = 0; i < w.boundaries.size(); i++)
+        if (group_of[i] != kNoGroup) w.boundaries[k++] = w.boundaries[i];
+      w.boundaries.resize(n_grouped);
+    }
+    return;
+  }
+  sorted.resize(n_grouped);
   for (size_t i = 0; i < w.boundaries.size(); i++)
     if (group_of[i] != kNoGroup) sorted[w.groups[group_of[i]].end++] = w.boundaries[i];
-  w.boundaries.swap(sorted);
+  w.boundaries.assign(sorted.begin(), sorted.end());
 }
 
 namespace {
@@ -877,7 +932,7 @@ std::shared_ptr<std::vector<uint32_t>> MaskEngine::bitmask_of(const std::vector<
 }
 
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::expand(const CachedMask& c) const {
-  return c.words ? c.words : bitmask_of(*c.ids);
+  return c.words ? c.words : walker_->buffers().take_bits(c.ids);
 }
 
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::cached_mask(ParseState st) {
@@ -916,9 +971,12 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::compute_cached(ParseSta
     std::vector<uint32_t>& ids = out.ids();
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    m = bitmask_of(ids);
-    if (ids.size() <= max_ids) c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
-    else c.words = m = walker_->buffers().share(std::move(m));
+    if (ids.size() <= max_ids) {
+      c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
+      m = walker_->buffers().take_bits(c.ids);
+    } else {
+      c.words = m = walker_->buffers().share(bitmask_of(ids));
+    }
   } else {
     m = std::move(out.buffer());
     // (blocks of 16 words: a mask of few tokens is mostly zero blocks, skipped with one OR each)

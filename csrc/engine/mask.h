@@ -94,6 +94,10 @@ class MaskBuffers : public std::enable_shared_from_this<MaskBuffers> {
   explicit MaskBuffers(uint32_t n_words) : n_words_(n_words) {}
   // A buffer of n_words words, contents unspecified; it comes back here when dropped.
   std::shared_ptr<std::vector<uint32_t>> take();
+  // A buffer holding exactly the bits of `ids` (kept by the buffer): taken from the buffers
+  // known to be zero, which it rejoins when dropped, its bits cleared again -- a mask of a few
+  // tokens then writes a few words, not the whole bitmask, each time it is handed out.
+  std::shared_ptr<std::vector<uint32_t>> take_bits(std::shared_ptr<const std::vector<uint32_t>> ids);
   size_t n_free() const;
   // A finished mask taken from here, to be kept and never written again: the mask with the
   // same words that a holder still keeps (then `mask` is dropped), else `mask`, registered.
@@ -103,6 +107,7 @@ class MaskBuffers : public std::enable_shared_from_this<MaskBuffers> {
   uint32_t n_words_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<std::vector<uint32_t>>> free_;
+  std::vector<std::unique_ptr<std::vector<uint32_t>>> zeroed_;  // all words zero
   void give_back(std::vector<uint32_t>* buffer);
   // share(): hash of the words -> mask (expired entries dropped whenever the table has doubled
   // since the last sweep)
