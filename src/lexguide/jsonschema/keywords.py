@@ -97,37 +97,25 @@ class TypedKeywords(BuilderHooks):
     def _simple(self, kw: dict[str, Any], ptr: str) -> Schema:
         types = _types(kw["type"], ptr) if "type" in kw else ALL_TYPES
         if len(types) == 1:  # one type (most schemas): its node, as any_of of it gives
-            t = types[0]
-            if t == "string":
-                one = self._string(kw, ptr)
-            elif t == "object":
-                one = self._object(kw, ptr)
-            elif t == "array":
-                one = self._array(kw, ptr)
-            elif t == "number" or t == "integer":
-                one = self._number(kw, t == "integer", ptr)
-            else:
-                one = NullSchema() if t == "null" else BoolSchema()
+            one = self._typed(types[0], kw, ptr)
             if type(one) not in _NOT_ALONE:
                 return one
             return any_of([one], f"no type of {list(types)} is satisfiable")
-        options: list[Schema] = []
-        for t in types:
-            if t == "null":
-                options.append(NullSchema())
-            elif t == "boolean":
-                options.append(BoolSchema())
-            elif t in ("number", "integer"):
-                if t == "integer" and "number" in types:
-                    continue
-                options.append(self._number(kw, t == "integer", ptr))
-            elif t == "string":
-                options.append(self._string(kw, ptr))
-            elif t == "array":
-                options.append(self._array(kw, ptr))
-            elif t == "object":
-                options.append(self._object(kw, ptr))
+        options = [self._typed(t, kw, ptr) for t in types
+                   if not (t == "integer" and "number" in types)]  # number covers integer
         return any_of(options, f"no type of {list(types)} is satisfiable")
+
+    def _typed(self, t: str, kw: dict[str, Any], ptr: str) -> Schema:
+        """The node of type ``t`` (a "type" name) under the typed keywords ``kw``."""
+        if t == "string":
+            return self._string(kw, ptr)
+        if t == "object":
+            return self._object(kw, ptr)
+        if t == "array":
+            return self._array(kw, ptr)
+        if t == "number" or t == "integer":
+            return self._number(kw, t == "integer", ptr)
+        return NullSchema() if t == "null" else BoolSchema()
 
     def _number(self, kw: dict[str, Any], integer: bool, ptr: str) -> Schema:
         if len(kw) == 1 and "type" in kw:  # no numeric keyword: what the lines below give
