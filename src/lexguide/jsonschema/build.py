@@ -260,21 +260,15 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
                 # the typed keywords alone, one other part ($ref), or none (most schemas)
                 if not simple and not parts:
                     return ANY
-                out = parts[0] if parts else self._simple(simple, ptr)
-                if inter.steps < inter.limit:  # intersect(ANY, out) counts, and its result: out
-                    inter.steps += 1
-                    return out
-                with inter.at(ptr):
-                    return inter(ANY, out)
+                return self._one_part(parts[0] if parts else self._simple(simple, ptr), ptr)
             if simple:
                 parts.insert(simple_pos, None)
                 for k in one_ofs:
                     k.index += k.index >= simple_pos
             done = [self._simple(simple, ptr) if p is None else p for p in parts] if simple else parts
             out: Schema = ANY
-            if len(done) == 1 and inter.steps < inter.limit:  # one part, most schemas: the step
-                inter.steps += 1  # intersect(ANY, part) counts, and its result: the part
-                out = done[0]
+            if len(done) == 1:  # one part, most schemas
+                out = self._one_part(done[0], ptr)
             else:
                 with inter.at(ptr):
                     for part in done:
@@ -291,6 +285,17 @@ class SchemaBuilder(TypedKeywords, Applicators, Unevaluated):
             return out
         finally:
             nesting.depth -= 1
+
+    def _one_part(self, part: Schema, ptr: str) -> Schema:
+        """The schema object at ``ptr`` whose one part is ``part``: intersect(ANY, part), which
+        is ``part``; while the step budget allows, its one step is counted and ``part``
+        returned as it is."""
+        inter = self.intersect
+        if inter.steps < inter.limit:
+            inter.steps += 1
+            return part
+        with inter.at(ptr):
+            return inter(ANY, part)
 
     def _draft_of(self, key: str) -> int:
         """The draft of the document holding ``key`` (its ``$schema``, else the root's)."""
