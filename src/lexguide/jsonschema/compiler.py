@@ -90,8 +90,16 @@ _OTHER_BYTES = rx.alt(_ANY_BYTES, rx.literal(b"\2"))  # and again
 MAX_PATTERN_REGIONS = 64
 # regex node ids are hash-consed, so this cache is valid across grammars until the store is cut
 # back (lexguide.regex.nodes.building), which empties it
-_STRING_CACHE: dict[tuple, int] = {}
+_STRING_CACHE: dict[tuple, int] = {}  # _string_key -> the string's regex
 rx.on_rotate(_STRING_CACHE.clear)  # its values are regex nodes
+
+
+def _string_key(s: StringSchema, esc: Escapes) -> tuple:
+    """What the regex of ``s``'s JSON strings depends on: every field of ``s`` but its
+    pointer, and the escapes they are spelled with."""
+    return (s.const, s.min_length, s.max_length, s.patterns, s.formats, s.rx_filters, esc)
+
+
 MAX_COUNT_RULES = 50_000
 
 _first, _second = itemgetter(0), itemgetter(1)  # of a pair, as C-level functions
@@ -317,10 +325,11 @@ class SchemaCompiler:
         """The lexeme of ``s``'s JSON strings; one lookup for constraints met before in this
         document, unless making it could note something (lenient lengths), which is noted
         at each schema."""
-        key = (s.const, s.min_length, s.max_length, s.patterns, s.formats, s.rx_filters)
+        esc = self.layout.escapes
+        key = _string_key(s, esc)
         got = self._string_lexemes.get(key)
         if got is None:
-            got = self.lex(self.string(s, self.layout.escapes), "string")
+            got = self.lex(self.string(s, esc), "string")
             if not self.lenient or (s.min_length == 0 and s.max_length is None):
                 self._string_lexemes[key] = got
         return got
@@ -380,7 +389,7 @@ class SchemaCompiler:
         return rx.intersect(*parts) if len(parts) > 1 else parts[0]
 
     def string(self, s: StringSchema, esc: Escapes) -> int:
-        key = (s.const, s.min_length, s.max_length, s.patterns, s.formats, s.rx_filters, esc)
+        key = _string_key(s, esc)
         got = _STRING_CACHE.get(key)
         if got is not None:
             return got
