@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from functools import cache, lru_cache
 from importlib import resources as _resources
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from lexguide.errors import SchemaError
+from lexguide.limits import json_value_scan
 
 __all__ = ["DEFAULT_BASE", "RefIndex", "anchor_keys", "bundled_metaschemas", "detect_draft",
            "escape_pointer", "id_keyword", "split_key"]
@@ -103,24 +105,9 @@ def anchor_keys(id_kw: str) -> frozenset[str]:
 
 
 def _has_key(value: Any, keys: frozenset[str]) -> bool:
-    """Whether some object anywhere in the JSON ``value`` has one of ``keys`` (iterative; one
-    set test per object, so cheaper than serialising the value to search its text)."""
-    todo = [value]
-    pop, push = todo.pop, todo.append
-    while todo:
-        node = pop()
-        if isinstance(node, dict):
-            if not keys.isdisjoint(node):
-                return True
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        for v in children:
-            if isinstance(v, (dict, list)):
-                push(v)
-    return False
+    """Whether some object anywhere in the JSON ``value`` has one of ``keys``
+    (:func:`~lexguide.limits.json_value_scan`'s walk, at any depth)."""
+    return json_value_scan(value, keys, sys.maxsize)[1]
 
 
 class RefIndex:
