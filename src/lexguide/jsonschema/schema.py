@@ -188,6 +188,14 @@ def is_unsat(s: Schema) -> bool:
 
 def any_of(options: list[Schema], reason: str = "anyOf is empty") -> Schema:
     """A union with unsatisfiable branches dropped and nested unions flattened."""
+    return _any_of(options, reason, 0, "")
+
+
+def _any_of(options: list[Schema], reason: str, refused: int, refused_reason: str) -> Schema:
+    """:func:`any_of` of ``options`` and ``refused`` more unsatisfiable branches, counted
+    instead of listed (``refused_reason`` the reason of one of them). With no satisfiable
+    branch: Unsat with the reason of the one unsatisfiable branch if there is exactly one,
+    else ``reason``."""
     flat: list[Schema] = []
     for o in options:
         t = type(o)
@@ -201,7 +209,9 @@ def any_of(options: list[Schema], reason: str = "anyOf is empty") -> Schema:
             flat.append(o)
     if not flat:
         reasons = [o.reason for o in options if isinstance(o, Unsat)]
-        return Unsat(reasons[0] if len(reasons) == 1 else reason)
+        if len(reasons) + refused != 1:
+            return Unsat(reason)
+        return Unsat(reasons[0] if reasons else refused_reason)
     return flat[0] if len(flat) == 1 else AnyOfSchema(tuple(flat))
 
 
@@ -300,9 +310,9 @@ class Intersector:
     def _product(self, xs: tuple[Schema, ...], ys: tuple[Schema, ...], depth: int) -> Schema:
         """The union of ``self(x, y, depth)`` over every pair, in order. A pair of two different
         JSON types (the most of a product of mixed unions) is answered in place: one counted
-        step, an Unsat that the union drops; ``any_of`` is given what it needs of those, the
-        number of them (one or more) and the reason of one, so the result is the same. The
-        general path takes over where the step budget or the depth would run out."""
+        step, an Unsat that the union drops; the union is given the number of those and the
+        reason of one, so the result is the same. The general path takes over where the step
+        budget or the depth would run out."""
         out: list[Schema] = []
         mismatched = 0
         reason = ""
@@ -319,9 +329,8 @@ class Intersector:
                     reason = reason or f"incompatible types {kx} and {_TYPE_OF[ty]}"
                 else:
                     out.append(self(x, y, depth))
-        if mismatched:  # the Unsats of those pairs, for the reason any_of gives no branch
-            out += [Unsat(reason)] * min(mismatched, 2)
-        return any_of(out, "no branch of anyOf is compatible with the other constraints")
+        return _any_of(out, "no branch of anyOf is compatible with the other constraints",
+                       mismatched, reason)
 
     # -- per type -----------------------------------------------------------------------------
     def _NullSchema(self, a: NullSchema, b: NullSchema, depth: int) -> Schema:
