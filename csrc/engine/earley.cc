@@ -10,13 +10,6 @@
 
 namespace lexguide {
 
-namespace {
-template <class T>
-std::string bytes_key(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-}  // namespace
-
 std::vector<uint32_t> productive_rules(int32_t n_nonterminals, const std::vector<bool>& lexeme_ok,
                                        const std::vector<int32_t>& lhs_of,
                                        const std::vector<std::vector<int32_t>>& rhs_of) {
@@ -136,16 +129,14 @@ void EarleyParser::incomplete_items(int32_t set_id, std::vector<std::pair<int32_
 }
 
 int32_t EarleyParser::scan(int32_t set_id, const std::vector<int32_t>& lexemes) {
-  Set& s = *sets_[size_t(set_id)];
   const bool single = lexemes.size() == 1;
   const uint64_t single_key = single ? (uint64_t(uint32_t(set_id)) << 32) | uint32_t(lexemes[0]) : 0;
-  std::string key;
   if (single) {
     if (const int32_t* hit = single_scans_.find(single_key)) return *hit;
   } else {
-    key = bytes_key(lexemes);
-    auto hit = s.scans.find(key);
-    if (hit != s.scans.end()) return hit->second;
+    scan_key_.assign(1, set_id);
+    scan_key_.insert(scan_key_.end(), lexemes.begin(), lexemes.end());
+    if (const int32_t* hit = multi_scans_.find(scan_key_)) return *hit;
   }
   std::vector<Item>& waiting = scan_waiting_;
   std::vector<Item> kernel;
@@ -156,7 +147,7 @@ int32_t EarleyParser::scan(int32_t set_id, const std::vector<int32_t>& lexemes) 
   }
   int32_t result = kernel.empty() ? DEAD_SET : intern(std::move(kernel));
   if (single) single_scans_.emplace(single_key, result);
-  else sets_[size_t(set_id)]->scans.emplace(std::move(key), result);
+  else multi_scans_.emplace(scan_key_, result);  // (scan_key_ as built above: intern() leaves it)
   return result;
 }
 

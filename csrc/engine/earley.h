@@ -88,7 +88,6 @@ class EarleyParser {
     std::vector<int32_t> last_classes;
     bool accepting = false;
     uint32_t n_items = 0;
-    std::unordered_map<std::string, int32_t> scans;  // scans of two or more lexemes
   };
 
   GrammarRules g_;
@@ -98,8 +97,11 @@ class EarleyParser {
   int32_t start_dr_ = 0, initial_ = 0;
   std::vector<std::unique_ptr<Set>> sets_;
   KeyIndex<Item, int32_t> by_kernel_, by_signature_;
-  // scans of one lexeme (the usual case), by set id << 32 | lexeme: no key string, no map per set
+  // scans: of one lexeme (the usual case) by set id << 32 | lexeme, of more by (set id,
+  // lexemes...) in scan_key_
   FlatMap<int32_t> single_scans_;
+  KeyIndex<int32_t, int32_t> multi_scans_;
+  std::vector<int32_t> scan_key_;
   // per nonterminal, filled on first use: the nonterminals it predicts (sorted, itself included,
   // so empty means not yet computed) and its (symbol, dotted rule) items (items_ready_ marks them)
   std::vector<std::vector<int32_t>> predicts_;

@@ -80,6 +80,21 @@ class FlatMap {
 
 using FlatMap64 = FlatMap<uint32_t>;
 
+// The hash of a sequence of words, one multiply-mix per word: KeyIndex's keys, the lexer's
+// state entries.
+class SeqHash {
+ public:
+  explicit SeqHash(size_t n) : h_(0x9E3779B97F4A7C15ull ^ n) {}
+  void add(uint64_t x) {
+    h_ ^= x + 0x9E3779B97F4A7C15ull + (h_ << 6) + (h_ >> 2);
+    h_ *= 0xFF51AFD7ED558CCDull;
+  }
+  uint64_t value() const { return h_ ^ (h_ >> 29); }
+
+ private:
+  uint64_t h_;
+};
+
 template <class W, class V>
 class KeyIndex {
  public:
@@ -127,12 +142,9 @@ class KeyIndex {
   size_t mask_ = 0;
 
   static uint64_t hash(const W* k, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    for (size_t i = 0; i < n; i++) {
-      h ^= uint64_t(k[i]) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-      h *= 0xFF51AFD7ED558CCDull;
-    }
-    return h ^ (h >> 29);
+    SeqHash h(n);
+    for (size_t i = 0; i < n; i++) h.add(uint64_t(k[i]));
+    return h.value();
   }
   bool equal(uint32_t e, const W* k, size_t n) const {
     const size_t b = starts_[e];

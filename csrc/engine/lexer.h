@@ -180,12 +180,9 @@ class LexerDFA {
   std::atomic<uint32_t> n_states_{0};
   struct EntriesHash {
     size_t operator()(const std::vector<std::pair<uint32_t, NodeId>>& e) const {
-      uint64_t h = 0x9E3779B97F4A7C15ull ^ e.size();
-      for (auto& [lex, x] : e) {
-        h ^= (uint64_t(lex) << 32 | x) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-        h *= 0xFF51AFD7ED558CCDull;
-      }
-      return size_t(h ^ (h >> 29));
+      SeqHash h(e.size());
+      for (auto& [lex, x] : e) h.add(uint64_t(lex) << 32 | x);
+      return size_t(h.value());
     }
   };
   // The states by their entries: open addressing over one array of (upper hash bits << 32 |

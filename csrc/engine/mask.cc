@@ -33,17 +33,28 @@ struct WalkScratch {
 }  // namespace
 
 // -- MaskBuffers, MaskBuilder -----------------------------------------------------------------
-std::shared_ptr<std::vector<uint32_t>> MaskBuffers::take() {
+std::unique_ptr<std::vector<uint32_t>> MaskBuffers::pop(bool zero_first, bool& zero) {
   std::unique_ptr<std::vector<uint32_t>> b;
   {
     std::lock_guard<std::mutex> g(mu_);
-    auto& pool = !free_.empty() ? free_ : zeroed_;  // (the zero ones kept for take_bits first)
+    auto& first = zero_first ? zeroed_ : free_;
+    auto& pool = !first.empty() ? first : zero_first ? free_ : zeroed_;
     if (!pool.empty()) {
       b = std::move(pool.back());
       pool.pop_back();
+      zero = &pool == &zeroed_;
     }
   }
-  if (!b) b = std::make_unique<std::vector<uint32_t>>(n_words_);
+  if (!b) {
+    b = std::make_unique<std::vector<uint32_t>>(n_words_);
+    zero = true;
+  }
+  return b;
+}
+
+std::shared_ptr<std::vector<uint32_t>> MaskBuffers::take() {
+  bool zero = false;
+  std::unique_ptr<std::vector<uint32_t>> b = pop(false, zero);
   std::shared_ptr<MaskBuffers> self = shared_from_this();  // (the pool outlives its buffers)
   return std::shared_ptr<std::vector<uint32_t>>(b.release(), [self](std::vector<uint32_t>* v) { self->give_back(v); });
 }
@@ -55,21 +66,9 @@ void MaskBuffers::give_back(std::vector<uint32_t>* buffer) {
 }
 
 std::shared_ptr<std::vector<uint32_t>> MaskBuffers::take_bits(std::shared_ptr<const std::vector<uint32_t>> ids) {
-  std::unique_ptr<std::vector<uint32_t>> b;
   bool zero = false;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (!zeroed_.empty()) {
-      b = std::move(zeroed_.back());
-      zeroed_.pop_back();
-      zero = true;
-    } else if (!free_.empty()) {
-      b = std::move(free_.back());
-      free_.pop_back();
-    }
-  }
-  if (!b) b = std::make_unique<std::vector<uint32_t>>(n_words_);  // (zeroed)
-  else if (!zero) std::memset(b->data(), 0, size_t(n_words_) * 4);
+  std::unique_ptr<std::vector<uint32_t>> b = pop(true, zero);
+  if (!zero) std::memset(b->data(), 0, size_t(n_words_) * 4);
   for (uint32_t id : *ids) set_bit(b->data(), id);
   std::shared_ptr<MaskBuffers> self = shared_from_this();
   return std::shared_ptr<std::vector<uint32_t>>(b.release(), [self, ids](std::vector<uint32_t>* v) {
@@ -271,18 +270,17 @@ void Walker::group_boundaries(Walk& w, const uint32_t* range_starts, size_t n_st
     }
     const uint64_t key = uint64_t(bd.state) << 1 | uint64_t(bd.kind);
     if (key != last_key) {
+      if (!index && w.groups.size() >= kScanGroups) {
+        index = std::make_unique<FlatMap64>();
+        for (uint32_t j = 0; j < w.groups.size(); j++)
+          index->emplace(uint64_t(w.groups[j].state) << 1 | uint64_t(w.groups[j].kind), j);
+      }
       uint32_t g = uint32_t(w.groups.size());
       if (index) {
         g = *index->emplace(key, g).first;
       } else {
         for (uint32_t j = 0; j < w.groups.size(); j++)
           if (w.groups[j].state == bd.state && w.groups[j].kind == bd.kind) g = j;
-        if (w.groups.size() >= kScanGroups) {
-          index = std::make_unique<FlatMap64>();
-          for (uint32_t j = 0; j < w.groups.size(); j++)
-            index->emplace(uint64_t(w.groups[j].state) << 1 | uint64_t(w.groups[j].kind), j);
-          index->emplace(key, g);
-        }
       }
       if (g == w.groups.size()) w.groups.push_back(BoundaryGroup{bd.state, bd.kind, 0, 0, 0});
       else in_order = false;  // a group met again after another one
@@ -924,13 +922,6 @@ void MaskEngine::write(const CachedMask& c, uint32_t* out) const {
   for (uint32_t id : *c.ids) set_bit(out, id);
 }
 
-std::shared_ptr<std::vector<uint32_t>> MaskEngine::bitmask_of(const std::vector<uint32_t>& ids) const {
-  std::shared_ptr<std::vector<uint32_t>> words = walker_->buffers().take();
-  std::memset(words->data(), 0, words->size() * 4);
-  for (uint32_t id : ids) set_bit(words->data(), id);
-  return words;
-}
-
 std::shared_ptr<const std::vector<uint32_t>> MaskEngine::expand(const CachedMask& c) const {
   return c.words ? c.words : walker_->buffers().take_bits(c.ids);
 }
@@ -975,7 +966,8 @@ std::shared_ptr<const std::vector<uint32_t>> MaskEngine::compute_cached(ParseSta
       c.ids = std::make_shared<const std::vector<uint32_t>>(std::move(ids));
       m = walker_->buffers().take_bits(c.ids);
     } else {
-      c.words = m = walker_->buffers().share(bitmask_of(ids));
+      out.dense();  // (the ids, sorted, into a bitmask)
+      c.words = m = walker_->buffers().share(std::move(out.buffer()));
     }
   } else {
     m = std::move(out.buffer());

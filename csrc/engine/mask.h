@@ -109,6 +109,8 @@ class MaskBuffers : public std::enable_shared_from_this<MaskBuffers> {
   std::vector<std::unique_ptr<std::vector<uint32_t>>> free_;
   std::vector<std::unique_ptr<std::vector<uint32_t>>> zeroed_;  // all words zero
   void give_back(std::vector<uint32_t>* buffer);
+  // a free buffer, from the zeroed ones first or the others first, else a new one (zero)
+  std::unique_ptr<std::vector<uint32_t>> pop(bool zero_first, bool& zero);
   // share(): hash of the words -> mask (expired entries dropped whenever the table has doubled
   // since the last sweep)
   std::mutex shared_mu_;
@@ -334,8 +336,6 @@ class MaskEngine {
   bool lookup(uint64_t key, CachedMask& c);  // a hit (counted) into c
   void write(const CachedMask& c, uint32_t* out) const;  // its n_words words into out
   std::shared_ptr<const std::vector<uint32_t>> expand(const CachedMask& c) const;
-  // A recycled bitmask with exactly these ids set.
-  std::shared_ptr<std::vector<uint32_t>> bitmask_of(const std::vector<uint32_t>& ids) const;
   // a mask not found in the cache: computed and cached
   std::shared_ptr<const std::vector<uint32_t>> compute_cached(ParseState st);
   std::unordered_map<uint64_t, CachedMask> cache_;
